@@ -1,0 +1,45 @@
+#!/usr/bin/env python
+"""Stage 3: results/data/ -> statistics.json and the figures in results/plots/.
+
+Per model and pooled over models: Spearman and Pearson correlation (with p-values) of
+every feature with perplexity; Wasserstein distances between consecutive checkpoints'
+H0 and H1 diagrams; the seed's seven figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from toposig.analysis import ResultsMissingError, analyse, summary_lines
+from toposig.cli import setup_logging
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--results", default="results",
+                   help="results root written by run_experiments.py --out (default: %(default)s)")
+    p.add_argument("--no-plots", action="store_true", help="statistics only, no figures")
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    setup_logging(args.verbose)
+    try:
+        statistics, figures = analyse(args.results, plots=not args.no_plots)
+    except ResultsMissingError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print("\n".join(summary_lines(statistics)))
+    print(f"statistics: {Path(args.results) / 'data' / 'statistics.json'}")
+    if figures:
+        print(f"figures ({len(figures)}): {Path(args.results) / 'plots'}/")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+#!/usr/bin/env python
+"""Stage 1: models x checkpoints -> one record per checkpoint under results/.
+
+With no arguments this is experiment A of DESIGN.md: Pythia 70m/160m/410m from the
+Hugging Face Hub at the seed's 19 steps. Point it at a local training run with
+``--models path/to/run`` (a folder of step<N>/ or checkpoint-<N>/ model folders).
+
+A rerun skips finished checkpoints (--force recomputes); a failed checkpoint is
+recorded with its error and the run goes on, exiting non-zero at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from toposig.checkpoints import EXPERIMENT_A_MODELS, HubUnavailableError, SeriesError
+from toposig.cli import add_embedding_options, settings_from_args, setup_logging
+from toposig.config import SettingsError
+from toposig.corpus import DataMissingError
+from toposig.pipeline import execute, plan_run, summary_lines
+
+logger = logging.getLogger("run_experiments")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--models", nargs="+", metavar="MODEL", default=None,
+                   help="Hub ids (EleutherAI/pythia-70m) or local folders: a folder of "
+                        "step<N>/ or checkpoint-<N>/ model folders is a series, a single "
+                        f"model folder a series of one (default: {' '.join(EXPERIMENT_A_MODELS)})")
+    p.add_argument("--steps", nargs="+", metavar="STEP", default=None,
+                   help="training steps: integers, or a named schedule: 'seed' (the seed's "
+                        "19 steps) or 'all' (Pythia's 154). Default: 'seed' for Hub models, "
+                        "every step found for local series")
+    p.add_argument("--out", default="results",
+                   help="results root: records/, data/ (default: %(default)s)")
+    p.add_argument("--force", action="store_true",
+                   help="recompute checkpoints that already have a finished record")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    add_embedding_options(p)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    setup_logging(args.verbose)
+    try:
+        settings = settings_from_args(args)
+        plan = plan_run(args.models, args.steps, settings)
+    except (SettingsError, SeriesError, HubUnavailableError, DataMissingError, ValueError,
+            FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    logger.info("%d checkpoints of %d model(s); results under %s (settings %s)",
+                len(plan.checkpoints), len({c.label for c in plan.checkpoints}), args.out,
+                plan.settings_hash)
+    try:
+        outcome = execute(plan, args.out, force=args.force, progress=not args.no_progress)
+    except KeyboardInterrupt:
+        print("\ninterrupted: every finished checkpoint is saved; rerun the same command "
+              "to continue", file=sys.stderr)
+        return 130
+    print("\n".join(summary_lines(plan, outcome, args.out)))
+    return 1 if outcome.failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

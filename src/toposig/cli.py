@@ -1,0 +1,78 @@
+"""Command-line options shared by the stage scripts, and logging setup."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+from .config import DTYPE_CHOICES, LAYER_CHOICES, PH_BACKEND_CHOICES, EmbeddingSettings
+
+_DEFAULTS = EmbeddingSettings()
+
+
+def add_embedding_options(p: argparse.ArgumentParser) -> None:
+    """Options that define what the embedding stage computes (see EmbeddingSettings)."""
+    g = p.add_argument_group("embedding stage")
+    g.add_argument("--texts", metavar="PATH", default=None,
+                   help="plain-text file, one text per non-empty line, instead of WikiText-2 "
+                        "validation (default: WikiText-2)")
+    g.add_argument("--n-texts", type=int, default=_DEFAULTS.n_texts,
+                   help="number of texts = points of the cloud (default: %(default)s)")
+    g.add_argument("--min-chars", type=int, default=_DEFAULTS.min_chars,
+                   help="skip WikiText rows shorter than this after strip (default: %(default)s)")
+    g.add_argument("--max-length", type=int, default=_DEFAULTS.max_length,
+                   help="tokens per text after truncation (default: %(default)s)")
+    g.add_argument("--tokenizer", metavar="NAME_OR_PATH", default=None,
+                   help="tokenizer to use instead of each checkpoint's own: a Hub name, a "
+                        "folder, or a tokenizer.json file")
+    g.add_argument("--layers", choices=LAYER_CHOICES, default=_DEFAULTS.layers,
+                   help="analyse the last hidden state, or the embedding output and every "
+                        "block (default: %(default)s)")
+    g.add_argument("--pca-dim", type=int, default=_DEFAULTS.pca_dim,
+                   help="PCA components before persistent homology (default: %(default)s)")
+    g.add_argument("--maxdim", type=int, default=_DEFAULTS.maxdim,
+                   help="highest homology dimension (default: %(default)s)")
+    g.add_argument("--ph-backend", choices=PH_BACKEND_CHOICES, default=_DEFAULTS.ph_backend,
+                   help="Vietoris-Rips library; auto = fastest installed (default: %(default)s)")
+    g.add_argument("--batch-size", type=int, default=_DEFAULTS.batch_size,
+                   help="texts per forward batch (default: %(default)s)")
+    g.add_argument("--device", default=_DEFAULTS.device,
+                   help="auto (CUDA if present), cpu, cuda, cuda:N or mps (default: %(default)s)")
+    g.add_argument("--dtype", choices=DTYPE_CHOICES, default=_DEFAULTS.dtype,
+                   help="model precision; auto = bfloat16 on CUDA, float32 otherwise "
+                        "(default: %(default)s)")
+    g.add_argument("--seed", type=int, default=_DEFAULTS.seed,
+                   help="seed for every random choice (default: %(default)s)")
+    g.add_argument("--save-hidden", action="store_true",
+                   help="also save the pooled hidden states of the analysed layers (.npz)")
+    g.add_argument("--trust-remote-code", action="store_true",
+                   help="allow checkpoints to run their own Python code (off by default: "
+                        "a checkpoint from elsewhere can carry code)")
+
+
+def settings_from_args(args: argparse.Namespace) -> EmbeddingSettings:
+    """Build validated settings; raises SettingsError naming a bad value."""
+    return EmbeddingSettings(
+        n_texts=args.n_texts, min_chars=args.min_chars, max_length=args.max_length,
+        pca_dim=args.pca_dim, maxdim=args.maxdim, layers=args.layers,
+        batch_size=args.batch_size, texts=args.texts, tokenizer=args.tokenizer,
+        device=args.device, dtype=args.dtype, ph_backend=args.ph_backend, seed=args.seed,
+        trust_remote_code=args.trust_remote_code, save_hidden=args.save_hidden,
+    )
+
+
+def setup_logging(verbose: bool = False) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        datefmt="%H:%M:%S",
+    )
+    for noisy in ("httpx", "httpcore", "urllib3", "filelock", "huggingface_hub", "datasets"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
+    except ImportError:  # pragma: no cover
+        pass

@@ -1,0 +1,118 @@
+"""Settings of the embedding stage: one dataclass, validated in one place, hashed for results.
+
+The settings hash keys every result on disk. It covers exactly the settings that change
+the numbers (the texts themselves, tokenisation, PCA, homology dimension, analysed layers,
+numeric precision) and nothing that does not (batch size, device index, PH backend: every
+backend gives identical diagrams), so a rerun with a different batch size still resumes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import asdict, dataclass
+
+SCHEMA_VERSION = 1
+
+LAYER_CHOICES = ("last", "all")
+DTYPE_CHOICES = ("auto", "float32", "bfloat16", "float16")
+PH_BACKEND_CHOICES = ("auto", "giotto-ph", "ripser", "gudhi")
+_DEVICE_RE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
+
+
+class SettingsError(ValueError):
+    """A setting has a value that is not allowed; the message names both."""
+
+
+@dataclass(frozen=True)
+class EmbeddingSettings:
+    """Everything the embedding stage needs besides the checkpoints.
+
+    Attributes:
+        n_texts: number of analysed texts (points of the cloud).
+        min_chars: WikiText rows shorter than this after strip are skipped.
+        max_length: tokens per text after truncation.
+        pca_dim: PCA components before persistent homology (``min(k, n-1, d)`` kept).
+        maxdim: highest homology dimension.
+        layers: ``"last"`` (the final hidden state) or ``"all"`` (embedding output and
+            every block).
+        batch_size: texts per forward batch.
+        texts: a plain-text file (one text per non-empty line) instead of WikiText-2.
+        tokenizer: tokenizer name or path overriding the checkpoint's own.
+        device: ``auto``, ``cpu``, ``cuda``, ``cuda:N`` or ``mps``.
+        dtype: ``auto`` (bf16 on CUDA, fp32 elsewhere) or an explicit dtype.
+        ph_backend: ``auto`` or a Vietoris–Rips library.
+        seed: drives every random choice.
+        trust_remote_code: allow a checkpoint's own Python code (off unless asked).
+        save_hidden: also save the pooled hidden states of the analysed layers.
+    """
+
+    n_texts: int = 200
+    min_chars: int = 100
+    max_length: int = 128
+    pca_dim: int = 50
+    maxdim: int = 1
+    layers: str = "last"
+    batch_size: int = 32
+    texts: str | None = None
+    tokenizer: str | None = None
+    device: str = "auto"
+    dtype: str = "auto"
+    ph_backend: str = "auto"
+    seed: int = 42
+    trust_remote_code: bool = False
+    save_hidden: bool = False
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _require(ok: bool, message: str) -> None:
+    if not ok:
+        raise SettingsError(message)
+
+
+def validate(s: EmbeddingSettings) -> None:
+    """Raise :class:`SettingsError` naming the first bad value and what is allowed."""
+    _require(s.n_texts >= 3, f"--n-texts must be at least 3, got {s.n_texts}")
+    _require(s.min_chars >= 0, f"--min-chars must be >= 0, got {s.min_chars}")
+    _require(s.max_length >= 2, f"--max-length must be at least 2 tokens, got {s.max_length}")
+    _require(s.pca_dim >= 1, f"--pca-dim must be at least 1, got {s.pca_dim}")
+    _require(s.maxdim in (0, 1, 2), f"--maxdim must be 0, 1 or 2, got {s.maxdim}")
+    _require(s.layers in LAYER_CHOICES, f"--layers must be one of {LAYER_CHOICES}, got {s.layers!r}")
+    _require(s.batch_size >= 1, f"--batch-size must be at least 1, got {s.batch_size}")
+    _require(
+        bool(_DEVICE_RE.match(s.device)),
+        f"--device must be auto, cpu, cuda, cuda:N or mps, got {s.device!r}",
+    )
+    _require(s.dtype in DTYPE_CHOICES, f"--dtype must be one of {DTYPE_CHOICES}, got {s.dtype!r}")
+    _require(
+        s.ph_backend in PH_BACKEND_CHOICES,
+        f"--ph-backend must be one of {PH_BACKEND_CHOICES}, got {s.ph_backend!r}",
+    )
+
+
+def settings_hash(s: EmbeddingSettings, texts_sha: str, resolved_dtype: str) -> str:
+    """Short hash of every setting that changes the numbers.
+
+    Args:
+        s: the settings.
+        texts_sha: fingerprint of the analysed texts (covers n_texts, min_chars, source).
+        resolved_dtype: the dtype actually used (``auto`` resolved per device).
+    """
+    keyed = {
+        "schema": SCHEMA_VERSION,
+        "texts_sha": texts_sha,
+        "max_length": s.max_length,
+        "pca_dim": s.pca_dim,
+        "maxdim": s.maxdim,
+        "layers": s.layers,
+        "tokenizer": s.tokenizer,
+        "dtype": resolved_dtype,
+    }
+    blob = json.dumps(keyed, sort_keys=True).encode()
+    return hashlib.sha256(blob).hexdigest()[:12]

@@ -1,0 +1,139 @@
+"""Statistics on checkpoint series: correlations with model quality, diagram-distance rates.
+
+Pure functions on NumPy arrays and lists of records (dicts as written by the store).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+from scipy import stats as sps
+
+from . import homology
+from .spectral import SPECTRAL_NAMES
+
+MIN_POINTS = 3
+EXACT_SPEARMAN_MAX_N = 8  # exact permutation p-values up to 8! = 40,320 orderings
+
+
+def _nan_to_none(x: float) -> float | None:
+    return None if x is None or not math.isfinite(x) else float(x)
+
+
+def correlation(x: Sequence[float], y: Sequence[float]) -> dict:
+    """Spearman and Pearson correlation of ``x`` with ``y``, with two-sided p-values.
+
+    Pairs where either value is missing or non-finite are dropped. ``pearson_log_*`` is
+    Pearson against ``ln y`` (for perplexity: against the mean token loss), which is not
+    dominated by the huge values at initialisation. Values are ``None`` where undefined
+    (fewer than three pairs, or a constant series).
+    """
+    xa = np.array([np.nan if v is None else v for v in x], dtype=np.float64)
+    ya = np.array([np.nan if v is None else v for v in y], dtype=np.float64)
+    keep = np.isfinite(xa) & np.isfinite(ya)
+    xa, ya = xa[keep], ya[keep]
+    out: dict = {"n": int(xa.size)}
+    names = ("spearman_r", "spearman_p", "pearson_r", "pearson_p", "pearson_log_r",
+             "pearson_log_p")
+    if xa.size < MIN_POINTS or np.ptp(xa) == 0 or np.ptp(ya) == 0:
+        return out | {k: None for k in names}
+    s = sps.spearmanr(xa, ya)
+    s_p = spearman_exact_p(xa, ya) if xa.size <= EXACT_SPEARMAN_MAX_N else s.pvalue
+    p = sps.pearsonr(xa, ya)
+    pos = ya > 0
+    if pos.sum() >= MIN_POINTS and np.ptp(xa[pos]) > 0:
+        pl = sps.pearsonr(xa[pos], np.log(ya[pos]))
+        pl_r, pl_p = pl.statistic, pl.pvalue
+    else:
+        pl_r = pl_p = math.nan
+    vals = (s.statistic, s_p, p.statistic, p.pvalue, pl_r, pl_p)
+    out["spearman_p_method"] = "exact" if xa.size <= EXACT_SPEARMAN_MAX_N else "t-approximation"
+    return out | {k: _nan_to_none(float(v)) for k, v in zip(names, vals, strict=True)}
+
+
+def spearman_exact_p(x: np.ndarray, y: np.ndarray) -> float:
+    """Two-sided permutation p-value of Spearman's rho over all n! orderings of ``y``.
+
+    The t-approximation scipy uses is wrong for small n (it gives p = 0 for a perfect
+    rank correlation of three points, whose exact p is 1/3).
+    """
+    from itertools import permutations
+
+    rx = sps.rankdata(x) - (x.size + 1) / 2
+    ry = sps.rankdata(y) - (y.size + 1) / 2
+    perms = np.array(list(permutations(range(y.size))))
+    rhos = (ry[perms] @ rx) / np.sqrt((rx @ rx) * (ry @ ry))
+    observed = float(rx @ ry) / np.sqrt((rx @ rx) * (ry @ ry))
+    return float(np.mean(np.abs(rhos) >= abs(observed) - 1e-12))
+
+
+def feature_names(records: Sequence[dict]) -> list[str]:
+    """Numeric feature keys present in the records' ``features``, topological first."""
+    keys: list[str] = []
+    for r in records:
+        for k, v in r.get("features", {}).items():
+            if k not in keys and isinstance(v, (int, float)):
+                keys.append(k)
+    topo = sorted(k for k in keys if is_topological(k))
+    spec = [k for k in SPECTRAL_NAMES if k in keys]
+    other = sorted(k for k in keys if k not in topo and k not in spec)
+    return topo + spec + other
+
+
+def is_topological(name: str) -> bool:
+    return name.startswith(("h0_", "h1_", "h2_"))
+
+
+def by_model(records: Sequence[dict]) -> dict[str, list[dict]]:
+    """Records grouped by ``model_label``, each group sorted by step, in first-seen order."""
+    groups: dict[str, list[dict]] = {}
+    for r in records:
+        groups.setdefault(r["model_label"], []).append(r)
+    return {k: sorted(v, key=lambda r: (r["step"] is None, r["step"] or 0))
+            for k, v in groups.items()}
+
+
+def feature_values(records: Sequence[dict], name: str) -> list[float | None]:
+    return [r.get("features", {}).get(name) for r in records]
+
+
+def correlations_with_target(
+    records: Sequence[dict], target: str = "perplexity", features: list[str] | None = None
+) -> dict:
+    """Correlation of every feature with ``target`` per model and pooled over models.
+
+    Returns:
+        ``{"per_model": {label: {feature: correlation}}, "pooled": {feature: correlation}}``.
+    """
+    features = features or feature_names(records)
+    per_model = {
+        label: {f: correlation(feature_values(recs, f), [r.get(target) for r in recs])
+                for f in features}
+        for label, recs in by_model(records).items()
+    }
+    pooled = {f: correlation(feature_values(records, f), [r.get(target) for r in records])
+              for f in features}
+    return {"target": target, "per_model": per_model, "pooled": pooled}
+
+
+def consecutive_distances(diagrams: Sequence[Sequence[np.ndarray]]) -> list[dict[str, float]]:
+    """Wasserstein distances between consecutive checkpoints' diagrams, per dimension.
+
+    Args:
+        diagrams: per checkpoint, in step order, its diagrams ``[H0, H1, ...]``.
+
+    Returns:
+        One dict per consecutive pair: ``h{q}_wasserstein`` (order 1, L∞ ground metric,
+        Hera) and ``h{q}_wasserstein_persim_l2`` (``persim.wasserstein``, L2 ground
+        metric: the seed's values).
+    """
+    out = []
+    for a, b in zip(diagrams[:-1], diagrams[1:], strict=True):
+        row: dict[str, float] = {}
+        for q, (da, db) in enumerate(zip(a, b, strict=True)):
+            row[f"h{q}_wasserstein"] = homology.wasserstein(da, db)
+            row[f"h{q}_wasserstein_persim_l2"] = homology.wasserstein_persim(da, db)
+        out.append(row)
+    return out

@@ -1,0 +1,139 @@
+"""Per-checkpoint records on disk: atomic writes, resume, failures, aggregate files.
+
+Layout under the results root (``--out``, default ``results/``)::
+
+    records/<settings_hash>/<model_label>/step000100.json   one record per checkpoint
+    records/<settings_hash>/<model_label>/step000100.npz    its diagrams (layer<L>_h<q>)
+    data/all_results.json        every finished record of the last run, in run order
+    data/<model_label>_results.json
+    data/config.json             settings, versions, device, timings, failures
+
+A record's JSON is written after its arrays, each to a temporary file renamed into
+place, so a record that exists is complete and a killed run loses nothing it finished.
+A record with ``"status": "failed"`` holds the error; it is retried on the next run.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import math
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from .checkpoints import Checkpoint
+
+logger = logging.getLogger(__name__)
+
+
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+
+
+def _json_default(obj):
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, Path):
+        return str(obj)
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+def clean_floats(obj):
+    """NaN and inf become null: strict JSON that any reader accepts."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: clean_floats(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [clean_floats(v) for v in obj]
+    return obj
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; results are meant to be shared
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_json(path: Path, obj) -> None:
+    text = json.dumps(clean_floats(obj), indent=2, default=_json_default, allow_nan=False)
+    atomic_write_bytes(path, (text + "\n").encode("utf-8"))
+
+
+def read_json(path: Path):
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+class ResultStore:
+    """Records of one settings hash under one results root."""
+
+    def __init__(self, root: str | Path, settings_hash: str):
+        self.root = Path(root)
+        self.settings_hash = settings_hash
+        self.records_dir = self.root / "records" / settings_hash
+        self.data_dir = self.root / "data"
+
+    def record_path(self, ckpt: Checkpoint) -> Path:
+        return self.records_dir / ckpt.label / f"{ckpt.name}.json"
+
+    def arrays_path(self, ckpt: Checkpoint) -> Path:
+        return self.record_path(ckpt).with_suffix(".npz")
+
+    def load(self, ckpt: Checkpoint) -> dict | None:
+        """The stored record of ``ckpt``, or ``None``. An unreadable file counts as none."""
+        path = self.record_path(ckpt)
+        if not path.is_file():
+            return None
+        try:
+            return read_json(path)
+        except (OSError, json.JSONDecodeError) as exc:
+            logger.warning("ignoring unreadable record %s: %s", path, exc)
+            return None
+
+    def is_done(self, ckpt: Checkpoint) -> bool:
+        rec = self.load(ckpt)
+        return bool(rec) and rec.get("status") == "ok" and self.arrays_path(ckpt).is_file()
+
+    def write(self, record: dict, ckpt: Checkpoint, arrays: dict[str, np.ndarray] | None = None):
+        """Write a record (and its arrays first). Returns the record as stored."""
+        record = dict(record, settings_hash=self.settings_hash)
+        if arrays is not None:
+            buf = io.BytesIO()
+            np.savez_compressed(buf, **arrays)
+            atomic_write_bytes(self.arrays_path(ckpt), buf.getvalue())
+            record["arrays_file"] = str(self.arrays_path(ckpt).relative_to(self.root))
+        atomic_write_json(self.record_path(ckpt), record)
+        return record
+
+    def write_aggregates(self, records: list[dict], config: dict) -> None:
+        """The seed's aggregate files from the finished (status ok) records."""
+        ok = [r for r in records if r.get("status") == "ok"]
+        atomic_write_json(self.data_dir / "all_results.json", ok)
+        by_label: dict[str, list[dict]] = {}
+        for r in ok:
+            by_label.setdefault(r["model_label"], []).append(r)
+        for label, recs in by_label.items():
+            atomic_write_json(self.data_dir / f"{label}_results.json", recs)
+        atomic_write_json(self.data_dir / "config.json", config)
+
+
+def load_arrays(results_root: str | Path, record: dict) -> dict[str, np.ndarray]:
+    """The arrays saved beside ``record`` (paths in records are relative to the root)."""
+    with np.load(Path(results_root) / record["arrays_file"]) as z:
+        return {k: z[k] for k in z.files}

@@ -1,0 +1,143 @@
+"""Known answers for Vietoris–Rips persistence, diagram features and diagram distances."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy.optimize import linear_sum_assignment
+
+from toposig import homology
+
+
+def circle(n: int, noise: float = 0.0, seed: int = 0, dim: int = 2) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    theta = 2 * np.pi * np.arange(n) / n if noise == 0 else rng.uniform(0, 2 * np.pi, n)
+    pts = np.c_[np.cos(theta), np.sin(theta)] + noise * rng.normal(size=(n, 2))
+    if dim > 2:  # isometric embedding in R^dim by a random orthonormal frame
+        q, _ = np.linalg.qr(rng.normal(size=(dim, 2)))
+        pts = pts @ q.T
+    return pts
+
+
+def test_evenly_spaced_circle_has_one_h1_bar_with_analytic_birth_and_death():
+    # 100 points evenly on the unit circle: the loop is born when neighbours connect
+    # (chord of 1 step) and dies when k/n first exceeds 1/3 (Adamaszek & Adams 2017):
+    # k = 34 steps, chord 2 sin(34 pi / 100).
+    dgms, _ = homology.vietoris_rips(circle(100), maxdim=1)
+    h1 = dgms[1]
+    assert len(h1) == 1
+    birth, death = h1[0]
+    assert birth == pytest.approx(2 * math.sin(math.pi / 100), abs=1e-5)
+    assert death == pytest.approx(2 * math.sin(34 * math.pi / 100), abs=1e-5)
+    # H0: 99 finite bars all born at 0, dying at the neighbour chord; plus the infinite bar.
+    assert np.isinf(dgms[0][:, 1]).sum() == 1
+    assert homology.diagram_features(dgms[0])["n_features"] == 99
+
+
+def test_noisy_circle_in_high_dimension_has_one_dominant_loop():
+    dgms, _ = homology.vietoris_rips(circle(100, noise=0.1, seed=1, dim=50), maxdim=1)
+    life = np.sort(homology.finite_lifetimes(dgms[1]))[::-1]
+    assert len(life) >= 2  # noise makes small loops too
+    assert life[0] > 1.0
+    assert life[0] > 10 * life[1]
+
+
+@pytest.mark.parametrize("shape", [(200, 50), (60, 3)])
+def test_every_installed_backend_gives_identical_diagrams(shape):
+    backends = homology.available_backends()
+    assert len(backends) >= 2, "install at least two of ripser, giotto-ph, gudhi"
+    cloud = np.random.default_rng(7).normal(size=shape)
+    reference, _ = homology.vietoris_rips(cloud, maxdim=1, backend=backends[0])
+    for b in backends[1:]:
+        dgms, used = homology.vietoris_rips(cloud, maxdim=1, backend=b)
+        assert used == b
+        for q in (0, 1):
+            np.testing.assert_array_equal(dgms[q], reference[q])
+
+
+def test_auto_backend_is_the_first_installed_and_bad_names_are_refused():
+    assert homology.resolve_backend("auto") == homology.available_backends()[0]
+    with pytest.raises(ValueError, match="unknown PH backend 'dionysus'"):
+        homology.resolve_backend("dionysus")
+
+
+def test_entropy_of_equal_bars_is_log_count():
+    for m in (1, 5, 37):
+        diagram = np.c_[np.zeros(m), np.full(m, 0.7)]
+        assert homology.diagram_features(diagram)["persistence_entropy"] == pytest.approx(
+            math.log(m)
+        )
+
+
+def test_diagram_features_by_hand():
+    diagram = np.array([[0.0, 1.0], [0.5, 2.5], [1.0, 4.0], [0.0, 4.0], [2.0, 2.0],
+                        [0.0, np.inf]])
+    f = homology.diagram_features(diagram)  # lifetimes 1, 2, 3, 4; zero bar and inf dropped
+    life = np.array([1.0, 2.0, 3.0, 4.0])
+    p = life / life.sum()
+    assert f["n_features"] == 4
+    assert f["total_persistence"] == 10
+    assert f["mean_persistence"] == 2.5
+    assert f["max_persistence"] == 4
+    assert f["std_persistence"] == pytest.approx(np.std(life))
+    assert f["persistence_entropy"] == pytest.approx(-(p * np.log(p)).sum())
+    assert f["n_significant"] == 2  # strictly above the median 2.5
+
+
+def test_empty_diagram_features_are_zero():
+    f = homology.diagram_features(np.empty((0, 2)))
+    assert all(v == 0.0 for v in f.values())
+    assert set(f) == set(homology.FEATURE_NAMES)
+
+
+def brute_force_wasserstein(a: np.ndarray, b: np.ndarray, ground: float) -> float:
+    """Order-1 Wasserstein by an explicit assignment with diagonal copies."""
+    def dist(u, v):
+        return np.linalg.norm(u - v, ord=ground)
+
+    def to_diag(u):
+        mid = (u[0] + u[1]) / 2
+        return dist(u, np.array([mid, mid]))
+
+    m, k = len(a), len(b)
+    cost = np.zeros((m + k, m + k))
+    for i in range(m):
+        for j in range(k):
+            cost[i, j] = dist(a[i], b[j])
+        cost[i, k:] = to_diag(a[i])
+    for j in range(k):
+        cost[m:, j] = to_diag(b[j])
+    rows, cols = linear_sum_assignment(cost)
+    return float(cost[rows, cols].sum())
+
+
+def test_wasserstein_known_answers_and_identity():
+    single = np.array([[0.0, 2.0]])
+    empty = np.empty((0, 2))
+    assert homology.wasserstein(single, empty) == pytest.approx(1.0)  # L-inf: half the bar
+    assert homology.wasserstein(single, empty, internal_p=2) == pytest.approx(math.sqrt(2))
+    d, _ = homology.vietoris_rips(np.random.default_rng(3).normal(size=(80, 5)), maxdim=1)
+    assert homology.wasserstein(d[1], d[1]) == 0.0
+    assert homology.wasserstein_persim(d[1], d[1]) == 0.0
+
+
+def test_wasserstein_agrees_with_brute_force_and_with_persim():
+    rng = np.random.default_rng(11)
+    a, _ = homology.vietoris_rips(rng.normal(size=(60, 4)), maxdim=1)
+    b, _ = homology.vietoris_rips(1.3 * rng.normal(size=(60, 4)), maxdim=1)
+    for q in (0, 1):
+        fa, fb = (d[q][np.isfinite(d[q][:, 1])] for d in (a, b))
+        assert homology.wasserstein(a[q], b[q]) == pytest.approx(
+            brute_force_wasserstein(fa, fb, np.inf), rel=1e-6)
+        hera_l2 = homology.wasserstein(a[q], b[q], internal_p=2)
+        assert hera_l2 == pytest.approx(brute_force_wasserstein(fa, fb, 2), rel=1e-6)
+        assert homology.wasserstein_persim(a[q], b[q]) == pytest.approx(hera_l2, rel=1e-6)
+
+
+def test_bad_point_clouds_are_refused():
+    with pytest.raises(ValueError, match="2-D"):
+        homology.vietoris_rips(np.zeros(5))
+    with pytest.raises(ValueError, match="NaN"):
+        homology.vietoris_rips(np.array([[0.0, np.nan], [1.0, 1.0]]))
