@@ -38,6 +38,9 @@ EXPERIMENT_A_MODELS: tuple[str, ...] = (
     "EleutherAI/pythia-410m",
 )
 
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json",
+                   "vocab.txt", "spiece.model")
+MIN_VOCAB = 16  # transformers 5 builds an empty tokenizer from a bare config: refuse it
 _STEP_DIR_RE = re.compile(r"^(?:step|checkpoint-)(\d+)$")
 _HUB_ID_RE = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[A-Za-z0-9][\w.\-]*)?$")
 
@@ -197,6 +200,37 @@ def unique_labels(series: list[list[Checkpoint]]) -> list[list[Checkpoint]]:
     return out
 
 
+def has_tokenizer(ckpt: Checkpoint) -> bool:
+    """Whether a local checkpoint folder carries tokenizer files (Hub ones are assumed to)."""
+    if ckpt.source != "local":
+        return True
+    return any((Path(ckpt.location) / f).is_file() for f in TOKENIZER_FILES)
+
+
+def check_tokenizers(checkpoints: list[Checkpoint], override: str | None) -> None:
+    """Before any work: every local checkpoint has a tokenizer, or one is given.
+
+    Raises:
+        SeriesError: naming the folders without one and the option that fixes it.
+    """
+    if override is not None:
+        if not Path(override).exists() and (
+            override.startswith((".", "/", "~")) or not _HUB_ID_RE.match(override)
+        ):
+            raise SeriesError(f"--tokenizer {override!r} is neither a file, a folder nor a "
+                              "Hub id")
+        return
+    missing = [c for c in checkpoints if not has_tokenizer(c)]
+    if missing:
+        shown = ", ".join(c.location for c in missing[:3])
+        more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+        raise SeriesError(
+            f"{len(missing)} checkpoint folder(s) hold no tokenizer ({shown}{more}); save "
+            "one beside the weights (tokenizer.save_pretrained) or pass --tokenizer "
+            "NAME_OR_PATH (a Hub name, a folder, or a tokenizer.json file)"
+        )
+
+
 # --- the Hub -------------------------------------------------------------------------
 
 
@@ -306,6 +340,9 @@ def load_tokenizer(ckpt: Checkpoint, override: str | None = None, *,
             source, revision=revision, local_files_only=local_files_only,
             trust_remote_code=trust_remote_code,
         )
+    if len(tok) < MIN_VOCAB:
+        raise SeriesError(f"the tokenizer for {ckpt.describe()} has only {len(tok)} tokens: "
+                          "the checkpoint carries no usable tokenizer; pass --tokenizer")
     if tok.pad_token is None:
         if tok.eos_token is None:
             raise SeriesError(f"tokenizer of {ckpt.describe()} has neither pad nor EOS token")

@@ -17,7 +17,9 @@ logger = logging.getLogger(__name__)
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 WIKITEXT_NAME = "wikitext-2-raw-v1"
-WIKITEXT_FILES = {"train": "wiki.train.raw", "validation": "wiki.valid.raw", "test": "wiki.test.raw"}
+WIKITEXT_FILES = {
+    "train": "wiki.train.raw", "validation": "wiki.valid.raw", "test": "wiki.test.raw",
+}
 
 
 class DataMissingError(RuntimeError):
@@ -66,7 +68,7 @@ def _wikitext_from_hub(split: str) -> list[str]:
     import datasets
 
     ds = datasets.load_dataset("wikitext", WIKITEXT_NAME, split=split)
-    return [row["text"] for row in ds]
+    return [row["text"].rstrip("\n") for row in ds]  # one row per line, as in the raw file
 
 
 def select_texts(rows: list[str], n_texts: int, min_chars: int = 100) -> list[str]:

@@ -25,6 +25,7 @@ from .checkpoints import (
     EXPERIMENT_A_MODELS,
     Checkpoint,
     check_hub_access,
+    check_tokenizers,
     parse_steps,
     resolve_series,
     unique_labels,
@@ -79,6 +80,7 @@ def plan_run(models: list[str] | None, steps: list[str] | None,
     models = list(models) if models else list(EXPERIMENT_A_MODELS)
     series = unique_labels([resolve_series(m, step_list) for m in models])
     checkpoints = [c for s in series for c in s]
+    check_tokenizers(checkpoints, settings.tokenizer)
     ph_backend = homology.resolve_backend(settings.ph_backend)
     device = resolve_device(settings.device)
     dtype = resolve_dtype(settings.dtype, device)

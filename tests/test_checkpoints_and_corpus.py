@@ -1,0 +1,140 @@
+"""Checkpoint series (Hub ids, local folders, schedules), Hub preflight, text selection."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from conftest import neox_config, save_checkpoint
+
+from toposig import checkpoints as ck
+from toposig import corpus
+
+
+def test_named_schedules():
+    assert len(ck.PYTHIA_ALL_STEPS) == 154
+    assert len(ck.SEED_STEPS) == 19
+    assert set(ck.SEED_STEPS) <= set(ck.PYTHIA_ALL_STEPS)
+    assert ck.parse_steps(["seed"]) == ck.SEED_STEPS
+    assert ck.parse_steps(["all"]) == ck.PYTHIA_ALL_STEPS
+    assert ck.parse_steps(["1000", "0", "1000"]) == (0, 1000)
+    assert ck.parse_steps(None) is None
+    with pytest.raises(ck.SeriesError, match="'-5'"):
+        ck.parse_steps(["-5"])
+
+
+def test_hub_series_uses_step_revisions():
+    series = ck.resolve_series("EleutherAI/pythia-70m", (0, 1000, 143000))
+    assert [c.revision for c in series] == ["step0", "step1000", "step143000"]
+    assert {c.label for c in series} == {"pythia-70m"}
+    assert all(c.source == "hub" for c in series)
+    assert len(ck.resolve_series("EleutherAI/pythia-70m", None)) == 19
+
+
+@pytest.mark.parametrize("bad", ["/no/such/folder", "./missing-run", "not a model!"])
+def test_unknown_model_path_is_refused(bad):
+    with pytest.raises(ck.SeriesError, match="neither an existing local folder nor"):
+        ck.resolve_series(bad, None)
+
+
+@pytest.fixture(scope="module")
+def local_layouts(tmp_path_factory):
+    root = tmp_path_factory.mktemp("layouts")
+    cfg = neox_config(hidden=8, layers=1, heads=1, vocab=32)
+    for s in (0, 20, 5):
+        save_checkpoint(root / "run" / f"step{s}", cfg)
+    for s in (100, 50):
+        save_checkpoint(root / "trainer" / f"checkpoint-{s}", cfg)
+    (root / "trainer" / "checkpoint-7").mkdir()  # no model inside: ignored
+    save_checkpoint(root / "single", cfg)
+    (root / "empty").mkdir()
+    return root
+
+
+def test_local_series_discovers_steps_in_order(local_layouts):
+    run = ck.resolve_series(str(local_layouts / "run"), None)
+    assert [c.step for c in run] == [0, 5, 20]
+    assert run[0].location.endswith("step0") and run[0].source == "local"
+    trainer = ck.resolve_series(str(local_layouts / "trainer"), None)
+    assert [c.step for c in trainer] == [50, 100]
+    assert ck.resolve_series(str(local_layouts / "run"), (5,))[0].step == 5
+
+
+def test_single_model_folder_is_a_series_of_one(local_layouts):
+    (one,) = ck.resolve_series(str(local_layouts / "single"), None)
+    assert one.step is None and one.name == "final"
+    (stepped,) = ck.resolve_series(str(local_layouts / "run" / "step20"), None)
+    assert stepped.step == 20
+
+
+def test_missing_local_step_names_the_available_ones(local_layouts):
+    with pytest.raises(ck.SeriesError, match=r"steps \[7\] are not in .* it has steps \[0, 5, 20\]"):
+        ck.resolve_series(str(local_layouts / "run"), (5, 7))
+
+
+def test_folder_without_models_is_refused(local_layouts):
+    with pytest.raises(ck.SeriesError, match="holds no model"):
+        ck.resolve_series(str(local_layouts / "empty"), None)
+
+
+def test_colliding_labels_are_made_unique(local_layouts, tmp_path):
+    save_checkpoint(tmp_path / "run" / "step0", neox_config(hidden=8, layers=1, heads=1, vocab=32))
+    a = ck.resolve_series(str(local_layouts / "run"), None)
+    b = ck.resolve_series(str(tmp_path / "run"), None)
+    labels = [s[0].label for s in ck.unique_labels([a, b])]
+    assert labels == ["run", "run-2"]
+
+
+def test_unreachable_hub_with_nothing_cached_stops_fast_with_advice(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    monkeypatch.setattr(ck, "is_cached", lambda c: False)
+    series = ck.resolve_series("EleutherAI/pythia-70m", None)
+    t0 = time.perf_counter()
+    with pytest.raises(ck.HubUnavailableError) as err:
+        ck.check_hub_access(series)
+    assert time.perf_counter() - t0 < 10
+    msg = str(err.value)
+    assert "cannot reach the Hugging Face Hub" in msg
+    assert "--models path/to/run" in msg
+
+
+def test_local_series_need_no_hub(local_layouts):
+    assert ck.check_hub_access(ck.resolve_series(str(local_layouts / "run"), None)) is False
+
+
+# --- texts ---------------------------------------------------------------------------
+
+
+def test_wikitext_selection_follows_the_protocol(wikitext_dir):
+    rows = corpus.wikitext_rows("validation")
+    assert len(rows) == 3760  # one row per line, as the Hub dataset yields them
+    texts = corpus.select_texts(rows, 200, 100)
+    assert len(texts) == 200
+    assert all(len(t) >= 100 and t == t.strip() for t in texts)
+    first = next(r.strip() for r in rows if len(r.strip()) >= 100)
+    assert texts[0] == first
+
+
+def test_missing_wikitext_names_both_fixes(tmp_path, monkeypatch):
+    monkeypatch.setenv("TOPOSIG_DATASETS_DIR", str(tmp_path))
+    with pytest.raises(corpus.DataMissingError) as err:
+        corpus.wikitext_rows("validation")
+    msg = str(err.value)
+    assert str(tmp_path / "wikitext-2-raw-v1" / "wiki.valid.raw") in msg
+    assert "download_wikitext.py" in msg and "--texts" in msg
+
+
+def test_texts_file(tmp_path):
+    f = tmp_path / "texts.txt"
+    f.write_text("first text\n\n  second text  \nthird\n", encoding="utf-8")
+    assert corpus.load_texts(str(f), 3, 100) == ["first text", "second text", "third"]
+    assert corpus.load_texts(str(f), 2, 100) == ["first text", "second text"]
+    with pytest.raises(ValueError, match="has 3 non-empty lines, but --n-texts asks for 5"):
+        corpus.load_texts(str(f), 5, 100)
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        corpus.load_texts(str(tmp_path / "nope.txt"), 5, 100)
+
+
+def test_too_few_long_rows():
+    with pytest.raises(ValueError, match="only 1 texts of at least 10 characters"):
+        corpus.select_texts(["short", "long enough text", ""], 2, 10)

@@ -1,0 +1,312 @@
+"""The three stages end to end on local random-weight series with the real texts and tokenizer."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import analyze_results
+import extract_embeddings
+import numpy as np
+import pytest
+import run_experiments
+import torch
+from conftest import PROJECT, make_series, neox_config, pythia_tokenizer, save_checkpoint
+
+from toposig import pipeline
+
+SEVEN_FIGURES = ["summary_figure", "topological_evolution", "spectral_evolution",
+                 "topology_vs_perplexity", "topo_vs_spectral_correlations", "wasserstein_rate",
+                 "perplexity_curves"]
+FAST = ["--n-texts", "40", "--max-length", "32", "--no-progress"]
+VOLATILE = {"timings_s", "finished_at"}
+
+
+def records_of(out: Path) -> list[dict]:
+    return json.loads((out / "data" / "all_results.json").read_text())
+
+
+def stable(records: list[dict]) -> list[dict]:
+    return [{k: v for k, v in r.items() if k not in VOLATILE} for r in records]
+
+
+@pytest.fixture(scope="module")
+def full_run(tiny_series, wikitext_dir, tmp_path_factory):
+    """The default protocol (200 WikiText texts, 128 tokens) over the three-checkpoint series."""
+    out = tmp_path_factory.mktemp("full_run")
+    code = run_experiments.main(["--models", str(tiny_series), "--out", str(out), "--no-progress"])
+    return out, code
+
+
+def test_local_series_runs_end_to_end(full_run, capsys):
+    out, code = full_run
+    assert code == 0
+    recs = records_of(out)
+    assert [r["step"] for r in recs] == [0, 10, 100]
+    for r in recs:
+        assert r["status"] == "ok" and r["source"] == "local"
+        assert r["n_texts"] == 200 and r["layer"] == r["num_layers"] == 2
+        assert r["n_loss_tokens"] == r["n_input_tokens"] - 200
+        assert r["perplexity"] == pytest.approx(np.exp(r["mean_nll"]))
+        f = r["features"]
+        assert f["h0_n_features"] == 199  # n - 1 finite H0 bars for 200 distinct points
+        assert f["h1_n_features"] > 0 and f["pca_components"] == 32  # min(50, n-1, d=32)
+        assert r["ph_backend"] in ("giotto-ph", "ripser", "gudhi")
+        with np.load(out / r["arrays_file"]) as z:
+            assert set(z.files) == {"layer2_h0", "layer2_h1"}
+            assert len(z["layer2_h1"]) == f["h1_n_features"]
+    per_model = json.loads((out / "data" / "tiny_series0_results.json").read_text())
+    assert stable(per_model) == stable(recs)
+    config = json.loads((out / "data" / "config.json").read_text())
+    assert config["packages"]["torch"] and config["device"] == "cpu"
+    assert config["n_computed"] == 3 and config["failures"] == []
+    assert config["settings"]["n_texts"] == 200
+
+
+def test_analysis_writes_statistics_and_the_seven_figures(full_run, capsys):
+    out, _ = full_run
+    assert analyze_results.main(["--results", str(out)]) == 0
+    statistics = json.loads((out / "data" / "statistics.json").read_text())
+    corr = statistics["correlations"]
+    assert set(corr["per_model"]) == {"tiny_series0"}
+    assert corr["pooled"]["h1_total_persistence"]["n"] == 3
+    w = statistics["wasserstein"]["tiny_series0"]
+    assert [(x["step_from"], x["step_to"]) for x in w] == [(0, 10), (10, 100)]
+    assert all(x["h1_wasserstein"] > 0 and x["h1_wasserstein_persim_l2"] >= x["h1_wasserstein"]
+               for x in w)
+    for name in SEVEN_FIGURES:
+        png = out / "plots" / f"{name}.png"
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+    assert "strongest pooled Spearman" in capsys.readouterr().out
+
+
+def test_second_run_skips_everything(full_run, tiny_series):
+    out, _ = full_run
+    before = stable(records_of(out))
+    t0 = time.perf_counter()
+    plan = pipeline.plan_run([str(tiny_series)], None, run_experiments_settings([]))
+    outcome = pipeline.execute(plan, out, progress=False)
+    assert outcome.computed == 0 and outcome.skipped == 3
+    assert time.perf_counter() - t0 < 10
+    assert stable(records_of(out)) == before
+
+
+def run_experiments_settings(extra: list[str]):
+    from toposig.cli import settings_from_args
+
+    return settings_from_args(run_experiments.build_parser().parse_args(extra))
+
+
+def test_pythia14m_shaped_model_with_the_real_tokenizer_all_layers(tmp_path, wikitext_dir,
+                                                                    tokenizer_file):
+    model_dir = save_checkpoint(tmp_path / "pythia-14m-random" / "step0",
+                                neox_config(hidden=128, layers=6, heads=4))
+    out = tmp_path / "out"
+    code = run_experiments.main(["--models", str(model_dir.parent), "--tokenizer",
+                                 str(tokenizer_file), "--layers", "all", "--out", str(out),
+                                 "--n-texts", "60", "--no-progress"])
+    assert code == 0
+    (rec,) = records_of(out)
+    assert rec["num_layers"] == 6 and rec["hidden_size"] == 128
+    assert rec["num_parameters"] == pytest.approx(14_067_712)
+    assert sorted(rec["layer_features"], key=int) == [str(i) for i in range(7)]
+    assert rec["layer_features"]["6"] == rec["features"]
+    # untrained: perplexity is near the vocabulary size
+    assert 5_000 < rec["perplexity"] < 500_000
+
+
+def test_interrupted_run_resumes_and_matches_an_uninterrupted_one(tiny_series, wikitext_dir,
+                                                                   tmp_path, monkeypatch):
+    args = ["--models", str(tiny_series), *FAST]
+    assert run_experiments.main([*args, "--out", str(tmp_path / "straight")]) == 0
+
+    real = pipeline.analyse_checkpoint
+    calls = []
+
+    def interrupt_on_second(*a, **k):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*a, **k)
+
+    monkeypatch.setattr(pipeline, "analyse_checkpoint", interrupt_on_second)
+    resumed = tmp_path / "resumed"
+    assert run_experiments.main([*args, "--out", str(resumed)]) == 130
+    assert len(records_of(resumed)) == 1
+    monkeypatch.setattr(pipeline, "analyse_checkpoint", real)
+
+    counted = []
+    monkeypatch.setattr(pipeline, "analyse_checkpoint",
+                        lambda *a, **k: counted.append(1) or real(*a, **k))
+    assert run_experiments.main([*args, "--out", str(resumed)]) == 0
+    assert len(counted) == 2  # only the rest
+    for name in ("all_results.json", "tiny_series0_results.json"):
+        a = json.loads((tmp_path / "straight" / "data" / name).read_text())
+        b = json.loads((resumed / "data" / name).read_text())
+        assert stable(a) == stable(b)
+
+
+def test_killed_process_loses_no_finished_record(tiny_series, wikitext_dir, tmp_path):
+    out = tmp_path / "killed"
+    cmd = [sys.executable, str(PROJECT / "src" / "run_experiments.py"), "--models",
+           str(tiny_series), "--out", str(out), *FAST]
+    env = dict(os.environ, PYTHONPATH=str(PROJECT / "src"))
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline and not list(out.glob("records/*/*/step000000.json")):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    finished = list(out.glob("records/*/*/*.json"))
+    assert finished, "the run was killed before its first record"
+    for f in finished:
+        assert json.loads(f.read_text())["status"] == "ok"
+    assert run_experiments.main(["--models", str(tiny_series), "--out", str(out), *FAST]) == 0
+    assert [r["step"] for r in records_of(out)] == [0, 10, 100]
+    assert not list(out.glob("records/**/*.tmp"))
+
+
+# --- bad input ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def damaged_series(tmp_path, tokenizer_file):
+    """step0 fine, step1 corrupt weights file, step2 NaN weights, step3 fine."""
+    tok = pythia_tokenizer(tokenizer_file)
+    root = make_series(tmp_path / "damaged", [0, 1, 2, 3], tok)
+    (root / "step1" / "model.safetensors").write_bytes(b"not a safetensors file at all")
+    from transformers import GPTNeoXForCausalLM
+
+    nan_model = GPTNeoXForCausalLM.from_pretrained(root / "step2")
+    with torch.no_grad():
+        nan_model.base_model.layers[0].mlp.dense_4h_to_h.weight.fill_(float("nan"))
+    nan_model.save_pretrained(root / "step2")
+    return root
+
+
+def test_failed_checkpoints_are_recorded_and_the_run_goes_on(damaged_series, wikitext_dir,
+                                                             tokenizer_file, tmp_path, capsys):
+    out = tmp_path / "out"
+    code = run_experiments.main(["--models", str(damaged_series), "--out", str(out), *FAST])
+    assert code == 1
+    assert [r["step"] for r in records_of(out)] == [0, 3]
+    failed = {json.loads(p.read_text())["step"]: json.loads(p.read_text())
+              for p in out.glob("records/*/damaged/*.json")
+              if json.loads(p.read_text())["status"] == "failed"}
+    assert set(failed) == {1, 2}
+    assert "non-finite hidden states" in failed[2]["error"]
+    assert failed[1]["error"]
+    summary = capsys.readouterr().out
+    assert "FAILED checkpoints (2)" in summary
+    assert "damaged step 1" in summary and "damaged step 2" in summary
+    config = json.loads((out / "data" / "config.json").read_text())
+    assert [f["step"] for f in config["failures"]] == [1, 2]
+
+    # repaired: the next run retries only the failed checkpoints
+    tok = pythia_tokenizer(tokenizer_file)
+    for step in (1, 2):
+        shutil.rmtree(damaged_series / f"step{step}")
+        save_checkpoint(damaged_series / f"step{step}", neox_config(), tok, seed=10 + step)
+    plan = pipeline.plan_run([str(damaged_series)], None, run_experiments_settings(FAST[:-1]))
+    outcome = pipeline.execute(plan, out, progress=False)
+    assert (outcome.computed, outcome.skipped, outcome.failures) == (2, 2, [])
+
+
+def test_uncached_hub_checkpoint_offline_is_a_recorded_failure(tiny_series, wikitext_dir,
+                                                                tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(pipeline, "check_hub_access", lambda ckpts: True)
+    out = tmp_path / "out"
+    code = run_experiments.main(["--models", str(tiny_series), "EleutherAI/pythia-70m",
+                                 "--steps", "0", "--out", str(out), *FAST])
+    assert code == 1
+    assert [r["model_label"] for r in records_of(out)] == ["tiny_series0"]
+    assert "pythia-70m step 0" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--models", "/no/such/run"], "neither an existing local folder nor a Hugging Face"),
+        (["--steps", "7"], "steps [7] are not in local series"),
+        (["--n-texts", "2"], "--n-texts must be at least 3, got 2"),
+        (["--device", "gpu0"], "--device must be auto, cpu, cuda, cuda:N or mps, got 'gpu0'"),
+        (["--steps", "last"], "--steps takes non-negative integers or one of"),
+        (["--max-length", "1"], "--max-length must be at least 2 tokens, got 1"),
+    ],
+)
+def test_bad_arguments_fail_before_any_work(tiny_series, wikitext_dir, tmp_path, capsys,
+                                            argv, message):
+    out = tmp_path / "out"
+    if "--models" not in argv:
+        argv = ["--models", str(tiny_series), *argv]
+    assert run_experiments.main([*argv, "--out", str(out)]) == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_checkpoint_without_tokenizer_fails_before_any_work(tmp_path, wikitext_dir, capsys):
+    save_checkpoint(tmp_path / "run" / "step5", neox_config())
+    out = tmp_path / "out"
+    assert run_experiments.main(["--models", str(tmp_path / "run"), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "hold no tokenizer" in err and "--tokenizer" in err
+    assert not out.exists()
+
+
+def test_short_texts_file_fails_before_any_work(tiny_series, tmp_path, capsys):
+    texts = tmp_path / "texts.txt"
+    texts.write_text("one\ntwo\nthree\n")
+    out = tmp_path / "out"
+    code = run_experiments.main(["--models", str(tiny_series), "--texts", str(texts),
+                                 "--out", str(out)])
+    assert code == 2
+    assert "has 3 non-empty lines, but --n-texts asks for 200" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_texts_file_run(tiny_series, tmp_path):
+    texts = tmp_path / "texts.txt"
+    texts.write_text("\n".join(f"Sentence number {i} is about topic {i % 7}." for i in range(30)))
+    out = tmp_path / "out"
+    assert run_experiments.main(["--models", str(tiny_series), "--texts", str(texts),
+                                 "--n-texts", "30", "--steps", "0", "--out", str(out),
+                                 "--no-progress"]) == 0
+    assert records_of(out)[0]["n_texts"] == 30
+
+
+def test_extract_embeddings_one_checkpoint(tiny_series, wikitext_dir, tmp_path, capsys):
+    code = extract_embeddings.main(["--model", str(tiny_series), "--step", "10", *FAST[:-1],
+                                    "--out", str(tmp_path)])
+    assert code == 0
+    rec = json.loads(capsys.readouterr().out)
+    assert rec["step"] == 10 and rec["features"]["h0_n_features"] == 39
+    assert list(tmp_path.glob("records/*/tiny_series0/step000010.json"))
+    assert extract_embeddings.main(["--model", str(tiny_series), *FAST[:-1]]) == 2
+    assert "choose one with --step" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("script", ["run_experiments.py", "extract_embeddings.py",
+                                    "analyze_results.py"])
+def test_every_script_explains_itself(script):
+    res = subprocess.run([sys.executable, str(PROJECT / "src" / script), "--help"],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0
+    assert "usage:" in res.stdout and len(res.stdout) > 400
+
+
+def test_default_run_without_hub_stops_fast_with_advice(tmp_path, wikitext_dir):
+    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_HUB_CACHE=str(tmp_path / "empty-cache"))
+    t0 = time.perf_counter()
+    res = subprocess.run([sys.executable, str(PROJECT / "src" / "run_experiments.py"),
+                          "--out", str(tmp_path / "out")],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert time.perf_counter() - t0 < 60
+    assert res.returncode == 2
+    assert "cannot reach the Hugging Face Hub" in res.stderr
+    assert "EleutherAI/pythia-160m" in res.stderr and "--models path/to/run" in res.stderr

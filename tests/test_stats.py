@@ -1,0 +1,76 @@
+"""Correlations with model quality and consecutive diagram distances."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from toposig import stats
+
+
+def test_correlation_matches_scipy_for_large_n():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=30)
+    y = np.exp(x + 0.5 * rng.normal(size=30))
+    c = stats.correlation(x, y)
+    assert c["n"] == 30 and c["spearman_p_method"] == "t-approximation"
+    assert c["spearman_r"] == pytest.approx(sps.spearmanr(x, y).statistic)
+    assert c["spearman_p"] == pytest.approx(sps.spearmanr(x, y).pvalue)
+    assert c["pearson_r"] == pytest.approx(sps.pearsonr(x, y).statistic)
+    assert c["pearson_log_r"] == pytest.approx(sps.pearsonr(x, np.log(y)).statistic)
+
+
+def test_small_n_uses_exact_permutation_p_values():
+    c = stats.correlation([1, 2, 3], [30, 20, 10])
+    assert c["spearman_r"] == pytest.approx(-1.0)
+    assert c["spearman_p"] == pytest.approx(1 / 3)  # scipy's t-approximation says 0
+    rng = np.random.default_rng(5)
+    x, y = rng.normal(size=7), rng.normal(size=7)
+    reference = sps.permutation_test(
+        (x,), lambda a: sps.spearmanr(a, y).statistic, permutation_type="pairings",
+        n_resamples=np.inf,
+    ).pvalue
+    assert stats.spearman_exact_p(x, y) == pytest.approx(reference)
+
+
+def test_undefined_correlations_are_none():
+    assert stats.correlation([1, 2], [3, 4])["spearman_r"] is None
+    assert stats.correlation([1, 1, 1, 1], [1, 2, 3, 4])["pearson_r"] is None
+    c = stats.correlation([1, None, 3, 4, float("nan"), 6], [1, 2, 3, 4, 5, 7])
+    assert c["n"] == 4 and c["spearman_r"] == pytest.approx(1.0)
+
+
+def _records():
+    out = []
+    for label, offset in (("a", 0.0), ("b", 1.0)):
+        for step, ppl in zip((0, 10, 100, 1000), (1000.0, 300.0, 50.0, 20.0), strict=True):
+            out.append({"model_label": label, "step": step, "perplexity": ppl + offset,
+                        "features": {"h1_total_persistence": 1.0 / ppl, "rankme": 5.0,
+                                     "h0_n_features": 199.0}})
+    return out
+
+
+def test_correlations_with_target_per_model_and_pooled():
+    res = stats.correlations_with_target(list(reversed(_records())))
+    assert set(res["per_model"]) == {"b", "a"}
+    assert res["per_model"]["a"]["h1_total_persistence"]["spearman_r"] == pytest.approx(-1.0)
+    assert res["per_model"]["a"]["rankme"]["spearman_r"] is None  # constant
+    assert res["pooled"]["h1_total_persistence"]["n"] == 8
+    assert stats.feature_names(_records()) == ["h0_n_features", "h1_total_persistence", "rankme"]
+
+
+def test_by_model_sorts_steps():
+    groups = stats.by_model(list(reversed(_records())))
+    assert [r["step"] for r in groups["a"]] == [0, 10, 100, 1000]
+
+
+def test_consecutive_distances():
+    d0 = [np.array([[0.0, 1.0], [0.0, np.inf]]), np.array([[0.5, 1.5]])]
+    d1 = [np.array([[0.0, 1.0], [0.0, np.inf]]), np.array([[0.5, 2.5]])]
+    rows = stats.consecutive_distances([d0, d0, d1])
+    assert rows[0] == {k: 0.0 for k in rows[0]}
+    assert rows[1]["h1_wasserstein"] == pytest.approx(1.0)
+    assert rows[1]["h0_wasserstein"] == 0.0
+    assert set(rows[1]) == {"h0_wasserstein", "h0_wasserstein_persim_l2", "h1_wasserstein",
+                            "h1_wasserstein_persim_l2"}
