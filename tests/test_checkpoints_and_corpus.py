@@ -68,7 +68,8 @@ def test_single_model_folder_is_a_series_of_one(local_layouts):
 
 
 def test_missing_local_step_names_the_available_ones(local_layouts):
-    with pytest.raises(ck.SeriesError, match=r"steps \[7\] are not in .* it has steps \[0, 5, 20\]"):
+    with pytest.raises(ck.SeriesError,
+                       match=r"steps \[7\] are not in .* it has steps \[0, 5, 20\]"):
         ck.resolve_series(str(local_layouts / "run"), (5, 7))
 
 

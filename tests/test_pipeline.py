@@ -11,14 +11,14 @@ import sys
 import time
 from pathlib import Path
 
-import analyze_results
-import extract_embeddings
 import numpy as np
 import pytest
-import run_experiments
 import torch
 from conftest import PROJECT, make_series, neox_config, pythia_tokenizer, save_checkpoint
 
+import analyze_results
+import extract_embeddings
+import run_experiments
 from toposig import pipeline
 
 SEVEN_FIGURES = ["summary_figure", "topological_evolution", "spectral_evolution",

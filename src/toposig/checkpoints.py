@@ -80,7 +80,8 @@ class Checkpoint:
 
     def describe(self) -> str:
         where = f"@{self.revision}" if self.revision else ""
-        return f"{self.label} step {self.step if self.step is not None else '-'} ({self.location}{where})"
+        step = "-" if self.step is None else self.step
+        return f"{self.label} step {step} ({self.location}{where})"
 
 
 def parse_steps(values: list[str] | None) -> tuple[int, ...] | None:

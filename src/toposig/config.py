@@ -83,7 +83,8 @@ def validate(s: EmbeddingSettings) -> None:
     _require(s.max_length >= 2, f"--max-length must be at least 2 tokens, got {s.max_length}")
     _require(s.pca_dim >= 1, f"--pca-dim must be at least 1, got {s.pca_dim}")
     _require(s.maxdim in (0, 1, 2), f"--maxdim must be 0, 1 or 2, got {s.maxdim}")
-    _require(s.layers in LAYER_CHOICES, f"--layers must be one of {LAYER_CHOICES}, got {s.layers!r}")
+    _require(s.layers in LAYER_CHOICES,
+             f"--layers must be one of {LAYER_CHOICES}, got {s.layers!r}")
     _require(s.batch_size >= 1, f"--batch-size must be at least 1, got {s.batch_size}")
     _require(
         bool(_DEVICE_RE.match(s.device)),

@@ -224,7 +224,8 @@ def summary_lines(plan: RunPlan, outcome: RunOutcome, out_dir: str | Path) -> li
         for r in ok[-8:]:
             f = r["features"]
             lines.append(
-                f"{r['model_label'][:24]:<24} {str(r['step']):>8} {_fmt(r['perplexity'], '.2f'):>12} "
+                f"{r['model_label'][:24]:<24} {str(r['step']):>8} "
+                f"{_fmt(r['perplexity'], '.2f'):>12} "
                 f"{_fmt(f.get('h1_n_features'), '.0f'):>8} "
                 f"{_fmt(f.get('h1_persistence_entropy'), '.3f'):>10} "
                 f"{_fmt(f.get('rankme'), '.2f'):>8}"
