@@ -176,8 +176,8 @@ def execute(plan: RunPlan, out_dir: str | Path, force: bool = False,
     bar = tqdm(plan.checkpoints, desc="checkpoints", unit="ckpt", disable=not progress)
     for ckpt in bar:
         bar.set_postfix_str(f"{ckpt.label} {ckpt.name}")
-        if not force and store.is_done(ckpt):
-            rec = store.load(ckpt)
+        rec = None if force else store.finished(ckpt)
+        if rec is not None:
             outcome.skipped += 1
         else:
             try:

@@ -106,9 +106,12 @@ class ResultStore:
             logger.warning("ignoring unreadable record %s: %s", path, exc)
             return None
 
-    def is_done(self, ckpt: Checkpoint) -> bool:
+    def finished(self, ckpt: Checkpoint) -> dict | None:
+        """The record of ``ckpt`` if it finished (status ok, arrays present), else ``None``."""
         rec = self.load(ckpt)
-        return bool(rec) and rec.get("status") == "ok" and self.arrays_path(ckpt).is_file()
+        if rec and rec.get("status") == "ok" and self.arrays_path(ckpt).is_file():
+            return rec
+        return None
 
     def write(self, record: dict, ckpt: Checkpoint, arrays: dict[str, np.ndarray] | None = None):
         """Write a record (and its arrays first). Returns the record as stored."""
