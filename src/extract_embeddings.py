@@ -17,10 +17,8 @@ import argparse
 import json
 import sys
 
-from toposig.checkpoints import HubUnavailableError, SeriesError
-from toposig.cli import add_embedding_options, settings_from_args, setup_logging
-from toposig.config import SettingsError
-from toposig.corpus import DataMissingError
+from toposig.checkpoints import SeriesError
+from toposig.cli import INPUT_ERRORS, add_embedding_options, settings_from_args, setup_logging
 from toposig.embedding import analyse_checkpoint
 from toposig.pipeline import plan_run
 from toposig.store import ResultStore, clean_floats
@@ -52,8 +50,7 @@ def main(argv: list[str] | None = None) -> int:
             steps = [c.step for c in plan.checkpoints]
             raise SeriesError(f"{args.model!r} is a series of {len(steps)} checkpoints "
                               f"(steps {steps}); choose one with --step")
-    except (SettingsError, SeriesError, HubUnavailableError, DataMissingError, ValueError,
-            FileNotFoundError) as exc:
+    except INPUT_ERRORS as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     ckpt = plan.checkpoints[0]

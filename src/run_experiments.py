@@ -15,10 +15,8 @@ import argparse
 import logging
 import sys
 
-from toposig.checkpoints import EXPERIMENT_A_MODELS, HubUnavailableError, SeriesError
-from toposig.cli import add_embedding_options, settings_from_args, setup_logging
-from toposig.config import SettingsError
-from toposig.corpus import DataMissingError
+from toposig.checkpoints import EXPERIMENT_A_MODELS
+from toposig.cli import INPUT_ERRORS, add_embedding_options, settings_from_args, setup_logging
 from toposig.pipeline import execute, plan_run, summary_lines
 
 logger = logging.getLogger("run_experiments")
@@ -52,8 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = settings_from_args(args)
         plan = plan_run(args.models, args.steps, settings)
-    except (SettingsError, SeriesError, HubUnavailableError, DataMissingError, ValueError,
-            FileNotFoundError) as exc:
+    except INPUT_ERRORS as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     logger.info("%d checkpoints of %d model(s); results under %s (settings %s)",

@@ -145,12 +145,3 @@ def test_set_step_axis_sets_scale_and_label():
         assert b.get_xscale() == "linear" and b.get_xlabel() == "training step"
     finally:
         plt.close(fig)
-
-
-def test_group_by_model_keeps_first_seen_order_and_sorts_by_step():
-    records = [{"model_label": "b", "step": 10}, {"model_label": "a", "step": 5},
-               {"model_label": "b", "step": 0}, {"model_label": "a", "step": None}]
-    groups = plots.group_by_model(records)
-    assert list(groups) == ["b", "a"]
-    assert [r["step"] for r in groups["b"]] == [0, 10]
-    assert [r["step"] for r in groups["a"]] == [None, 5]

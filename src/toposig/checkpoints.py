@@ -292,7 +292,7 @@ def check_hub_access(checkpoints: list[Checkpoint]) -> bool:
             "  python src/run_experiments.py --models path/to/run   "
             "# a folder of step<N>/ or checkpoint-<N>/ model folders\n"
             "or, on a machine that can reach the Hub, download them first "
-            "(huggingface-cli download EleutherAI/pythia-70m --revision step1000)."
+            "(hf download EleutherAI/pythia-70m --revision step1000)."
         )
     logger.warning(
         "Hub unreachable (%s): %d of %d checkpoints are cached; the others will be "

@@ -5,9 +5,24 @@ from __future__ import annotations
 import argparse
 import logging
 
-from .config import DTYPE_CHOICES, LAYER_CHOICES, PH_BACKEND_CHOICES, EmbeddingSettings
+from .checkpoints import HubUnavailableError, SeriesError
+from .config import (
+    DTYPE_CHOICES,
+    LAYER_CHOICES,
+    PH_BACKEND_CHOICES,
+    EmbeddingSettings,
+    SettingsError,
+)
+from .corpus import DataMissingError
 
 _DEFAULTS = EmbeddingSettings()
+
+# What bad user input raises while a run is planned: reported as "error: ..." with exit
+# status 2, before any work. (SettingsError and SeriesError are ValueErrors too.)
+INPUT_ERRORS: tuple[type[Exception], ...] = (
+    SettingsError, SeriesError, HubUnavailableError, DataMissingError, ValueError,
+    FileNotFoundError,
+)
 
 
 def add_embedding_options(p: argparse.ArgumentParser) -> None:

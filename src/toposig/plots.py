@@ -28,7 +28,7 @@ from matplotlib.ticker import MaxNLocator, NullLocator
 
 from .homology import FEATURE_NAMES
 from .spectral import SPECTRAL_NAMES
-from .stats import is_topological
+from .stats import by_model, is_topological
 
 matplotlib.use("Agg")  # pyplot picks its backend lazily, so this still takes effect
 
@@ -122,15 +122,6 @@ def _value(record: dict, key: str) -> float | None:
     """A feature of the record, or a top-level field such as ``perplexity``."""
     features = record.get("features") or {}
     return _finite(features[key] if key in features else record.get(key))
-
-
-def group_by_model(records: Sequence[dict]) -> dict[str, list[dict]]:
-    """Records per ``model_label`` (first-seen order), each group sorted by step."""
-    groups: dict[str, list[dict]] = {}
-    for r in records:
-        label = str(r.get("model_label") or r.get("model") or "model")
-        groups.setdefault(label, []).append(r)
-    return {label: sorted(recs, key=_step) for label, recs in groups.items()}
 
 
 def _model_styles(labels: Iterable[str]) -> dict[str, Style]:
@@ -314,7 +305,7 @@ def _save(fig: Figure, path: str | Path) -> Path:
 def _feature_grid(records: Sequence[dict], keys: Sequence[str], path: str | Path,
                   suptitle: str, ncols: int = 3, note: str = "") -> Path:
     """One panel per feature vs step; ``note`` fills the first spare grid cell, if any."""
-    groups = group_by_model(records)
+    groups = by_model(records)
     styles = _model_styles(groups)
     steps = _all_steps(records)
     n_cells = len(keys) + (1 if note and len(keys) % ncols else 0)
@@ -348,7 +339,7 @@ def _styled(plot: FigureFn) -> FigureFn:
 @_styled
 def plot_summary_figure(records: Sequence[dict], statistics: dict, path: str | Path) -> Path:
     """Perplexity, H1 total persistence, RankMe and H1 Wasserstein rate vs step (2 × 2)."""
-    groups = group_by_model(records)
+    groups = by_model(records)
     styles = _model_styles(groups)
     steps = _all_steps(records)
     fig, axes = _grid(4, 2)
@@ -396,7 +387,7 @@ def plot_topology_vs_perplexity(records: Sequence[dict], statistics: dict,
     Each model's points are joined thinly in training order, so the trajectory shows; the
     pooled Spearman correlation from ``statistics`` is the second line of each title.
     """
-    groups = group_by_model(records)
+    groups = by_model(records)
     styles = _model_styles(groups)
     pooled = ((statistics or {}).get("correlations") or {}).get("pooled") or {}
     present = {k for r in records for k in (r.get("features") or {})}
@@ -481,7 +472,7 @@ def plot_topo_vs_spectral_correlations(records: Sequence[dict], statistics: dict
     correlations = (statistics or {}).get("correlations") or {}
     per_model = correlations.get("per_model") or {}
     pooled = correlations.get("pooled") or {}
-    all_labels = list(dict.fromkeys([*group_by_model(records), *per_model]))
+    all_labels = list(dict.fromkeys([*by_model(records), *per_model]))
     styles = _model_styles(all_labels)
     topo, spectral = _correlation_features(correlations)
     features = topo + spectral
@@ -541,7 +532,7 @@ def plot_topo_vs_spectral_correlations(records: Sequence[dict], statistics: dict
 @_styled
 def plot_wasserstein_rate(records: Sequence[dict], statistics: dict, path: str | Path) -> Path:
     """H0 and H1 Wasserstein distance to the previous checkpoint vs step (L∞ solid, L2 dashed)."""
-    groups = group_by_model(records)
+    groups = by_model(records)
     labels = list(dict.fromkeys([*groups, *((statistics or {}).get("wasserstein") or {})]))
     styles = _model_styles(labels)
     fig, axes = _grid(2, 2, figsize=(12.0, 5.5))
@@ -561,7 +552,7 @@ def plot_wasserstein_rate(records: Sequence[dict], statistics: dict, path: str |
 @_styled
 def plot_perplexity_curves(records: Sequence[dict], statistics: dict, path: str | Path) -> Path:
     """Perplexity vs step per model, log y."""
-    groups = group_by_model(records)
+    groups = by_model(records)
     fig, ax = plt.subplots(figsize=(9.0, 5.5), layout="constrained")
     _line_panel(ax, _record_series(groups, "perplexity"), _model_styles(groups),
                 title="Perplexity across training", ylabel="perplexity (log scale)",
