@@ -1,6 +1,9 @@
 #!/usr/bin/env python
 """Stage 1: models x checkpoints -> one record per checkpoint under results/.
 
+The offline default, which runs anywhere: ``--preset tiny`` trains the project's own
+small suite (if it is not trained yet) and analyses every checkpoint of it.
+
 With no arguments this is experiment A of DESIGN.md: Pythia 70m/160m/410m from the
 Hugging Face Hub at the seed's 19 steps. Point it at a local training run with
 ``--models path/to/run`` (a folder of step<N>/ or checkpoint-<N>/ model folders).
@@ -17,7 +20,10 @@ import sys
 
 from toposig.checkpoints import EXPERIMENT_A_MODELS
 from toposig.cli import INPUT_ERRORS, add_embedding_options, settings_from_args, setup_logging
+from toposig.corpus import load_texts
 from toposig.pipeline import execute, plan_run, summary_lines
+from toposig.store import read_json
+from toposig.training import load_suite_config, preset_names, train_suite
 
 logger = logging.getLogger("run_experiments")
 
@@ -30,6 +36,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="Hub ids (EleutherAI/pythia-70m) or local folders: a folder of "
                         "step<N>/ or checkpoint-<N>/ model folders is a series, a single "
                         f"model folder a series of one (default: {' '.join(EXPERIMENT_A_MODELS)})")
+    p.add_argument("--preset", metavar="NAME_OR_PATH", default=None,
+                   help="train (if needed) and analyse one of the project's model suites: "
+                        f"{', '.join(preset_names())}, or a JSON file of one (configs/)")
+    p.add_argument("--suite-dir", default="runs",
+                   help="where --preset suites are trained (default: %(default)s)")
     p.add_argument("--steps", nargs="+", metavar="STEP", default=None,
                    help="training steps: integers, or a named schedule: 'seed' (the seed's "
                         "19 steps) or 'all' (Pythia's 154). Default: 'seed' for Hub models, "
@@ -49,7 +60,18 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging(args.verbose)
     try:
         settings = settings_from_args(args)
-        plan = plan_run(args.models, args.steps, settings)
+        models, suite_dir = args.models, None
+        if args.preset:
+            if args.models:
+                raise ValueError("--preset trains and analyses its own models; "
+                                 "leave out --models")
+            suite = load_suite_config(args.preset)
+            load_texts(settings.texts, settings.n_texts, settings.min_chars)  # before training
+            suite_dir, _ = train_suite(suite, args.suite_dir, progress=not args.no_progress)
+            models = [str(suite_dir / m.name) for m in suite.models]
+        plan = plan_run(models, args.steps, settings)
+        if suite_dir is not None:
+            plan.suite = read_json(suite_dir / "config.json")
     except INPUT_ERRORS as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -65,6 +65,12 @@ def wikitext_rows(split: str = "validation") -> list[str]:
 
 
 def _wikitext_from_hub(split: str) -> list[str]:
+    # Probe once, quickly: `datasets` retries an unreachable Hub for ~25 s.
+    if os.environ.get("HF_DATASETS_OFFLINE") == "1" or os.environ.get("HF_HUB_OFFLINE") == "1":
+        raise ConnectionError("HF_DATASETS_OFFLINE / HF_HUB_OFFLINE is set")
+    from huggingface_hub import dataset_info
+
+    dataset_info("Salesforce/wikitext", timeout=5)
     import datasets
 
     ds = datasets.load_dataset("wikitext", WIKITEXT_NAME, split=split)

@@ -54,6 +54,7 @@ class RunPlan:
     local_files_only: bool
     settings_hash: str
     texts_source: str
+    suite: dict | None = None  # the training suite's config.json, for --preset runs
 
 
 @dataclass
@@ -155,6 +156,7 @@ def run_config(plan: RunPlan, outcome: RunOutcome, started: str) -> dict:
         "n_checkpoints": len(plan.checkpoints),
         "n_computed": outcome.computed,
         "n_skipped": outcome.skipped,
+        "training_suite": plan.suite,
         "failures": [
             {"model": f["model_label"], "step": f["step"], "error": f["error"]}
             for f in outcome.failures
