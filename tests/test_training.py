@@ -98,8 +98,12 @@ def test_kill_and_resume_gives_bit_identical_weights(tmp_path, wikitext_dir):
     _, (straight,) = T.train_suite(c, tmp_path / "straight", progress=False)
     with pytest.raises(T.StopTraining):
         T.train_suite(c, tmp_path / "killed", progress=False, stop_at=17)
-    assert not (tmp_path / "killed" / "resume" / "m" / T.DONE_FILE).exists()
+    model_dir = tmp_path / "killed" / "resume" / "m"
+    assert not (model_dir / T.DONE_FILE).exists()
+    (model_dir / ".step20.abc123").mkdir()  # what a kill inside save_checkpoint leaves
+    (model_dir / "._resume_state.pt.xyz").write_bytes(b"partial")
     T.train_suite(c, tmp_path / "killed", progress=False)
+    assert not list(model_dir.glob(".*"))
     a = AutoModelForCausalLM.from_pretrained(tmp_path / "straight" / "resume" / "m" / "step25")
     b = AutoModelForCausalLM.from_pretrained(tmp_path / "killed" / "resume" / "m" / "step25")
     sa, sb = a.state_dict(), b.state_dict()

@@ -398,6 +398,7 @@ def train_model(spec: ModelSpec, c: SuiteConfig, text: TrainingText, model_dir: 
         return ModelResult(spec.name, d["num_parameters"], d["checkpoints"],
                            d["final_val_loss"], skipped=True)
     model_dir.mkdir(parents=True, exist_ok=True)
+    _remove_partial_writes(model_dir)
     torch.manual_seed(c.seed)
     model = GPTNeoXForCausalLM(model_config(spec, c))
     model.train()
@@ -462,6 +463,15 @@ def train_model(spec: ModelSpec, c: SuiteConfig, text: TrainingText, model_dir: 
     state_path.unlink(missing_ok=True)
     return ModelResult(spec.name, n_params, schedule, final, trained_steps=c.steps - start,
                        seconds=time.perf_counter() - t0)
+
+
+def _remove_partial_writes(model_dir: Path) -> None:
+    """Delete temporaries a killed run left (``.step<N>.*`` folders, ``._resume_state.pt.*``)."""
+    for leftover in model_dir.glob(".*"):
+        if leftover.is_dir():
+            shutil.rmtree(leftover, ignore_errors=True)
+        else:
+            leftover.unlink(missing_ok=True)
 
 
 def _truncate_log(path: Path, step: int) -> None:
