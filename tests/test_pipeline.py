@@ -97,6 +97,23 @@ def test_second_run_skips_everything(full_run, tiny_series):
     assert stable(records_of(out)) == before
 
 
+def test_a_checkpoint_replaced_in_place_is_analysed_again(tiny_series, wikitext_dir, tmp_path,
+                                                          tokenizer_file):
+    series = tmp_path / "series"
+    shutil.copytree(tiny_series, series)
+    args = ["--models", str(series), *FAST, "--out", str(tmp_path / "out")]
+    assert run_experiments.main(args) == 0
+    before = {r["step"]: r for r in records_of(tmp_path / "out")}
+    shutil.rmtree(series / "step10")
+    save_checkpoint(series / "step10", neox_config(), pythia_tokenizer(tokenizer_file), seed=99)
+    plan = pipeline.plan_run([str(series)], None, run_experiments_settings(FAST[:-1]))
+    outcome = pipeline.execute(plan, tmp_path / "out", progress=False)
+    assert (outcome.computed, outcome.skipped) == (1, 2)
+    after = {r["step"]: r for r in records_of(tmp_path / "out")}
+    assert after[10]["perplexity"] != before[10]["perplexity"]
+    assert stable([after[0], after[100]]) == stable([before[0], before[100]])
+
+
 def run_experiments_settings(extra: list[str]):
     from toposig.cli import settings_from_args
 

@@ -201,6 +201,24 @@ def unique_labels(series: list[list[Checkpoint]]) -> list[list[Checkpoint]]:
     return out
 
 
+def fingerprint(ckpt: Checkpoint) -> str | None:
+    """Identity of a local checkpoint's files (names, sizes, modification times).
+
+    A record is reused only while this matches, so a checkpoint that was retrained or
+    replaced in place is analysed again. Hub revisions are identified by their name.
+    """
+    if ckpt.source != "local":
+        return None
+    import hashlib
+
+    h = hashlib.sha256()
+    for f in sorted(Path(ckpt.location).iterdir()):
+        if f.is_file():
+            st = f.stat()
+            h.update(f"{f.name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()[:16]
+
+
 def has_tokenizer(ckpt: Checkpoint) -> bool:
     """Whether a local checkpoint folder carries tokenizer files (Hub ones are assumed to)."""
     if ckpt.source != "local":

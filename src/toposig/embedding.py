@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 import numpy as np
 
 from . import homology, spectral
-from .checkpoints import Checkpoint, load_model, load_tokenizer
+from .checkpoints import Checkpoint, fingerprint, load_model, load_tokenizer
 from .config import SCHEMA_VERSION, EmbeddingSettings
 from .forward import forward_pass, tokenize
 
@@ -173,4 +173,5 @@ def checkpoint_fields(ckpt: Checkpoint) -> dict:
         "source": ckpt.source,
         "location": ckpt.location,
         "revision": ckpt.revision,
+        "checkpoint_fingerprint": fingerprint(ckpt),
     }
