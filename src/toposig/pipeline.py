@@ -26,7 +26,6 @@ from .checkpoints import (
     Checkpoint,
     check_hub_access,
     check_tokenizers,
-    fingerprint,
     parse_steps,
     resolve_series,
     unique_labels,
@@ -180,10 +179,6 @@ def execute(plan: RunPlan, out_dir: str | Path, force: bool = False,
     for ckpt in bar:
         bar.set_postfix_str(f"{ckpt.label} {ckpt.name}")
         rec = None if force else store.finished(ckpt)
-        if rec is not None and rec.get("checkpoint_fingerprint") != fingerprint(ckpt):
-            logger.info("%s changed since its record was written: analysing it again",
-                        ckpt.describe())
-            rec = None
         if rec is not None:
             outcome.skipped += 1
         else:

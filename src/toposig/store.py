@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .checkpoints import Checkpoint
+from .checkpoints import Checkpoint, fingerprint
 
 logger = logging.getLogger(__name__)
 
@@ -107,11 +107,19 @@ class ResultStore:
             return None
 
     def finished(self, ckpt: Checkpoint) -> dict | None:
-        """The record of ``ckpt`` if it finished (status ok, arrays present), else ``None``."""
+        """The record of ``ckpt`` if it is finished and still current, else ``None``.
+
+        Finished: status ok and its arrays present. Current: the checkpoint's files are
+        unchanged since (a local checkpoint retrained or replaced in place is stale).
+        """
         rec = self.load(ckpt)
-        if rec and rec.get("status") == "ok" and self.arrays_path(ckpt).is_file():
-            return rec
-        return None
+        if not (rec and rec.get("status") == "ok" and self.arrays_path(ckpt).is_file()):
+            return None
+        if rec.get("checkpoint_fingerprint") != fingerprint(ckpt):
+            logger.info("%s changed since its record was written: analysing it again",
+                        ckpt.describe())
+            return None
+        return rec
 
     def write(self, record: dict, ckpt: Checkpoint, arrays: dict[str, np.ndarray] | None = None):
         """Write a record (and its arrays first). Returns the record as stored."""
