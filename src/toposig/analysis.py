@@ -81,16 +81,21 @@ def model_summaries(records: list[dict]) -> dict[str, dict]:
     return out
 
 
+def feature_families(records: list[dict]) -> dict[str, list[str]]:
+    """Feature names grouped by :func:`stats.feature_family` (only non-empty groups)."""
+    out: dict[str, list[str]] = {}
+    for f in stats.feature_names(records):
+        out.setdefault(stats.feature_family(f), []).append(f)
+    return out
+
+
 def compute_statistics(results_dir: str | Path, records: list[dict]) -> dict:
     return {
         "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "results_dir": str(results_dir),
         "settings_hash": sorted({r.get("settings_hash") for r in records} - {None}),
         "models": model_summaries(records),
-        "features": {
-            "topological": [f for f in stats.feature_names(records) if stats.is_topological(f)],
-            "spectral": [f for f in stats.feature_names(records) if not stats.is_topological(f)],
-        },
+        "features": feature_families(records),
         "correlations": stats.correlations_with_target(records, "perplexity"),
         "wasserstein": wasserstein_series(results_dir, records),
         "notes": {

@@ -70,7 +70,11 @@ def spearman_exact_p(x: np.ndarray, y: np.ndarray) -> float:
 
 
 def feature_names(records: Sequence[dict]) -> list[str]:
-    """Numeric feature keys present in the records' ``features``, topological first."""
+    """Numeric feature keys present in the records' ``features``, grouped by family.
+
+    Order: embedding topological, embedding spectral, weight topological, weight
+    statistics, other.
+    """
     keys: list[str] = []
     for r in records:
         for k, v in r.get("features", {}).items():
@@ -78,12 +82,39 @@ def feature_names(records: Sequence[dict]) -> list[str]:
                 keys.append(k)
     topo = sorted(k for k in keys if is_topological(k))
     spec = [k for k in SPECTRAL_NAMES if k in keys]
-    other = sorted(k for k in keys if k not in topo and k not in spec)
-    return topo + spec + other
+    weight_topo = sorted(k for k in keys if feature_family(k) == "weight_topological")
+    weight_stats = [k for k in WEIGHT_STATISTICS if k in keys]
+    grouped = topo + spec + weight_topo + weight_stats
+    return grouped + sorted(k for k in keys if k not in grouped)
 
 
 def is_topological(name: str) -> bool:
+    """Embedding-space persistent-homology features (``h0_*``, ``h1_*``, ``h2_*``)."""
     return name.startswith(("h0_", "h1_", "h2_"))
+
+
+WEIGHT_STATISTICS: tuple[str, ...] = ("weight_l2_norm", "weight_std", "weight_max_abs",
+                                      "weight_mean_abs")
+
+
+def is_weight_feature(name: str) -> bool:
+    """Weight-space features: neural persistence (``np_*``) and ``weight_*``."""
+    return name.startswith(("np_", "weight_"))
+
+
+def feature_family(name: str) -> str:
+    """``embedding_topological``, ``embedding_spectral``, ``weight_topological`` (neural
+    persistence and weight-row homology), ``weight_statistics`` (the non-topological
+    weight baseline) or ``other``."""
+    if is_topological(name):
+        return "embedding_topological"
+    if name in SPECTRAL_NAMES:
+        return "embedding_spectral"
+    if name in WEIGHT_STATISTICS:
+        return "weight_statistics"
+    if is_weight_feature(name):
+        return "weight_topological"
+    return "other"
 
 
 def by_model(records: Sequence[dict]) -> dict[str, list[dict]]:
