@@ -2,8 +2,10 @@
 """Stage 3: results/data/ -> statistics.json and the figures in results/plots/.
 
 Per model and pooled over models: Spearman and Pearson correlation (with p-values) of
-every feature with perplexity; Wasserstein distances between consecutive checkpoints'
-H0 and H1 diagrams; the seed's seven figures.
+every feature with perplexity (or, for weights-only runs, the loss stored with each
+checkpoint); Wasserstein distances between consecutive checkpoints' H0 and H1 diagrams
+(hidden states, and weight rows summed over matrices); the seed's seven embedding figures
+and the four weight-space figures.
 """
 
 from __future__ import annotations
@@ -22,6 +24,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--results", default="results",
                    help="results root written by run_experiments.py --out (default: %(default)s)")
     p.add_argument("--no-plots", action="store_true", help="statistics only, no figures")
+    p.add_argument("--target", default="auto", choices=("auto", "perplexity", "loss"),
+                   help="quality measure the features are correlated with: perplexity "
+                        "(measured on the texts) or the loss stored with each checkpoint; "
+                        "auto = perplexity when every record has it (default: %(default)s)")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     return p
 
@@ -30,8 +36,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging(args.verbose)
     try:
-        statistics, figures = analyse(args.results, plots=not args.no_plots)
-    except ResultsMissingError as exc:
+        statistics, figures = analyse(args.results, plots=not args.no_plots,
+                                      target=args.target)
+    except (ResultsMissingError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print("\n".join(summary_lines(statistics)))

@@ -1,12 +1,19 @@
 #!/usr/bin/env python
-"""Stage 1: models x checkpoints -> one record per checkpoint under results/.
+"""Stage 1: models x checkpoints -> one record per checkpoint and signature family.
+
+Two signature families: ``embedding`` (persistent homology and spectral geometry of the
+hidden states on WikiText-2, plus perplexity) and ``weights`` (neural persistence and
+weight-row homology of every linear layer). Model folders and Hub models get both by
+default, plain PyTorch checkpoint files the weights; ``--signatures`` chooses.
 
 The offline default, which runs anywhere: ``--preset tiny`` trains the project's own
 small suite (if it is not trained yet) and analyses every checkpoint of it.
 
 With no arguments this is experiment A of DESIGN.md: Pythia 70m/160m/410m from the
 Hugging Face Hub at the seed's 19 steps. Point it at a local training run with
-``--models path/to/run`` (a folder of step<N>/ or checkpoint-<N>/ model folders).
+``--models path/to/run``: a folder of step<N>/ or checkpoint-<N>/ model folders, or a
+folder of checkpoint files with the step in each name (step_000100.pt, ckpt-100.pt,
+epoch=3-step=100.ckpt, *.safetensors).
 
 A rerun skips finished checkpoints (--force recomputes); a failed checkpoint is
 recorded with its error and the run goes on, exiting non-zero at the end.
@@ -19,7 +26,15 @@ import logging
 import sys
 
 from toposig.checkpoints import EXPERIMENT_A_MODELS
-from toposig.cli import INPUT_ERRORS, add_embedding_options, settings_from_args, setup_logging
+from toposig.cli import (
+    INPUT_ERRORS,
+    add_embedding_options,
+    add_weight_options,
+    settings_from_args,
+    setup_logging,
+    signatures_from_args,
+    weight_settings_from_args,
+)
 from toposig.corpus import load_texts
 from toposig.pipeline import execute, plan_run, summary_lines
 from toposig.store import read_json
@@ -51,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="recompute checkpoints that already have a finished record")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    add_weight_options(p)
     add_embedding_options(p)
     return p
 
@@ -60,24 +76,27 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging(args.verbose)
     try:
         settings = settings_from_args(args)
+        weight_settings = weight_settings_from_args(args)
+        signatures = signatures_from_args(args)
         models, suite_dir = args.models, None
         if args.preset:
             if args.models:
                 raise ValueError("--preset trains and analyses its own models; "
                                  "leave out --models")
             suite = load_suite_config(args.preset)
-            load_texts(settings.texts, settings.n_texts, settings.min_chars)  # before training
+            if signatures is None or "embedding" in signatures:  # before training
+                load_texts(settings.texts, settings.n_texts, settings.min_chars)
             suite_dir, _ = train_suite(suite, args.suite_dir, progress=not args.no_progress)
             models = [str(suite_dir / m.name) for m in suite.models]
-        plan = plan_run(models, args.steps, settings)
+        plan = plan_run(models, args.steps, settings, weight_settings, signatures)
         if suite_dir is not None:
             plan.suite = read_json(suite_dir / "config.json")
     except INPUT_ERRORS as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    logger.info("%d checkpoints of %d model(s); results under %s (settings %s)",
-                len(plan.checkpoints), len({c.label for c in plan.checkpoints}), args.out,
-                plan.settings_hash)
+    logger.info("%d checkpoints of %d model(s); %s; results under %s",
+                len(plan.checkpoints), len({c.label for c in plan.checkpoints}),
+                " and ".join(plan.all_families), args.out)
     try:
         outcome = execute(plan, args.out, force=args.force, progress=not args.no_progress)
     except KeyboardInterrupt:

@@ -20,6 +20,7 @@ import analyze_results
 import extract_embeddings
 import run_experiments
 from toposig import pipeline
+from toposig.stats import is_weight_feature
 
 SEVEN_FIGURES = ["summary_figure", "topological_evolution", "spectral_evolution",
                  "topology_vs_perplexity", "topo_vs_spectral_correlations", "wasserstein_rate",
@@ -33,7 +34,13 @@ def records_of(out: Path) -> list[dict]:
 
 
 def stable(records: list[dict]) -> list[dict]:
-    return [{k: v for k, v in r.items() if k not in VOLATILE} for r in records]
+    out = []
+    for r in records:
+        r = {k: v for k, v in r.items() if k not in VOLATILE}
+        if "weights" in r:
+            r["weights"] = {k: v for k, v in r["weights"].items() if k not in VOLATILE}
+        out.append(r)
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -133,7 +140,8 @@ def test_pythia14m_shaped_model_with_the_real_tokenizer_all_layers(tmp_path, wik
     assert rec["num_layers"] == 6 and rec["hidden_size"] == 128
     assert rec["num_parameters"] == pytest.approx(14_067_712)
     assert sorted(rec["layer_features"], key=int) == [str(i) for i in range(7)]
-    assert rec["layer_features"]["6"] == rec["features"]
+    embedding = {k: v for k, v in rec["features"].items() if not is_weight_feature(k)}
+    assert rec["layer_features"]["6"] == embedding
     # untrained: perplexity is near the vocabulary size
     assert 5_000 < rec["perplexity"] < 500_000
 
@@ -213,17 +221,18 @@ def test_failed_checkpoints_are_recorded_and_the_run_goes_on(damaged_series, wik
     code = run_experiments.main(["--models", str(damaged_series), "--out", str(out), *FAST])
     assert code == 1
     assert [r["step"] for r in records_of(out)] == [0, 3]
-    failed = {json.loads(p.read_text())["step"]: json.loads(p.read_text())
-              for p in out.glob("records/*/damaged/*.json")
-              if json.loads(p.read_text())["status"] == "failed"}
-    assert set(failed) == {1, 2}
-    assert "non-finite hidden states" in failed[2]["error"]
-    assert failed[1]["error"]
+    failed = {(r["family"], r["step"]): r
+              for r in (json.loads(p.read_text()) for p in out.glob("records/*/damaged/*.json"))
+              if r["status"] == "failed"}
+    assert set(failed) == {("embedding", 1), ("weights", 1), ("embedding", 2), ("weights", 2)}
+    assert "non-finite hidden states" in failed["embedding", 2]["error"]
+    assert "NaN or infinite weights" in failed["weights", 2]["error"]
+    assert failed["embedding", 1]["error"] and failed["weights", 1]["error"]
     summary = capsys.readouterr().out
-    assert "FAILED checkpoints (2)" in summary
-    assert "damaged step 1" in summary and "damaged step 2" in summary
+    assert "FAILED (4)" in summary
+    assert "damaged step 1 [weights]" in summary and "damaged step 2 [embedding]" in summary
     config = json.loads((out / "data" / "config.json").read_text())
-    assert [f["step"] for f in config["failures"]] == [1, 2]
+    assert sorted((f["family"], f["step"]) for f in config["failures"]) == sorted(failed)
 
     # repaired: the next run retries only the failed checkpoints
     tok = pythia_tokenizer(tokenizer_file)

@@ -1,4 +1,4 @@
-"""The seven report figures, drawn from synthetic checkpoint series."""
+"""The report figures (embedding and weight space), drawn from synthetic checkpoint series."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ STEPS = (0, 1, 2, 4, 16, 64, 256, 1000)
 SEVEN = ("summary_figure", "topological_evolution", "spectral_evolution",
          "topology_vs_perplexity", "topo_vs_spectral_correlations", "wasserstein_rate",
          "perplexity_curves")
+WEIGHT = ("neural_persistence_evolution", "vr_persistence_evolution", "np_vs_loss_scatter",
+          "correlation_heatmap")
 
 
 def synthetic_records(models: tuple[str, ...] = ("pythia-70m", "pythia-160m", "pythia-410m"),
@@ -61,6 +63,37 @@ def synthetic_records(models: tuple[str, ...] = ("pythia-70m", "pythia-160m", "p
     return [records[i] for i in order]
 
 
+def synthetic_weight_records(models: tuple[str, ...] = ("pythia-70m", "pythia-160m",
+                                                       "pythia-410m"),
+                             steps: tuple[int, ...] = STEPS, seed: int = 0) -> list[dict]:
+    """Weight-space records with a checkpoint ``loss``, no perplexity and no embedding
+    features: loss falls while neural persistence and weight-row H0 persistence grow."""
+    rng = np.random.default_rng(seed)
+    records = []
+    for m, label in enumerate(models):
+        for step in steps:
+            t = np.log1p(step) / np.log1p(max(steps))
+            noise = lambda scale: float(scale * rng.normal())  # noqa: E731
+            np_mean = 0.2 + 0.4 * t + 0.03 * m + noise(0.01)
+            features = {
+                "np_mean": np_mean, "np_std": 0.05 + noise(0.005),
+                "np_min": np_mean - 0.12, "np_max": np_mean + 0.15,
+                "np_seed_mean": 0.1 + 0.3 * t + noise(0.01), "np_seed_std": 0.03,
+                "weight_h0_total": 300 + 500 * t + 80 * m + noise(10),
+                "weight_h1_total": 5 + 12 * t + noise(0.8),
+                "weight_h1_count": 40 + 30 * t + m + noise(3),
+                "weight_h0_entropy_mean": 5.0 + 0.3 * t + noise(0.02),
+                "weight_h1_entropy_mean": 3.0 + 0.5 * t + noise(0.05),
+                "weight_l2_norm": 80 + 40 * t + noise(1), "weight_std": 0.02 + 0.01 * t,
+                "weight_max_abs": 0.3 + 0.5 * t + noise(0.02), "weight_mean_abs": 0.016,
+            }
+            records.append({"model": f"EleutherAI/{label}", "model_label": label,
+                            "step": step, "loss": float(10.8 - (7.0 + 0.4 * m) * t + noise(0.05)),
+                            "features": features})
+    order = rng.permutation(len(records))
+    return [records[i] for i in order]
+
+
 def synthetic_statistics(records: list[dict], seed: int = 1) -> dict:
     rng = np.random.default_rng(seed)
     wasserstein = {}
@@ -76,8 +109,9 @@ def synthetic_statistics(records: list[dict], seed: int = 1) -> dict:
     return {"correlations": stats.correlations_with_target(records), "wasserstein": wasserstein}
 
 
-def assert_pngs(paths: list[Path], min_bytes: int = 5_000) -> None:
-    assert [p.stem for p in paths] == list(SEVEN)
+def assert_pngs(paths: list[Path], names: tuple[str, ...] = SEVEN,
+                min_bytes: int = 5_000) -> None:
+    assert [p.stem for p in paths] == list(names)
     for p in paths:
         assert p.is_file(), p
         data = p.read_bytes()
@@ -85,12 +119,93 @@ def assert_pngs(paths: list[Path], min_bytes: int = 5_000) -> None:
         assert len(data) > min_bytes, (p, len(data))
 
 
-def test_plot_all_writes_the_seven_figures(tmp_path):
+def test_plot_all_writes_the_seven_figures_and_the_heatmap_for_an_embedding_run(tmp_path):
     records = synthetic_records()
     out = tmp_path / "plots" / "nested"  # created if missing
     paths = plots.plot_all(records, synthetic_statistics(records), out)
-    assert_pngs(paths)
+    assert_pngs(paths, (*SEVEN, "correlation_heatmap"))
     assert all(p.parent == out for p in paths)
+    assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in paths)
+
+
+def test_plot_all_writes_only_the_four_weight_figures_for_a_weights_only_run(tmp_path):
+    records = synthetic_weight_records()
+    statistics = {"correlations": stats.correlations_with_target(records, "loss")}
+    assert statistics["correlations"]["target"] == "loss"
+    paths = plots.plot_all(records, statistics, tmp_path)
+    assert_pngs(paths, WEIGHT, min_bytes=20_000)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"{n}.png" for n in WEIGHT)
+
+
+def _stub(records: list[dict], statistics: dict, path: Path) -> Path:
+    path.write_bytes(PNG_SIGNATURE)
+    return path
+
+
+@pytest.mark.parametrize(("kind", "with_correlations", "expected"), [
+    ("embedding", True, (*SEVEN, "correlation_heatmap")),
+    ("embedding", False, SEVEN),
+    ("weight", True, WEIGHT),
+    ("weight", False, WEIGHT[:3]),
+    ("both", True, (*SEVEN, *WEIGHT)),
+    ("none", True, ("correlation_heatmap",)),
+    ("none", False, ()),
+])
+def test_plot_all_selects_figures_by_the_features_present(tmp_path, monkeypatch, kind,
+                                                          with_correlations, expected):
+    # every figure replaced by a stub: this checks the selection only, fast
+    monkeypatch.setattr(plots, "FIGURES", dict.fromkeys(plots.FIGURES, _stub))
+    monkeypatch.setattr(plots, "WEIGHT_FIGURES", dict.fromkeys(plots.WEIGHT_FIGURES, _stub))
+    steps = (0, 10)  # two checkpoints: correlations are cheap (and undefined)
+    weights = {(r["model_label"], r["step"]): r for r in synthetic_weight_records(steps=steps)}
+    if kind == "weight":
+        records = list(weights.values())
+    elif kind == "none":  # an unrelated feature, and weight keys without values
+        records = [{"model_label": "m", "step": 0, "loss": 2.0,
+                    "features": {"mean_norm": 1.0, "np_mean": None, "weight_std": "nan"}}]
+    else:
+        records = synthetic_records(steps=steps)
+        if kind == "both":
+            for r in records:
+                r["features"] |= weights[r["model_label"], r["step"]]["features"]
+    statistics = ({"correlations": stats.correlations_with_target(records, "loss")}
+                  if with_correlations else {})
+    paths = plots.plot_all(records, statistics, tmp_path)
+    assert [p.stem for p in paths] == list(expected)
+
+
+def test_heatmap_rows_put_weight_families_first():
+    steps = (0, 10)
+    records = synthetic_records(steps=steps)
+    weights = {(r["model_label"], r["step"]): r for r in synthetic_weight_records(steps=steps)}
+    for r in records:
+        r["features"] |= weights[r["model_label"], r["step"]]["features"]
+    groups = plots._heatmap_features(stats.correlations_with_target(records))
+    assert [label for label, _ in groups] == ["weight topology", "weight statistics",
+                                              "embedding topology", "embedding spectrum",
+                                              "other"]
+    families = ["weight_topological", "weight_statistics", "embedding_topological",
+                "embedding_spectral", "other"]
+    for family, (_, members) in zip(families, groups, strict=True):
+        assert {stats.feature_family(f) for f in members} == {family}
+    assert groups[0][1][:4] == ["np_mean", "np_std", "np_min", "np_max"]
+    assert groups[1][1] == list(stats.WEIGHT_STATISTICS)
+    assert groups[3][1] == [f for f in plots.SPECTRAL_NAMES if f in groups[3][1]]
+
+
+def test_scatter_and_heatmap_follow_a_perplexity_target(tmp_path):
+    records = synthetic_weight_records()
+    for r in records:
+        r["perplexity"] = float(np.exp(r.pop("loss")))
+    features = ["np_mean", "weight_h0_total", "weight_l2_norm"]
+    statistics = {"correlations": stats.correlations_with_target(records, "perplexity",
+                                                                 features)}
+    assert plots._target(records, statistics) == "perplexity"
+    assert plots._target(records, {}) == "perplexity"
+    assert plots._target(synthetic_weight_records(steps=(0, 10)), {}) == "loss"
+    for plot in (plots.plot_np_vs_loss_scatter, plots.plot_correlation_heatmap):
+        path = plot(records, statistics, tmp_path / f"{plot.__name__}.png")
+        assert path.read_bytes()[:8] == PNG_SIGNATURE
 
 
 def test_missing_values_and_a_single_checkpoint_model_do_not_crash(tmp_path):
@@ -106,12 +221,34 @@ def test_missing_values_and_a_single_checkpoint_model_do_not_crash(tmp_path):
     statistics = synthetic_statistics(records)
     statistics["wasserstein"]["final-only"] = []
     statistics["correlations"]["pooled"]["h1_n_features"]["spearman_p"] = None
-    assert_pngs(plots.plot_all(records, statistics, tmp_path))
+    assert_pngs(plots.plot_all(records, statistics, tmp_path), (*SEVEN, "correlation_heatmap"))
+
+
+def test_missing_weight_values_and_a_single_checkpoint_model_do_not_crash(tmp_path):
+    records = synthetic_weight_records(models=("pythia-70m", "pythia-160m"))
+    for r in records[::3]:
+        r["features"]["np_mean"] = None
+        r["features"]["np_std"] = float("nan")
+        r["features"]["weight_h1_count"] = None
+        r["loss"] = None
+    for r in records:  # features absent everywhere show "no data"
+        del r["features"]["weight_h1_total"]
+        del r["features"]["np_seed_mean"]
+    records.append({"model": "local/final", "model_label": "final-only", "step": None,
+                    "loss": 3.1, "features": {"np_mean": 0.5, "weight_h0_total": None}})
+    features = ["np_mean", "np_std", "weight_h0_total", "weight_h1_count", "weight_std"]
+    statistics = {"correlations": stats.correlations_with_target(records, "loss", features)}
+    statistics["correlations"]["pooled"]["np_mean"]["spearman_p"] = None
+    assert_pngs(plots.plot_all(records, statistics, tmp_path), WEIGHT)
 
 
 @pytest.mark.parametrize("plot", [plots.plot_summary_figure, plots.plot_topology_vs_perplexity,
                                   plots.plot_topo_vs_spectral_correlations,
-                                  plots.plot_wasserstein_rate])
+                                  plots.plot_wasserstein_rate,
+                                  plots.plot_neural_persistence_evolution,
+                                  plots.plot_vr_persistence_evolution,
+                                  plots.plot_np_vs_loss_scatter,
+                                  plots.plot_correlation_heatmap])
 def test_a_lone_checkpoint_and_empty_statistics_do_not_crash(tmp_path, plot):
     records = [{"model": "m", "model_label": "m", "step": None, "perplexity": 12.0,
                 "features": {"h1_total_persistence": 3.0, "rankme": 9.0}}]

@@ -12,7 +12,7 @@ import logging
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import stats
+from . import homology, stats
 from .store import atomic_write_json, load_arrays, read_json
 
 logger = logging.getLogger(__name__)
@@ -64,6 +64,31 @@ def wasserstein_series(results_dir: str | Path, records: list[dict]) -> dict[str
     return out
 
 
+TARGETS = ("perplexity", "loss")
+
+
+def choose_target(records: list[dict], target: str = "auto") -> str:
+    """The quality measure to correlate with: ``perplexity`` (measured on the analysed
+    texts) when every record has it, else ``loss`` (stored with the checkpoint) when
+    every record has that, else whichever more records have.
+
+    Raises:
+        ValueError: an explicit ``target`` that no record has, or an unknown name.
+    """
+    if target not in ("auto", *TARGETS):
+        raise ValueError(f"--target must be auto, {' or '.join(TARGETS)}, got {target!r}")
+    counts = {t: sum(r.get(t) is not None for r in records) for t in TARGETS}
+    if target != "auto":
+        if counts[target] == 0:
+            raise ValueError(f"no record has a {target}; records have: "
+                             f"{', '.join(t for t in TARGETS if counts[t]) or 'neither'}")
+        return target
+    for t in TARGETS:
+        if counts[t] == len(records):
+            return t
+    return max(TARGETS, key=lambda t: counts[t])
+
+
 def model_summaries(records: list[dict]) -> dict[str, dict]:
     """Per model: checkpoints analysed and the final checkpoint's quality and features."""
     out = {}
@@ -75,8 +100,9 @@ def model_summaries(records: list[dict]) -> dict[str, dict]:
             "steps": [r["step"] for r in recs],
             "num_parameters": last.get("num_parameters"),
             "final_step": last["step"],
-            "final_perplexity": last["perplexity"],
-            "final_features": last["features"],
+            "final_perplexity": last.get("perplexity"),
+            "final_loss": last.get("loss"),
+            "final_features": last.get("features", {}),
         }
     return out
 
@@ -89,18 +115,62 @@ def feature_families(records: list[dict]) -> dict[str, list[str]]:
     return out
 
 
-def compute_statistics(results_dir: str | Path, records: list[dict]) -> dict:
+def weight_wasserstein_series(results_dir: str | Path, records: list[dict]
+                              ) -> dict[str, list[dict]]:
+    """Per model, distances between consecutive checkpoints' weight-row diagrams, summed
+    over the matrices both checkpoints have (``weight_h{q}_wasserstein``, L∞ ground)."""
+    out: dict[str, list[dict]] = {}
+    for label, recs in stats.by_model(records).items():
+        recs = [r for r in recs if (r.get("weights") or {}).get("arrays_file")]
+        rows = []
+        prev = None
+        for r in recs:
+            cur = load_arrays(results_dir, r["weights"])
+            if prev is not None:
+                row: dict = {"step_from": prev[0]["step"], "step_to": r["step"]}
+                for key in sorted(set(prev[1]) & set(cur)):
+                    q = key.rsplit(":h", 1)[1]
+                    name = f"weight_h{q}_wasserstein"
+                    row[name] = row.get(name, 0.0) + homology.wasserstein(prev[1][key],
+                                                                                cur[key])
+                rows.append(row)
+            prev = (r, cur)
+        out[label] = rows
+    return out
+
+
+def compute_statistics(results_dir: str | Path, records: list[dict],
+                       target: str = "auto") -> dict:
+    target = choose_target(records, target)
+    families = feature_families(records)
+    has_embedding = any(r.get("arrays_file") for r in records)
     return {
         "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "results_dir": str(results_dir),
         "settings_hash": sorted({r.get("settings_hash") for r in records} - {None}),
         "models": model_summaries(records),
-        "features": feature_families(records),
-        "correlations": stats.correlations_with_target(records, "perplexity"),
-        "wasserstein": wasserstein_series(results_dir, records),
+        "features": families,
+        "target": target,
+        "correlations": stats.correlations_with_target(records, target),
+        "correlations_by_target": {
+            t: stats.correlations_with_target(records, t)
+            for t in TARGETS if t != target and any(r.get(t) is not None for r in records)
+        },
+        "wasserstein": wasserstein_series(results_dir, records) if has_embedding else {},
+        "weight_wasserstein": weight_wasserstein_series(results_dir, records),
         "notes": {
+            "target": "correlations are with this quality measure; perplexity is measured "
+                      "on the analysed texts, loss is what the checkpoint stored (its "
+                      "loss_key says which: val_loss, loss, ...)",
             "perplexity": "exp(mean next-token NLL over every non-padding target token); "
                           "token counts per record in n_loss_tokens",
+            "neural_persistence": "np_*: normalised neural persistence (Rieck et al. 2019: "
+                                  "global max-|w| scaling, p = 2, divided by sqrt(n - 1)) "
+                                  "over a checkpoint's matrices; np_seed_*: the seed "
+                                  "paper's variant (per-matrix max, p = 1, / (n - 1))",
+            "weight_homology": "weight_h{q}_total: sum over matrices of the H_q total "
+                               "persistence of the rows (<= max_rows sampled rows per "
+                               "matrix, Euclidean distance in weight space)",
             "pearson_log": "Pearson correlation with ln(perplexity), i.e. the mean token loss",
             "wasserstein": "order 1 between consecutive checkpoints' diagrams of the analysed "
                            "layer; *_wasserstein uses the L-infinity ground metric (Hera), "
@@ -111,10 +181,11 @@ def compute_statistics(results_dir: str | Path, records: list[dict]) -> dict:
     }
 
 
-def analyse(results_dir: str | Path = "results", plots: bool = True) -> tuple[dict, list[Path]]:
+def analyse(results_dir: str | Path = "results", plots: bool = True,
+            target: str = "auto") -> tuple[dict, list[Path]]:
     """Write ``data/statistics.json`` and the figures. Returns the statistics and figure paths."""
     records = load_results(results_dir)
-    statistics = compute_statistics(results_dir, records)
+    statistics = compute_statistics(results_dir, records, target)
     atomic_write_json(Path(results_dir) / "data" / "statistics.json", statistics)
     figures: list[Path] = []
     if plots:
@@ -125,20 +196,26 @@ def analyse(results_dir: str | Path = "results", plots: bool = True) -> tuple[di
 
 
 def summary_lines(statistics: dict, top: int = 8) -> list[str]:
-    """Strongest pooled correlations with perplexity, one line each."""
+    """Strongest pooled correlations with the target, one line each."""
+    target = statistics["correlations"]["target"]
     pooled = statistics["correlations"]["pooled"]
     ranked = sorted(
         ((f, c) for f, c in pooled.items() if c.get("spearman_r") is not None),
         key=lambda fc: -abs(fc[1]["spearman_r"]),
     )
     lines = [f"{len(statistics['models'])} model(s): " + ", ".join(
-        f"{k} ({v['n_checkpoints']} ckpts, final ppl {v['final_perplexity']:.2f})"
+        f"{k} ({v['n_checkpoints']} ckpts, final {target} {_final(v, target)})"
         for k, v in statistics["models"].items())]
     if ranked:
-        lines.append(f"strongest pooled Spearman correlations with perplexity (top {top}):")
+        lines.append(f"strongest pooled Spearman correlations with {target} (top {top}):")
         for f, c in ranked[:top]:
             lines.append(f"  {f:<32} rho={c['spearman_r']:+.3f}  p={c['spearman_p']:.2g}  "
                          f"n={c['n']}")
     else:
         lines.append("no correlation is defined (fewer than 3 checkpoints, or constant values)")
     return lines
+
+
+def _final(model: dict, target: str) -> str:
+    value = model.get(f"final_{target}")
+    return "-" if value is None else f"{value:.3f}"

@@ -8,6 +8,10 @@ A *series* is a list of :class:`Checkpoint` of one model, ordered by training st
   Face format (what ``save_pretrained`` and the HF Trainer write) is a series whose
   steps are read from the names.
 - A single model folder (with ``config.json``) is a series of one.
+- A plain PyTorch checkpoint file (``.pt``, ``.pth``, ``.bin``, ``.ckpt``,
+  ``.safetensors``: a state dict, see :mod:`toposig.checkpoint_files`) is a series of
+  one, and a folder of them with the step in each name is a series. These carry weights
+  only: the weight-space signatures apply, the embedding stage does not.
 
 Models are loaded with ``from_pretrained`` whatever their origin; ``trust_remote_code``
 is never set unless the caller asks, and ``transformers`` loads plain PyTorch weight
@@ -21,6 +25,13 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from .checkpoint_files import (
+    CHECKPOINT_SUFFIXES,
+    discover_files,
+    is_checkpoint_file,
+    step_from_name,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -61,8 +72,8 @@ class Checkpoint:
         model: the model as the user named it (Hub id or local series folder).
         label: short unique name used for files (``pythia-70m``).
         step: training step, or ``None`` for a lone model folder without one.
-        source: ``"hub"`` or ``"local"``.
-        location: what ``from_pretrained`` is given: Hub id or model folder path.
+        source: ``"hub"``, ``"local"`` (a model folder) or ``"file"`` (a state-dict file).
+        location: Hub id, model folder path or checkpoint file path.
         revision: Hub revision (``step1000``), ``None`` for local folders.
     """
 
@@ -137,6 +148,8 @@ def resolve_series(model: str, steps: tuple[int, ...] | None) -> list[Checkpoint
     """
     label = _label_of(model)
     path = Path(model).expanduser()
+    if path.is_file():
+        return _file_series(model, path, steps)
     if path.exists():
         return _local_series(model, label, path, steps)
     if model.startswith((".", "/", "~")) or not _HUB_ID_RE.match(model):
@@ -153,11 +166,6 @@ def resolve_series(model: str, steps: tuple[int, ...] | None) -> list[Checkpoint
 def _local_series(
     model: str, label: str, path: Path, steps: tuple[int, ...] | None
 ) -> list[Checkpoint]:
-    if not path.is_dir():
-        raise SeriesError(
-            f"{model!r} is a file; the embedding stage reads model folders in Hugging Face "
-            "format (config.json plus weights) or a folder of step<N>/ sub-folders"
-        )
     if is_model_folder(path):
         m = _STEP_DIR_RE.match(path.name)
         step = int(m.group(1)) if m else None
@@ -165,22 +173,51 @@ def _local_series(
             raise SeriesError(f"{model!r} is a single model folder; --steps does not apply to it")
         return [Checkpoint(model, label, step, "local", str(path.resolve()))]
     found = discover_steps(path)
+    source = "local"
+    if not found:
+        try:
+            found = discover_files(path)
+        except ValueError as exc:
+            raise SeriesError(str(exc)) from exc
+        source = "file"
     if not found:
         raise SeriesError(
-            f"folder {model!r} holds no model: expected config.json in it, or sub-folders "
-            "named step<N>/ or checkpoint-<N>/ that hold one"
+            f"folder {model!r} holds no model: expected config.json in it, sub-folders "
+            "named step<N>/ or checkpoint-<N>/ that hold one, or checkpoint files "
+            f"({', '.join(CHECKPOINT_SUFFIXES)}) with the step in their names"
         )
+    if None in found:  # a lone checkpoint file without a step
+        if steps is not None:
+            raise SeriesError(f"{model!r} holds one checkpoint file with no step in its "
+                              "name; --steps does not apply to it")
+        return [Checkpoint(model, label, None, source, str(found[None].resolve()))]
+    chosen = _choose_steps(model, sorted(found), steps)
+    return [Checkpoint(model, label, s, source, str(found[s].resolve())) for s in chosen]
+
+
+def _choose_steps(model: str, available: list[int], steps: tuple[int, ...] | None) -> list[int]:
     if steps is None:
-        chosen = sorted(found)
-    else:
-        missing = [s for s in steps if s not in found]
-        if missing:
-            raise SeriesError(
-                f"steps {missing} are not in local series {model!r}; "
-                f"it has steps {sorted(found)}"
-            )
-        chosen = list(steps)
-    return [Checkpoint(model, label, s, "local", str(found[s].resolve())) for s in chosen]
+        return available
+    missing = [s for s in steps if s not in available]
+    if missing:
+        raise SeriesError(
+            f"steps {missing} are not in local series {model!r}; it has steps {available}"
+        )
+    return list(steps)
+
+
+def _file_series(model: str, path: Path, steps: tuple[int, ...] | None) -> list[Checkpoint]:
+    if not is_checkpoint_file(path):
+        raise SeriesError(
+            f"{model!r} is a file but not a checkpoint file ({', '.join(CHECKPOINT_SUFFIXES)}); "
+            "the embedding stage reads model folders in Hugging Face format (config.json "
+            "plus weights) or a folder of step<N>/ sub-folders"
+        )
+    step = step_from_name(path.name)
+    if steps is not None and (step is None or step not in steps):
+        raise SeriesError(f"{model!r} is a single checkpoint file; --steps does not apply to it")
+    label = path.name[: -len(path.suffix)] if path.suffix else path.name
+    return [Checkpoint(model, label, step, "file", str(path.resolve()))]
 
 
 def unique_labels(series: list[list[Checkpoint]]) -> list[list[Checkpoint]]:
@@ -207,12 +244,13 @@ def fingerprint(ckpt: Checkpoint) -> str | None:
     A record is reused only while this matches, so a checkpoint that was retrained or
     replaced in place is analysed again. Hub revisions are identified by their name.
     """
-    if ckpt.source != "local":
+    if ckpt.source == "hub":
         return None
     import hashlib
 
     h = hashlib.sha256()
-    for f in sorted(Path(ckpt.location).iterdir()):
+    where = Path(ckpt.location)
+    for f in [where] if where.is_file() else sorted(where.iterdir()):
         if f.is_file():
             st = f.stat()
             h.update(f"{f.name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
@@ -221,8 +259,10 @@ def fingerprint(ckpt: Checkpoint) -> str | None:
 
 def has_tokenizer(ckpt: Checkpoint) -> bool:
     """Whether a local checkpoint folder carries tokenizer files (Hub ones are assumed to)."""
-    if ckpt.source != "local":
+    if ckpt.source == "hub":
         return True
+    if ckpt.source == "file":
+        return False
     return any((Path(ckpt.location) / f).is_file() for f in TOKENIZER_FILES)
 
 

@@ -5,17 +5,23 @@ from __future__ import annotations
 import argparse
 import logging
 
+from .checkpoint_files import CHECKPOINT_SUFFIXES
 from .checkpoints import HubUnavailableError, SeriesError
 from .config import (
     DTYPE_CHOICES,
     LAYER_CHOICES,
     PH_BACKEND_CHOICES,
+    SIGNATURE_CHOICES,
     EmbeddingSettings,
     SettingsError,
+    WeightSettings,
+    parse_signatures,
 )
 from .corpus import DataMissingError
+from .weights import DEFAULT_EXCLUDE
 
 _DEFAULTS = EmbeddingSettings()
+_WEIGHT_DEFAULTS = WeightSettings()
 
 # What bad user input raises while a run is planned: reported as "error: ..." with exit
 # status 2, before any work. (SettingsError and SeriesError are ValueErrors too.)
@@ -63,6 +69,36 @@ def add_embedding_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--trust-remote-code", action="store_true",
                    help="allow checkpoints to run their own Python code (off by default: "
                         "a checkpoint from elsewhere can carry code)")
+
+
+def add_weight_options(p: argparse.ArgumentParser) -> None:
+    """Which signature families, and what the weight stage computes (see WeightSettings)."""
+    p.add_argument("--signatures", metavar="LIST", default=None,
+                   help=f"comma-separated signature families: {', '.join(SIGNATURE_CHOICES)}. "
+                        "Default: both for model folders and Hub models, weights only for "
+                        f"plain checkpoint files ({', '.join(CHECKPOINT_SUFFIXES)})")
+    g = p.add_argument_group("weight stage (neural persistence, weight-row homology)")
+    g.add_argument("--weight-max-rows", type=int, default=_WEIGHT_DEFAULTS.max_rows,
+                   help="rows per matrix for Vietoris-Rips; a sample chosen with --seed when "
+                        "a matrix has more (default: %(default)s)")
+    g.add_argument("--weight-include", nargs="+", metavar="REGEX", default=[],
+                   help="analyse exactly the 2-D weights whose parameter name matches one of "
+                        "these regular expressions (default: every linear layer's weight, "
+                        "i.e. 2-D *weight tensors not matching "
+                        f"{' '.join(DEFAULT_EXCLUDE)})")
+    g.add_argument("--weight-exclude", nargs="+", metavar="REGEX", default=[],
+                   help="leave out weights whose name matches one of these regular expressions")
+
+
+def weight_settings_from_args(args: argparse.Namespace) -> WeightSettings:
+    """Build validated weight settings; raises SettingsError naming a bad value."""
+    return WeightSettings(max_rows=args.weight_max_rows, maxdim=args.maxdim,
+                          include=tuple(args.weight_include), exclude=tuple(args.weight_exclude),
+                          seed=args.seed, ph_backend=args.ph_backend)
+
+
+def signatures_from_args(args: argparse.Namespace) -> tuple[str, ...] | None:
+    return parse_signatures(args.signatures)
 
 
 def settings_from_args(args: argparse.Namespace) -> EmbeddingSettings:

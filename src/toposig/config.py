@@ -117,3 +117,85 @@ def settings_hash(s: EmbeddingSettings, texts_sha: str, resolved_dtype: str) -> 
     }
     blob = json.dumps(keyed, sort_keys=True).encode()
     return hashlib.sha256(blob).hexdigest()[:12]
+
+
+# --------------------------------------------------------------------------- weights
+
+SIGNATURE_CHOICES = ("embedding", "weights")
+
+
+@dataclass(frozen=True)
+class WeightSettings:
+    """Everything the weight stage needs besides the checkpoints.
+
+    Attributes:
+        max_rows: rows per matrix for weight-row homology (a seeded sample when more).
+        maxdim: highest homology dimension of the row diagrams.
+        include: regular expressions; when given, exactly the 2-D weights whose name
+            matches one are analysed (default: every linear layer's weight).
+        exclude: regular expressions of weights to leave out.
+        seed: seeds the row sample.
+        ph_backend: ``auto`` or a Vietoris–Rips library.
+    """
+
+    max_rows: int = 200
+    maxdim: int = 1
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    seed: int = 42
+    ph_backend: str = "auto"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "include", tuple(self.include))
+        object.__setattr__(self, "exclude", tuple(self.exclude))
+        validate_weights(self)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def validate_weights(s: WeightSettings) -> None:
+    """Raise :class:`SettingsError` naming the first bad value and what is allowed."""
+    _require(s.max_rows >= 3, f"--weight-max-rows must be at least 3, got {s.max_rows}")
+    _require(s.maxdim in (0, 1, 2), f"--maxdim must be 0, 1 or 2, got {s.maxdim}")
+    _require(
+        s.ph_backend in PH_BACKEND_CHOICES,
+        f"--ph-backend must be one of {PH_BACKEND_CHOICES}, got {s.ph_backend!r}",
+    )
+    for option, patterns in (("--weight-include", s.include), ("--weight-exclude", s.exclude)):
+        for p in patterns:
+            try:
+                re.compile(p)
+            except re.error as exc:
+                raise SettingsError(f"{option} {p!r} is not a regular expression: {exc}") from exc
+
+
+def weights_hash(s: WeightSettings) -> str:
+    """Short hash of every weight setting that changes the numbers (not the backend)."""
+    keyed = {
+        "schema": SCHEMA_VERSION,
+        "family": "weights",
+        "max_rows": s.max_rows,
+        "maxdim": s.maxdim,
+        "include": list(s.include),
+        "exclude": list(s.exclude),
+        "seed": s.seed,
+    }
+    blob = json.dumps(keyed, sort_keys=True).encode()
+    return "w" + hashlib.sha256(blob).hexdigest()[:11]
+
+
+def parse_signatures(value: str | None) -> tuple[str, ...] | None:
+    """``--signatures embedding,weights`` -> a tuple; ``None`` (per checkpoint kind) if unset.
+
+    Raises:
+        SettingsError: an unknown or empty family.
+    """
+    if value is None:
+        return None
+    names = tuple(dict.fromkeys(v.strip() for v in value.split(",") if v.strip()))
+    bad = [n for n in names if n not in SIGNATURE_CHOICES]
+    _require(bool(names) and not bad,
+             f"--signatures takes a comma-separated list of {', '.join(SIGNATURE_CHOICES)}, "
+             f"got {value!r}")
+    return names

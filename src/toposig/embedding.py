@@ -91,19 +91,28 @@ def analyse_checkpoint(
     device: str,
     dtype: str,
     local_files_only: bool = False,
+    model=None,
+    load_s: float = 0.0,
 ) -> CheckpointOutput:
     """Load one checkpoint once, run one forward pass, compute every feature.
+
+    Args:
+        model: the checkpoint's model already loaded on ``device`` in ``dtype`` (the
+            pipeline loads once for both signature families), or ``None`` to load it.
+        load_s: seconds already spent loading ``model`` (for the record's timings).
 
     Raises whatever loading or the forward pass raises (missing revision, unreadable
     weights, :class:`~toposig.forward.NonFiniteError`); the caller records it.
     """
     import torch
 
-    t0 = time.perf_counter()
+    t0 = time.perf_counter() - load_s
     tokenizer = load_tokenizer(ckpt, settings.tokenizer, local_files_only=local_files_only,
                                trust_remote_code=settings.trust_remote_code)
-    model = load_model(ckpt, getattr(torch, dtype), device, local_files_only=local_files_only,
-                       trust_remote_code=settings.trust_remote_code)
+    if model is None:
+        model = load_model(ckpt, getattr(torch, dtype), device,
+                           local_files_only=local_files_only,
+                           trust_remote_code=settings.trust_remote_code)
     t_load = time.perf_counter()
 
     ids, mask = tokenize(tokenizer, texts, settings.max_length)

@@ -1,18 +1,24 @@
-"""The embedding-stage driver: plan a run (every check before any work), then run it.
+"""The stage driver: plan a run (every check before any work), then run it.
 
 :func:`plan_run` turns the user's models, steps and settings into a :class:`RunPlan`,
 raising on any bad input before a model is loaded. :func:`execute` walks the plan's
-checkpoints, skipping finished records, recording failures and carrying on, and keeps
-the aggregate files current after every checkpoint.
+checkpoints. Each checkpoint is loaded once for the signature families it needs
+(``embedding``: hidden states and perplexity; ``weights``: neural persistence and
+weight-row homology), each family's record is written to its own store (keyed by that
+family's settings hash, so each resumes on its own), failures are recorded and the run
+goes on, and the aggregate files, one entry per checkpoint with both families merged,
+are kept current after every checkpoint.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import platform
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib import metadata
@@ -21,19 +27,35 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from . import homology
+from .checkpoint_files import load_checkpoint_file, trainer_state_loss
 from .checkpoints import (
     EXPERIMENT_A_MODELS,
     Checkpoint,
+    SeriesError,
     check_hub_access,
     check_tokenizers,
+    load_model,
     parse_steps,
     resolve_series,
     unique_labels,
 )
-from .config import SCHEMA_VERSION, EmbeddingSettings, settings_hash
+from .config import (
+    SCHEMA_VERSION,
+    EmbeddingSettings,
+    WeightSettings,
+    settings_hash,
+    weights_hash,
+)
 from .corpus import load_texts, texts_fingerprint
-from .embedding import analyse_checkpoint, checkpoint_fields, resolve_device, resolve_dtype
+from .embedding import (
+    CheckpointOutput,
+    analyse_checkpoint,
+    checkpoint_fields,
+    resolve_device,
+    resolve_dtype,
+)
 from .store import ResultStore
+from .weight_stage import analyse_weights
 
 logger = logging.getLogger(__name__)
 
@@ -41,9 +63,17 @@ VERSIONED_PACKAGES = ("torch", "transformers", "huggingface_hub", "numpy", "scip
                       "scikit-learn", "ripser", "giotto-ph", "gudhi", "persim")
 
 
+FAMILIES = ("embedding", "weights")
+
+
 @dataclass
 class RunPlan:
-    """Everything a run needs, checked."""
+    """Everything a run needs, checked.
+
+    ``families[i]`` are the signature families of ``checkpoints[i]``. ``settings_hash``
+    keys the embedding records (``None`` when no checkpoint needs them), ``weights_hash``
+    the weight records.
+    """
 
     checkpoints: list[Checkpoint]
     texts: list[str]
@@ -52,9 +82,20 @@ class RunPlan:
     dtype: str
     ph_backend: str
     local_files_only: bool
-    settings_hash: str
+    settings_hash: str | None
     texts_source: str
     suite: dict | None = None  # the training suite's config.json, for --preset runs
+    families: list[tuple[str, ...]] = field(default_factory=list)
+    weight_settings: WeightSettings = field(default_factory=WeightSettings)
+    weights_hash: str | None = None
+
+    def families_of(self, index: int) -> tuple[str, ...]:
+        return self.families[index] if self.families else ("embedding",)
+
+    @property
+    def all_families(self) -> list[str]:
+        present = {f for i in range(len(self.checkpoints)) for f in self.families_of(i)}
+        return [f for f in FAMILIES if f in present]
 
 
 @dataclass
@@ -67,37 +108,69 @@ class RunOutcome:
     config: dict = field(default_factory=dict)
 
 
+def checkpoint_families(ckpt: Checkpoint, requested: tuple[str, ...] | None) -> tuple[str, ...]:
+    """The signature families of one checkpoint: ``requested``, or by default both for
+    model folders and Hub revisions and ``weights`` for plain checkpoint files."""
+    if requested is not None:
+        return requested
+    return ("weights",) if ckpt.source == "file" else FAMILIES
+
+
 def plan_run(models: list[str] | None, steps: list[str] | None,
-             settings: EmbeddingSettings) -> RunPlan:
+             settings: EmbeddingSettings, weight_settings: WeightSettings | None = None,
+             signatures: tuple[str, ...] | None = None) -> RunPlan:
     """Resolve series, texts, device and Hub access; raise before any work on bad input.
 
     Args:
-        models: Hub ids or local folders; ``None`` or empty for experiment A (Pythia
-            70m/160m/410m).
+        models: Hub ids, local folders or checkpoint files; ``None`` or empty for
+            experiment A (Pythia 70m/160m/410m).
         steps: ``--steps`` values (integers, ``seed`` or ``all``), or ``None``.
-        settings: validated settings.
+        settings: validated embedding settings.
+        weight_settings: validated weight settings (defaults when ``None``).
+        signatures: the families to compute (``--signatures``), or ``None`` for each
+            checkpoint kind's default.
     """
+    weight_settings = weight_settings or WeightSettings(seed=settings.seed,
+                                                        ph_backend=settings.ph_backend)
     step_list = parse_steps(steps)
     models = list(models) if models else list(EXPERIMENT_A_MODELS)
     series = unique_labels([resolve_series(m, step_list) for m in models])
     checkpoints = [c for s in series for c in s]
-    check_tokenizers(checkpoints, settings.tokenizer)
+    families = [checkpoint_families(c, signatures) for c in checkpoints]
+    files = [c for c, f in zip(checkpoints, families, strict=True)
+             if c.source == "file" and "embedding" in f]
+    if files:
+        raise SeriesError(
+            f"{len(files)} checkpoint(s) are plain state-dict files ({files[0].location}"
+            f"{' ...' if len(files) > 1 else ''}): they hold weights only, with no model "
+            "config or tokenizer for the embedding stage; use --signatures weights, or "
+            "point --models at model folders"
+        )
+    embedding = [c for c, f in zip(checkpoints, families, strict=True) if "embedding" in f]
+    check_tokenizers(embedding, settings.tokenizer)
     ph_backend = homology.resolve_backend(settings.ph_backend)
     device = resolve_device(settings.device)
     dtype = resolve_dtype(settings.dtype, device)
-    texts = load_texts(settings.texts, settings.n_texts, settings.min_chars)
+    texts: list[str] = []
+    emb_hash = None
+    if embedding:
+        texts = load_texts(settings.texts, settings.n_texts, settings.min_chars)
+        emb_hash = settings_hash(settings, texts_fingerprint(texts), dtype)
     local_only = check_hub_access(checkpoints)
-    h = settings_hash(settings, texts_fingerprint(texts), dtype)
+    w_hash = weights_hash(weight_settings) if any("weights" in f for f in families) else None
     source = settings.texts or "wikitext-2-raw-v1 validation"
-    return RunPlan(checkpoints, texts, settings, device, dtype, ph_backend, local_only, h, source)
+    return RunPlan(checkpoints, texts, settings, device, dtype, ph_backend, local_only,
+                   emb_hash, source, families=families, weight_settings=weight_settings,
+                   weights_hash=w_hash)
 
 
-def failure_record(ckpt: Checkpoint, exc: BaseException) -> dict:
+def failure_record(ckpt: Checkpoint, exc: BaseException, family: str = "embedding") -> dict:
     """A record of a checkpoint that could not be analysed, with the reason."""
     tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
     return {
         "schema_version": SCHEMA_VERSION,
         "status": "failed",
+        "family": family,
         **checkpoint_fields(ckpt),
         "error_type": type(exc).__name__,
         "error": str(exc).strip() or type(exc).__name__,
@@ -124,19 +197,28 @@ def device_description(device: str) -> str:
     return f"{platform.processor() or platform.machine()} CPU"
 
 
+def _mean_time(records: list[dict], key: str) -> float | None:
+    times = [r[key]["timings_s"]["total"] for r in records
+             if isinstance(r.get(key), dict) and "timings_s" in r[key]]
+    return sum(times) / len(times) if times else None
+
+
 def run_config(plan: RunPlan, outcome: RunOutcome, started: str) -> dict:
     """The run's ``config.json``: settings, inputs, environment, timings, failures."""
-    ok = [r for r in outcome.records if r.get("status") == "ok"]
-    per_ckpt = [r["timings_s"]["total"] for r in ok if "timings_s" in r]
     series: dict[str, list] = {}
     for c in plan.checkpoints:
         series.setdefault(c.label, []).append(c.step)
+    emb = [r for r in outcome.records if "embedding" in r.get("families", ())]
+    per_emb = [r["timings_s"]["total"] for r in emb if "timings_s" in r]
     return {
         "schema_version": SCHEMA_VERSION,
+        "signatures": plan.all_families,
         "settings": plan.settings.to_dict(),
         "settings_hash": plan.settings_hash,
-        "texts_source": plan.texts_source,
-        "texts_sha256": texts_fingerprint(plan.texts),
+        "weight_settings": plan.weight_settings.to_dict(),
+        "weights_hash": plan.weights_hash,
+        "texts_source": plan.texts_source if plan.texts else None,
+        "texts_sha256": texts_fingerprint(plan.texts) if plan.texts else None,
         "n_texts": len(plan.texts),
         "models": {c.label: c.model for c in plan.checkpoints},
         "steps": series,
@@ -151,55 +233,150 @@ def run_config(plan: RunPlan, outcome: RunOutcome, started: str) -> dict:
         "started_at": started,
         "timings_s": {
             "wall": outcome.wall_s,
-            "mean_per_computed_checkpoint": (sum(per_ckpt) / len(per_ckpt)) if per_ckpt else None,
+            "mean_per_computed_checkpoint": (sum(per_emb) / len(per_emb)) if per_emb else None,
+            "mean_weights_per_checkpoint": _mean_time(outcome.records, "weights"),
         },
         "n_checkpoints": len(plan.checkpoints),
         "n_computed": outcome.computed,
         "n_skipped": outcome.skipped,
         "training_suite": plan.suite,
         "failures": [
-            {"model": f["model_label"], "step": f["step"], "error": f["error"]}
+            {"model": f["model_label"], "step": f["step"], "family": f["family"],
+             "error": f["error"]}
             for f in outcome.failures
         ],
     }
+
+
+def merge_family_records(ckpt: Checkpoint, records: dict[str, dict]) -> dict | None:
+    """One aggregate entry per checkpoint from its finished family records.
+
+    The embedding record's fields stay at the top level (as the seed's files have them);
+    the weight record adds its checkpoint-level features to ``features``, its stored
+    loss as ``loss`` and the rest under ``weights``. ``None`` when no family finished.
+    """
+    if not records:
+        return None
+    emb, w = records.get("embedding"), records.get("weights")
+    entry = dict(emb) if emb else {"schema_version": SCHEMA_VERSION, "status": "ok",
+                                   **checkpoint_fields(ckpt)}
+    entry["families"] = [f for f in FAMILIES if f in records]
+    if w:
+        entry["features"] = {**entry.get("features", {}), **w["features"]}
+        entry["loss"] = w.get("checkpoint_loss")
+        entry["loss_key"] = w.get("checkpoint_loss_key")
+        if entry.get("num_parameters") is None:
+            entry["num_parameters"] = w.get("num_parameters")
+        entry["weights"] = {k: w.get(k) for k in (
+            "settings_hash", "arrays_file", "n_matrices", "w_max", "ph_backend", "matrices",
+            "timings_s")}
+    return entry
+
+
+Emit = Callable[[str, "CheckpointOutput | BaseException"], None]
+
+
+def load_once(ckpt: Checkpoint, families: tuple[str, ...], plan: RunPlan, emit: Emit) -> None:
+    """Load a checkpoint once and compute each family, handing each result to ``emit``
+    as soon as it is done (a family that raised gets its exception).
+
+    For weights the model is loaded in float32 on the CPU, so the stored values are what
+    is analysed; the embedding stage then moves it to the run's device and dtype.
+    """
+    import torch
+
+    t0 = time.perf_counter()
+    want_w = "weights" in families
+    try:
+        if ckpt.source == "file":
+            loaded = load_checkpoint_file(ckpt.location)
+            tensors, loss, loss_key, n_params, model = (
+                loaded.tensors, loaded.loss, loaded.loss_key, None, None)
+        else:
+            model = load_model(
+                ckpt, torch.float32 if want_w else getattr(torch, plan.dtype),
+                "cpu" if want_w else plan.device, local_files_only=plan.local_files_only,
+                trust_remote_code=plan.settings.trust_remote_code)
+            tensors = model.state_dict() if want_w else {}
+            n_params = int(sum(p.numel() for p in model.parameters()))
+            loss, loss_key = (trainer_state_loss(ckpt.location) if ckpt.source == "local"
+                              else (None, None))
+    except Exception as exc:  # noqa: BLE001 - recorded per family by the caller
+        for f in families:
+            emit(f, exc)
+        return
+    load_s = time.perf_counter() - t0
+    if want_w:
+        try:
+            result = analyse_weights(ckpt, tensors, plan.weight_settings, loss=loss,
+                                     loss_key=loss_key, num_parameters=n_params, load_s=load_s)
+        except Exception as exc:  # noqa: BLE001
+            result = exc
+        del tensors
+        emit("weights", result)
+    if "embedding" in families:
+        try:
+            t1 = time.perf_counter()
+            if want_w:
+                model = model.to(device=plan.device, dtype=getattr(torch, plan.dtype))
+            result = analyse_checkpoint(
+                ckpt, plan.texts, plan.settings, device=plan.device, dtype=plan.dtype,
+                local_files_only=plan.local_files_only, model=model,
+                load_s=load_s + time.perf_counter() - t1)
+        except Exception as exc:  # noqa: BLE001
+            result = exc
+        emit("embedding", result)
 
 
 def execute(plan: RunPlan, out_dir: str | Path, force: bool = False,
             progress: bool = True) -> RunOutcome:
     """Analyse every checkpoint of the plan, resuming from finished records.
 
-    A checkpoint that raises is recorded as failed and the run goes on. Records are
-    written atomically as each checkpoint finishes; aggregates are refreshed after each.
+    A family that raises is recorded as failed and the run goes on. Records are written
+    atomically as each checkpoint finishes; aggregates are refreshed after each.
     """
-    store = ResultStore(out_dir, plan.settings_hash)
+    stores = {f: ResultStore(out_dir, h) for f, h in
+              (("embedding", plan.settings_hash), ("weights", plan.weights_hash)) if h}
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     t0 = time.perf_counter()
     outcome = RunOutcome(records=[])
     bar = tqdm(plan.checkpoints, desc="checkpoints", unit="ckpt", disable=not progress)
-    for ckpt in bar:
+    for i, ckpt in enumerate(bar):
         bar.set_postfix_str(f"{ckpt.label} {ckpt.name}")
-        rec = None if force else store.finished(ckpt)
-        if rec is not None:
-            outcome.skipped += 1
+        families = plan.families_of(i)
+        finished: dict[str, dict] = {}
+        for fam in families:
+            rec = None if force else stores[fam].finished(ckpt)
+            if rec is not None:
+                finished[fam] = rec
+        todo = tuple(f for f in families if f not in finished)
+        if todo:
+            outcome.computed += 1
+            load_once(ckpt, todo, plan, functools.partial(
+                _store_result, stores, ckpt, finished, outcome, plan.device))
         else:
-            try:
-                result = analyse_checkpoint(
-                    ckpt, plan.texts, plan.settings, device=plan.device, dtype=plan.dtype,
-                    local_files_only=plan.local_files_only,
-                )
-                rec = store.write(result.record, ckpt, result.arrays)
-                outcome.computed += 1
-                logger.debug("%s: perplexity %.2f", ckpt.describe(), rec["perplexity"])
-            except Exception as exc:  # noqa: BLE001 - recorded, the run goes on
-                rec = store.write(failure_record(ckpt, exc), ckpt)
-                outcome.failures.append(rec)
-                logger.error("%s failed: %s: %s", ckpt.describe(), type(exc).__name__, exc)
-                _free_device_memory(plan.device)
-        outcome.records.append(rec)
+            outcome.skipped += 1
+        entry = merge_family_records(ckpt, finished)
+        if entry is not None:
+            outcome.records.append(entry)
         outcome.wall_s = time.perf_counter() - t0
         outcome.config = run_config(plan, outcome, started)
-        store.write_aggregates(outcome.records, outcome.config)
+        next(iter(stores.values())).write_aggregates(outcome.records, outcome.config)
     return outcome
+
+
+def _store_result(stores: dict[str, ResultStore], ckpt: Checkpoint, finished: dict[str, dict],
+                  outcome: RunOutcome, device: str, family: str,
+                  result: CheckpointOutput | BaseException) -> None:
+    """Write one family's record (or its failure) the moment it is done."""
+    if isinstance(result, BaseException):
+        rec = stores[family].write(failure_record(ckpt, result, family), ckpt)
+        outcome.failures.append(rec)
+        logger.error("%s: %s failed: %s: %s", ckpt.describe(), family,
+                     type(result).__name__, result)
+        _free_device_memory(device)
+    else:
+        finished[family] = stores[family].write(result.record, ckpt, result.arrays)
 
 
 def _free_device_memory(device: str) -> None:
@@ -212,35 +389,47 @@ def _free_device_memory(device: str) -> None:
 def summary_lines(plan: RunPlan, outcome: RunOutcome, out_dir: str | Path) -> list[str]:
     """The one-screen summary printed at the end of a run."""
     data = Path(out_dir) / "data"
+    fams = plan.all_families
     lines = [
         f"checkpoints: {len(plan.checkpoints)}  computed: {outcome.computed}  "
         f"skipped (already done): {outcome.skipped}  failed: {len(outcome.failures)}  "
         f"wall: {outcome.wall_s:.1f} s",
-        f"device: {plan.device} ({plan.dtype}), PH backend: {plan.ph_backend}, "
-        f"texts: {len(plan.texts)} from {plan.texts_source}, settings hash: {plan.settings_hash}",
+        f"signatures: {', '.join(fams)}; device: {plan.device} ({plan.dtype}), "
+        f"PH backend: {plan.ph_backend}",
     ]
-    ok = [r for r in outcome.records if r.get("status") == "ok"]
+    if "embedding" in fams:
+        lines.append(f"texts: {len(plan.texts)} from {plan.texts_source}, embedding settings "
+                     f"hash: {plan.settings_hash}")
+    if "weights" in fams:
+        ws = plan.weight_settings
+        lines.append(f"weights: <= {ws.max_rows} rows per matrix, seed {ws.seed}, settings "
+                     f"hash: {plan.weights_hash}")
+    columns = [("model", "<24", None, None), ("step", ">8", None, None)]
+    if "embedding" in fams:
+        columns += [("perplexity", ">11", "perplexity", ".2f"),
+                    ("H1 bars", ">8", "h1_n_features", ".0f"),
+                    ("RankMe", ">8", "rankme", ".2f")]
+    if "weights" in fams:
+        columns += [("loss", ">8", "loss", ".3f"), ("NP mean", ">8", "np_mean", ".4f"),
+                    ("W-H0 total", ">11", "weight_h0_total", ".2f")]
+    ok = outcome.records
     if ok:
-        lines.append(f"{'model':<24} {'step':>8} {'perplexity':>12} {'H1 bars':>8} "
-                     f"{'H1 entropy':>10} {'RankMe':>8}")
-        for r in ok[-8:]:
-            f = r["features"]
-            lines.append(
-                f"{r['model_label'][:24]:<24} {str(r['step']):>8} "
-                f"{_fmt(r['perplexity'], '.2f'):>12} "
-                f"{_fmt(f.get('h1_n_features'), '.0f'):>8} "
-                f"{_fmt(f.get('h1_persistence_entropy'), '.3f'):>10} "
-                f"{_fmt(f.get('rankme'), '.2f'):>8}"
-            )
         if len(ok) > 8:
-            lines.insert(3, f"(last 8 of {len(ok)} records)")
+            lines.append(f"(last 8 of {len(ok)} checkpoints)")
+        lines.append(" ".join(format(name, spec) for name, spec, _, _ in columns))
+        for r in ok[-8:]:
+            cells = [format(r["model_label"][:24], "<24"), format(str(r["step"]), ">8")]
+            for _, spec, key, fmt in columns[2:]:
+                value = r.get(key, (r.get("features") or {}).get(key))
+                cells.append(format(_fmt(value, fmt), spec))
+            lines.append(" ".join(cells))
     lines.append(f"results: {data / 'all_results.json'}  (next: python src/analyze_results.py "
                  f"--results {out_dir})")
     if outcome.failures:
-        lines.append(f"FAILED checkpoints ({len(outcome.failures)}):")
+        lines.append(f"FAILED ({len(outcome.failures)}):")
         for f in outcome.failures:
-            lines.append(f"  {f['model_label']} step {f['step']}: {f['error_type']}: "
-                         f"{f['error'].splitlines()[0][:200]}")
+            lines.append(f"  {f['model_label']} step {f['step']} [{f['family']}]: "
+                         f"{f['error_type']}: {f['error'].splitlines()[0][:200]}")
     return lines
 
 

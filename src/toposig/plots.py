@@ -1,4 +1,11 @@
-"""The seven report figures: features, perplexity and diagram distances across training.
+"""The report figures, in two families plus a correlation overview.
+
+Embedding space (``FIGURES``, seven figures): hidden-state persistent homology, spectral
+features, perplexity and diagram distances across training. Weight space
+(``WEIGHT_FIGURES``): neural persistence and weight-row Vietoris–Rips homology across
+training, neural persistence and H0 total persistence against the quality target (loss or
+perplexity), and a heatmap of every feature's Spearman ρ with that target. ``plot_all``
+draws a family only when the records carry its features.
 
 Every figure is drawn from the records (one dict per model and checkpoint, as written by
 the store) and the statistics computed by ``analysis.compute_statistics``. Records are
@@ -20,15 +27,16 @@ import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.axes import Axes
-from matplotlib.colors import to_hex
+from matplotlib.cm import ScalarMappable
+from matplotlib.colors import Normalize, to_hex, to_rgba
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.patches import Patch
+from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import MaxNLocator, NullLocator
 
 from .homology import FEATURE_NAMES
 from .spectral import SPECTRAL_NAMES
-from .stats import by_model, is_topological
+from .stats import WEIGHT_STATISTICS, by_model, feature_family, is_topological, is_weight_feature
 
 matplotlib.use("Agg")  # pyplot picks its backend lazily, so this still takes effect
 
@@ -69,7 +77,26 @@ FEATURE_LABELS: dict[str, tuple[str, str]] = {
     "eigenspectrum_decay_alpha": ("Decay α, top-50 eigenvalue window",
                                   "α (−slope of log λᵢ vs log i)"),
     "stable_rank": ("Stable rank", "stable rank (dims)"),
+    "np_mean": ("Neural persistence (Rieck et al. 2019)", "normalised NP (0–1)"),
+    "np_seed_mean": ("Neural persistence, seed-paper variant", "NP / (max · (n − 1))"),
+    "weight_h0_total": ("Weight-row H0 total persistence", "Σ persistence (weight distance)"),
+    "weight_h1_total": ("Weight-row H1 total persistence", "Σ persistence (weight distance)"),
+    "weight_h1_count": ("Weight-row H1 bar count", "H1 bars (count)"),
+    "weight_h0_entropy_mean": ("Weight-row persistence entropy", "mean entropy (nats)"),
 }
+
+# weight-space topological features in display order; others of the family follow, sorted
+WEIGHT_TOPOLOGICAL_ORDER = ("np_mean", "np_std", "np_min", "np_max", "np_seed_mean",
+                            "np_seed_std", "weight_h0_total", "weight_h1_total",
+                            "weight_h1_count", "weight_h0_entropy_mean",
+                            "weight_h1_entropy_mean")
+# heatmap row groups: (family, side label), weight space first
+HEATMAP_FAMILIES = (("weight_topological", "weight topology"),
+                    ("weight_statistics", "weight statistics"),
+                    ("embedding_topological", "embedding topology"),
+                    ("embedding_spectral", "embedding spectrum"),
+                    ("other", "other"))
+NP_SEED_NOTE = "per-matrix max normalisation, p = 1, divided by max · (n − 1)"
 
 TOPOLOGICAL_EVOLUTION = ("h1_n_features", "h1_total_persistence", "h1_persistence_entropy",
                          "h1_max_persistence", "h0_total_persistence", "h1_mean_persistence")
@@ -235,12 +262,14 @@ def _legend(ax: Axes, handles: list | None = None) -> None:
 def _line_panel(ax: Axes, series: Series, styles: dict[str, Style], *, title: str,
                 ylabel: str, steps: Sequence[float], logy: bool = False,
                 dashed: Series | None = None, style_key: tuple[str, str] = ("", ""),
-                empty: str = "no data") -> None:
+                empty: str = "no data", extra_handles: Sequence[Line2D | Patch] = ()
+                ) -> None:
     """One line with markers per model against training step, plus axis, title, legend.
 
     ``dashed`` is an optional second series per model, drawn dashed in the same colour;
     ``style_key`` then names the solid and the dashed line in the legend; ``empty`` is
-    written on a panel with nothing to draw.
+    written on a panel with nothing to draw; ``extra_handles`` are appended to the legend
+    (keys for bands or lines drawn on ``ax`` beforehand).
     """
     drawn = False
     for label, (x, y) in series.items():
@@ -262,6 +291,7 @@ def _line_panel(ax: Axes, series: Series, styles: dict[str, Style], *, title: st
                            markerfacecolor=fc)
                     for ls, m, fc, name in (("-", "o", "0.25", style_key[0]),
                                             ("--", "o", "none", style_key[1]))]
+    handles += list(extra_handles)
     set_step_axis(ax, steps)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
@@ -560,6 +590,287 @@ def plot_perplexity_curves(records: Sequence[dict], statistics: dict, path: str 
     return _save(fig, path)
 
 
+# ------------------------------------------------------------------------ weight space
+
+
+def _band_panel(ax: Axes, groups: dict[str, list[dict]], styles: dict[str, Style],
+                prefix: str, steps: Sequence[float], *, title: str, ylabel: str) -> None:
+    """``<prefix>_mean`` per model vs step, a shaded ±``<prefix>_std`` band around it and,
+    where present, thin dotted ``<prefix>_min`` / ``<prefix>_max`` lines."""
+    extra: list[Line2D | Patch] = []
+    band = extrema = False
+    for label, recs in groups.items():
+        color = styles[label].color
+        pts = [(_step(r), m, s) for r in recs
+               if (m := _value(r, f"{prefix}_mean")) is not None
+               and (s := _value(r, f"{prefix}_std")) is not None]
+        if pts:
+            x, m, s = (np.array(c) for c in zip(*pts, strict=True))
+            if x.size > 1:
+                ax.fill_between(x, m - s, m + s, color=color, alpha=0.15, linewidth=0)
+            else:  # a band needs two steps; one checkpoint gets an error bar
+                ax.errorbar(x, m, yerr=s, fmt="none", ecolor=color, alpha=0.5, capsize=4)
+            band = True
+        for key in (f"{prefix}_min", f"{prefix}_max"):
+            xs, ys = _record_series({label: recs}, key)[label]
+            if xs.size:
+                ax.plot(xs, ys, color=color, linestyle=":", linewidth=0.9, alpha=0.8)
+                extrema = True
+    if band:
+        extra.append(Patch(facecolor="0.25", alpha=0.2, label="± 1 std over matrices"))
+    if extrema:
+        extra.append(Line2D([], [], color="0.25", linestyle=":", linewidth=0.9,
+                            label="min / max over matrices"))
+    _line_panel(ax, _record_series(groups, f"{prefix}_mean"), styles, title=title,
+                ylabel=ylabel, steps=steps, extra_handles=extra)
+
+
+@_styled
+def plot_neural_persistence_evolution(records: Sequence[dict], statistics: dict,
+                                      path: str | Path) -> Path:
+    """Neural persistence vs step (1 × 2): Rieck et al.'s normalised NP, the seed's variant.
+
+    Lines are the mean over the checkpoint's weight matrices, shaded bands ± one standard
+    deviation over them and dotted lines their min and max (where recorded).
+    """
+    groups = by_model(records)
+    styles = _model_styles(groups)
+    steps = _all_steps(records)
+    fig, axes = _grid(2, 2, figsize=(12.0, 5.0))
+    _band_panel(axes[0], groups, styles, "np", steps, title=FEATURE_LABELS["np_mean"][0],
+                ylabel=FEATURE_LABELS["np_mean"][1])
+    _band_panel(axes[1], groups, styles, "np_seed", steps,
+                title=f"{FEATURE_LABELS['np_seed_mean'][0]}\n({NP_SEED_NOTE})",
+                ylabel=FEATURE_LABELS["np_seed_mean"][1])
+    fig.suptitle("Neural persistence of the weight matrices across training "
+                 "(mean over matrices)")
+    return _save(fig, path)
+
+
+@_styled
+def plot_vr_persistence_evolution(records: Sequence[dict], statistics: dict,
+                                  path: str | Path) -> Path:
+    """Weight-row Vietoris–Rips homology vs step (2 × 2), summed over weight matrices.
+
+    H0 and H1 total persistence, the H1 bar count, and the mean persistence entropy (H0
+    solid, H1 dashed).
+    """
+    groups = by_model(records)
+    styles = _model_styles(groups)
+    steps = _all_steps(records)
+    fig, axes = _grid(4, 2)
+    for ax, key in zip(axes, ("weight_h0_total", "weight_h1_total", "weight_h1_count"),
+                       strict=False):
+        _feature_panel(ax, groups, styles, key, steps)
+    title, ylabel = FEATURE_LABELS["weight_h0_entropy_mean"]
+    _line_panel(axes[3], _record_series(groups, "weight_h0_entropy_mean"), styles,
+                title=title, ylabel=ylabel, steps=steps,
+                dashed=_record_series(groups, "weight_h1_entropy_mean"),
+                style_key=("H0", "H1"))
+    fig.suptitle("Vietoris–Rips homology of the weight rows across training "
+                 "(summed over weight matrices)")
+    return _save(fig, path)
+
+
+def _target(records: Sequence[dict], statistics: dict) -> str:
+    """The quality measure the correlations were computed against (``loss`` or
+    ``perplexity``); without statistics, perplexity if any record has one, else loss."""
+    target = ((statistics or {}).get("correlations") or {}).get("target")
+    if target:
+        return str(target)
+    return "perplexity" if any(_value(r, "perplexity") is not None for r in records) \
+        else "loss"
+
+
+def _target_label(target: str, log: bool) -> str:
+    unit = {"loss": " (nats / token)"}.get(target, "")
+    return f"{target}{unit}{' (log scale)' if log else ''}"
+
+
+def _rho_text(corr: dict | None) -> str:
+    """Short per-model Spearman annotation: ``ρ = +0.83, p = 0.012 (n = 8)``."""
+    corr = corr or {}
+    r, p, n = _finite(corr.get("spearman_r")), _finite(corr.get("spearman_p")), corr.get("n")
+    n_text = f"n = {n if n is not None else 0}"
+    if r is None:
+        return f"ρ n/a ({n_text})"
+    return f"ρ = {r:+.2f}, p = {'n/a' if p is None else f'{p:.2g}'} ({n_text})"
+
+
+def _quality_scatter(ax: Axes, groups: dict[str, list[dict]], styles: dict[str, Style],
+                     key: str, target: str, correlations: dict) -> None:
+    """``target`` against feature ``key``, one colour per model, joined in step order.
+
+    Markers grow and darken with training progress (log step); the legend gives each
+    model's Spearman ρ, the title the pooled one.
+    """
+    per_model = correlations.get("per_model") or {}
+    pooled = correlations.get("pooled") or {}
+    all_steps = [_step(r) for recs in groups.values() for r in recs]
+    top = math.log1p(max([*all_steps, 0.0]))
+    handles: list[Line2D] = []
+    ys_drawn: list[float] = []
+    for label, recs in groups.items():
+        pts = [(x, y, _step(r)) for r in recs
+               if (x := _value(r, key)) is not None and (y := _value(r, target)) is not None]
+        if not pts:
+            continue
+        st = styles[label]
+        xs, ys, ss = (np.array(c) for c in zip(*pts, strict=True))
+        progress = np.log1p(np.maximum(ss, 0.0)) / top if top > 0 else np.ones_like(ss)
+        colors = [to_rgba(st.color, 0.35 + 0.65 * t) for t in progress]
+        ax.plot(xs, ys, color=st.color, linewidth=0.8, alpha=0.6, zorder=2)
+        ax.scatter(xs, ys, s=12 + 48 * progress, c=colors, marker=st.marker,
+                   edgecolors="white", linewidths=0.4, zorder=3)
+        ys_drawn.extend(ys)
+        handles.append(Line2D([], [], color=st.color, marker=st.marker, linewidth=0.8,
+                              label=f"{label}: {_rho_text((per_model.get(label) or {}).get(key))}"))
+    title, xlabel = FEATURE_LABELS.get(key, (key, key))
+    ax.set_title(f"{target} vs {title[0].lower()}{title[1:]}\n"
+                 f"{_correlation_text(pooled.get(key))}", fontsize=10)
+    ax.set_xlabel(xlabel)
+    log = target == "perplexity" and _spans_decade(ys_drawn)
+    ax.set_ylabel(_target_label(target, log))
+    ax.grid(True, which="major", alpha=0.3)
+    if not handles:
+        _no_data(ax)
+        return
+    if log:
+        ax.set_yscale("log")
+    handles.append(Line2D([], [], color="0.35", marker="o", linestyle="none", markersize=7,
+                          label="larger, darker marker: later step"))
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.14),
+              framealpha=0.9, fontsize=8.5)
+
+
+@_styled
+def plot_np_vs_loss_scatter(records: Sequence[dict], statistics: dict,
+                            path: str | Path) -> Path:
+    """The quality target (loss or perplexity) against neural persistence and against
+    weight-row H0 total persistence (1 × 2), one colour per model, Spearman ρ noted.
+
+    The target is the one the statistics' correlations were computed against; each model's
+    points are joined in training order.
+    """
+    groups = by_model(records)
+    styles = _model_styles(groups)
+    target = _target(records, statistics)
+    correlations = (statistics or {}).get("correlations") or {}
+    fig, axes = _grid(2, 2, figsize=(12.0, 6.0))
+    for ax, key in zip(axes, ("np_mean", "weight_h0_total"), strict=True):
+        _quality_scatter(ax, groups, styles, key, target, correlations)
+    fig.suptitle(f"Model quality ({target}) against weight-space topology")
+    return _save(fig, path)
+
+
+def _heatmap_order(name: str) -> tuple:
+    """Sort key of a feature within its family: the family's display order, then name."""
+    family = feature_family(name)
+    if family == "embedding_topological":
+        return _topological_order(name)
+    order = {"weight_topological": WEIGHT_TOPOLOGICAL_ORDER,
+             "weight_statistics": WEIGHT_STATISTICS,
+             "embedding_spectral": SPECTRAL_NAMES}.get(family, ())
+    return (order.index(name) if name in order else len(order), name)
+
+
+def _heatmap_features(correlations: dict) -> list[tuple[str, list[str]]]:
+    """Features with a correlation entry, as (family label, names) groups in display order."""
+    names: list[str] = []
+    for table in [correlations.get("pooled") or {},
+                  *(correlations.get("per_model") or {}).values()]:
+        names.extend(k for k in table if k not in names)
+    groups = []
+    for family, label in HEATMAP_FAMILIES:
+        members = sorted((k for k in names if feature_family(k) == family), key=_heatmap_order)
+        if members:
+            groups.append((label, members))
+    return groups
+
+
+@_styled
+def plot_correlation_heatmap(records: Sequence[dict], statistics: dict,
+                             path: str | Path) -> Path:
+    """Spearman ρ of every feature with the quality target: rows features, grouped by
+    family (weight space first), columns each model and the pooled series.
+
+    Colours run over [−1, 1] (``RdBu_r``); every cell states ρ. Faded, hatched cells are
+    not significant (p ≥ 0.05 or p undefined); grey "n/a" cells have no ρ (fewer than
+    three checkpoints, or a constant series).
+    """
+    correlations = (statistics or {}).get("correlations") or {}
+    per_model = correlations.get("per_model") or {}
+    target = _target(records, statistics)
+    groups = _heatmap_features(correlations)
+    features = [f for _, members in groups for f in members]
+    columns = list(dict.fromkeys([*by_model(records), *per_model]))
+    tables = [per_model.get(label) or {} for label in columns]
+    if columns:  # pooled only means something next to at least one model
+        columns.append("pooled")
+        tables.append(correlations.get("pooled") or {})
+    width = min(max(7.0, 4.5 + 1.15 * len(columns)), 16.0)
+    height = max(4.0, 2.4 + 0.3 * len(features))
+    fig, ax = plt.subplots(figsize=(width, height), layout="constrained")
+    ax.set_title(f"Spearman ρ of each feature with {target}")
+    if not features or not columns:
+        _no_data(ax, "no correlations")
+        ax.set_axis_off()
+        return _save(fig, path)
+
+    cmap = plt.get_cmap("RdBu_r")
+    norm = Normalize(-1.0, 1.0)
+    for i, feature in enumerate(features):
+        for j, table in enumerate(tables):
+            r, p = _spearman(table, feature)
+            if r is None:
+                ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, facecolor="0.86",
+                                       edgecolor="white", linewidth=1.0))
+                ax.text(j, i, "n/a", ha="center", va="center", fontsize=8.5, color="0.45")
+                continue
+            significant = p is not None and p < SIGNIFICANCE
+            face = np.array(cmap(norm(r)))
+            if not significant:  # fade towards white
+                face[:3] = 0.45 * face[:3] + 0.55
+            ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, facecolor=face,
+                                   edgecolor="white", linewidth=1.0,
+                                   hatch=None if significant else "////"))
+            dark = significant and abs(r) > 0.6
+            ax.text(j, i, f"{r:+.2f}", ha="center", va="center", fontsize=9,
+                    color="white" if dark else ("black" if significant else "0.4"),
+                    fontweight="bold" if significant else "normal")
+    # family separators and side labels
+    start = 0
+    for k, (label, members) in enumerate(groups):
+        end = start + len(members)
+        if k:
+            ax.axhline(start - 0.5, color="0.15", linewidth=1.6)
+        ax.text(1.015, (start + end - 1) / 2, label, transform=ax.get_yaxis_transform(),
+                rotation=-90 if len(members) >= 4 else 0, va="center", ha="left",
+                fontsize=9.5, fontweight="bold", color="0.25")
+        start = end
+    if len(columns) > 1:
+        ax.axvline(len(columns) - 1.5, color="0.15", linewidth=1.6)  # models | pooled
+
+    ax.set_xlim(-0.5, len(columns) - 0.5)
+    ax.set_ylim(len(features) - 0.5, -0.5)
+    ax.set_xticks(range(len(columns)), columns)
+    ax.xaxis.tick_top()
+    if max(len(c) for c in columns) * 0.075 > width / (len(columns) + 3.5):  # too wide
+        plt.setp(ax.get_xticklabels(), rotation=25, ha="left", rotation_mode="anchor")
+    ax.set_yticks(range(len(features)), features)
+    ax.tick_params(length=0)
+    for spine in ax.spines.values():
+        spine.set_visible(False)
+    fig.colorbar(ScalarMappable(norm=norm, cmap=cmap), ax=ax, shrink=min(1.0, 8 / height),
+                 pad=0.02, aspect=30, label=f"Spearman ρ with {target}")
+    handles = [Patch(facecolor="0.93", hatch="////", edgecolor="0.6",
+                     label=f"not significant (p ≥ {SIGNIFICANCE:g} or p undefined)"),
+               Patch(facecolor="0.86", edgecolor="0.6",
+                     label="n/a: ρ undefined (< 3 points or constant)")]
+    fig.legend(handles=handles, loc="outside lower center", ncol=2, framealpha=0.9)
+    return _save(fig, path)
+
+
 FIGURES: dict[str, FigureFn] = {
     "summary_figure": plot_summary_figure,
     "topological_evolution": plot_topological_evolution,
@@ -571,8 +882,48 @@ FIGURES: dict[str, FigureFn] = {
 }
 
 
+WEIGHT_FIGURES: dict[str, FigureFn] = {
+    "neural_persistence_evolution": plot_neural_persistence_evolution,
+    "vr_persistence_evolution": plot_vr_persistence_evolution,
+    "np_vs_loss_scatter": plot_np_vs_loss_scatter,
+    "correlation_heatmap": plot_correlation_heatmap,
+}
+HEATMAP = "correlation_heatmap"
+
+
+def _has_embedding(records: Sequence[dict]) -> bool:
+    """Some record has a hidden-state feature (topological or spectral) or a perplexity."""
+    return any(
+        _value(r, "perplexity") is not None
+        or any(feature_family(k).startswith("embedding_") and _finite(v) is not None
+               for k, v in (r.get("features") or {}).items())
+        for r in records)
+
+
+def _has_weight(records: Sequence[dict]) -> bool:
+    """Some record has a weight-space feature (``np_*`` or ``weight_*``)."""
+    return any(is_weight_feature(k) and _finite(v) is not None
+               for r in records for k, v in (r.get("features") or {}).items())
+
+
+def _has_correlations(statistics: dict) -> bool:
+    correlations = (statistics or {}).get("correlations") or {}
+    return bool(correlations.get("pooled")) or any(
+        (correlations.get("per_model") or {}).values())
+
+
 def plot_all(records: list[dict], statistics: dict, out_dir: str | Path) -> list[Path]:
-    """Write the seven figures as ``<name>.png`` into ``out_dir``; returns their paths."""
+    """Write the figures as ``<name>.png`` into ``out_dir``; returns their paths.
+
+    The seven embedding figures (``FIGURES``) are drawn when some record has a hidden-state
+    feature or a perplexity, the weight figures (``WEIGHT_FIGURES``) when some record has a
+    weight-space feature; the correlation heatmap whenever the statistics hold correlations.
+    """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    return [plot(records, statistics, out / f"{name}.png") for name, plot in FIGURES.items()]
+    chosen: dict[str, FigureFn] = dict(FIGURES) if _has_embedding(records) else {}
+    if _has_weight(records):
+        chosen |= {k: v for k, v in WEIGHT_FIGURES.items() if k != HEATMAP}
+    if _has_correlations(statistics):
+        chosen[HEATMAP] = WEIGHT_FIGURES[HEATMAP]
+    return [plot(records, statistics, out / f"{name}.png") for name, plot in chosen.items()]

@@ -283,7 +283,11 @@ def weight_signatures(
     items = list(matrices.items() if isinstance(matrices, Mapping) else matrices)
     if not items:
         raise ValueError("no weight matrices to analyse (check --weight-include/--weight-exclude)")
-    w_max = max(float(np.abs(m).max()) for _, m in items)
+    maxima = [float(np.abs(m).max()) for _, m in items]
+    for (name, _), top in zip(items, maxima, strict=True):
+        if not math.isfinite(top):
+            raise ValueError(f"{name} holds NaN or infinite weights")
+    w_max = max(maxima)
     per_matrix: list[dict] = []
     diagrams: dict[str, list[np.ndarray]] = {}
     used = homology.resolve_backend(backend)

@@ -1,0 +1,228 @@
+"""Plain PyTorch checkpoint files: state dicts, the wrappers around them, steps, losses.
+
+A *checkpoint file* is a ``.pt`` / ``.pth`` / ``.bin`` / ``.ckpt`` file written by
+``torch.save`` or a ``.safetensors`` file, holding a state dict (parameter name ->
+tensor) or a dict that wraps one under ``state_dict`` (PyTorch Lightning),
+``model_state_dict`` or ``model`` (most hand-written training loops). A loss saved beside
+it (``val_loss``, else ``loss``) is that checkpoint's quality measure.
+
+Files are untrusted: ``torch.load`` runs with ``weights_only=True``, so a file that needs
+arbitrary Python objects to load is refused with the reason instead of executed.
+
+A folder of such files with the step in each name is a series: the step is the number
+after ``step`` in the name (``step_000100.pt``, ``epoch=3-step=100.ckpt``), else the last
+number in it (``ckpt-100.pt``).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+CHECKPOINT_SUFFIXES: tuple[str, ...] = (".safetensors", ".pt", ".pth", ".bin", ".ckpt")
+WRAPPER_KEYS: tuple[str, ...] = ("state_dict", "model_state_dict", "model")
+LOSS_KEYS: tuple[str, ...] = ("val_loss", "loss")
+_STEP_WORD_RE = re.compile(r"(?:^|[^a-z])step[=_\-]?(\d+)", re.IGNORECASE)
+_LAST_NUMBER_RE = re.compile(r"(\d+)(?!.*\d)")
+
+
+class CheckpointFileError(ValueError):
+    """A checkpoint file cannot be read as weights; the message says why."""
+
+
+def is_checkpoint_file(path: Path) -> bool:
+    return path.is_file() and path.suffix.lower() in CHECKPOINT_SUFFIXES
+
+
+def step_from_name(name: str) -> int | None:
+    """The training step in a checkpoint file's name, or ``None``.
+
+    >>> step_from_name("epoch=3-step=100.ckpt"), step_from_name("ckpt-100.pt")
+    (100, 100)
+    """
+    stem = name
+    for suffix in CHECKPOINT_SUFFIXES:
+        if stem.lower().endswith(suffix):
+            stem = stem[: -len(suffix)]
+            break
+    m = _STEP_WORD_RE.search(stem) or _LAST_NUMBER_RE.search(stem)
+    return int(m.group(1)) if m else None
+
+
+def discover_files(folder: Path) -> dict[int | None, Path]:
+    """Checkpoint files of a folder keyed by step.
+
+    Files without a step in their name are left out (with a warning) when others have
+    one; a single file without a step is keyed ``None``. When a step has both a
+    ``.safetensors`` file and a pickled one, the safetensors file is taken.
+
+    Raises:
+        ValueError: two files of the same step in the same format.
+    """
+    files = sorted(p for p in folder.iterdir() if is_checkpoint_file(p)
+                   and not p.name.startswith((".", "_")))
+    by_step: dict[int | None, Path] = {}
+    unnumbered = []
+    for f in files:
+        step = step_from_name(f.name)
+        if step is None:
+            unnumbered.append(f)
+            continue
+        if step in by_step:
+            other = by_step[step]
+            safe = [p for p in (other, f) if p.suffix.lower() == ".safetensors"]
+            if len(safe) != 1:
+                raise ValueError(f"{folder} holds two checkpoint files of step {step}: "
+                                 f"{other.name} and {f.name}")
+            by_step[step] = safe[0]
+            continue
+        by_step[step] = f
+    if not by_step and len(unnumbered) == 1:
+        return {None: unnumbered[0]}
+    if unnumbered:
+        logger.warning("%s: ignoring %d checkpoint file(s) with no step in the name: %s",
+                       folder, len(unnumbered), ", ".join(p.name for p in unnumbered[:5]))
+    return by_step
+
+
+@dataclass
+class LoadedStateDict:
+    """Tensors of a checkpoint file and what else it said.
+
+    Attributes:
+        tensors: parameter name -> tensor (CPU).
+        loss: the stored loss, or ``None``.
+        loss_key: where it was found (``val_loss``, ``loss``).
+        wrapper: the key the state dict was found under, or ``None`` for a bare one.
+    """
+
+    tensors: dict
+    loss: float | None = None
+    loss_key: str | None = None
+    wrapper: str | None = None
+
+
+def load_checkpoint_file(path: str | Path) -> LoadedStateDict:
+    """Read a checkpoint file's state dict (and stored loss) without running its code.
+
+    Raises:
+        CheckpointFileError: unreadable, not a state dict, or it needs more than weights
+            to load (``weights_only=True`` refused it).
+    """
+    path = Path(path)
+    if path.suffix.lower() == ".safetensors":
+        return _load_safetensors(path)
+    import pickle
+
+    import torch
+
+    try:
+        obj = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        raise CheckpointFileError(
+            f"{path.name} needs more than weights to load, and loading it could run code "
+            f"from the file, so it was refused (torch.load weights_only=True: "
+            f"{str(exc).splitlines()[0]}). Save its state dict instead: "
+            "torch.save(model.state_dict(), path), or as .safetensors"
+        ) from exc
+    except (RuntimeError, EOFError, OSError) as exc:
+        raise CheckpointFileError(f"{path.name} cannot be read as a PyTorch file: "
+                                  f"{type(exc).__name__}: {exc}") from exc
+    return unwrap_state_dict(obj, path.name)
+
+
+def unwrap_state_dict(obj, what: str = "checkpoint") -> LoadedStateDict:
+    """Find the state dict in a loaded object: bare, or under one of :data:`WRAPPER_KEYS`."""
+    if not isinstance(obj, Mapping):
+        raise CheckpointFileError(f"{what} holds a {type(obj).__name__}, not a state dict")
+    loss, loss_key = _stored_loss(obj)
+    for key in WRAPPER_KEYS:
+        inner = obj.get(key)
+        if isinstance(inner, Mapping) and _tensors_of(inner):
+            return LoadedStateDict(_tensors_of(inner), loss, loss_key, key)
+    tensors = _tensors_of(obj)
+    if not tensors:
+        raise CheckpointFileError(
+            f"{what} holds no tensors: expected a state dict, or one under "
+            f"{', '.join(WRAPPER_KEYS)}; its keys are {sorted(map(str, obj))[:8]}"
+        )
+    return LoadedStateDict(tensors, loss, loss_key, None)
+
+
+def _tensors_of(mapping: Mapping) -> dict:
+    import torch
+
+    return {str(k): v for k, v in mapping.items() if isinstance(v, torch.Tensor)}
+
+
+def _stored_loss(obj: Mapping) -> tuple[float | None, str | None]:
+    for key in LOSS_KEYS:
+        value = _as_float(obj.get(key))
+        if value is not None:
+            return value, key
+    return None, None
+
+
+def _as_float(value) -> float | None:
+    try:
+        import torch
+
+        if isinstance(value, torch.Tensor):
+            if value.numel() != 1:
+                return None
+            value = value.item()
+        if isinstance(value, bool) or value is None:
+            return None
+        x = float(value)
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+def _load_safetensors(path: Path) -> LoadedStateDict:
+    from safetensors import SafetensorError, safe_open
+
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            tensors = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 - not a dict
+            meta = f.metadata() or {}
+    except (SafetensorError, OSError) as exc:
+        raise CheckpointFileError(f"{path.name} cannot be read as safetensors: {exc}") from exc
+    if not tensors:
+        raise CheckpointFileError(f"{path.name} holds no tensors")
+    loss, key = _stored_loss(meta)
+    return LoadedStateDict(tensors, loss, key, None)
+
+
+def trainer_state_loss(folder: str | Path) -> tuple[float | None, str | None]:
+    """The loss a model folder's ``trainer_state.json`` records, if any.
+
+    Top-level ``val_loss`` / ``loss`` (what this project's trainer writes), else the last
+    ``eval_loss`` (then ``loss``) in the Hugging Face Trainer's ``log_history``.
+    """
+    import json
+
+    path = Path(folder) / "trainer_state.json"
+    if not path.is_file():
+        return None, None
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None, None
+    if not isinstance(state, dict):
+        return None, None
+    loss, key = _stored_loss(state)
+    if loss is not None:
+        return loss, key
+    for key in ("eval_loss", "loss"):
+        for entry in reversed(state.get("log_history") or []):
+            value = _as_float(entry.get(key)) if isinstance(entry, dict) else None
+            if value is not None:
+                return value, f"log_history.{key}"
+    return None, None
