@@ -131,7 +131,7 @@ def load_checkpoint_file(path: str | Path) -> LoadedStateDict:
             f"{str(exc).splitlines()[0]}). Save its state dict instead: "
             "torch.save(model.state_dict(), path), or as .safetensors"
         ) from exc
-    except (RuntimeError, EOFError, OSError) as exc:
+    except Exception as exc:  # noqa: BLE001 - a damaged file fails in many ways
         raise CheckpointFileError(f"{path.name} cannot be read as a PyTorch file: "
                                   f"{type(exc).__name__}: {exc}") from exc
     return unwrap_state_dict(obj, path.name)
