@@ -188,7 +188,10 @@ def neural_persistence(matrix: np.ndarray, w_max: float | None = None) -> dict[s
         ``np`` (p = 2, with the never-dying class), ``np_normalized`` (divided by
         sqrt(n − 1)) and ``np_seed`` (the seed paper's variant), n = out + in.
     """
-    a = np.abs(np.asarray(matrix))
+    return _np_of_abs(np.abs(np.asarray(matrix)), w_max)
+
+
+def _np_of_abs(a: np.ndarray, w_max: float | None) -> dict[str, float]:
     tree = max_spanning_tree_weights(a)
     own_max = float(a.max())
     w_max = own_max if w_max is None else float(w_max)
@@ -218,13 +221,24 @@ def row_sample(n_rows: int, max_rows: int, seed: int, name: str) -> np.ndarray:
 
 def weight_statistics(matrix: np.ndarray) -> dict[str, float]:
     """Frobenius norm, standard deviation, largest and mean ``|w|`` of a matrix."""
-    m = np.asarray(matrix, dtype=np.float64)
+    m = np.asarray(matrix)
+    return _statistics(m, np.abs(m))[0]
+
+
+def _statistics(m: np.ndarray, a: np.ndarray) -> tuple[dict[str, float], tuple[float, ...]]:
+    """Statistics of ``m`` given ``a = |m|``, and the float64 sums (Σw, Σw², Σ|w|) behind
+    them; one pass each, accumulated in float64 without a float64 copy of ``m``."""
+    n = m.size
+    total = float(m.sum(dtype=np.float64))
+    sum_sq = float(np.einsum("ij,ij->", m, m, dtype=np.float64))
+    sum_abs = float(a.sum(dtype=np.float64))
+    mean = total / n
     return {
-        "l2_norm": float(np.linalg.norm(m)),
-        "std": float(m.std()),
-        "max_abs": float(np.abs(m).max()),
-        "mean_abs": float(np.abs(m).mean()),
-    }
+        "l2_norm": math.sqrt(sum_sq),
+        "std": math.sqrt(max(sum_sq / n - mean * mean, 0.0)),
+        "max_abs": float(a.max()),
+        "mean_abs": sum_abs / n,
+    }, (total, sum_sq, sum_abs)
 
 
 # ----------------------------------------------------------------- one checkpoint
@@ -283,7 +297,7 @@ def weight_signatures(
     items = list(matrices.items() if isinstance(matrices, Mapping) else matrices)
     if not items:
         raise ValueError("no weight matrices to analyse (check --weight-include/--weight-exclude)")
-    maxima = [float(np.abs(m).max()) for _, m in items]
+    maxima = [max(float(np.max(m)), -float(np.min(m))) for _, m in items]
     for (name, _), top in zip(items, maxima, strict=True):
         if not math.isfinite(top):
             raise ValueError(f"{name} holds NaN or infinite weights")
@@ -297,19 +311,20 @@ def weight_signatures(
         if progress is not None:
             progress(name)
         m = np.asarray(m)
+        a = np.abs(m)
         rows = row_sample(m.shape[0], max_rows, seed, name)
         dgms, used = homology.vietoris_rips(m[rows].astype(np.float64), maxdim=maxdim,
                                             backend=used)
         entry: dict = {"name": name, "shape": list(m.shape), "n_rows_used": int(rows.size)}
-        entry.update(neural_persistence(m, w_max))
+        entry.update(_np_of_abs(a, w_max))
         entry.update(homology.diagrams_features(dgms))
-        entry.update(weight_statistics(m))
+        matrix_stats, sums = _statistics(m, a)
+        entry.update(matrix_stats)
         per_matrix.append(entry)
         diagrams[name] = dgms
-        m64 = m.astype(np.float64, copy=False)
-        sum_sq += float(np.sum(m64 * m64))
-        sum_abs += float(np.abs(m64).sum())
-        total += float(m64.sum())
+        total += sums[0]
+        sum_sq += sums[1]
+        sum_abs += sums[2]
         count += m.size
     mean = total / count
     features = _summarise(per_matrix, maxdim)
