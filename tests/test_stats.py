@@ -34,6 +34,17 @@ def test_small_n_uses_exact_permutation_p_values():
     assert stats.spearman_exact_p(x, y) == pytest.approx(reference)
 
 
+def test_perfect_rank_order_beyond_exact_n_is_two_over_n_factorial():
+    import math
+
+    c = stats.correlation(list(range(12)), [float(-v) ** 3 for v in range(12)])
+    assert c["spearman_r"] == pytest.approx(-1.0)
+    assert c["spearman_p"] == pytest.approx(2 / math.factorial(12))  # not scipy's 0
+    assert c["spearman_p_method"] == "exact (perfect rank order)"
+    tied = stats.correlation(list(range(12)), [0, 0, *range(10)])
+    assert tied["spearman_p_method"] == "t-approximation"
+
+
 def test_undefined_correlations_are_none():
     assert stats.correlation([1, 2], [3, 4])["spearman_r"] is None
     assert stats.correlation([1, 1, 1, 1], [1, 2, 3, 4])["pearson_r"] is None

@@ -40,7 +40,7 @@ def correlation(x: Sequence[float], y: Sequence[float]) -> dict:
     if xa.size < MIN_POINTS or np.ptp(xa) == 0 or np.ptp(ya) == 0:
         return out | {k: None for k in names}
     s = sps.spearmanr(xa, ya)
-    s_p = spearman_exact_p(xa, ya) if xa.size <= EXACT_SPEARMAN_MAX_N else s.pvalue
+    s_p, method = spearman_p(xa, ya, s.statistic, s.pvalue)
     p = sps.pearsonr(xa, ya)
     pos = ya > 0
     if pos.sum() >= MIN_POINTS and np.ptp(xa[pos]) > 0:
@@ -49,8 +49,23 @@ def correlation(x: Sequence[float], y: Sequence[float]) -> dict:
     else:
         pl_r = pl_p = math.nan
     vals = (s.statistic, s_p, p.statistic, p.pvalue, pl_r, pl_p)
-    out["spearman_p_method"] = "exact" if xa.size <= EXACT_SPEARMAN_MAX_N else "t-approximation"
+    out["spearman_p_method"] = method
     return out | {k: _nan_to_none(float(v)) for k, v in zip(names, vals, strict=True)}
+
+
+def spearman_p(x: np.ndarray, y: np.ndarray, rho: float, t_p: float) -> tuple[float, str]:
+    """Spearman's two-sided p-value and how it was found.
+
+    Exact over all orderings for n <= 8; for a perfect rank order without ties it is
+    exactly 2/n! (only the order and its reverse reach |rho| = 1), where the
+    t-approximation says 0; otherwise the t-approximation.
+    """
+    if x.size <= EXACT_SPEARMAN_MAX_N:
+        return spearman_exact_p(x, y), "exact"
+    no_ties = np.unique(x).size == x.size and np.unique(y).size == y.size
+    if abs(rho) >= 1 - 1e-12 and no_ties:
+        return math.exp(math.log(2) - math.lgamma(x.size + 1)), "exact (perfect rank order)"
+    return t_p, "t-approximation"
 
 
 def spearman_exact_p(x: np.ndarray, y: np.ndarray) -> float:
