@@ -48,9 +48,12 @@ def build_parser() -> argparse.ArgumentParser:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("--models", nargs="+", metavar="MODEL", default=None,
-                   help="Hub ids (EleutherAI/pythia-70m) or local folders: a folder of "
+                   help="Hub ids (EleutherAI/pythia-70m) or local paths: a folder of "
                         "step<N>/ or checkpoint-<N>/ model folders is a series, a single "
-                        f"model folder a series of one (default: {' '.join(EXPERIMENT_A_MODELS)})")
+                        "model folder a series of one; a folder of checkpoint files "
+                        "(.pt/.pth/.bin/.ckpt/.safetensors state dicts, step in each name) "
+                        "or one such file is a weights-only series "
+                        f"(default: {' '.join(EXPERIMENT_A_MODELS)})")
     p.add_argument("--preset", metavar="NAME_OR_PATH", default=None,
                    help="train (if needed) and analyse one of the project's model suites: "
                         f"{', '.join(preset_names())}, or a JSON file of one (configs/)")
