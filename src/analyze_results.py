@@ -28,6 +28,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="quality measure the features are correlated with: perplexity "
                         "(measured on the texts) or the loss stored with each checkpoint; "
                         "auto = perplexity when every record has it (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the bootstrap resamples (default: %(default)s)")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     return p
 
@@ -37,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging(args.verbose)
     try:
         statistics, figures = analyse(args.results, plots=not args.no_plots,
-                                      target=args.target)
+                                      target=args.target, seed=args.seed)
     except (ResultsMissingError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

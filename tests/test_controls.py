@@ -52,6 +52,26 @@ def test_partial_spearman_equals_the_textbook_formula_on_ranks():
     assert p == pytest.approx(2 * sps.t.sf(abs(t), 37))
 
 
+def test_partial_spearman_with_two_controls_matches_regression_on_ranks():
+    rng = np.random.default_rng(4)
+    z1, z2 = rng.normal(size=(2, 60))
+    x = z1 + z2 + rng.normal(scale=0.5, size=60)
+    y = z1 - z2 + rng.normal(scale=0.5, size=60)
+    r, p, n = controls.partial_spearman(x, y, z1, z2)
+    ranks = [sps.rankdata(v) for v in (x, y, z1, z2)]
+    design = np.column_stack([np.ones(60), ranks[2], ranks[3]])
+    res = [v - design @ np.linalg.lstsq(design, v, rcond=None)[0] for v in ranks[:2]]
+    assert r == pytest.approx(sps.pearsonr(*res).statistic, abs=1e-12)
+    assert n == 60 and abs(r) < 0.35
+
+
+def test_partial_is_undefined_when_the_target_is_monotone_in_step():
+    steps = np.arange(20) * 10
+    loss = 5 / (1 + steps)  # falls monotonically
+    feature = np.random.default_rng(0).normal(size=20)
+    assert controls.partial_spearman(feature, loss, np.log1p(steps))[:2] == (None, None)
+
+
 def test_holm_adjustment():
     adj = controls.holm([0.01, 0.04, 0.03, 0.005, None])
     assert adj[:4] == pytest.approx([0.03, 0.06, 0.06, 0.02])
@@ -93,7 +113,7 @@ def records_for(models=("a", "b", "c"), n=40, seed=0):
 def test_controlled_correlations_sort_features_by_what_survives():
     targets = {"driven": "perplexity", "trend": "perplexity", "noise": "perplexity"}
     out = controls.controlled_correlations(records_for(), targets, n_resamples=200, seed=0)
-    assert out["n_tests"] == 9
+    assert out["n_tests"] == 12  # 3 features x (3 models + pooled)
     summary = out["summary"]
     assert summary["driven"]["all_controls"] == 3
     assert summary["trend"]["significant_raw"] == 3

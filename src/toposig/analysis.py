@@ -12,7 +12,7 @@ import logging
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import homology, stats
+from . import controls, homology, stats
 from .store import atomic_write_json, load_arrays, read_json
 
 logger = logging.getLogger(__name__)
@@ -139,8 +139,23 @@ def weight_wasserstein_series(results_dir: str | Path, records: list[dict]
     return out
 
 
+def feature_targets(records: list[dict], features: list[str]) -> dict[str, str]:
+    """The quality measure each feature is tested against: perplexity for embedding
+    features and loss for weight features (as the two seed studies did), each falling
+    back to the other where records lack it."""
+    has = {t: any(r.get(t) is not None for r in records) for t in TARGETS}
+    out = {}
+    for f in features:
+        prefer = ("loss", "perplexity") if stats.is_weight_feature(f) else TARGETS
+        chosen = next((t for t in prefer if has[t]), None)
+        if chosen is not None:
+            out[f] = chosen
+    return out
+
+
 def compute_statistics(results_dir: str | Path, records: list[dict],
-                       target: str = "auto") -> dict:
+                       target: str = "auto", seed: int = 0,
+                       n_bootstrap: int = controls.N_BOOTSTRAP) -> dict:
     target = choose_target(records, target)
     families = feature_families(records)
     has_embedding = any(r.get("arrays_file") for r in records)
@@ -156,9 +171,18 @@ def compute_statistics(results_dir: str | Path, records: list[dict],
             t: stats.correlations_with_target(records, t)
             for t in TARGETS if t != target and any(r.get(t) is not None for r in records)
         },
+        "controlled": controls.controlled_correlations(
+            records, feature_targets(records, stats.feature_names(records)),
+            n_resamples=n_bootstrap, seed=seed),
         "wasserstein": wasserstein_series(results_dir, records) if has_embedding else {},
         "weight_wasserstein": weight_wasserstein_series(results_dir, records),
         "notes": {
+            "controlled": "per feature x model: Spearman with a percentile bootstrap 95% CI "
+                          "over checkpoints, Holm-adjusted p over all features x models, "
+                          "partial Spearman controlling for log(1 + step), Spearman of "
+                          "first differences; 'significant' = Holm-adjusted p < 0.05 (and "
+                          "the raw sign, for the controls). Embedding features are tested "
+                          "against perplexity, weight features against the stored loss",
             "target": "correlations are with this quality measure; perplexity is measured "
                       "on the analysed texts, loss is what the checkpoint stored (its "
                       "loss_key says which: val_loss, loss, ...)",
@@ -182,10 +206,10 @@ def compute_statistics(results_dir: str | Path, records: list[dict],
 
 
 def analyse(results_dir: str | Path = "results", plots: bool = True,
-            target: str = "auto") -> tuple[dict, list[Path]]:
+            target: str = "auto", seed: int = 0) -> tuple[dict, list[Path]]:
     """Write ``data/statistics.json`` and the figures. Returns the statistics and figure paths."""
     records = load_results(results_dir)
-    statistics = compute_statistics(results_dir, records, target)
+    statistics = compute_statistics(results_dir, records, target, seed=seed)
     atomic_write_json(Path(results_dir) / "data" / "statistics.json", statistics)
     figures: list[Path] = []
     if plots:
@@ -213,6 +237,10 @@ def summary_lines(statistics: dict, top: int = 8) -> list[str]:
                          f"n={c['n']}")
     else:
         lines.append("no correlation is defined (fewer than 3 checkpoints, or constant values)")
+    summary = statistics.get("controlled", {}).get("summary", {})
+    robust = [f for f, s in summary.items() if s["n_models"] and s["all_controls"] == s["n_models"]]
+    lines.append(f"significant in every model after Holm, partial (log step) and first-difference "
+                 f"controls: {', '.join(robust) if robust else 'none'}")
     return lines
 
 

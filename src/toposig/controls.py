@@ -7,9 +7,10 @@ module adds:
 - a percentile bootstrap 95% CI of Spearman ρ over checkpoints (seeded resamples);
 - Holm's step-down correction across every feature × model tested (separately for the
   raw, partial and first-difference tests);
-- the partial Spearman correlation controlling for training progress, log(1 + step):
-  the Pearson correlation of the rank residuals after regressing each rank vector on
-  the ranks of log(1 + step), with a t-test on n − 3 degrees of freedom;
+- the partial Spearman correlation controlling for training progress, log(1 + step)
+  (pooled over models, also for model size, log(num_parameters)): the Pearson
+  correlation of the rank residuals after regressing each rank vector on the ranks of
+  the controls, with a t-test;
 - the Spearman correlation of first differences between consecutive checkpoints: two
   series that merely share a trend lose their correlation here.
 
@@ -65,27 +66,31 @@ def bootstrap_spearman_ci(x: Sequence[float], y: Sequence[float], n_resamples: i
     return float(lo), float(hi)
 
 
-def partial_spearman(x: Sequence[float], y: Sequence[float], z: Sequence[float]
-                     ) -> tuple[float | None, float | None, int]:
-    """Spearman correlation of x and y controlling for z, with its two-sided p-value.
+def partial_spearman(x: Sequence[float], y: Sequence[float],
+                     *controls_: Sequence[float | None]) -> tuple[float | None, float | None, int]:
+    """Spearman correlation of x and y controlling for one or more variables, with p.
 
-    Ranks of x and y are each regressed on the ranks of z (with intercept); the result
-    is the Pearson correlation of the residuals, tested with t = r·sqrt((n−3)/(1−r²)).
-    Returns ``(r, p, n)``; ``(None, None, n)`` when undefined.
+    Ranks of x and y are each regressed on the ranks of the controls (with intercept);
+    the result is the Pearson correlation of the residuals, tested with
+    t = r·sqrt(df/(1−r²)), df = n − 2 − (number of controls). Returns ``(r, p, n)``;
+    ``(None, None, n)`` when undefined (too few points, or x or y is fully explained by
+    the controls' ranks, e.g. a loss that falls monotonically with the step).
     """
-    xa, ya, za = _clean(x, y, z)
+    arrays = _clean(x, y, *controls_)
+    xa, ya, zs = arrays[0], arrays[1], arrays[2:]
     n = xa.size
-    if n < MIN_POINTS + 1:
+    k = len(zs)
+    if n < MIN_POINTS + k:
         return None, None, n
-    rx, ry, rz = (sps.rankdata(a) for a in (xa, ya, za))
-    design = np.column_stack([np.ones(n), rz])
+    design = np.column_stack([np.ones(n), *(sps.rankdata(z) for z in zs)])
+    rx, ry = sps.rankdata(xa), sps.rankdata(ya)
     res_x = rx - design @ np.linalg.lstsq(design, rx, rcond=None)[0]
     res_y = ry - design @ np.linalg.lstsq(design, ry, rcond=None)[0]
     den = math.sqrt(float(res_x @ res_x) * float(res_y @ res_y))
-    if den < 1e-12:
+    if den < 1e-9 * n:  # x or y is (rank-)explained by the controls: nothing left
         return None, None, n
     r = max(-1.0, min(1.0, float(res_x @ res_y) / den))
-    df = n - 3
+    df = n - 2 - k
     if abs(r) >= 1.0:
         return r, 0.0, n
     t = r * math.sqrt(df / (1 - r * r))
@@ -125,44 +130,33 @@ def controlled_correlations(records: Sequence[dict], targets: dict[str, str],
         seed: seeds the bootstrap (each test gets its own stream from it).
 
     Returns:
-        ``{"per_model": {label: {feature: entry}}, "summary": {feature: {...}}, ...}``
+        ``{"per_model": {label: {feature: entry}}, "pooled": {feature: entry},
+        "summary": {feature: {...}}, ...}``
         where an entry holds ``target``, ``n``, Spearman/Pearson r and p, ``ci_low`` /
         ``ci_high``, ``holm_p``, ``partial_r`` / ``partial_p`` / ``partial_holm_p``,
         ``diff_r`` / ``diff_p`` / ``diff_holm_p`` and ``significant`` under each
         control (Holm-adjusted p < 0.05, the same sign as the raw ρ for the controls).
-        ``summary`` counts, per feature, the models where it stays significant.
+        ``summary`` counts, per feature, the models where it stays significant. The
+        pooled tests (all models' checkpoints together, when there are several models)
+        share the Holm family; pooled, the partial control is defined even when each
+        model's quality is monotone in its step, because models differ at equal steps.
     """
+    groups = by_model(records)
     per_model: dict[str, dict[str, dict]] = {}
     flat: list[dict] = []
-    for m_index, (label, recs) in enumerate(by_model(records).items()):
-        steps = [math.log1p(r["step"]) if r.get("step") is not None else None for r in recs]
-        table: dict[str, dict] = {}
+    for m_index, (label, recs) in enumerate(groups.items()):
+        per_model[label] = {}
         for f_index, (feature, target) in enumerate(targets.items()):
-            x = feature_values(recs, feature)
-            y = [r.get(target) for r in recs]
-            raw = correlation(x, y)
-            lo, hi = bootstrap_spearman_ci(x, y, n_resamples, seed=_stream(seed, m_index,
-                                                                            f_index))
-            pr, pp, _ = partial_spearman(x, y, steps)
-            diff = first_difference_spearman(x, y)
-            entry = {
-                "target": target,
-                "n": raw["n"],
-                "spearman_r": raw.get("spearman_r"),
-                "spearman_p": raw.get("spearman_p"),
-                "pearson_r": raw.get("pearson_r"),
-                "pearson_p": raw.get("pearson_p"),
-                "ci_low": lo,
-                "ci_high": hi,
-                "partial_r": pr,
-                "partial_p": pp,
-                "diff_r": diff.get("spearman_r"),
-                "diff_p": diff.get("spearman_p"),
-                "diff_n": diff["n"],
-            }
-            table[feature] = entry
+            entry = _controlled_entry([recs], feature, target, n_resamples,
+                                      _stream(seed, m_index, f_index))
+            per_model[label][feature] = entry
             flat.append(entry)
-        per_model[label] = table
+    pooled: dict[str, dict] = {}
+    if len(groups) > 1:
+        for f_index, (feature, target) in enumerate(targets.items()):
+            pooled[feature] = _controlled_entry(list(groups.values()), feature, target,
+                                                n_resamples, _stream(seed, len(groups), f_index))
+            flat.append(pooled[feature])
     for key, out in (("spearman_p", "holm_p"), ("partial_p", "partial_holm_p"),
                      ("diff_p", "diff_holm_p")):
         for entry, adj in zip(flat, holm([e[key] for e in flat]), strict=True):
@@ -172,13 +166,68 @@ def controlled_correlations(records: Sequence[dict], targets: dict[str, str],
     return {
         "alpha": ALPHA,
         "n_bootstrap": n_resamples,
+        "pooled": pooled,
         "seed": seed,
         "controls": list(CONTROLS),
         "n_tests": len(flat),
         "targets": dict(targets),
         "per_model": per_model,
-        "summary": _summary(per_model, targets),
+        "summary": _summary(per_model, pooled, targets),
     }
+
+
+def _controlled_entry(groups: list[list[dict]], feature: str, target: str, n_resamples: int,
+                      seed: int) -> dict:
+    """One feature's tests over the records of one model, or pooled over several models
+    (then first differences are taken within each model and concatenated)."""
+    recs = [r for g in groups for r in g]
+    x = feature_values(recs, feature)
+    y = [r.get(target) for r in recs]
+    steps = [math.log1p(r["step"]) if r.get("step") is not None else None for r in recs]
+    raw = correlation(x, y)
+    lo, hi = bootstrap_spearman_ci(x, y, n_resamples, seed=seed)
+    controlled = [steps]
+    sizes = [r.get("num_parameters") for r in recs]
+    if len(groups) > 1 and all(v is not None for v in sizes) and len(set(sizes)) > 1:
+        controlled.append([math.log(v) for v in sizes])  # pooled: model size too
+    pr, pp, _ = partial_spearman(x, y, *controlled)
+    why = None
+    if pr is None and raw["n"] >= MIN_POINTS + 1:
+        why = _why_partial_undefined(x, y, steps)
+    dx: list[float] = []
+    dy: list[float] = []
+    for g in groups:
+        gx, gy = _clean(feature_values(g, feature), [r.get(target) for r in g])
+        dx.extend(np.diff(gx).tolist())
+        dy.extend(np.diff(gy).tolist())
+    diff = correlation(dx, dy)
+    return {
+        "target": target,
+        "n": raw["n"],
+        "spearman_r": raw.get("spearman_r"),
+        "spearman_p": raw.get("spearman_p"),
+        "pearson_r": raw.get("pearson_r"),
+        "pearson_p": raw.get("pearson_p"),
+        "ci_low": lo,
+        "ci_high": hi,
+        "partial_r": pr,
+        "partial_p": pp,
+        "partial_undefined": why,
+        "partial_controls": ["log(1 + step)", "log(num_parameters)"][: len(controlled)],
+        "diff_r": diff.get("spearman_r"),
+        "diff_p": diff.get("spearman_p"),
+        "diff_n": diff["n"],
+    }
+
+
+def _why_partial_undefined(x, y, z) -> str:
+    xa, ya, za = _clean(x, y, z)
+    rz = sps.rankdata(za)
+    for name, a in (("the target", ya), ("the feature", xa)):
+        if abs(sps.spearmanr(a, rz).statistic) > 1 - 1e-9:
+            return f"{name} is a monotone function of the step: no variation is left " \
+                   "once training progress is controlled for"
+    return "no variation left after the control"
 
 
 def _stream(seed: int, *keys: int) -> int:
@@ -198,7 +247,8 @@ def _significance(e: dict) -> dict[str, bool]:
     }
 
 
-def _summary(per_model: dict[str, dict[str, dict]], targets: dict[str, str]) -> dict:
+def _summary(per_model: dict[str, dict[str, dict]], pooled: dict[str, dict],
+             targets: dict[str, str]) -> dict:
     """Per feature: in how many models it is significant under each control."""
     out = {}
     for feature, target in targets.items():
@@ -209,5 +259,7 @@ def _summary(per_model: dict[str, dict[str, dict]], targets: dict[str, str]) -> 
             **{f"significant_{c}": sum(e["significant"][c] for e in entries)
                for c in CONTROLS},
             "all_controls": sum(all(e["significant"].values()) for e in entries),
+            "partial_undefined": sum(e["partial_undefined"] is not None for e in entries),
+            "pooled": pooled[feature]["significant"] if feature in pooled else None,
         }
     return out
