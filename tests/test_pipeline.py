@@ -91,6 +91,11 @@ def test_analysis_writes_statistics_and_the_seven_figures(full_run, capsys):
         png = out / "plots" / f"{name}.png"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
     assert "strongest pooled Spearman" in capsys.readouterr().out
+    # Three checkpoints of one model: the extra analyses say why they are empty.
+    assert statistics["controlled"]["per_model"]["tiny_series0"]["np_mean"]["n"] == 3
+    assert "three or more model sizes" in statistics["scaling"]["reason"]
+    assert statistics["phases"]["tiny_series0"]["piecewise_log_step"] == {}
+    assert set(statistics["prediction"]["fractions"]) == {"0.2", "0.3", "0.5"}
 
 
 def test_second_run_skips_everything(full_run, tiny_series):

@@ -9,10 +9,11 @@ diagrams, and writes ``data/statistics.json`` and ``plots/*.png``.
 from __future__ import annotations
 
 import logging
+import math
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import controls, homology, stats
+from . import controls, homology, phases, prediction, scaling, stats
 from .store import atomic_write_json, load_arrays, read_json
 
 logger = logging.getLogger(__name__)
@@ -153,6 +154,82 @@ def feature_targets(records: list[dict], features: list[str]) -> dict[str, str]:
     return out
 
 
+PHASE_FEATURES = ("h1_total_persistence", "h0_total_persistence", "rankme", "np_mean",
+                  "weight_h0_total", "weight_h1_total")
+SCALING_FEATURES = ("h0_total_persistence", "h1_total_persistence", "rankme", "np_mean",
+                    "np_seed_mean", "weight_h0_total", "weight_h1_total", "weight_l2_norm")
+
+
+def phase_analysis(records: list[dict]) -> dict[str, dict]:
+    """Per model: three-segment fits of features against log(1 + step) (breakpoints in
+    steps), and the seed paper's neural-persistence rate-of-change phases."""
+    out: dict[str, dict] = {}
+    for label, recs in stats.by_model(records).items():
+        recs = [r for r in recs if r.get("step") is not None]
+        x = [math.log1p(r["step"]) for r in recs]
+        fits = {}
+        for f in PHASE_FEATURES:
+            y = stats.feature_values(recs, f)
+            if sum(v is not None for v in y) < 6:
+                continue
+            try:
+                fit = phases.piecewise_linear_fit(x, y)
+            except ValueError as exc:
+                fits[f] = {"reason": str(exc)}
+                continue
+            fits[f] = {**fit, "breakpoint_steps": phases.breakpoint_steps(fit)}
+        model: dict = {"piecewise_log_step": fits}
+        if any(v is not None for v in stats.feature_values(recs, "np_mean")):
+            model["np_rate_of_change"] = phases.rate_of_change_phases(
+                [r["step"] for r in recs], stats.feature_values(recs, "np_mean"))
+        out[label] = model
+    return out
+
+
+def quality_loss(record: dict) -> float | None:
+    """The loss a record's quality is measured by: the stored loss, else ln(perplexity)."""
+    if record.get("loss") is not None:
+        return record["loss"]
+    if record.get("mean_nll") is not None:
+        return record["mean_nll"]
+    return None
+
+
+def scaling_analysis(records: list[dict]) -> dict:
+    """Power laws of final-checkpoint features and final loss against parameter count,
+    when three or more model sizes are present."""
+    groups = stats.by_model(records)
+    finals = {label: recs[-1] for label, recs in groups.items()
+              if recs[-1].get("num_parameters")}
+    sizes = {label: r["num_parameters"] for label, r in finals.items()}
+    if len(set(sizes.values())) < 3:
+        return {"reason": f"needs three or more model sizes, found {len(set(sizes.values()))}"}
+    final = {label: {**(r.get("features") or {}), "final_loss": quality_loss(r),
+                     "final_perplexity": r.get("perplexity")}
+             for label, r in finals.items()}
+    names = ["final_loss", "final_perplexity",
+             *(f for f in SCALING_FEATURES if any(f in v for v in final.values()))]
+    return {"n_models": len(finals), "num_parameters": sizes,
+            "fits": scaling.scaling_table(final, sizes, names)}
+
+
+def prediction_analysis(records: list[dict]) -> dict:
+    """Final loss from the first 20/30/50% of each model's checkpoints (seed paper table
+    5, with leave-one-model-out ridge regression on early features)."""
+    series = {}
+    for label, recs in stats.by_model(records).items():
+        recs = [r for r in recs if r.get("step") is not None]
+        series[label] = {"steps": [r["step"] for r in recs],
+                         "loss": [quality_loss(r) for r in recs],
+                         "features": {f: stats.feature_values(recs, f)
+                                      for f in stats.feature_names(recs)}}
+    names = stats.feature_names(records)
+    feature = next((f for f in ("np_mean", "h1_total_persistence") if f in names), None)
+    if feature is None or not series:
+        return {"reason": "no neural persistence or H1 feature to predict from"}
+    return prediction.prediction_table(series, feature=feature)
+
+
 def compute_statistics(results_dir: str | Path, records: list[dict],
                        target: str = "auto", seed: int = 0,
                        n_bootstrap: int = controls.N_BOOTSTRAP) -> dict:
@@ -174,6 +251,9 @@ def compute_statistics(results_dir: str | Path, records: list[dict],
         "controlled": controls.controlled_correlations(
             records, feature_targets(records, stats.feature_names(records)),
             n_resamples=n_bootstrap, seed=seed),
+        "phases": phase_analysis(records),
+        "scaling": scaling_analysis(records),
+        "prediction": prediction_analysis(records),
         "wasserstein": wasserstein_series(results_dir, records) if has_embedding else {},
         "weight_wasserstein": weight_wasserstein_series(results_dir, records),
         "notes": {
