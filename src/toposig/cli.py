@@ -64,6 +64,10 @@ def add_embedding_options(p: argparse.ArgumentParser) -> None:
                         "(default: %(default)s)")
     g.add_argument("--seed", type=int, default=_DEFAULTS.seed,
                    help="seed for every random choice (default: %(default)s)")
+    g.add_argument("--resamples", type=int, default=_DEFAULTS.resamples, metavar="B",
+                   help="recompute the analysed layer's persistent-homology features on B "
+                        "bootstrap resamples of the texts (seeded, the same at every "
+                        "checkpoint) and keep their spread (default: %(default)s)")
     g.add_argument("--save-hidden", action="store_true",
                    help="also save the pooled hidden states of the analysed layers (.npz)")
     g.add_argument("--trust-remote-code", action="store_true",
@@ -109,6 +113,7 @@ def settings_from_args(args: argparse.Namespace) -> EmbeddingSettings:
         batch_size=args.batch_size, texts=args.texts, tokenizer=args.tokenizer,
         device=args.device, dtype=args.dtype, ph_backend=args.ph_backend, seed=args.seed,
         trust_remote_code=args.trust_remote_code, save_hidden=args.save_hidden,
+        resamples=args.resamples,
     )
 
 

@@ -13,7 +13,7 @@ import json
 import re
 from dataclasses import asdict, dataclass
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: scale-normalised PH features, bootstrap resamples of the texts
 
 LAYER_CHOICES = ("last", "all")
 DTYPE_CHOICES = ("auto", "float32", "bfloat16", "float16")
@@ -46,6 +46,8 @@ class EmbeddingSettings:
         seed: drives every random choice.
         trust_remote_code: allow a checkpoint's own Python code (off unless asked).
         save_hidden: also save the pooled hidden states of the analysed layers.
+        resamples: bootstrap resamples of the texts per checkpoint (0: none) on which the
+            analysed layer's PH features are recomputed, to show their spread.
     """
 
     n_texts: int = 200
@@ -63,6 +65,7 @@ class EmbeddingSettings:
     seed: int = 42
     trust_remote_code: bool = False
     save_hidden: bool = False
+    resamples: int = 0
 
     def __post_init__(self) -> None:
         validate(self)
@@ -86,6 +89,7 @@ def validate(s: EmbeddingSettings) -> None:
     _require(s.layers in LAYER_CHOICES,
              f"--layers must be one of {LAYER_CHOICES}, got {s.layers!r}")
     _require(s.batch_size >= 1, f"--batch-size must be at least 1, got {s.batch_size}")
+    _require(s.resamples >= 0, f"--resamples must be >= 0, got {s.resamples}")
     _require(
         bool(_DEVICE_RE.match(s.device)),
         f"--device must be auto, cpu, cuda, cuda:N or mps, got {s.device!r}",
@@ -115,6 +119,8 @@ def settings_hash(s: EmbeddingSettings, texts_sha: str, resolved_dtype: str) -> 
         "tokenizer": s.tokenizer,
         "dtype": resolved_dtype,
     }
+    if s.resamples:  # only then does the seed change the numbers
+        keyed.update(resamples=s.resamples, seed=s.seed)
     blob = json.dumps(keyed, sort_keys=True).encode()
     return hashlib.sha256(blob).hexdigest()[:12]
 

@@ -30,6 +30,42 @@ class LayerResult:
     backend: str
 
 
+SCALED_NAMES = ("total_persistence", "mean_persistence", "max_persistence", "std_persistence")
+
+
+def median_pairwise_distance(cloud: np.ndarray) -> float:
+    """Median Euclidean distance between distinct points of a cloud (n, d)."""
+    from scipy.spatial.distance import pdist
+
+    return float(np.median(pdist(np.asarray(cloud, dtype=np.float64))))
+
+
+def ph_features(cloud: np.ndarray, pca_dim: int, maxdim: int, backend: str
+                ) -> tuple[dict[str, float], list[np.ndarray], str, float]:
+    """PCA → Vietoris–Rips → diagram features, raw and scale-normalised.
+
+    Scale-normalised features are those of the cloud divided by its median pairwise
+    distance ``m``: lifetimes divide by ``m``, so ``h{q}_{total,mean,max,std}_persistence``
+    get a ``_scaled`` twin (counts and entropy do not change with scale). Growth of the
+    embedding norm then does not pass for a change of topology.
+
+    Returns:
+        ``(features, diagrams, backend used, explained variance)``.
+    """
+    scores, explained = spectral.pca_project(cloud, pca_dim)
+    diagrams, used = homology.vietoris_rips(scores, maxdim=maxdim, backend=backend)
+    feats = homology.diagrams_features(diagrams)
+    scale = median_pairwise_distance(cloud)
+    if scale > 0:
+        scaled = homology.diagrams_features([d / scale for d in diagrams])
+        for q in range(len(diagrams)):
+            for name in SCALED_NAMES:
+                feats[f"h{q}_{name}_scaled"] = scaled[f"h{q}_{name}"]
+    feats["median_pairwise_distance"] = scale
+    feats["pca_components"] = float(scores.shape[1])
+    return feats, diagrams, used, explained
+
+
 def layer_features(cloud: np.ndarray, pca_dim: int, maxdim: int, backend: str) -> LayerResult:
     """PCA → Vietoris–Rips → diagram features, plus spectral features of the raw cloud.
 
@@ -40,18 +76,46 @@ def layer_features(cloud: np.ndarray, pca_dim: int, maxdim: int, backend: str) -
         backend: PH backend name or ``"auto"``.
 
     Returns:
-        Features keyed ``h{q}_{name}``, the spectral names, ``pca_explained_variance``
-        and ``pca_components``; the diagrams (in PCA units, which are the cloud's own
-        Euclidean units restricted to the top components) and the backend used.
+        Features keyed ``h{q}_{name}`` (and the ``_scaled`` ones of :func:`ph_features`),
+        the spectral names, ``pca_explained_variance``, ``pca_components``,
+        ``median_pairwise_distance`` and ``mean_norm``; the diagrams (in PCA units, which
+        are the cloud's own Euclidean units restricted to the top components) and the
+        backend used.
     """
-    scores, explained = spectral.pca_project(cloud, pca_dim)
-    diagrams, used = homology.vietoris_rips(scores, maxdim=maxdim, backend=backend)
-    feats = homology.diagrams_features(diagrams)
+    feats, diagrams, used, explained = ph_features(cloud, pca_dim, maxdim, backend)
     feats.update(spectral.spectral_features(cloud))
     feats["pca_explained_variance"] = explained
-    feats["pca_components"] = float(scores.shape[1])
     feats["mean_norm"] = float(np.linalg.norm(cloud, axis=1).mean())
     return LayerResult(feats, diagrams, used)
+
+
+def resampled_features(cloud: np.ndarray, pca_dim: int, maxdim: int, backend: str,
+                       n_resamples: int, seed: int) -> dict[str, dict[str, float]]:
+    """Spread of the PH features over bootstrap resamples of the texts.
+
+    Each resample draws n texts with replacement (a generator seeded by ``seed`` alone,
+    so every checkpoint sees the same resamples) and recomputes :func:`ph_features`.
+    Duplicated texts add only zero-length H0 bars, which are dropped, so counts reflect
+    the distinct texts drawn (about 63%); read the persistence features.
+
+    Returns:
+        feature -> ``{"mean", "std", "p2_5", "p97_5"}`` over the resamples.
+    """
+    rng = np.random.default_rng(seed)
+    n = cloud.shape[0]
+    rows: list[dict[str, float]] = []
+    for _ in range(n_resamples):
+        idx = rng.integers(0, n, size=n)
+        rows.append(ph_features(cloud[idx], pca_dim, maxdim, backend)[0])
+    out = {}
+    for key in rows[0]:
+        vals = np.array([r.get(key, np.nan) for r in rows], dtype=np.float64)
+        vals = vals[np.isfinite(vals)]
+        if vals.size:
+            lo, hi = np.percentile(vals, [2.5, 97.5])
+            out[key] = {"mean": float(vals.mean()), "std": float(vals.std()),
+                        "p2_5": float(lo), "p97_5": float(hi)}
+    return out
 
 
 def resolve_device(device: str) -> str:
@@ -131,6 +195,11 @@ def analyse_checkpoint(
                               settings.ph_backend)
         for layer in layers
     }
+    resampled = None
+    if settings.resamples:
+        resampled = resampled_features(fwd.pooled[layers[-1]], settings.pca_dim,
+                                       settings.maxdim, settings.ph_backend,
+                                       settings.resamples, settings.seed)
     t_feat = time.perf_counter()
 
     last = layers[-1]
@@ -167,6 +236,9 @@ def analyse_checkpoint(
         },
         "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
+    if resampled is not None:
+        record["n_resamples"] = settings.resamples
+        record["features_resampled"] = resampled
     if settings.layers == "all":
         record["layer_features"] = {str(k): v.features for k, v in per_layer.items()}
     del model
