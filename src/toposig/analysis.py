@@ -291,6 +291,9 @@ def analyse(results_dir: str | Path = "results", plots: bool = True,
     records = load_results(results_dir)
     statistics = compute_statistics(results_dir, records, target, seed=seed)
     atomic_write_json(Path(results_dir) / "data" / "statistics.json", statistics)
+    from .report import write_summary
+
+    write_summary(results_dir, statistics, records)
     figures: list[Path] = []
     if plots:
         from .plots import plot_all
