@@ -168,8 +168,10 @@ def test_a_folder_of_pt_files_end_to_end(pt_series, tmp_path, no_texts, capsys):
     assert set(stats["weight_wasserstein"]["mlp_run"][0]) >= {
         "step_from", "step_to", "weight_h0_wasserstein", "weight_h1_wasserstein"}
     figures = sorted(p.stem for p in (out / "plots").glob("*.png"))
-    assert figures == ["correlation_heatmap", "neural_persistence_evolution",
-                       "np_vs_loss_scatter", "vr_persistence_evolution"]
+    assert figures == ["controls_summary", "correlation_heatmap",
+                       "neural_persistence_evolution", "np_vs_loss_scatter", "phase_fits",
+                       "prediction_comparison", "scaling_relationships", "training_curves",
+                       "vr_persistence_evolution"]
     assert analyze_results.main(["--results", str(out), "--target", "perplexity"]) == 2
 
 

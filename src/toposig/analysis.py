@@ -298,7 +298,8 @@ def analyse(results_dir: str | Path = "results", plots: bool = True,
     if plots:
         from .plots import plot_all
 
-        figures = plot_all(records, statistics, Path(results_dir) / "plots")
+        figures = plot_all(records, statistics, Path(results_dir) / "plots",
+                           results_root=results_dir)
     return statistics, figures
 
 

@@ -912,12 +912,15 @@ def _has_correlations(statistics: dict) -> bool:
         (correlations.get("per_model") or {}).values())
 
 
-def plot_all(records: list[dict], statistics: dict, out_dir: str | Path) -> list[Path]:
+def plot_all(records: list[dict], statistics: dict, out_dir: str | Path,
+             results_root: str | Path | None = None) -> list[Path]:
     """Write the figures as ``<name>.png`` into ``out_dir``; returns their paths.
 
     The seven embedding figures (``FIGURES``) are drawn when some record has a hidden-state
     feature or a perplexity, the weight figures (``WEIGHT_FIGURES``) when some record has a
     weight-space feature; the correlation heatmap whenever the statistics hold correlations.
+    Given ``results_root`` (the folder the records' ``arrays_file`` paths are relative to),
+    the analysis figures of ``plots_analysis`` that apply follow.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -926,4 +929,7 @@ def plot_all(records: list[dict], statistics: dict, out_dir: str | Path) -> list
         chosen |= {k: v for k, v in WEIGHT_FIGURES.items() if k != HEATMAP}
     if _has_correlations(statistics):
         chosen[HEATMAP] = WEIGHT_FIGURES[HEATMAP]
-    return [plot(records, statistics, out / f"{name}.png") for name, plot in chosen.items()]
+    paths = [plot(records, statistics, out / f"{name}.png") for name, plot in chosen.items()]
+    from .plots_analysis import plot_analysis_figures  # imports this module
+
+    return paths + plot_analysis_figures(records, statistics, out, results_root)

@@ -1,0 +1,260 @@
+"""The analysis figures (plots_analysis), drawn from statistics computed by the real
+``analysis.compute_statistics`` on synthetic runs with tiny diagram files."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+
+from toposig import phases, plots
+from toposig import plots_analysis as pa
+from toposig.analysis import compute_statistics
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+STEPS = (0, 1, 4, 16, 64, 256, 1000)
+MODELS = (("tiny-a", 12_000), ("tiny-b", 42_000), ("tiny-c", 180_000))
+ALWAYS = ("training_curves", "controls_summary", "phase_fits", "scaling_relationships",
+          "prediction_comparison", "betti_curves", "persistence_diagrams")
+
+
+def _diagrams(rng: np.random.Generator, t: float, n: int = 40) -> tuple[np.ndarray, np.ndarray]:
+    """An H0 diagram (births 0, one infinite bar) and an H1 diagram that move with ``t``."""
+    h0 = np.column_stack([np.zeros(n), np.sort(rng.uniform(0.1, 1.0 + t, n))])
+    h0[-1, 1] = np.inf
+    m = 10 + int(20 * t)
+    births = rng.uniform(0.3, 0.9 + t, m)
+    h1 = np.column_stack([births, births + rng.uniform(0.01, 0.2 + 0.3 * t, m)])
+    return h0, h1
+
+
+def make_run(root: Path, models=MODELS, steps=STEPS, embedding: bool = True,
+             weights: bool = True, loss: bool = True, layers: bool = False,
+             resampled: bool = False, seed: int = 0) -> list[dict]:
+    """Records shaped like the store's, with diagram arrays under ``root`` when
+    ``embedding``: loss falls, topology and spectrum grow with training and size."""
+    rng = np.random.default_rng(seed)
+    records = []
+    for m, (label, n_params) in enumerate(models):
+        for step in steps:
+            t = math.log1p(step) / math.log1p(max(steps))
+            noise = lambda scale: float(scale * rng.normal())  # noqa: E731
+            nll = 5.5 - (2.5 + 0.4 * m) * t + noise(0.03)
+            record: dict = {"model": f"local/{label}", "model_label": label, "step": step,
+                            "num_parameters": n_params, "features": {}, "layer": 2,
+                            "status": "ok"}
+            if loss:
+                record["loss"] = nll
+            if embedding:
+                record["perplexity"] = math.exp(nll + 0.02)
+                record["mean_nll"] = nll + 0.02
+                record["features"] |= {
+                    "h0_total_persistence": 20 + 8 * t + 4 * m + noise(0.5),
+                    "h1_total_persistence": 2 + 5 * t ** 2 + m + noise(0.3),
+                    "h1_n_features": 10 + 20 * t + noise(2),
+                    "rankme": 10 + 15 * t + 8 * m + noise(0.5),
+                    "stable_rank": 1.5 + 2 * t + noise(0.1),
+                }
+                h0, h1 = _diagrams(rng, t)
+                arrays = {"layer2_h0": h0, "layer2_h1": h1}
+                if layers:
+                    for layer in (0, 1):
+                        arrays[f"layer{layer}_h0"], arrays[f"layer{layer}_h1"] = \
+                            _diagrams(rng, t / (2 - layer))
+                rel = Path("records") / "hash" / label / f"step{step:06d}.npz"
+                (root / rel).parent.mkdir(parents=True, exist_ok=True)
+                np.savez(root / rel, **arrays)
+                record["arrays_file"] = str(rel)
+            if weights:
+                record["features"] |= {
+                    "np_mean": 0.45 + 0.4 * t + 0.02 * m + noise(0.01),
+                    "np_seed_mean": 0.4 + 0.1 * t + noise(0.005),
+                    "weight_h0_total": 10 * (m + 1) * (1 + 3 * t) + noise(0.5),
+                    "weight_h1_total": 3 + 2 * t + noise(0.2),
+                    "weight_l2_norm": 20 + 10 * t + 5 * m + noise(0.2),
+                }
+            if layers:
+                record["layer_features"] = {
+                    str(layer): {"h1_total_persistence": (1 + layer) * (1 + t) + noise(0.1),
+                                 "rankme": 5 + 3 * layer + 10 * t + noise(0.3)}
+                    for layer in range(3)}
+            if resampled:
+                record["features_resampled"] = {
+                    f: {"mean": v, "std": 0.1, "p2_5": v - 0.3, "p97_5": v + 0.3}
+                    for f, v in record["features"].items()}
+            records.append(record)
+    return records
+
+
+@pytest.fixture(scope="module")
+def full_run(tmp_path_factory) -> tuple[Path, list[dict], dict]:
+    """Three model sizes, embedding and weight features, diagrams on disk."""
+    root = tmp_path_factory.mktemp("results")
+    records = make_run(root)
+    return root, records, compute_statistics(root, records, n_bootstrap=50)
+
+
+def assert_png(path: Path | None) -> None:
+    assert path is not None and path.is_file(), path
+    assert path.read_bytes()[:8] == PNG_SIGNATURE, path
+
+
+def test_every_analysis_figure_is_drawn_for_a_full_run(full_run, tmp_path):
+    root, records, statistics = full_run
+    assert not statistics["scaling"].get("reason")
+    assert statistics["prediction"]["feature"] == "np_mean"
+    assert pa.analysis_figures_wanted(records, statistics, root) == list(ALWAYS)
+    paths = pa.plot_analysis_figures(records, statistics, tmp_path / "plots", root)
+    assert [p.stem for p in paths] == list(ALWAYS)
+    for p in paths:
+        assert_png(p)
+        assert p.stat().st_size > 20_000, p  # a drawn figure, not a "no data" panel
+    assert sorted(q.name for q in (tmp_path / "plots").iterdir()) == \
+        sorted(f"{n}.png" for n in ALWAYS)  # no layer_heatmaps.png
+
+
+def _stub(records, statistics, path, results_root=None):
+    Path(path).write_bytes(PNG_SIGNATURE)
+    return Path(path)
+
+
+def test_plot_all_appends_the_analysis_figures_and_passes_the_results_root(full_run, tmp_path,
+                                                                         monkeypatch):
+    root, records, statistics = full_run
+    seen = []
+
+    def recording(records, statistics, path, results_root=None):
+        seen.append(results_root)
+        return _stub(records, statistics, path)
+
+    monkeypatch.setattr(plots, "FIGURES", dict.fromkeys(plots.FIGURES, _stub))
+    monkeypatch.setattr(plots, "WEIGHT_FIGURES", dict.fromkeys(plots.WEIGHT_FIGURES, _stub))
+    monkeypatch.setattr(pa, "ANALYSIS_FIGURES", dict.fromkeys(pa.ANALYSIS_FIGURES, recording))
+    paths = plots.plot_all(records, statistics, tmp_path, results_root=root)
+    stems = [p.stem for p in paths]
+    assert stems[:len(plots.FIGURES)] == list(plots.FIGURES)
+    assert stems[len(plots.FIGURES):] == [*plots.WEIGHT_FIGURES, *ALWAYS]
+    assert seen == [root] * len(ALWAYS)
+    # without a results root (older callers): the report figures only, as before
+    seen.clear()
+    stems = [p.stem for p in plots.plot_all(records, statistics, tmp_path / "no_root")]
+    assert stems == [*plots.FIGURES, *plots.WEIGHT_FIGURES] and seen == []
+
+
+def test_analysis_figures_are_chosen_by_the_data_present(full_run):
+    root, records, statistics = full_run
+    assert pa.analysis_figures_wanted(records, statistics, None) == []
+    assert pa.analysis_figures_wanted(records, {}, root) == [
+        "training_curves", "betti_curves", "persistence_diagrams"]
+    assert pa.analysis_figures_wanted(records, {"phases": {}}, root) == [
+        "training_curves", "phase_fits", "betti_curves", "persistence_diagrams"]
+    no_quality = [{**r, "loss": None, "perplexity": None, "arrays_file": None}
+                  for r in records]
+    assert pa.analysis_figures_wanted(no_quality, {"scaling": {}}, root) == [
+        "scaling_relationships"]
+
+
+def test_layer_heatmaps_skipped_without_layer_features_and_drawn_with_them(tmp_path):
+    records = make_run(tmp_path / "plain", weights=False)
+    assert pa.plot_layer_heatmaps(records, {}, tmp_path / "none.png") is None
+    assert not (tmp_path / "none.png").exists()
+    assert "layer_heatmaps" not in pa.analysis_figures_wanted(records, {}, tmp_path / "plain")
+
+    root = tmp_path / "layers"
+    records = make_run(root, weights=False, layers=True)
+    records[3]["layer_features"]["1"]["rankme"] = None  # a gap is drawn grey
+    path = pa.plot_layer_heatmaps(records, {}, tmp_path / "layers.png")
+    assert_png(path)
+    assert pa.analysis_figures_wanted(records, {}, root) == [
+        "training_curves", "betti_curves", "persistence_diagrams", "layer_heatmaps"]
+
+
+def test_two_sizes_embedding_only_and_no_stored_loss_do_not_crash(tmp_path):
+    """Scaling needs three sizes (a reason instead), no weight features (prediction falls
+    back to H1), no stored loss (the loss panel says so)."""
+    root = tmp_path / "results"
+    records = make_run(root, models=MODELS[:2], weights=False, loss=False, resampled=True)
+    statistics = compute_statistics(root, records, n_bootstrap=20)
+    assert "reason" in statistics["scaling"]
+    assert statistics["prediction"].get("feature") == "h1_total_persistence"
+    assert pa.analysis_figures_wanted(records, statistics, root) == list(ALWAYS)
+    for name in ("training_curves", "controls_summary", "scaling_relationships",
+                 "prediction_comparison"):  # the others draw as in a full run
+        assert_png(pa.ANALYSIS_FIGURES[name](records, statistics, tmp_path / f"{name}.png",
+                                             root))
+
+
+def test_weights_only_run_does_not_crash(tmp_path):
+    records = make_run(tmp_path, embedding=False)
+    statistics = compute_statistics(tmp_path, records, n_bootstrap=20)
+    wanted = pa.analysis_figures_wanted(records, statistics, tmp_path)
+    assert wanted == list(ALWAYS[:5])  # no arrays: no diagram figures
+    for name in ("training_curves", "phase_fits"):  # no perplexity; weight features only
+        assert_png(pa.ANALYSIS_FIGURES[name](records, statistics, tmp_path / f"{name}.png",
+                                             tmp_path))
+
+
+@pytest.mark.parametrize("name", [n for n in pa.ANALYSIS_FIGURES if n != "layer_heatmaps"])
+def test_empty_input_a_lone_checkpoint_and_a_missing_arrays_file_do_not_crash(tmp_path, name):
+    plot = pa.ANALYSIS_FIGURES[name]
+    assert_png(plot([], {}, tmp_path / "empty.png"))
+    lone = [{"model_label": "m", "step": None, "perplexity": 12.0, "loss": 2.5, "layer": 1,
+             "arrays_file": "records/missing.npz",
+             "features": {"h1_total_persistence": 3.0, "rankme": 9.0}}]
+    broken = {"controlled": {"per_model": {"m": {"rankme": {"spearman_r": None}}}},
+              "phases": {"m": {"piecewise_log_step": {"rankme": {"reason": "too few"}}}},
+              "scaling": {"reason": "needs three or more model sizes, found 1"},
+              "prediction": {"reason": "no neural persistence or H1 feature to predict from"}}
+    assert_png(plot(lone, broken, tmp_path / "lone.png", tmp_path))
+
+
+def test_betti_curve_counts_the_bars_alive_at_each_scale():
+    diagram = np.array([[0.0, 1.0], [0.0, np.inf], [0.5, 0.7], [0.2, 0.2]])
+    grid = np.array([0.0, 0.5, 0.6, 0.7, 1.0, 2.0])
+    assert pa.betti_curve(diagram, grid).tolist() == [2, 3, 3, 2, 1, 1]
+    assert pa.betti_curve(np.zeros((0, 2)), grid).tolist() == [0] * 6
+    rng = np.random.default_rng(3)
+    births = rng.uniform(0, 1, 200)
+    dgm = np.column_stack([births, births + rng.exponential(0.3, 200)])
+    t = np.linspace(0, 2, 57)
+    brute = ((dgm[None, :, 0] <= t[:, None]) & (t[:, None] < dgm[None, :, 1])).sum(axis=1)
+    assert pa.betti_curve(dgm, t).tolist() == brute.tolist()
+
+
+def test_piecewise_line_reproduces_the_fitted_values():
+    rng = np.random.default_rng(0)
+    x = np.log1p(np.array([0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000.0]))
+    y = np.where(x < 2, 1.0, np.where(x < 4.5, 1 + 2 * (x - 2), 6 - 0.5 * (x - 4.5)))
+    y = y + rng.normal(0, 0.05, x.size)
+    fit = phases.piecewise_linear_fit(x, y)
+    line = pa.piecewise_line(fit, x)
+    assert float(np.sum((y - line) ** 2)) == pytest.approx(fit["sse"], rel=1e-9, abs=1e-12)
+    b1, b2 = fit["breakpoints"]
+    for b in (b1, b2):  # continuous at the breakpoints
+        assert pa.piecewise_line(fit, [b - 1e-9])[0] == pytest.approx(
+            pa.piecewise_line(fit, [b + 1e-9])[0], abs=1e-6)
+
+
+def test_select_checkpoints_keeps_first_last_and_log_spaced_ones():
+    steps = [0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000]
+    picked = pa.select_checkpoints(steps)
+    assert len(picked) == 5 and picked[0] == 0 and picked[-1] == len(steps) - 1
+    assert picked == sorted(set(picked))
+    assert pa.select_checkpoints([0, 10, 100]) == [0, 1, 2]
+    assert pa.select_checkpoints([]) == []
+
+
+def test_bootstrap_bands_are_shaded_when_records_carry_them(tmp_path):
+    records = make_run(tmp_path, models=MODELS[:1], weights=False, resampled=True)
+    groups = pa.by_model(records)
+    styles = pa._model_styles(groups)
+    fig, ax = plt.subplots()
+    try:
+        assert pa._bands(ax, groups, styles, "rankme", pa._log_step)
+        assert len(ax.collections) == 1
+        assert not pa._bands(ax, groups, styles, "np_mean", pa._log_step)
+    finally:
+        plt.close(fig)
