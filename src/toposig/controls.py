@@ -224,6 +224,8 @@ def _why_partial_undefined(x, y, z) -> str:
     xa, ya, za = _clean(x, y, z)
     rz = sps.rankdata(za)
     for name, a in (("the target", ya), ("the feature", xa)):
+        if np.ptp(a) == 0:
+            return f"{name} is constant"
         if abs(sps.spearmanr(a, rz).statistic) > 1 - 1e-9:
             return f"{name} is a monotone function of the step: no variation is left " \
                    "once training progress is controlled for"

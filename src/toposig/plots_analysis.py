@@ -76,7 +76,7 @@ METHOD_LABELS = {"loss_only": "loss only (power law)", "topology_only": "topolog
 METHOD_COLORS = {"loss_only": "#8c8c8c", "topology_only": "#1b9e77", "combined": "#7570b3",
                  "ridge": "#d95f02"}
 FRACTION_MARKERS = ("o", "s", "^", "D", "v")
-BAND_LABEL = "95% bootstrap band over texts (p2.5–p97.5)"
+BAND_LABEL = "value ± 1.96 bootstrap s.e. over texts"
 QUALITY_LABELS = {"final_loss": ("Final loss", "final loss (nats / token)"),
                   "final_perplexity": ("Final perplexity", "final perplexity")}
 
@@ -133,12 +133,19 @@ def _step_ticks(max_step: float) -> list[float]:
 
 
 def _resampled(record: dict, key: str) -> tuple[float, float] | None:
-    """The record's bootstrap (p2.5, p97.5) of ``key``, when recorded."""
+    """The observed value of ``key`` ± 1.96 bootstrap standard errors, when recorded.
+
+    Centred on the full-sample value, not on the resamples' own percentiles: a bootstrap
+    resample holds only about 63% distinct texts, so its PH values sit systematically
+    lower (fewer points, fewer and shorter bars); their spread, not their level, is what
+    the resamples measure.
+    """
     entry = (record.get("features_resampled") or {}).get(key)
-    if not isinstance(entry, dict):
+    value = _finite((record.get("features") or {}).get(key))
+    if not isinstance(entry, dict) or value is None:
         return None
-    lo, hi = _finite(entry.get("p2_5")), _finite(entry.get("p97_5"))
-    return None if lo is None or hi is None else (lo, hi)
+    std = _finite(entry.get("std"))
+    return None if std is None else (value - 1.96 * std, value + 1.96 * std)
 
 
 def _bands(ax: Axes, groups: dict[str, list[dict]], styles: dict[str, Style], key: str,
