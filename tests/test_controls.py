@@ -124,3 +124,28 @@ def test_controlled_correlations_sort_features_by_what_survives():
     assert e["holm_p"] >= e["spearman_p"]
     again = controls.controlled_correlations(records_for(), targets, n_resamples=200, seed=0)
     assert again == out
+
+
+def test_beyond_baseline_separates_a_norm_proxy_from_a_loss_tracker():
+    rng = np.random.default_rng(5)
+    recs = []
+    for m in ("a", "b", "c"):
+        n = 50
+        norm = np.cumsum(rng.uniform(0.5, 1.5, size=n))  # grows unevenly
+        wiggle = rng.normal(scale=0.3, size=n)  # the loss's own changes
+        loss = 60 - norm + wiggle
+        for i in range(n):
+            recs.append({"model_label": m, "step": i * 100, "loss": float(loss[i]),
+                         "features": {"weight_l2_norm": float(norm[i]),
+                                      "np_mean": float(norm[i] + rng.normal(scale=0.01)),
+                                      "np_max": float(-loss[i] + rng.normal(scale=0.05))}})
+    targets = {f: "loss" for f in ("weight_l2_norm", "np_mean", "np_max")}
+    out = controls.controlled_correlations(recs, targets, n_resamples=100)
+    summary = out["summary"]
+    assert summary["np_mean"]["significant_first_differences"] == 3  # the norm's own signal
+    assert summary["np_mean"]["significant_beyond_baseline"] == 0  # nothing beyond it
+    assert summary["np_max"]["significant_beyond_baseline"] == 3
+    assert out["per_model"]["a"]["np_max"]["baseline"] == "weight_l2_norm"
+    assert out["per_model"]["a"]["weight_l2_norm"]["significant"]["beyond_baseline"] is None
+    assert controls.baseline_of("h1_total_persistence") == "mean_norm"
+    assert controls.baseline_of("rankme") is None

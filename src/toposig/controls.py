@@ -12,7 +12,12 @@ module adds:
   correlation of the rank residuals after regressing each rank vector on the ranks of
   the controls, with a t-test;
 - the Spearman correlation of first differences between consecutive checkpoints: two
-  series that merely share a trend lose their correlation here.
+  series that merely share a trend lose their correlation here;
+- beyond the baseline: the partial Spearman correlation of first differences controlling
+  for the first differences of the same space's non-topological baseline (the weights'
+  Frobenius norm for weight topology, the hidden states' mean norm for embedding
+  topology): does the feature track the loss's checkpoint-to-checkpoint changes beyond
+  what the plain norm already does?
 
 Pure functions on arrays and records.
 """
@@ -29,7 +34,22 @@ from .stats import MIN_POINTS, by_model, correlation, feature_values
 
 ALPHA = 0.05
 N_BOOTSTRAP = 1000
-CONTROLS = ("raw", "partial_log_step", "first_differences")
+CONTROLS = ("raw", "partial_log_step", "first_differences", "beyond_baseline")
+# The non-topological quantity of the same space that a topological feature must beat.
+WEIGHT_BASELINE = "weight_l2_norm"
+EMBEDDING_BASELINE = "mean_norm"
+
+
+def baseline_of(feature: str) -> str | None:
+    """The baseline a feature is tested beyond: the Frobenius norm of the weights for
+    weight-space topology (``np_*``, ``weight_h*``), the mean norm of the hidden states
+    for embedding-space topology (``h*_``); ``None`` for the baselines themselves, the
+    spectral features and anything else."""
+    if feature.startswith("np_") or feature.startswith("weight_h"):
+        return WEIGHT_BASELINE
+    if feature.startswith(("h0_", "h1_", "h2_")):
+        return EMBEDDING_BASELINE
+    return None
 
 
 def _clean(*arrays: Sequence[float | None]) -> list[np.ndarray]:
@@ -158,7 +178,7 @@ def controlled_correlations(records: Sequence[dict], targets: dict[str, str],
                                                 n_resamples, _stream(seed, len(groups), f_index))
             flat.append(pooled[feature])
     for key, out in (("spearman_p", "holm_p"), ("partial_p", "partial_holm_p"),
-                     ("diff_p", "diff_holm_p")):
+                     ("diff_p", "diff_holm_p"), ("beyond_p", "beyond_holm_p")):
         for entry, adj in zip(flat, holm([e[key] for e in flat]), strict=True):
             entry[out] = adj
     for entry in flat:
@@ -201,6 +221,21 @@ def _controlled_entry(groups: list[list[dict]], feature: str, target: str, n_res
         dx.extend(np.diff(gx).tolist())
         dy.extend(np.diff(gy).tolist())
     diff = correlation(dx, dy)
+    baseline = baseline_of(feature)
+    beyond_r = beyond_p = None
+    if baseline is not None and any(v is not None for v in feature_values(recs, baseline)):
+        bx: list[float] = []
+        by: list[float] = []
+        bz: list[float] = []
+        for g in groups:
+            gx, gy, gz = _clean(feature_values(g, feature), [r.get(target) for r in g],
+                                feature_values(g, baseline))
+            bx.extend(np.diff(gx).tolist())
+            by.extend(np.diff(gy).tolist())
+            bz.extend(np.diff(gz).tolist())
+        beyond_r, beyond_p, _ = partial_spearman(bx, by, bz)
+    else:
+        baseline = None
     return {
         "target": target,
         "n": raw["n"],
@@ -217,6 +252,9 @@ def _controlled_entry(groups: list[list[dict]], feature: str, target: str, n_res
         "diff_r": diff.get("spearman_r"),
         "diff_p": diff.get("spearman_p"),
         "diff_n": diff["n"],
+        "baseline": baseline,
+        "beyond_r": beyond_r,
+        "beyond_p": beyond_p,
     }
 
 
@@ -246,6 +284,9 @@ def _significance(e: dict) -> dict[str, bool]:
         "raw": e["holm_p"] is not None and e["holm_p"] < ALPHA,
         "partial_log_step": sig(e["partial_holm_p"], e["partial_r"]),
         "first_differences": sig(e["diff_holm_p"], e["diff_r"]),
+        # None: not applicable (the feature is itself a baseline, or has none)
+        "beyond_baseline": (sig(e["beyond_holm_p"], e["beyond_r"])
+                            if e["baseline"] is not None else None),
     }
 
 
@@ -258,9 +299,10 @@ def _summary(per_model: dict[str, dict[str, dict]], pooled: dict[str, dict],
         out[feature] = {
             "target": target,
             "n_models": len(entries),
-            **{f"significant_{c}": sum(e["significant"][c] for e in entries)
+            **{f"significant_{c}": sum(bool(e["significant"][c]) for e in entries)
                for c in CONTROLS},
-            "all_controls": sum(all(e["significant"].values()) for e in entries),
+            "all_controls": sum(all(v for v in e["significant"].values() if v is not None)
+                                for e in entries),
             "partial_undefined": sum(e["partial_undefined"] is not None for e in entries),
             "pooled": pooled[feature]["significant"] if feature in pooled else None,
         }

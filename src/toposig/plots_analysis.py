@@ -55,7 +55,8 @@ logger = logging.getLogger(__name__)
 AnalysisFigureFn = Callable[..., "Path | None"]
 
 # (statistics key, column label) of the three controlled tests
-CONTROLS = (("raw", "raw"), ("partial_log_step", "partial"), ("first_differences", "diff"))
+CONTROLS = (("raw", "raw"), ("partial_log_step", "partial"), ("first_differences", "diff"),
+            ("beyond_baseline", "norm"))
 # controlled-table rows: (family, side label), in display order
 CONTROL_FAMILIES = (("embedding_topological", "embedding topology"),
                     ("embedding_spectral", "embedding spectrum"),
@@ -239,8 +240,10 @@ def _control_cell(entry: dict | None, control: str) -> tuple[str, float | None]:
         r, p = _finite(entry.get("partial_r")), _finite(entry.get("partial_holm_p"))
         if entry.get("partial_undefined") is not None:
             return "undefined", None
-    else:
+    elif control == "first_differences":
         r, p = _finite(entry.get("diff_r")), _finite(entry.get("diff_holm_p"))
+    else:
+        r, p = _finite(entry.get("beyond_r")), _finite(entry.get("beyond_holm_p"))
     if r is None or p is None:
         return "undefined", r
     flags = entry.get("significant") or {}
@@ -341,8 +344,10 @@ def plot_controls_summary(records: list[dict], statistics: dict, path: str | Pat
     targets = _targets_text(controlled)
     ax.set_title(
         f"{title}\nraw: Spearman ρ; partial: partial Spearman controlling for log(1 + step) "
-        "(pooled: also log(num_parameters));\ndiff: Spearman ρ of consecutive differences"
-        + (f"; {targets}" if targets else ""), fontsize=10.5, pad=26)
+        "(pooled: also log(num_parameters));\ndiff: Spearman ρ of consecutive differences; "
+        "norm: the same, partial on the differences of the space's plain norm "
+        "(weights: Frobenius norm; hidden states: mean norm)"
+        + (f";\n{targets}" if targets else ""), fontsize=10.5, pad=26)
     fig.colorbar(ScalarMappable(norm=norm, cmap=cmap), ax=ax, shrink=min(1.0, 7 / height),
                  pad=0.06, aspect=30, label="r of the test (significant cells)")
     handles = [Patch(facecolor=cmap(norm(0.8)), edgecolor="white",

@@ -80,7 +80,8 @@ TRAJECTORY_FEATURES = ("h1_n_features", "h1_total_persistence", "h1_persistence_
 FINAL_FEATURES = ("h1_n_features", "h1_total_persistence", "h1_persistence_entropy", "rankme",
                   "np_mean", "np_seed_mean", "weight_h0_total", "weight_h1_total")
 LARGEST_MODEL_FEATURES = ("np_mean", "np_std", "np_seed_mean", "weight_h0_total")
-CONTROL_NAMES = {"raw": "raw", "partial_log_step": "partial", "first_differences": "first-diff"}
+CONTROL_NAMES = {"raw": "raw", "partial_log_step": "partial", "first_differences": "first-diff",
+                 "beyond_baseline": "beyond-baseline"}
 
 
 # ---------------------------------------------------------------------------- formats
@@ -557,9 +558,10 @@ def short_reason(reason: str | None) -> str:
 
 def _survives(entry: dict) -> str:
     sig = entry.get("significant") or {}
-    kept = [name for key, name in CONTROL_NAMES.items() if sig.get(key)]
-    if len(kept) == len(CONTROL_NAMES):
-        return "all three"
+    applicable = [key for key in CONTROL_NAMES if sig.get(key) is not None]
+    kept = [CONTROL_NAMES[key] for key in applicable if sig.get(key)]
+    if kept and len(kept) == len(applicable):
+        return f"all {len(applicable)}"
     return ", ".join(kept) or "none"
 
 
@@ -580,7 +582,8 @@ def _robustness(statistics: dict, records: list[dict]) -> list[str]:
     if not features:
         raise _Absent("no feature was tested")
     headers = ["Feature", "Model", "Target", "n", "ρ [95% CI]", "Holm p", "Partial r",
-               "Partial Holm p", "First-diff ρ", "First-diff Holm p", "Survives"]
+               "Partial Holm p", "First-diff ρ", "First-diff Holm p", "Baseline",
+               "Beyond-baseline r", "Beyond-baseline Holm p", "Survives"]
     rows = []
     for f in features:
         entries = [(m, fs[f]) for m, fs in per_model.items() if f in fs]
@@ -594,15 +597,21 @@ def _robustness(statistics: dict, records: list[dict]) -> list[str]:
             rows.append([_code(f), m, e.get("target") or DASH, fmt_step(e.get("n")),
                          _rho_ci(e), fmt_p(e.get("holm_p")), partial,
                          fmt_p(e.get("partial_holm_p")),
-                         fmt_rho(e.get("diff_r")), fmt_p(e.get("diff_holm_p")), _survives(e)])
+                         fmt_rho(e.get("diff_r")), fmt_p(e.get("diff_holm_p")),
+                         _code(e["baseline"]) if e.get("baseline") else DASH,
+                         fmt_rho(e.get("beyond_r")), fmt_p(e.get("beyond_holm_p")),
+                         _survives(e)])
     ns = [e.get("n") for fs in per_model.values() for e in fs.values()]
     caption = (f"Every feature × model (and pooled) against its target (embedding features vs "
                f"perplexity, weight features vs loss; per model {_n_text(ns)} checkpoints): "
                f"Spearman ρ with {_bootstrap_text(statistics)} (separately for each test); "
                "partial Spearman controlling for log(1 + step) (pooled: also log parameters); "
-               "Spearman of first differences between consecutive checkpoints; a control is "
-               f"survived when its Holm p < {controlled.get('alpha', 0.05)} with the raw ρ's "
-               "sign.")
+               "Spearman of first differences between consecutive checkpoints; beyond the "
+               "baseline: partial Spearman of first differences controlling for the first "
+               "differences of the same space's plain norm (`weight_l2_norm` for weight "
+               "topology, `mean_norm` for embedding topology; — where not applicable); a "
+               f"control is survived when its Holm p < {controlled.get('alpha', 0.05)} with "
+               "the raw ρ's sign.")
     return [caption, "", *_table(headers, rows)]
 
 
@@ -618,13 +627,20 @@ def _survivors(statistics: dict, records: list[dict]) -> list[str]:
 
     every = names(lambda s: bool(s.get("n_models")) and s.get("all_controls") == s["n_models"])
     raw = names(lambda s: bool(s.get("n_models")) and s.get("significant_raw") == s["n_models"])
-    pooled = names(lambda s: bool(s.get("pooled")) and all(s["pooled"].values()))
+    pooled = names(lambda s: bool(s.get("pooled"))
+                   and all(v for v in s["pooled"].values() if v is not None))
+    within = names(lambda s: bool(s.get("n_models"))
+                   and s.get("significant_first_differences") == s["n_models"]
+                   and s.get("significant_beyond_baseline") == s["n_models"])
     undefined = names(lambda s: bool(s.get("partial_undefined")))
     if len(summary) > 1 and all(s.get("partial_undefined") for s in summary.values()):
         undefined = f"all {len(summary)} features"
     text = (f"Features significant in every model under all controls: {every}. "
             f"Features significant in every model on the raw test (Holm) alone: {raw}. "
             f"Features significant pooled over models under all controls: {pooled}. "
+            f"Features whose checkpoint-to-checkpoint changes track the target beyond their "
+            f"space's plain norm in every model (first differences and beyond-baseline): "
+            f"{within}. "
             f"Features whose partial correlation is undefined in at least one model (the "
             f"target or the feature is a monotone function of the step, so that control "
             f"cannot be passed there): {undefined}.")
