@@ -56,7 +56,7 @@ def test_summary_numbers_equal_statistics_json(analysed):
         assert (row["Spearman ρ"], row["p"], row["95% bootstrap CI"], row["Holm p"]) == (
             rho(e["spearman_r"]), pval(e["spearman_p"]), ci(e["ci_low"], e["ci_high"]),
             pval(e["holm_p"]))
-    robust = table(md, HEADINGS[-2])  # C1: every feature x model
+    robust = table(md, HEADINGS[11])  # C1: every feature x model
     assert len(robust) == sum(len(v) for v in expected.values())
     for row in robust:
         e = expected[row["Model"]][row["Feature"].strip("`")]
@@ -66,3 +66,20 @@ def test_summary_numbers_equal_statistics_json(analysed):
     fit = statistics["scaling"]["fits"]["final_loss"]
     assert scaling["final_loss"]["Exponent b"] == rho(fit["b"])
     assert scaling["final_loss"]["p"] == pval(fit["spearman_p"])
+    stability = table(md, HEADINGS[13])  # C3: changes against the resampling spread
+    for row in stability:
+        e = statistics["stability"][row["Model"]][row["Feature"].strip("`")]
+        assert row["Resolved changes"] == f"{100 * e['resolved_share']:.1f}%"
+
+
+def test_stability_counts_changes_beyond_the_resampling_noise():
+    from toposig.analysis import stability_analysis
+
+    values = [0.0, 0.5, 10.0, 10.2, 30.0]  # changes 0.5, 9.5, 0.2, 19.8 against se = 1
+    recs = [{"model_label": "m", "step": i, "features": {"h1_total_persistence": v},
+             "features_resampled": {"h1_total_persistence": {"std": 1.0}}}
+            for i, v in enumerate(values)]
+    e = stability_analysis(recs)["m"]["h1_total_persistence"]
+    assert e["resolved_share"] == 0.5  # 1.96 * sqrt(2) = 2.77: two of four changes exceed it
+    assert e["median_se"] == 1.0 and e["range_to_se"] == 30.0 and e["n_pairs"] == 4
+    assert stability_analysis([{**r, "features_resampled": None} for r in recs]) == {}

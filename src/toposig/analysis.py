@@ -13,6 +13,8 @@ import math
 from datetime import datetime, timezone
 from pathlib import Path
 
+import numpy as np
+
 from . import controls, homology, phases, prediction, scaling, stats
 from .store import atomic_write_json, load_arrays, read_json
 
@@ -186,6 +188,43 @@ def phase_analysis(records: list[dict]) -> dict[str, dict]:
     return out
 
 
+def stability_analysis(records: list[dict]) -> dict[str, dict]:
+    """Per model and PH feature: are checkpoint-to-checkpoint changes larger than the
+    spread over bootstrap resamples of the texts (``features_resampled``)?
+
+    For consecutive checkpoints a and b a change is *resolved* when
+    |F_b − F_a| > 1.96·sqrt(se_a² + se_b²), se the bootstrap standard deviation. Reports
+    the median standard error, the median |change|, their ratio, and the share of
+    resolved changes. Empty when the run had no resamples.
+    """
+    out: dict[str, dict] = {}
+    for label, recs in stats.by_model(records).items():
+        recs = [r for r in recs if r.get("features_resampled")]
+        if len(recs) < 2:
+            continue
+        table = {}
+        for f in recs[0]["features_resampled"]:
+            vals = [(r.get("features", {}).get(f), (r["features_resampled"].get(f) or {})
+                     .get("std")) for r in recs]
+            if any(v is None or se is None for v, se in vals):
+                continue
+            v = np.array([x for x, _ in vals], dtype=float)
+            se = np.array([y for _, y in vals], dtype=float)
+            change = np.abs(np.diff(v))
+            bound = 1.96 * np.sqrt(se[:-1] ** 2 + se[1:] ** 2)
+            med_se = float(np.median(se))
+            table[f] = {
+                "median_se": med_se,
+                "median_abs_change": float(np.median(change)),
+                "change_to_se": float(np.median(change) / med_se) if med_se > 0 else None,
+                "resolved_share": float(np.mean(change > bound)),
+                "range_to_se": float(np.ptp(v) / med_se) if med_se > 0 else None,
+                "n_pairs": int(change.size),
+            }
+        out[label] = table
+    return out
+
+
 def quality_loss(record: dict) -> float | None:
     """The loss a record's quality is measured by: the stored loss, else ln(perplexity)."""
     if record.get("loss") is not None:
@@ -252,6 +291,7 @@ def compute_statistics(results_dir: str | Path, records: list[dict],
             records, feature_targets(records, stats.feature_names(records)),
             n_resamples=n_bootstrap, seed=seed),
         "phases": phase_analysis(records),
+        "stability": stability_analysis(records),
         "scaling": scaling_analysis(records),
         "prediction": prediction_analysis(records),
         "wasserstein": wasserstein_series(results_dir, records) if has_embedding else {},

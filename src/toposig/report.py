@@ -53,6 +53,7 @@ HEADINGS: tuple[str, ...] = (
     "Table 8. Weight-feature trajectory of the largest model",
     "C1. Robustness of every feature's correlation",
     "C2. Features that survive every control",
+    "C3. Stability of the embedding topology over text resamples",
 )
 
 LABELS: dict[str, str] = {
@@ -647,6 +648,37 @@ def _survivors(statistics: dict, records: list[dict]) -> list[str]:
     return [text]
 
 
+STABILITY_FEATURES = ("h0_total_persistence", "h1_total_persistence",
+                      "h1_persistence_entropy", "h1_n_features", "h0_total_persistence_scaled",
+                      "h1_total_persistence_scaled")
+
+
+def _stability(statistics: dict, records: list[dict]) -> list[str]:
+    section = statistics.get("stability")
+    if not section:
+        raise _Absent("the run had no bootstrap resamples of the texts (--resamples B)")
+    headers = ["Feature", "Model", "Median bootstrap s.e.", "Median |change|",
+               "Change / s.e.", "Resolved changes", "Range / s.e.", "Pairs"]
+    rows = []
+    for f in STABILITY_FEATURES:
+        for model, table in section.items():
+            e = table.get(f)
+            if not e:
+                continue
+            rows.append([_code(f), model, fmt_value(e.get("median_se")),
+                         fmt_value(e.get("median_abs_change")), fmt_value(e.get("change_to_se")),
+                         fmt_percent(e.get("resolved_share")), fmt_value(e.get("range_to_se")),
+                         fmt_step(e.get("n_pairs"))])
+    if not rows:
+        raise _Absent("no PH feature carries a bootstrap spread")
+    caption = ("Bootstrap over texts: each checkpoint's PH features recomputed on resamples of "
+               "the analysed texts (the same resamples at every checkpoint); s.e. = their "
+               "standard deviation; a change between consecutive checkpoints is resolved "
+               "when |ΔF| > 1.96·sqrt(se_a² + se_b²); range / s.e. compares the whole "
+               "trajectory with the noise; descriptive, no test.")
+    return [caption, "", *_table(headers, rows)]
+
+
 # ---------------------------------------------------------------------------- document
 
 _PARTS: tuple[tuple[str, str, tuple[Callable[[dict, list[dict]], list[str]], ...]], ...] = (
@@ -662,7 +694,7 @@ _PARTS: tuple[tuple[str, str, tuple[Callable[[dict, list[dict]], list[str]], ...
     ("Part C. Robustness",
      "Our controls: does each correlation survive multiple testing, training progress and "
      "shared trends?",
-     (_robustness, _survivors)),
+     (_robustness, _survivors, _stability)),
 )
 
 
