@@ -214,26 +214,12 @@ def _controlled_entry(groups: list[list[dict]], feature: str, target: str, n_res
     why = None
     if pr is None and raw["n"] >= MIN_POINTS + 1:
         why = _why_partial_undefined(x, y, steps)
-    dx: list[float] = []
-    dy: list[float] = []
-    for g in groups:
-        gx, gy = _clean(feature_values(g, feature), [r.get(target) for r in g])
-        dx.extend(np.diff(gx).tolist())
-        dy.extend(np.diff(gy).tolist())
-    diff = correlation(dx, dy)
+    diff = correlation(*_within_model_diffs(groups, feature, target))
     baseline = baseline_of(feature)
     beyond_r = beyond_p = None
     if baseline is not None and any(v is not None for v in feature_values(recs, baseline)):
-        bx: list[float] = []
-        by: list[float] = []
-        bz: list[float] = []
-        for g in groups:
-            gx, gy, gz = _clean(feature_values(g, feature), [r.get(target) for r in g],
-                                feature_values(g, baseline))
-            bx.extend(np.diff(gx).tolist())
-            by.extend(np.diff(gy).tolist())
-            bz.extend(np.diff(gz).tolist())
-        beyond_r, beyond_p, _ = partial_spearman(bx, by, bz)
+        beyond_r, beyond_p, _ = partial_spearman(
+            *_within_model_diffs(groups, feature, target, baseline))
     else:
         baseline = None
     return {
@@ -256,6 +242,19 @@ def _controlled_entry(groups: list[list[dict]], feature: str, target: str, n_res
         "beyond_r": beyond_r,
         "beyond_p": beyond_p,
     }
+
+
+def _within_model_diffs(groups: list[list[dict]], feature: str, target: str,
+                        *more: str) -> list[list[float]]:
+    """Consecutive differences of the feature, the target (and any further features),
+    taken within each model over checkpoints where all of them exist, concatenated."""
+    out: list[list[float]] = [[] for _ in range(2 + len(more))]
+    for g in groups:
+        series = _clean(feature_values(g, feature), [r.get(target) for r in g],
+                        *(feature_values(g, m) for m in more))
+        for acc, a in zip(out, series, strict=True):
+            acc.extend(np.diff(a).tolist())
+    return out
 
 
 def _why_partial_undefined(x, y, z) -> str:

@@ -475,6 +475,21 @@ def _spearman(table: dict, feature: str) -> tuple[float | None, float | None]:
     return _finite(corr.get("spearman_r")), _finite(corr.get("spearman_p"))
 
 
+def family_separators(ax: Axes, groups: Sequence[tuple[str, Sequence[str]]], *,
+                      label_x: float, linewidth: float) -> None:
+    """Rule lines between consecutive row groups of a heatmap and each group's label at
+    ``label_x`` (axes fraction) on the right; ``groups`` are (label, rows) top down."""
+    start = 0
+    for k, (label, members) in enumerate(groups):
+        end = start + len(members)
+        if k:
+            ax.axhline(start - 0.5, color="0.15", linewidth=linewidth)
+        ax.text(label_x, (start + end - 1) / 2, label, transform=ax.get_yaxis_transform(),
+                rotation=-90 if len(members) >= 4 else 0, va="center", ha="left",
+                fontsize=9.5, fontweight="bold", color="0.25")
+        start = end
+
+
 def _family_bands(ax: Axes, n_topo: int, n_spectral: int) -> None:
     """Shaded bands, a separator and side labels for the topological and spectral rows."""
     n = n_topo + n_spectral
@@ -838,16 +853,7 @@ def plot_correlation_heatmap(records: Sequence[dict], statistics: dict,
             ax.text(j, i, f"{r:+.2f}", ha="center", va="center", fontsize=9,
                     color="white" if dark else ("black" if significant else "0.4"),
                     fontweight="bold" if significant else "normal")
-    # family separators and side labels
-    start = 0
-    for k, (label, members) in enumerate(groups):
-        end = start + len(members)
-        if k:
-            ax.axhline(start - 0.5, color="0.15", linewidth=1.6)
-        ax.text(1.015, (start + end - 1) / 2, label, transform=ax.get_yaxis_transform(),
-                rotation=-90 if len(members) >= 4 else 0, va="center", ha="left",
-                fontsize=9.5, fontweight="bold", color="0.25")
-        start = end
+    family_separators(ax, groups, label_x=1.015, linewidth=1.6)
     if len(columns) > 1:
         ax.axvline(len(columns) - 1.5, color="0.15", linewidth=1.6)  # models | pooled
 

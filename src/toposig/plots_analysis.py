@@ -18,7 +18,6 @@ from __future__ import annotations
 import functools
 import logging
 import math
-import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -31,6 +30,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import FuncFormatter
 
+from .analysis import diagrams_of
 from .plots import (
     FEATURE_LABELS,
     RC_PARAMS,
@@ -46,9 +46,9 @@ from .plots import (
     _save,
     _step,
     _value,
+    family_separators,
 )
 from .stats import by_model, feature_family
-from .store import load_arrays
 
 logger = logging.getLogger(__name__)
 
@@ -321,15 +321,7 @@ def plot_controls_summary(records: list[dict], statistics: dict, path: str | Pat
                                        edgecolor=edge, linewidth=0.8))
                 ax.text(x, i, text, ha="center", va="center", fontsize=7.5, color=color,
                         fontweight="bold" if state == "sig" else "normal")
-    start = 0
-    for k, (label, members) in enumerate(groups):
-        end = start + len(members)
-        if k:
-            ax.axhline(start - 0.5, color="0.15", linewidth=1.4)
-        ax.text(1.01, (start + end - 1) / 2, label, transform=ax.get_yaxis_transform(),
-                rotation=-90 if len(members) >= 4 else 0, va="center", ha="left",
-                fontsize=9.5, fontweight="bold", color="0.25")
-        start = end
+    family_separators(ax, groups, label_x=1.01, linewidth=1.4)
     for g, column in enumerate(columns):
         center = xs[g * len(CONTROLS) + 1]
         ax.text(center, -0.9, column, ha="center", va="bottom", fontsize=9.5,
@@ -691,34 +683,18 @@ def plot_prediction_comparison(records: list[dict], statistics: dict, path: str 
 # ------------------------------------------------------------------ diagram figures
 
 
-def _layer_of(key: str) -> int | None:
-    m = re.fullmatch(r"layer(\d+)_h\d+", key)
-    return int(m.group(1)) if m else None
-
-
 def record_diagrams(results_root: str | Path, record: dict) -> dict[int, np.ndarray]:
-    """``{q: (m, 2) diagram}`` of the record's analysed layer (``layer{L}_h{q}``; without a
-    ``layer`` field, the deepest layer stored); ``{}`` when the arrays cannot be read."""
+    """``{q: (m, 2) diagram}`` of the record's analysed layer
+    (:func:`toposig.analysis.diagrams_of`); ``{}`` when the arrays cannot be read."""
     if not record.get("arrays_file"):
         return {}
     try:
-        arrays = load_arrays(results_root, record)
+        dgms = diagrams_of(results_root, record)
     except (OSError, ValueError, KeyError) as exc:
         logger.warning("cannot read the diagrams of %s step %s: %s",
                        record.get("model_label"), record.get("step"), exc)
         return {}
-    layer = record.get("layer")
-    if layer is None or not any(k.startswith(f"layer{layer}_h") for k in arrays):
-        layers = [x for k in arrays if (x := _layer_of(k)) is not None]
-        if not layers:
-            return {}
-        layer = max(layers)
-    out = {}
-    for key, value in arrays.items():
-        m = re.fullmatch(rf"layer{layer}_h(\d+)", key)
-        if m:
-            out[int(m.group(1))] = np.asarray(value, dtype=np.float64).reshape(-1, 2)
-    return out
+    return {q: np.asarray(d, dtype=np.float64).reshape(-1, 2) for q, d in enumerate(dgms)}
 
 
 def betti_curve(diagram: np.ndarray, grid: np.ndarray) -> np.ndarray:

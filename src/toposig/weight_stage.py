@@ -28,16 +28,14 @@ def tensor_shapes(tensors: Mapping) -> dict[str, tuple[int, ...]]:
     return {k: tuple(v.shape) for k, v in tensors.items() if v.is_floating_point()}
 
 
-def selected_matrices(tensors: Mapping, settings: WeightSettings
-                      ) -> Iterator[tuple[str, np.ndarray]]:
-    """``(name, array)`` of each selected matrix, converted one at a time.
+def as_arrays(tensors: Mapping, names: list[str]) -> Iterator[tuple[str, np.ndarray]]:
+    """``(name, array)`` of each named tensor, converted one at a time.
 
     Half-precision tensors are widened to float32 (exactly); float32 and float64 arrays
     share the tensor's memory.
     """
     import torch
 
-    names = weights.select_matrices(tensor_shapes(tensors), settings.include, settings.exclude)
     for name in names:
         t = tensors[name].detach().cpu()
         if t.dtype not in (torch.float32, torch.float64):
@@ -79,7 +77,7 @@ def analyse_weights(
             f"{', '.join(two_d) or 'none'}); adjust --weight-include/--weight-exclude"
         )
     sig = weights.weight_signatures(
-        selected_matrices(tensors, settings), max_rows=settings.max_rows,
+        as_arrays(tensors, names), max_rows=settings.max_rows,
         maxdim=settings.maxdim, seed=settings.seed, backend=settings.ph_backend,
     )
     t_done = time.perf_counter()
