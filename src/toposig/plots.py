@@ -214,7 +214,7 @@ def set_step_axis(ax: Axes, steps: Iterable[float | None]) -> str:
         ax.set_xlabel("training step (symlog)")
     else:
         ax.set_xlabel("training step")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=6, integer=True))
     if vals:
         lo, hi = min(vals), max(vals)
         if lo == hi:  # one checkpoint: a unit-wide window around it
@@ -259,17 +259,30 @@ def _legend(ax: Axes, handles: list | None = None) -> None:
               columnspacing=1.2, handlelength=2.2)
 
 
+def _model_legend(fig: Figure, styles: dict[str, Style]) -> None:
+    """One legend of the models' colours and markers for a whole grid, below the panels.
+
+    Used where panels are too narrow to hold a legend of every model each.
+    """
+    handles = [Line2D([], [], color=st.color, marker=st.marker, markersize=5, linewidth=1.6,
+                      label=label) for label, st in styles.items()]
+    if handles:
+        fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 6),
+                   framealpha=0.9)
+
+
 def _line_panel(ax: Axes, series: Series, styles: dict[str, Style], *, title: str,
                 ylabel: str, steps: Sequence[float], logy: bool = False,
                 dashed: Series | None = None, style_key: tuple[str, str] = ("", ""),
-                empty: str = "no data", extra_handles: Sequence[Line2D | Patch] = ()
-                ) -> None:
+                empty: str = "no data", extra_handles: Sequence[Line2D | Patch] = (),
+                model_legend: bool = True) -> None:
     """One line with markers per model against training step, plus axis, title, legend.
 
     ``dashed`` is an optional second series per model, drawn dashed in the same colour;
     ``style_key`` then names the solid and the dashed line in the legend; ``empty`` is
     written on a panel with nothing to draw; ``extra_handles`` are appended to the legend
-    (keys for bands or lines drawn on ``ax`` beforehand).
+    (keys for bands or lines drawn on ``ax`` beforehand). With ``model_legend=False`` the
+    models are left out of the panel's legend (the figure carries one, ``_model_legend``).
     """
     drawn = False
     for label, (x, y) in series.items():
@@ -278,7 +291,7 @@ def _line_panel(ax: Axes, series: Series, styles: dict[str, Style], *, title: st
             ax.plot(x, y, color=st.color, marker=st.marker, markersize=5, linewidth=1.6,
                     label=label)
             drawn = True
-    handles = ax.get_legend_handles_labels()[0]
+    handles = ax.get_legend_handles_labels()[0] if model_legend else []
     dashed_drawn = False
     for label, (x, y) in (dashed or {}).items():
         if x.size:
@@ -301,14 +314,16 @@ def _line_panel(ax: Axes, series: Series, styles: dict[str, Style], *, title: st
         return
     if logy:
         _log_y_if_positive(ax, series)
-    _legend(ax, handles)
+    if handles:
+        _legend(ax, handles)
 
 
 def _feature_panel(ax: Axes, groups: dict[str, list[dict]], styles: dict[str, Style],
-                   key: str, steps: Sequence[float], logy: bool = False) -> None:
+                   key: str, steps: Sequence[float], logy: bool = False,
+                   model_legend: bool = True) -> None:
     title, ylabel = FEATURE_LABELS.get(key, (key, key))
     _line_panel(ax, _record_series(groups, key), styles, title=title, ylabel=ylabel,
-                steps=steps, logy=logy)
+                steps=steps, logy=logy, model_legend=model_legend)
 
 
 def _grid(n_panels: int, ncols: int, figsize: tuple[float, float] = GRID_FIGSIZE
@@ -341,7 +356,8 @@ def _feature_grid(records: Sequence[dict], keys: Sequence[str], path: str | Path
     n_cells = len(keys) + (1 if note and len(keys) % ncols else 0)
     fig, axes = _grid(n_cells, ncols)
     for ax, key in zip(axes, keys, strict=False):
-        _feature_panel(ax, groups, styles, key, steps)
+        _feature_panel(ax, groups, styles, key, steps, model_legend=False)
+    _model_legend(fig, styles)
     if n_cells > len(keys):
         axes[-1].set_axis_off()
         axes[-1].text(0.02, 0.95, note, transform=axes[-1].transAxes, ha="left", va="top",
@@ -447,7 +463,7 @@ def plot_topology_vs_perplexity(records: Sequence[dict], statistics: dict,
             continue
         if _spans_decade(drawn):
             ax.set_xscale("log")
-        _legend(ax)
+    _model_legend(fig, styles)
     fig.suptitle("H1 topology of the hidden states against perplexity")
     return _save(fig, path)
 

@@ -1,0 +1,117 @@
+"""Every number in REPORT.md is a value of the committed results, to the precision shown.
+
+A number written with decimals (``-0.973``, ``3.9e-15``, ``11.9%``) must equal, after
+rounding to the digits it shows, some value in the committed results: a number of a
+``summary.md`` or of a JSON file under ``results/**/data/`` (percentages also match a
+fraction, ``11.9%`` ~ ``0.119``). Whole numbers (step counts, sizes, ``5,112``) must
+appear in the same files, which is a weaker check because small integers are common.
+Ranges written ``a to b`` or ``a–b`` are checked end by end.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+PROJECT = Path(__file__).resolve().parents[1]
+REPORT = PROJECT / "REPORT.md"
+RESULTS = PROJECT / "results"
+
+# A signed decimal, integer with thousands separators, or scientific number, optionally
+# a percentage. Not part of a word or a path (``h0``, ``seed004``, ``step143000``,
+# ``pythia-410m``), not a version or a date.
+NUMBER = re.compile(
+    r"(?<![\w.\-/])([-−+]?)(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(?:e([-−+]?\d+))?(%?)(?![\w/])"
+)
+
+
+def parse_numbers(text: str) -> list[tuple[str, float, float, bool]]:
+    """(token, value, half of the last shown digit, is_percent) for every number in text."""
+    out = []
+    for m in NUMBER.finditer(text):
+        sign, whole, frac, exp, pct = m.groups()
+        frac = frac or ""
+        digits = len(frac) - 1 if frac else 0
+        mantissa = Decimal(whole.replace(",", "") + frac)
+        if sign in ("-", "−"):
+            mantissa = -mantissa
+        e = int(exp.replace("−", "-")) if exp else 0
+        value = float(mantissa.scaleb(e))
+        half = 0.5 * 10.0 ** (e - digits)
+        out.append((m.group(0), value, half, pct == "%"))
+    return out
+
+
+def strip_code(md: str) -> str:
+    """REPORT.md without fenced code blocks and inline code (commands, names)."""
+    md = re.sub(r"```.*?```", " ", md, flags=re.S)
+    return re.sub(r"`[^`]*`", " ", md)
+
+
+def json_numbers(obj, out: list[float]) -> None:
+    if isinstance(obj, bool):
+        return
+    if isinstance(obj, int | float):
+        out.append(float(obj))
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            json_numbers(v, out)
+    elif isinstance(obj, list):
+        for v in obj:
+            json_numbers(v, out)
+
+
+def committed_values() -> list[float]:
+    """Every number of the committed summaries and analysis JSON files."""
+    values: list[float] = []
+    for md in sorted(RESULTS.rglob("summary.md")):
+        values += [v for _, v, _, _ in parse_numbers(md.read_text())]
+    for path in sorted(RESULTS.rglob("data/*.json")):
+        json_numbers(json.loads(path.read_text()), values)
+    return values
+
+
+def unmatched(text: str, values: list[float]) -> list[str]:
+    import numpy as np
+
+    pool = np.unique(np.asarray(values, dtype=float))
+    pool = pool[np.isfinite(pool)]
+    missing = []
+    for token, value, half, pct in parse_numbers(text):
+        targets = [value, value / 100] if pct else [value]
+        halves = [half, half / 100] if pct else [half]
+        ok = False
+        for t, h in zip(targets, halves, strict=True):
+            if np.any(np.abs(pool - t) <= h * (1 + 1e-9) + 1e-12):
+                ok = True
+                break
+        if not ok:
+            missing.append(token)
+    return missing
+
+
+def test_parse_numbers_reads_the_forms_the_report_uses():
+    got = [(t, v, h, p) for t, v, h, p in parse_numbers(
+        "ρ = −0.973, p = 3.9e-15, 5,112 params, 11.9% better, h0 seed004 step143000 x1.5"
+    )]
+    assert [g[0] for g in got] == ["−0.973", "3.9e-15", "5,112", "11.9%"]
+    assert got[0][1] == pytest.approx(-0.973) and got[0][2] == pytest.approx(5e-4)
+    assert got[1][1] == pytest.approx(3.9e-15) and got[1][2] == pytest.approx(5e-17)
+    assert got[2][1] == 5112 and got[3][3] is True
+
+
+def test_checker_rejects_a_number_not_in_the_results():
+    values = [-0.97312, 3.94e-15, 0.1192]
+    assert unmatched("ρ = −0.973, p = 3.9e-15, 11.9%", values) == []
+    assert unmatched("ρ = −0.975, ρ = +0.973", values) == ["−0.975", "+0.973"]
+    assert unmatched("12.0%", values) == ["12.0%"]
+
+
+def test_every_number_in_the_report_is_in_the_committed_results():
+    text = strip_code(REPORT.read_text())
+    missing = unmatched(text, committed_values())
+    assert not missing, f"numbers in REPORT.md not found in results/: {missing}"
