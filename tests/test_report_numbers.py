@@ -5,7 +5,9 @@ rounding to the digits it shows, some value in the committed results: a number o
 ``summary.md`` or of a JSON file under ``results/**/data/`` (percentages also match a
 fraction, ``11.9%`` ~ ``0.119``). Whole numbers (step counts, sizes, ``5,112``) must
 appear in the same files, which is a weaker check because small integers are common.
-Ranges written ``a to b`` or ``a–b`` are checked end by end.
+Ranges written ``a to b`` or ``a–b`` are checked end by end. Figures quoted from the seed
+studies are written in parentheses that open with "seed paper:" or "seed report:" and
+are not checked.
 """
 
 from __future__ import annotations
@@ -47,9 +49,11 @@ def parse_numbers(text: str) -> list[tuple[str, float, float, bool]]:
 
 
 def strip_code(md: str) -> str:
-    """REPORT.md without fenced code blocks and inline code (commands, names)."""
+    """REPORT.md without fenced code blocks, inline code (commands, names) and the
+    parentheses that quote the seed studies' own figures."""
     md = re.sub(r"```.*?```", " ", md, flags=re.S)
-    return re.sub(r"`[^`]*`", " ", md)
+    md = re.sub(r"`[^`]*`", " ", md)
+    return re.sub(r"\(seed (?:paper|report):[^)]*\)", " ", md)
 
 
 def json_numbers(obj, out: list[float]) -> None:
@@ -102,6 +106,11 @@ def test_parse_numbers_reads_the_forms_the_report_uses():
     assert got[0][1] == pytest.approx(-0.973) and got[0][2] == pytest.approx(5e-4)
     assert got[1][1] == pytest.approx(3.9e-15) and got[1][2] == pytest.approx(5e-17)
     assert got[2][1] == 5112 and got[3][3] is True
+
+
+def test_quoted_seed_figures_and_code_are_not_checked():
+    text = strip_code("ρ = 0.5 (seed paper: 10.6% at 30%) `--seed 7` ```\nrun 3\n``` end")
+    assert [t for t, *_ in parse_numbers(text)] == ["0.5"]
 
 
 def test_checker_rejects_a_number_not_in_the_results():
