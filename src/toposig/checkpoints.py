@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .checkpoint_files import (
@@ -75,6 +75,8 @@ class Checkpoint:
         source: ``"hub"``, ``"local"`` (a model folder) or ``"file"`` (a state-dict file).
         location: Hub id, model folder path or checkpoint file path.
         revision: Hub revision (``step1000``), ``None`` for local folders.
+        local_path: where a Hub checkpoint's files were downloaded to (set by the
+            pipeline's prefetching; not part of the checkpoint's identity).
     """
 
     model: str
@@ -83,6 +85,13 @@ class Checkpoint:
     source: str
     location: str
     revision: str | None = None
+    local_path: str | None = field(default=None, compare=False)
+
+    @property
+    def load_source(self) -> tuple[str, str | None]:
+        """``(name_or_path, revision)`` to load from: the downloaded folder when there
+        is one, else the location and revision."""
+        return (self.local_path, None) if self.local_path else (self.location, self.revision)
 
     @property
     def name(self) -> str:
@@ -367,9 +376,10 @@ def load_model(ckpt: Checkpoint, torch_dtype, device: str, *, local_files_only: 
     """Load a checkpoint as a causal LM in eval mode on ``device``."""
     from transformers import AutoModelForCausalLM
 
+    source, revision = ckpt.load_source
     model = AutoModelForCausalLM.from_pretrained(
-        ckpt.location,
-        revision=ckpt.revision,
+        source,
+        revision=revision,
         dtype=torch_dtype,
         local_files_only=local_files_only,
         trust_remote_code=trust_remote_code,
@@ -394,7 +404,7 @@ def load_tokenizer(ckpt: Checkpoint, override: str | None = None, *,
                 )
             tok.eos_token = "<|endoftext|>"
     else:
-        source, revision = (override, None) if override else (ckpt.location, ckpt.revision)
+        source, revision = (override, None) if override else ckpt.load_source
         tok = AutoTokenizer.from_pretrained(
             source, revision=revision, local_files_only=local_files_only,
             trust_remote_code=trust_remote_code,

@@ -12,13 +12,10 @@ are kept current after every checkpoint.
 
 from __future__ import annotations
 
-import functools
 import logging
 import platform
 import sys
 import time
-import traceback
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib import metadata
@@ -27,14 +24,12 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from . import homology
-from .checkpoint_files import load_checkpoint_file, trainer_state_loss
 from .checkpoints import (
     EXPERIMENT_A_MODELS,
     Checkpoint,
     SeriesError,
     check_hub_access,
     check_tokenizers,
-    load_model,
     parse_steps,
     resolve_series,
     unique_labels,
@@ -49,13 +44,13 @@ from .config import (
 from .corpus import load_texts, texts_fingerprint
 from .embedding import (
     CheckpointOutput,
-    analyse_checkpoint,
     checkpoint_fields,
     resolve_device,
     resolve_dtype,
 )
+from .executors import Executor, SerialExecutor
 from .store import ResultStore
-from .weight_stage import analyse_weights
+from .tasks import Task, TaskFailure
 
 logger = logging.getLogger(__name__)
 
@@ -166,15 +161,15 @@ def plan_run(models: list[str] | None, steps: list[str] | None,
 
 def failure_record(ckpt: Checkpoint, exc: BaseException, family: str = "embedding") -> dict:
     """A record of a checkpoint that could not be analysed, with the reason."""
-    tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
+    failure = TaskFailure.from_exception(exc)
     return {
         "schema_version": SCHEMA_VERSION,
         "status": "failed",
         "family": family,
         **checkpoint_fields(ckpt),
-        "error_type": type(exc).__name__,
-        "error": str(exc).strip() or type(exc).__name__,
-        "traceback": "".join(tb[-3:]),
+        "error_type": failure.error_type,
+        "error": failure.message,
+        "traceback": failure.traceback_text,
         "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
 
@@ -273,95 +268,61 @@ def merge_family_records(ckpt: Checkpoint, records: dict[str, dict]) -> dict | N
     return entry
 
 
-Emit = Callable[[str, "CheckpointOutput | BaseException"], None]
-
-
-def load_once(ckpt: Checkpoint, families: tuple[str, ...], plan: RunPlan, emit: Emit) -> None:
-    """Load a checkpoint once and compute each family, handing each result to ``emit``
-    as soon as it is done (a family that raised gets its exception).
-
-    For weights the model is loaded in float32 on the CPU, so the stored values are what
-    is analysed; the embedding stage then moves it to the run's device and dtype.
-    """
-    import torch
-
-    t0 = time.perf_counter()
-    want_w = "weights" in families
-    try:
-        if ckpt.source == "file":
-            loaded = load_checkpoint_file(ckpt.location)
-            tensors, loss, loss_key, n_params, model = (
-                loaded.tensors, loaded.loss, loaded.loss_key, None, None)
-        else:
-            model = load_model(
-                ckpt, torch.float32 if want_w else getattr(torch, plan.dtype),
-                "cpu" if want_w else plan.device, local_files_only=plan.local_files_only,
-                trust_remote_code=plan.settings.trust_remote_code)
-            tensors = model.state_dict() if want_w else {}
-            n_params = int(sum(p.numel() for p in model.parameters()))
-            loss, loss_key = (trainer_state_loss(ckpt.location) if ckpt.source == "local"
-                              else (None, None))
-    except Exception as exc:  # noqa: BLE001 - recorded per family by the caller
-        for f in families:
-            emit(f, exc)
-        return
-    load_s = time.perf_counter() - t0
-    if want_w:
-        try:
-            result = analyse_weights(ckpt, tensors, plan.weight_settings, loss=loss,
-                                     loss_key=loss_key, num_parameters=n_params, load_s=load_s)
-        except Exception as exc:  # noqa: BLE001
-            result = exc
-        del tensors
-        emit("weights", result)
-    if "embedding" in families:
-        try:
-            t1 = time.perf_counter()
-            if want_w:
-                model = model.to(device=plan.device, dtype=getattr(torch, plan.dtype))
-            result = analyse_checkpoint(
-                ckpt, plan.texts, plan.settings, device=plan.device, dtype=plan.dtype,
-                local_files_only=plan.local_files_only, model=model,
-                load_s=load_s + time.perf_counter() - t1)
-        except Exception as exc:  # noqa: BLE001
-            result = exc
-        emit("embedding", result)
-
-
 def execute(plan: RunPlan, out_dir: str | Path, force: bool = False,
-            progress: bool = True) -> RunOutcome:
+            progress: bool = True, executor: Executor | None = None) -> RunOutcome:
     """Analyse every checkpoint of the plan, resuming from finished records.
 
-    A family that raises is recorded as failed and the run goes on. Records are written
-    atomically as each checkpoint finishes; aggregates are refreshed after each.
+    The checkpoints (and families) without a finished record become tasks for
+    ``executor`` (default: :class:`~toposig.executors.SerialExecutor`). Each family's
+    record is written atomically the moment its result arrives; a family that failed is
+    recorded as such and the run goes on; the aggregates, one entry per checkpoint in
+    plan order, are refreshed after every task.
     """
     stores = {f: ResultStore(out_dir, h) for f, h in
               (("embedding", plan.settings_hash), ("weights", plan.weights_hash)) if h}
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     t0 = time.perf_counter()
     outcome = RunOutcome(records=[])
-    bar = tqdm(plan.checkpoints, desc="checkpoints", unit="ckpt", disable=not progress)
-    for i, ckpt in enumerate(bar):
-        bar.set_postfix_str(f"{ckpt.label} {ckpt.name}")
+    finished: list[dict[str, dict]] = []
+    tasks: list[Task] = []
+    for i, ckpt in enumerate(plan.checkpoints):
         families = plan.families_of(i)
-        finished: dict[str, dict] = {}
+        done_here = {}
         for fam in families:
             rec = None if force else stores[fam].finished(ckpt)
             if rec is not None:
-                finished[fam] = rec
-        todo = tuple(f for f in families if f not in finished)
+                done_here[fam] = rec
+        finished.append(done_here)
+        todo = tuple(f for f in families if f not in done_here)
         if todo:
-            outcome.computed += 1
-            load_once(ckpt, todo, plan, functools.partial(
-                _store_result, stores, ckpt, finished, outcome, plan.device))
-        else:
-            outcome.skipped += 1
-        entry = merge_family_records(ckpt, finished)
-        if entry is not None:
-            outcome.records.append(entry)
+            tasks.append(Task(i, ckpt, todo))
+    outcome.skipped = len(plan.checkpoints) - len(tasks)
+
+    def refresh() -> None:
+        outcome.records = [e for c, f in zip(plan.checkpoints, finished, strict=True)
+                           if (e := merge_family_records(c, f)) is not None]
         outcome.wall_s = time.perf_counter() - t0
         outcome.config = run_config(plan, outcome, started)
         next(iter(stores.values())).write_aggregates(outcome.records, outcome.config)
+
+    bar = tqdm(total=len(plan.checkpoints), initial=outcome.skipped, desc="checkpoints",
+               unit="ckpt", disable=not progress)
+
+    def emit(task: Task, family: str, result: CheckpointOutput | BaseException) -> None:
+        _store_result(stores, task.ckpt, finished[task.index], outcome, plan.device, family,
+                      result)
+
+    def done(task: Task) -> None:
+        outcome.computed += 1
+        bar.set_postfix_str(f"{task.ckpt.label} {task.ckpt.name}")
+        bar.update(1)
+        refresh()
+
+    refresh()
+    try:
+        (executor or SerialExecutor()).run(tasks, plan, emit, done)
+    finally:
+        bar.close()
     return outcome
 
 
@@ -373,7 +334,7 @@ def _store_result(stores: dict[str, ResultStore], ckpt: Checkpoint, finished: di
         rec = stores[family].write(failure_record(ckpt, result, family), ckpt)
         outcome.failures.append(rec)
         logger.error("%s: %s failed: %s: %s", ckpt.describe(), family,
-                     type(result).__name__, result)
+                     rec["error_type"], rec["error"])
         _free_device_memory(device)
     else:
         finished[family] = stores[family].write(result.record, ckpt, result.arrays)
