@@ -29,7 +29,9 @@ from toposig.checkpoints import EXPERIMENT_A_MODELS
 from toposig.cli import (
     INPUT_ERRORS,
     add_embedding_options,
+    add_executor_options,
     add_weight_options,
+    executor_from_args,
     settings_from_args,
     setup_logging,
     signatures_from_args,
@@ -71,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     add_weight_options(p)
     add_embedding_options(p)
+    add_executor_options(p)
     return p
 
 
@@ -81,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         settings = settings_from_args(args)
         weight_settings = weight_settings_from_args(args)
         signatures = signatures_from_args(args)
+        executor = executor_from_args(args)
         models, suite_dir = args.models, None
         if args.preset:
             if args.models:
@@ -91,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
                 load_texts(settings.texts, settings.n_texts, settings.min_chars)
             suite_dir, _ = train_suite(suite, args.suite_dir, progress=not args.no_progress)
             models = [str(suite_dir / m.name) for m in suite.models]
-        plan = plan_run(models, args.steps, settings, weight_settings, signatures)
+        plan = plan_run(models, args.steps, settings, weight_settings, signatures,
+                        remote_gpus=args.executor == "ray" and args.gpus_per_task > 0)
         if suite_dir is not None:
             plan.suite = read_json(suite_dir / "config.json")
     except INPUT_ERRORS as exc:
@@ -101,7 +106,8 @@ def main(argv: list[str] | None = None) -> int:
                 len(plan.checkpoints), len({c.label for c in plan.checkpoints}),
                 " and ".join(plan.all_families), args.out)
     try:
-        outcome = execute(plan, args.out, force=args.force, progress=not args.no_progress)
+        outcome = execute(plan, args.out, force=args.force, progress=not args.no_progress,
+                          executor=executor)
     except KeyboardInterrupt:
         print("\ninterrupted: every finished checkpoint is saved; rerun the same command "
               "to continue", file=sys.stderr)

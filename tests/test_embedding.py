@@ -71,3 +71,23 @@ def test_resamples_through_the_pipeline(tmp_path, tokenizer_file, wikitext_dir):
         spread = r["features_resampled"]["h1_total_persistence_scaled"]
         assert spread["p2_5"] <= spread["p97_5"]
         assert "h1_total_persistence_scaled" in r["features"]
+
+
+def test_batch_size_and_precision_choices():
+    assert EmbeddingSettings().batch_size == "auto"
+    assert embedding.resolve_batch_size("auto", "cpu", 200) == 32
+    assert embedding.resolve_batch_size("auto", "cuda", 200) == 200  # backs off on OOM
+    assert embedding.resolve_batch_size(8, "cuda", 200) == 8
+    for bad in (0, "big"):
+        with pytest.raises(ValueError, match="--batch-size"):
+            EmbeddingSettings(batch_size=bad)
+    assert embedding.resolve_dtype("auto", "cuda") == "bf16-autocast"
+    assert embedding.resolve_dtype("auto", "cpu") == "float32"
+    import torch
+
+    assert embedding.weight_dtype("bf16-autocast") is torch.float32
+    assert embedding.weight_dtype("bfloat16") is torch.bfloat16
+    # the batch size never enters the hash; the precision does
+    base = settings_hash(EmbeddingSettings(), "t", "float32")
+    assert settings_hash(EmbeddingSettings(batch_size=7), "t", "float32") == base
+    assert settings_hash(EmbeddingSettings(), "t", "bf16-autocast") != base

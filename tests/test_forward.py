@@ -82,3 +82,52 @@ def test_non_finite_hidden_states_raise():
     ids = torch.randint(0, 64, (3, 6))
     with pytest.raises(NonFiniteError, match=r"layers \[2\]"):
         forward_pass(broken, ids, torch.ones_like(ids))
+
+
+class _MemoryLimited:
+    """A model whose base runs out of memory on batches of more than ``limit`` texts."""
+
+    def __init__(self, model, limit: int):
+        self.model, self.limit, self.batches = model, limit, []
+        outer = self
+
+        class Base(torch.nn.Module):
+            def forward(self, input_ids, **kw):
+                outer.batches.append(input_ids.shape[0])
+                if input_ids.shape[0] > outer.limit:
+                    raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+                return outer.model.base_model(input_ids=input_ids, **kw)
+
+        self.base_model = Base()
+
+    def get_output_embeddings(self):
+        return self.model.get_output_embeddings()
+
+
+def test_out_of_memory_halves_the_batch_and_gives_the_same_numbers(tok, model, caplog):
+    ids, mask = tokenize(tok, TEXTS, max_length=12)
+    plain = forward_pass(model, ids, mask, batch_size=5)
+    limited = _MemoryLimited(model, limit=2)
+    backed_off = forward_pass(limited, ids, mask, batch_size=5)
+    assert limited.batches[0] == 5 and max(b for b in limited.batches[1:] if b <= 2) == 2
+    assert backed_off.batch_size == 2 and plain.batch_size == 5
+    np.testing.assert_allclose(backed_off.pooled, plain.pooled, rtol=1e-5, atol=1e-6)
+    assert backed_off.nll_sum == pytest.approx(plain.nll_sum, rel=1e-6)
+    assert backed_off.n_tokens == plain.n_tokens
+    assert "out of memory" in caplog.text
+
+
+def test_out_of_memory_with_a_single_text_is_raised(tok, model):
+    ids, mask = tokenize(tok, TEXTS, max_length=12)
+    with pytest.raises(torch.OutOfMemoryError):
+        forward_pass(_MemoryLimited(model, limit=0), ids, mask, batch_size=5)
+
+
+def test_bf16_autocast_stays_close_to_fp32(tok, model):
+    ids, mask = tokenize(tok, TEXTS, max_length=12)
+    full = forward_pass(model, ids, mask, batch_size=5)
+    auto = forward_pass(model, ids, mask, batch_size=5, autocast_bf16=True)
+    assert auto.pooled.dtype == np.float32
+    assert not np.array_equal(auto.pooled, full.pooled)  # bf16 products did run
+    np.testing.assert_allclose(auto.pooled, full.pooled, rtol=0.05, atol=0.05)
+    assert auto.mean_nll == pytest.approx(full.mean_nll, rel=0.01)

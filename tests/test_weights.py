@@ -210,3 +210,38 @@ def test_row_homology_of_a_circle_of_rows():
     e = sig.matrices[0]
     assert e["h1_n_features"] >= 1
     assert e["h1_max_persistence"] > 1.0  # radius 1: the loop lives from ~0.1 to ~1.7
+
+
+# ------------------------------------------------- the torch path (what a GPU run uses)
+
+TORCH_CASES = {
+    "random": lambda r: r.standard_normal((64, 40)),
+    "ties": lambda r: r.integers(-2, 3, size=(12, 9)).astype(float),
+    "zeros": lambda r: np.where(r.random((15, 10)) < 0.6, 0.0, r.standard_normal((15, 10))),
+    "disconnected": lambda r: np.block([[np.ones((3, 3)), np.full((3, 3), 0.01)],
+                                        [np.full((3, 3), 0.01), np.full((3, 3), 0.9)]]),
+    "single_row": lambda r: r.standard_normal((1, 9)),
+    "float32": lambda r: r.standard_normal((40, 17)).astype(np.float32),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(TORCH_CASES))
+def test_torch_tree_equals_the_numpy_tree(kind):
+    torch = pytest.importorskip("torch")
+    a = np.abs(TORCH_CASES[kind](np.random.default_rng(5)))
+    got = weights.max_spanning_tree_weights_torch(torch.from_numpy(a))
+    np.testing.assert_array_equal(got, weights.max_spanning_tree_weights(a))
+
+
+def test_weight_signatures_on_a_torch_device_equal_the_numpy_ones():
+    rng = np.random.default_rng(2)
+    mats = {"a.weight": rng.standard_normal((30, 20)).astype(np.float32),
+            "b.weight": 3 * rng.standard_normal((20, 30)).astype(np.float32)}
+    plain = weights.weight_signatures(mats, max_rows=10)
+    on_device = weights.weight_signatures(mats, max_rows=10, device="cpu")
+    for p, d in zip(plain.matrices, on_device.matrices, strict=True):
+        for key in ("np", "np_normalized", "np_seed"):
+            assert d[key] == p[key], key  # the same tree weights: exactly equal
+        for key in ("l2_norm", "std", "max_abs", "mean_abs"):
+            assert d[key] == pytest.approx(p[key], rel=1e-12), key
+    assert on_device.features == pytest.approx(plain.features, rel=1e-12)

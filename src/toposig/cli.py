@@ -18,6 +18,7 @@ from .config import (
     parse_signatures,
 )
 from .corpus import DataMissingError
+from .executors import EXECUTOR_CHOICES
 from .weights import DEFAULT_EXCLUDE
 
 _DEFAULTS = EmbeddingSettings()
@@ -27,8 +28,12 @@ _WEIGHT_DEFAULTS = WeightSettings()
 # status 2, before any work. (SettingsError and SeriesError are ValueErrors too.)
 INPUT_ERRORS: tuple[type[Exception], ...] = (
     SettingsError, SeriesError, HubUnavailableError, DataMissingError, ValueError,
-    FileNotFoundError,
+    FileNotFoundError, ImportError,
 )
+
+
+def _int_or_auto(value: str) -> int | str:
+    return value if value == "auto" else int(value)
 
 
 def add_embedding_options(p: argparse.ArgumentParser) -> None:
@@ -55,13 +60,15 @@ def add_embedding_options(p: argparse.ArgumentParser) -> None:
                    help="highest homology dimension (default: %(default)s)")
     g.add_argument("--ph-backend", choices=PH_BACKEND_CHOICES, default=_DEFAULTS.ph_backend,
                    help="Vietoris-Rips library; auto = fastest installed (default: %(default)s)")
-    g.add_argument("--batch-size", type=int, default=_DEFAULTS.batch_size,
-                   help="texts per forward batch (default: %(default)s)")
+    g.add_argument("--batch-size", type=_int_or_auto, default=_DEFAULTS.batch_size,
+                   help="texts per forward batch, or auto: 32 on a CPU, on a GPU all texts "
+                        "at once, halved on each out-of-memory error (default: %(default)s)")
     g.add_argument("--device", default=_DEFAULTS.device,
                    help="auto (CUDA if present), cpu, cuda, cuda:N or mps (default: %(default)s)")
     g.add_argument("--dtype", choices=DTYPE_CHOICES, default=_DEFAULTS.dtype,
-                   help="model precision; auto = bfloat16 on CUDA, float32 otherwise "
-                        "(default: %(default)s)")
+                   help="model precision: a dtype the weights are cast to, or bf16-autocast "
+                        "(fp32 weights, bf16 matrix products); auto = bf16-autocast on CUDA, "
+                        "float32 otherwise (default: %(default)s)")
     g.add_argument("--seed", type=int, default=_DEFAULTS.seed,
                    help="seed for every random choice (default: %(default)s)")
     g.add_argument("--resamples", type=int, default=_DEFAULTS.resamples, metavar="B",
@@ -92,6 +99,43 @@ def add_weight_options(p: argparse.ArgumentParser) -> None:
                         f"{' '.join(DEFAULT_EXCLUDE)})")
     g.add_argument("--weight-exclude", nargs="+", metavar="REGEX", default=[],
                    help="leave out weights whose name matches one of these regular expressions")
+
+
+def add_executor_options(p: argparse.ArgumentParser) -> None:
+    """Where the checkpoints are analysed, and how Hub downloads are handled."""
+    g = p.add_argument_group("execution")
+    g.add_argument("--executor", choices=EXECUTOR_CHOICES, default="serial",
+                   help="serial: one checkpoint after another in this process; ray: one Ray "
+                        "task per checkpoint (pip install -r requirements-ray.txt) "
+                        "(default: %(default)s)")
+    g.add_argument("--ray-address", metavar="ADDRESS", default=None,
+                   help="join this Ray cluster (e.g. auto, ray://head:10001) instead of "
+                        "starting a local Ray instance")
+    g.add_argument("--cpus-per-task", type=float, default=1.0,
+                   help="CPUs each Ray task asks for; also its torch thread count "
+                        "(default: %(default)s)")
+    g.add_argument("--gpus-per-task", type=float, default=0.0,
+                   help="GPUs each Ray task asks for; a fraction (0.25) lets small models "
+                        "share a GPU; > 0 runs the tasks on CUDA (default: %(default)s)")
+    g.add_argument("--evict", action="store_true",
+                   help="delete a Hub checkpoint's downloaded files once its records are "
+                        "written (files cached before the run are kept)")
+    g.add_argument("--no-prefetch", action="store_true",
+                   help="serial executor: do not download the next Hub checkpoint while the "
+                        "current one is analysed")
+
+
+def executor_from_args(args: argparse.Namespace):
+    """The executor the options ask for; raises ValueError/ImportError before any work."""
+    from .executors import make_executor
+
+    if args.executor != "ray" and (args.ray_address or args.gpus_per_task
+                                   or args.cpus_per_task != 1.0):
+        raise ValueError("--ray-address, --cpus-per-task and --gpus-per-task apply to "
+                         "--executor ray only")
+    return make_executor(args.executor, evict=args.evict, prefetch=not args.no_prefetch,
+                         ray_address=args.ray_address, cpus_per_task=args.cpus_per_task,
+                         gpus_per_task=args.gpus_per_task)
 
 
 def weight_settings_from_args(args: argparse.Namespace) -> WeightSettings:

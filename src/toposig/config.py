@@ -16,7 +16,9 @@ from dataclasses import asdict, dataclass
 SCHEMA_VERSION = 2  # 2: scale-normalised PH features, bootstrap resamples of the texts
 
 LAYER_CHOICES = ("last", "all")
-DTYPE_CHOICES = ("auto", "float32", "bfloat16", "float16")
+DTYPE_CHOICES = ("auto", "float32", "bfloat16", "float16", "bf16-autocast")
+CPU_BATCH_SIZE = 32  # --batch-size auto on a CPU
+AUTOCAST = "bf16-autocast"
 PH_BACKEND_CHOICES = ("auto", "giotto-ph", "ripser", "gudhi")
 _DEVICE_RE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
 
@@ -37,11 +39,13 @@ class EmbeddingSettings:
         maxdim: highest homology dimension.
         layers: ``"last"`` (the final hidden state) or ``"all"`` (embedding output and
             every block).
-        batch_size: texts per forward batch.
+        batch_size: texts per forward batch, or ``"auto"``: 32 on a CPU; on a GPU all
+            texts at once, halved on every out-of-memory error until the batch fits.
         texts: a plain-text file (one text per non-empty line) instead of WikiText-2.
         tokenizer: tokenizer name or path overriding the checkpoint's own.
         device: ``auto``, ``cpu``, ``cuda``, ``cuda:N`` or ``mps``.
-        dtype: ``auto`` (bf16 on CUDA, fp32 elsewhere) or an explicit dtype.
+        dtype: ``auto`` (``bf16-autocast`` on CUDA, fp32 elsewhere), a dtype the weights
+            are cast to, or ``bf16-autocast`` (fp32 weights, matrix products in bf16).
         ph_backend: ``auto`` or a Vietoris–Rips library.
         seed: drives every random choice.
         trust_remote_code: allow a checkpoint's own Python code (off unless asked).
@@ -56,7 +60,7 @@ class EmbeddingSettings:
     pca_dim: int = 50
     maxdim: int = 1
     layers: str = "last"
-    batch_size: int = 32
+    batch_size: int | str = "auto"
     texts: str | None = None
     tokenizer: str | None = None
     device: str = "auto"
@@ -88,7 +92,8 @@ def validate(s: EmbeddingSettings) -> None:
     _require(s.maxdim in (0, 1, 2), f"--maxdim must be 0, 1 or 2, got {s.maxdim}")
     _require(s.layers in LAYER_CHOICES,
              f"--layers must be one of {LAYER_CHOICES}, got {s.layers!r}")
-    _require(s.batch_size >= 1, f"--batch-size must be at least 1, got {s.batch_size}")
+    _require(s.batch_size == "auto" or (isinstance(s.batch_size, int) and s.batch_size >= 1),
+             f"--batch-size must be auto or at least 1, got {s.batch_size!r}")
     _require(s.resamples >= 0, f"--resamples must be >= 0, got {s.resamples}")
     _require(
         bool(_DEVICE_RE.match(s.device)),

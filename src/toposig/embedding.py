@@ -15,7 +15,7 @@ import numpy as np
 
 from . import homology, spectral
 from .checkpoints import Checkpoint, fingerprint, load_model, load_tokenizer
-from .config import SCHEMA_VERSION, EmbeddingSettings
+from .config import AUTOCAST, CPU_BATCH_SIZE, SCHEMA_VERSION, EmbeddingSettings
 from .forward import forward_pass, tokenize
 
 logger = logging.getLogger(__name__)
@@ -129,10 +129,25 @@ def resolve_device(device: str) -> str:
 
 
 def resolve_dtype(dtype: str, device: str) -> str:
-    """``auto`` → bfloat16 on CUDA, float32 elsewhere."""
+    """``auto`` → ``bf16-autocast`` on CUDA, ``float32`` elsewhere."""
     if dtype != "auto":
         return dtype
-    return "bfloat16" if device.startswith("cuda") else "float32"
+    return "bf16-autocast" if device.startswith("cuda") else "float32"
+
+
+def weight_dtype(dtype: str):
+    """The torch dtype the model's weights are loaded in for a resolved ``dtype``."""
+    import torch
+
+    return torch.float32 if dtype == AUTOCAST else getattr(torch, dtype)
+
+
+def resolve_batch_size(batch_size: int | str, device: str, n_texts: int) -> int:
+    """``auto`` → every text in one batch on a GPU (the forward pass halves it on
+    out-of-memory errors), :data:`~toposig.config.CPU_BATCH_SIZE` elsewhere."""
+    if batch_size != "auto":
+        return int(batch_size)
+    return max(n_texts, 1) if device.startswith("cuda") else CPU_BATCH_SIZE
 
 
 @dataclass
@@ -168,13 +183,12 @@ def analyse_checkpoint(
     Raises whatever loading or the forward pass raises (missing revision, unreadable
     weights, :class:`~toposig.forward.NonFiniteError`); the caller records it.
     """
-    import torch
 
     t0 = time.perf_counter() - load_s
     tokenizer = load_tokenizer(ckpt, settings.tokenizer, local_files_only=local_files_only,
                                trust_remote_code=settings.trust_remote_code)
     if model is None:
-        model = load_model(ckpt, getattr(torch, dtype), device,
+        model = load_model(ckpt, weight_dtype(dtype), device,
                            local_files_only=local_files_only,
                            trust_remote_code=settings.trust_remote_code)
     t_load = time.perf_counter()
@@ -186,7 +200,9 @@ def analyse_checkpoint(
             f"tokenizer produces id {int(ids.max())} but the model's vocabulary has {vocab} "
             "entries: wrong --tokenizer for this model?"
         )
-    fwd = forward_pass(model, ids, mask, batch_size=settings.batch_size, device=device)
+    fwd = forward_pass(model, ids, mask, device=device,
+                       batch_size=resolve_batch_size(settings.batch_size, device, len(texts)),
+                       autocast_bf16=dtype == AUTOCAST)
     t_fwd = time.perf_counter()
 
     layers = analysed_layers(fwd.pooled.shape[0], settings.layers)
@@ -228,6 +244,7 @@ def analyse_checkpoint(
         "features": per_layer[last].features,
         "device": device,
         "dtype": dtype,
+        "batch_size": fwd.batch_size,
         "timings_s": {
             "load": t_load - t0,
             "forward": t_fwd - t_load,

@@ -113,7 +113,7 @@ def checkpoint_families(ckpt: Checkpoint, requested: tuple[str, ...] | None) -> 
 
 def plan_run(models: list[str] | None, steps: list[str] | None,
              settings: EmbeddingSettings, weight_settings: WeightSettings | None = None,
-             signatures: tuple[str, ...] | None = None) -> RunPlan:
+             signatures: tuple[str, ...] | None = None, remote_gpus: bool = False) -> RunPlan:
     """Resolve series, texts, device and Hub access; raise before any work on bad input.
 
     Args:
@@ -124,6 +124,8 @@ def plan_run(models: list[str] | None, steps: list[str] | None,
         weight_settings: validated weight settings (defaults when ``None``).
         signatures: the families to compute (``--signatures``), or ``None`` for each
             checkpoint kind's default.
+        remote_gpus: the checkpoints run on GPU workers elsewhere (``--executor ray
+            --gpus-per-task``): device ``auto`` means CUDA there, whatever this machine has.
     """
     weight_settings = weight_settings or WeightSettings(seed=settings.seed,
                                                         ph_backend=settings.ph_backend)
@@ -144,7 +146,10 @@ def plan_run(models: list[str] | None, steps: list[str] | None,
     embedding = [c for c, f in zip(checkpoints, families, strict=True) if "embedding" in f]
     check_tokenizers(embedding, settings.tokenizer)
     ph_backend = homology.resolve_backend(settings.ph_backend)
-    device = resolve_device(settings.device)
+    if remote_gpus and (settings.device == "auto" or settings.device.startswith("cuda")):
+        device = "cuda"  # each Ray task sees its own GPU as cuda; this driver may have none
+    else:
+        device = resolve_device(settings.device)
     dtype = resolve_dtype(settings.dtype, device)
     texts: list[str] = []
     emb_hash = None

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from .checkpoint_files import load_checkpoint_file, trainer_state_loss
 from .checkpoints import Checkpoint, load_model
-from .embedding import CheckpointOutput, analyse_checkpoint
+from .embedding import CheckpointOutput, analyse_checkpoint, weight_dtype
 from .fetch import Download, evict_snapshot, hub_snapshot
 from .weight_stage import analyse_weights
 
@@ -84,7 +84,7 @@ def load_once(ckpt: Checkpoint, families: tuple[str, ...], plan: RunPlan, emit: 
                 loaded.tensors, loaded.loss, loaded.loss_key, None, None)
         else:
             model = load_model(
-                ckpt, torch.float32 if want_w else getattr(torch, plan.dtype),
+                ckpt, torch.float32 if want_w else weight_dtype(plan.dtype),
                 "cpu" if want_w else plan.device, local_files_only=plan.local_files_only,
                 trust_remote_code=plan.settings.trust_remote_code)
             tensors = model.state_dict() if want_w else {}
@@ -98,8 +98,10 @@ def load_once(ckpt: Checkpoint, families: tuple[str, ...], plan: RunPlan, emit: 
     load_s = time.perf_counter() - t0
     if want_w:
         try:
-            result = analyse_weights(ckpt, tensors, plan.weight_settings, loss=loss,
-                                     loss_key=loss_key, num_parameters=n_params, load_s=load_s)
+            result = analyse_weights(
+                ckpt, tensors, plan.weight_settings, loss=loss, loss_key=loss_key,
+                num_parameters=n_params, load_s=load_s,
+                device=plan.device if plan.device.startswith("cuda") else None)
         except Exception as exc:  # noqa: BLE001
             result = exc
         del tensors
@@ -108,7 +110,7 @@ def load_once(ckpt: Checkpoint, families: tuple[str, ...], plan: RunPlan, emit: 
         try:
             t1 = time.perf_counter()
             if want_w:
-                model = model.to(device=plan.device, dtype=getattr(torch, plan.dtype))
+                model = model.to(device=plan.device, dtype=weight_dtype(plan.dtype))
             result = analyse_checkpoint(
                 ckpt, plan.texts, plan.settings, device=plan.device, dtype=plan.dtype,
                 local_files_only=plan.local_files_only, model=model,

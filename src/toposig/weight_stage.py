@@ -52,6 +52,7 @@ def analyse_weights(
     loss_key: str | None = None,
     num_parameters: int | None = None,
     load_s: float = 0.0,
+    device: str | None = None,
 ) -> CheckpointOutput:
     """Weight-space signatures of one checkpoint as a record and its row diagrams.
 
@@ -63,6 +64,7 @@ def analyse_weights(
         num_parameters: the model's parameter count; the floating-point tensors' total
             when ``None``.
         load_s: seconds spent loading the checkpoint (for the record's timings).
+        device: a CUDA device for the passes over every weight (``None``: the CPU).
 
     Raises:
         ValueError: no matrix is selected (the message lists what the checkpoint has).
@@ -79,6 +81,7 @@ def analyse_weights(
     sig = weights.weight_signatures(
         as_arrays(tensors, names), max_rows=settings.max_rows,
         maxdim=settings.maxdim, seed=settings.seed, backend=settings.ph_backend,
+        device=device,
     )
     t_done = time.perf_counter()
     arrays = {f"{name}:h{q}": d for name, dgms in sig.diagrams.items()
@@ -96,6 +99,7 @@ def analyse_weights(
         "n_matrices": len(sig.matrices),
         "w_max": sig.w_max,
         "ph_backend": sig.backend,
+        "device": device or "cpu",
         "features": sig.features,
         "matrices": sig.matrices,
         "settings": settings.to_dict(),

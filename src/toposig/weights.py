@@ -23,7 +23,10 @@ edges: the edges at least as heavy as the lightest vertex maximum ``τ`` (every 
 has one) are usually a connected graph of a few per cent of the edges, and when they are,
 Kruskal on them alone gives the tree (scipy's compiled Kruskal). Otherwise a dense Prim
 over the bipartite graph, O((out + in)²) in vectorised steps, does. No dense edge list of
-the whole matrix is ever built.
+the whole matrix is ever built. In a GPU run (:func:`weight_signatures` with a torch
+``device``) the passes over every entry (``|M|``, the vertex maxima, the candidate
+selection, the statistics) run on the device, and only the candidate edges come back to
+the CPU for Kruskal; the values are the same.
 
 **Weight-row homology**: the rows of a matrix are points in R^in (at most ``max_rows``,
 chosen with a generator seeded by the run's seed and the matrix's name, so a matrix keeps
@@ -134,19 +137,54 @@ def _kruskal_above_threshold(a: np.ndarray, tau: float) -> np.ndarray | None:
     connected, or too large to be worth it.
     """
     m, k = a.shape
-    n = m + k
     flat = a.ravel()
     idx = np.flatnonzero(flat >= tau)
     if tau <= 0 or idx.size > _MAX_CANDIDATE_SHARE * flat.size:
         return None
     rows, cols = np.divmod(idx, k)
+    return _kruskal(rows, cols, flat[idx].astype(np.float64), m, k)
+
+
+def _kruskal(rows: np.ndarray, cols: np.ndarray, weights: np.ndarray, m: int, k: int
+             ) -> np.ndarray | None:
+    """Maximum spanning tree weights of the bipartite graph on the given edges (all > 0),
+    or ``None`` when those edges do not connect the m + k vertices."""
+    n = m + k
     # scipy finds a *minimum* spanning tree and drops zero entries: negate (all > 0 here).
-    weights = flat[idx].astype(np.float64)
     graph = csr_matrix((-weights, (rows, m + cols)), shape=(n, n))
     tree = minimum_spanning_tree(graph)
     if tree.nnz != n - 1:
         return None
     return -tree.data
+
+
+def max_spanning_tree_weights_torch(abs_weights) -> np.ndarray:
+    """:func:`max_spanning_tree_weights` of a torch tensor, on the tensor's device.
+
+    The passes over all out × in entries (vertex maxima, the candidate edges ≥ τ) run
+    where the tensor is (a GPU in a GPU run); only the candidates travel to the CPU for
+    Kruskal. The rare fallback, dense Prim, runs on a CPU copy.
+    """
+    a = abs_weights
+    if a.ndim != 2 or min(a.shape) < 1:
+        raise ValueError(f"expected a non-empty 2-D matrix, got shape {tuple(a.shape)}")
+    row_max = a.amax(dim=1)
+    if not bool(row_max.max().isfinite()):
+        raise ValueError("matrix holds NaN or infinite entries")
+    if min(a.shape) == 1:
+        return np.sort(a.double().cpu().numpy().ravel())[::-1]
+    m, k = a.shape
+    tau = float(min(row_max.min(), a.amax(dim=0).min()))
+    tree = None
+    if tau > 0:
+        keep = a >= tau
+        if int(keep.sum()) <= _MAX_CANDIDATE_SHARE * a.numel():
+            rows, cols = keep.nonzero(as_tuple=True)
+            tree = _kruskal(rows.cpu().numpy(), cols.cpu().numpy(),
+                            a[rows, cols].double().cpu().numpy(), m, k)
+    if tree is None:
+        tree = _dense_prim(a.cpu().numpy())
+    return np.sort(tree)[::-1]
 
 
 def _dense_prim(a: np.ndarray) -> np.ndarray:
@@ -192,12 +230,15 @@ def neural_persistence(matrix: np.ndarray, w_max: float | None = None) -> dict[s
 
 
 def _np_of_abs(a: np.ndarray, w_max: float | None) -> dict[str, float]:
-    tree = max_spanning_tree_weights(a)
-    own_max = float(a.max())
+    return _np_of_tree(max_spanning_tree_weights(a), float(a.max()), w_max, sum(a.shape))
+
+
+def _np_of_tree(tree: np.ndarray, own_max: float, w_max: float | None, n: int
+                ) -> dict[str, float]:
+    """The three NP values from the tree's weights (``n`` = out + in vertices)."""
     w_max = own_max if w_max is None else float(w_max)
     if w_max < own_max:
         raise ValueError(f"w_max {w_max} is below the matrix's largest |w| {own_max}")
-    n = sum(a.shape)
     scaled = tree / w_max if w_max > 0 else np.zeros_like(tree)
     value = math.sqrt(float(np.sum((1.0 - scaled) ** 2)) + 1.0)
     own = tree / own_max if own_max > 0 else np.zeros_like(tree)
@@ -241,6 +282,23 @@ def _statistics(m: np.ndarray, a: np.ndarray) -> tuple[dict[str, float], tuple[f
     }, (total, sum_sq, sum_abs)
 
 
+def _statistics_torch(m, a) -> tuple[dict[str, float], tuple[float, ...]]:
+    """:func:`_statistics` of torch tensors, on their device, accumulated in float64."""
+    import torch
+
+    n = m.numel()
+    total = float(m.sum(dtype=torch.float64))
+    sum_sq = float(torch.linalg.vector_norm(m, dtype=torch.float64)) ** 2
+    sum_abs = float(a.sum(dtype=torch.float64))
+    mean = total / n
+    return {
+        "l2_norm": math.sqrt(sum_sq),
+        "std": math.sqrt(max(sum_sq / n - mean * mean, 0.0)),
+        "max_abs": float(a.max()),
+        "mean_abs": sum_abs / n,
+    }, (total, sum_sq, sum_abs)
+
+
 # ----------------------------------------------------------------- one checkpoint
 
 
@@ -272,6 +330,7 @@ def weight_signatures(
     seed: int = 42,
     backend: str = "auto",
     progress: Callable[[str], None] | None = None,
+    device: str | None = None,
 ) -> WeightSignatures:
     """Neural persistence, row homology and statistics of every matrix, and their summary.
 
@@ -282,6 +341,9 @@ def weight_signatures(
         seed: seeds the row sample.
         backend: Vietoris–Rips backend or ``"auto"``.
         progress: called with each matrix name before it is analysed.
+        device: a torch device (``"cuda"``) to run the passes over every entry on
+            (neural persistence's candidate edges, the statistics); ``None``: NumPy on
+            the CPU. Row homology always runs on the CPU.
 
     Returns:
         :class:`WeightSignatures` whose ``features`` are: ``np_mean``/``np_std``/
@@ -311,14 +373,24 @@ def weight_signatures(
         if progress is not None:
             progress(name)
         m = np.asarray(m)
-        a = np.abs(m)
         rows = row_sample(m.shape[0], max_rows, seed, name)
         dgms, used = homology.vietoris_rips(m[rows].astype(np.float64), maxdim=maxdim,
                                             backend=used)
         entry: dict = {"name": name, "shape": list(m.shape), "n_rows_used": int(rows.size)}
-        entry.update(_np_of_abs(a, w_max))
+        if device is None:
+            a = np.abs(m)
+            entry.update(_np_of_abs(a, w_max))
+            matrix_stats, sums = _statistics(m, a)
+        else:
+            import torch
+
+            t = torch.from_numpy(m).to(device)
+            a_t = t.abs()
+            entry.update(_np_of_tree(max_spanning_tree_weights_torch(a_t), float(a_t.max()),
+                                     w_max, sum(m.shape)))
+            matrix_stats, sums = _statistics_torch(t, a_t)
+            del t, a_t
         entry.update(homology.diagrams_features(dgms))
-        matrix_stats, sums = _statistics(m, a)
         entry.update(matrix_stats)
         per_matrix.append(entry)
         diagrams[name] = dgms
