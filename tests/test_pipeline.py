@@ -19,7 +19,7 @@ from conftest import PROJECT, make_series, neox_config, pythia_tokenizer, save_c
 import analyze_results
 import extract_embeddings
 import run_experiments
-from toposig import pipeline
+from toposig import pipeline, tasks
 from toposig.stats import is_weight_feature
 
 SEVEN_FIGURES = ["summary_figure", "topological_evolution", "spectral_evolution",
@@ -156,7 +156,7 @@ def test_interrupted_run_resumes_and_matches_an_uninterrupted_one(tiny_series, w
     args = ["--models", str(tiny_series), *FAST]
     assert run_experiments.main([*args, "--out", str(tmp_path / "straight")]) == 0
 
-    real = pipeline.analyse_checkpoint
+    real = tasks.analyse_checkpoint
     calls = []
 
     def interrupt_on_second(*a, **k):
@@ -165,14 +165,14 @@ def test_interrupted_run_resumes_and_matches_an_uninterrupted_one(tiny_series, w
             raise KeyboardInterrupt
         return real(*a, **k)
 
-    monkeypatch.setattr(pipeline, "analyse_checkpoint", interrupt_on_second)
+    monkeypatch.setattr(tasks, "analyse_checkpoint", interrupt_on_second)
     resumed = tmp_path / "resumed"
     assert run_experiments.main([*args, "--out", str(resumed)]) == 130
     assert len(records_of(resumed)) == 1
-    monkeypatch.setattr(pipeline, "analyse_checkpoint", real)
+    monkeypatch.setattr(tasks, "analyse_checkpoint", real)
 
     counted = []
-    monkeypatch.setattr(pipeline, "analyse_checkpoint",
+    monkeypatch.setattr(tasks, "analyse_checkpoint",
                         lambda *a, **k: counted.append(1) or real(*a, **k))
     assert run_experiments.main([*args, "--out", str(resumed)]) == 0
     assert len(counted) == 2  # only the rest

@@ -13,7 +13,7 @@ from safetensors.torch import load_file
 
 import analyze_results
 import run_experiments
-from toposig import pipeline, weights
+from toposig import tasks, weights
 from toposig.config import WeightSettings, weights_hash
 from toposig.store import load_arrays
 
@@ -69,15 +69,15 @@ def test_weight_stage_on_a_model_folder_series(neox_series, tmp_path, no_texts, 
     assert "NP mean" in summary and "perplexity" not in summary
 
     calls = []
-    real = pipeline.analyse_weights
-    pipeline.analyse_weights = lambda *a, **k: calls.append(1) or real(*a, **k)
+    real = tasks.analyse_weights
+    tasks.analyse_weights = lambda *a, **k: calls.append(1) or real(*a, **k)
     try:
         assert run_experiments.main(args) == 0  # resumes: nothing recomputed
         assert calls == []
         assert run_experiments.main([*args, "--force"]) == 0
         assert len(calls) == 3
     finally:
-        pipeline.analyse_weights = real
+        tasks.analyse_weights = real
 
 
 def test_include_exclude_and_bad_patterns(neox_series, tmp_path, no_texts, capsys):
@@ -100,8 +100,8 @@ def test_include_exclude_and_bad_patterns(neox_series, tmp_path, no_texts, capsy
 
 def test_one_load_serves_both_families(tiny_series, wikitext_dir, tmp_path, monkeypatch):
     loads = []
-    real = pipeline.load_model
-    monkeypatch.setattr(pipeline, "load_model",
+    real = tasks.load_model
+    monkeypatch.setattr(tasks, "load_model",
                         lambda *a, **k: loads.append(a[0].step) or real(*a, **k))
     out = tmp_path / "out"
     args = ["--models", str(tiny_series), "--out", str(out), "--n-texts", "40",
@@ -118,7 +118,7 @@ def test_one_load_serves_both_families(tiny_series, wikitext_dir, tmp_path, monk
                                  *QUIET]) == 0
     emb = json.loads((out2 / "data" / "all_results.json").read_text())
     assert all(r["families"] == ["embedding"] for r in emb)
-    monkeypatch.setattr(pipeline, "analyse_checkpoint", lambda *a, **k: pytest.fail("redone"))
+    monkeypatch.setattr(tasks, "analyse_checkpoint", lambda *a, **k: pytest.fail("redone"))
     assert run_experiments.main([*args[:-1], "--out", str(out2), *QUIET]) == 0
     both = records_of(out2)
     assert [r["perplexity"] for r in both] == [r["perplexity"] for r in emb]
