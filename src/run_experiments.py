@@ -1,10 +1,13 @@
 #!/usr/bin/env python
 """Stage 1: models x checkpoints -> one record per checkpoint and signature family.
 
-Two signature families: ``embedding`` (persistent homology and spectral geometry of the
-hidden states on WikiText-2, plus perplexity) and ``weights`` (neural persistence and
-weight-row homology of every linear layer). Model folders and Hub models get both by
-default, plain PyTorch checkpoint files the weights; ``--signatures`` chooses.
+Four signature families: ``embedding`` (persistent homology and spectral geometry of the
+hidden states on WikiText-2, plus perplexity), ``weights`` (neural persistence and
+weight-row homology of every linear layer), ``landscape`` (top Hessian eigenvalues, the
+Hessian trace and the merge tree of the loss surface around the checkpoint) and
+``gradients`` (homology of per-example gradients). Model folders and Hub models get the
+first two by default, plain PyTorch checkpoint files the weights; ``--signatures``
+chooses (e.g. ``--signatures embedding,weights,landscape,gradients``).
 
 The offline default, which runs anywhere: ``--preset tiny`` trains the project's own
 small suite (if it is not trained yet) and analyses every checkpoint of it.
@@ -30,14 +33,17 @@ from toposig.cli import (
     INPUT_ERRORS,
     add_embedding_options,
     add_executor_options,
+    add_probe_options,
     add_weight_options,
     executor_from_args,
+    gradient_settings_from_args,
+    landscape_settings_from_args,
     settings_from_args,
     setup_logging,
     signatures_from_args,
     weight_settings_from_args,
 )
-from toposig.corpus import load_texts
+from toposig.corpus import load_texts, probe_texts
 from toposig.pipeline import execute, plan_run, summary_lines
 from toposig.store import read_json
 from toposig.training import load_suite_config, preset_names, train_suite
@@ -73,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     add_weight_options(p)
     add_embedding_options(p)
+    add_probe_options(p)
     add_executor_options(p)
     return p
 
@@ -83,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = settings_from_args(args)
         weight_settings = weight_settings_from_args(args)
+        landscape_settings = landscape_settings_from_args(args)
+        gradient_settings = gradient_settings_from_args(args)
         signatures = signatures_from_args(args)
         executor = executor_from_args(args)
         models, suite_dir = args.models, None
@@ -93,10 +102,14 @@ def main(argv: list[str] | None = None) -> int:
             suite = load_suite_config(args.preset)
             if signatures is None or "embedding" in signatures:  # before training
                 load_texts(settings.texts, settings.n_texts, settings.min_chars)
+            if signatures and {"landscape", "gradients"} & set(signatures):
+                probe_texts(settings.texts, settings.min_chars)
             suite_dir, _ = train_suite(suite, args.suite_dir, progress=not args.no_progress)
             models = [str(suite_dir / m.name) for m in suite.models]
         plan = plan_run(models, args.steps, settings, weight_settings, signatures,
-                        remote_gpus=args.executor == "ray" and args.gpus_per_task > 0)
+                        remote_gpus=args.executor == "ray" and args.gpus_per_task > 0,
+                        landscape_settings=landscape_settings,
+                        gradient_settings=gradient_settings)
         if suite_dir is not None:
             plan.suite = read_json(suite_dir / "config.json")
     except INPUT_ERRORS as exc:

@@ -32,6 +32,8 @@ HEADINGS = (
     "C1. Robustness of every feature's correlation",
     "C2. Features that survive every control",
     "C3. Stability of the embedding topology over text resamples",
+    "D1. Curvature, loss-landscape and gradient features vs the target",
+    "D2. Final-loss prediction from early checkpoints, feature by feature",
 )
 
 
@@ -111,6 +113,10 @@ def weight_records(steps=(0, 10, 20, 50, 100, 200, 400, 600, 800, 1000), seed=0)
                     "weight_h0_total": 100 * (m + 1) * (1 + t) + noise(1),
                     "weight_h1_total": 2 + 3 * t + noise(0.3),
                     "weight_l2_norm": 10 + 5 * t + m + noise(0.1),
+                    "hessian_eig_1": 50 * (1 + t) + noise(2), "hessian_trace": 400 * t + noise(9),
+                    "landscape_basin_depth": 3 + t + noise(0.2),
+                    "grad_h0_total_persistence": 30 - 10 * t + noise(1),
+                    "grad_norm_mean": 5 - 2 * t + noise(0.1),
                 },
             })
     return out
@@ -280,6 +286,36 @@ def test_synthetic_weights_only_run(synthetic):
     w32 = by_model(records)["w-h32"]
     assert [r["NP mean"] for r in largest] == \
         [f"{rec['features']['np_mean']:.4g}" for rec in w32]
+
+
+def test_loss_probe_tables_equal_the_statistics(synthetic):
+    statistics, _, md = synthetic
+    rows = {r["Feature"].strip("`"): r for r in table(md, HEADINGS[14])}
+    assert list(rows) == ["hessian_eig_1", "hessian_trace", "landscape_basin_depth",
+                          "grad_h0_total_persistence", "grad_norm_mean"]
+    assert rows["landscape_basin_depth"]["Family"] == "landscape topology"
+    controlled = statistics["controlled"]
+    for f, row in rows.items():
+        assert row["Target"] == "loss"
+        for m, e in controlled["per_model"].items():
+            assert row[f"{m} ρ (Holm p)"] == f"{rho(e[f]['spearman_r'])} ({pval(e[f]['holm_p'])})"
+        assert controlled["pooled"][f]["baseline"] == {
+            "landscape_basin_depth": "hessian_trace",
+            "grad_h0_total_persistence": "grad_norm_mean"}.get(f)
+    by_feature = statistics["prediction_by_feature"]
+    assert set(by_feature) == {"np_mean", "weight_h0_total", "hessian_eig_1", "hessian_trace",
+                               "landscape_basin_depth", "grad_h0_total_persistence",
+                               "grad_norm_mean"}
+    pred = table(md, HEADINGS[15])
+    assert len(pred) == 3 * len(by_feature)
+    for row in pred:
+        fr = by_feature[row["Feature"].strip("`")][str(float(row["Train fraction"][:-1]) / 100)]
+        assert row["topology_only MAE"] == f"{fr['mae']['topology_only']:.4f}"
+        assert row["ridge MAE"] == f"{fr['mae']['ridge']:.4f}"
+    # with neural persistence as the feature, table D2 repeats table 5
+    np_rows = [r for r in pred if r["Feature"] == "`np_mean`"]
+    assert [r["combined MAE"] for r in np_rows] == \
+        [r["combined MAE"] for r in table(md, HEADINGS[7])]
 
 
 # ------------------------------------------------------------------ missing sections

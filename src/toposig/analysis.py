@@ -144,12 +144,13 @@ def weight_wasserstein_series(results_dir: str | Path, records: list[dict]
 
 def feature_targets(records: list[dict], features: list[str]) -> dict[str, str]:
     """The quality measure each feature is tested against: perplexity for embedding
-    features and loss for weight features (as the two seed studies did), each falling
-    back to the other where records lack it."""
+    features and loss for weight features (as the two seed studies did) and for the
+    loss-derived curvature, landscape and gradient features, each falling back to the
+    other where records lack it."""
     has = {t: any(r.get(t) is not None for r in records) for t in TARGETS}
     out = {}
     for f in features:
-        prefer = ("loss", "perplexity") if stats.is_weight_feature(f) else TARGETS
+        prefer = ("loss", "perplexity") if stats.prefers_loss(f) else TARGETS
         chosen = next((t for t in prefer if has[t]), None)
         if chosen is not None:
             out[f] = chosen
@@ -252,9 +253,15 @@ def scaling_analysis(records: list[dict]) -> dict:
             "fits": scaling.scaling_table(final, sizes, names)}
 
 
-def prediction_analysis(records: list[dict]) -> dict:
-    """Final loss from the first 20/30/50% of each model's checkpoints (seed paper table
-    5, with leave-one-model-out ridge regression on early features)."""
+# Features each given their own topology-only and ridge predictors (prediction_by_feature).
+PREDICTION_FEATURES = ("np_mean", "weight_h0_total", "h1_total_persistence",
+                       "h0_total_persistence", "rankme", "hessian_eig_1", "hessian_trace",
+                       "landscape_basin_depth", "landscape_n_minima",
+                       "grad_h0_total_persistence", "grad_h1_total_persistence",
+                       "grad_norm_mean", "grad_cosine_mean")
+
+
+def _prediction_series(records: list[dict]) -> dict[str, dict]:
     series = {}
     for label, recs in stats.by_model(records).items():
         recs = [r for r in recs if r.get("step") is not None]
@@ -262,11 +269,33 @@ def prediction_analysis(records: list[dict]) -> dict:
                          "loss": [quality_loss(r) for r in recs],
                          "features": {f: stats.feature_values(recs, f)
                                       for f in stats.feature_names(recs)}}
+    return series
+
+
+def prediction_analysis(records: list[dict]) -> dict:
+    """Final loss from the first 20/30/50% of each model's checkpoints (seed paper table
+    5, with leave-one-model-out ridge regression on early features)."""
+    series = _prediction_series(records)
     names = stats.feature_names(records)
     feature = next((f for f in ("np_mean", "h1_total_persistence") if f in names), None)
     if feature is None or not series:
         return {"reason": "no neural persistence or H1 feature to predict from"}
     return prediction.prediction_table(series, feature=feature)
+
+
+def prediction_by_feature(records: list[dict]) -> dict[str, dict]:
+    """Table 5 with each of :data:`PREDICTION_FEATURES` that the records have in place of
+    neural persistence: per fraction, the MAE, models and improvement over loss-only of
+    every method (per-model predictions left out)."""
+    series = _prediction_series(records)
+    names = set(stats.feature_names(records))
+    out = {}
+    for f in PREDICTION_FEATURES:
+        if f in names and series:
+            table = prediction.prediction_table(series, feature=f)
+            out[f] = {fr: {k: v for k, v in row.items() if k != "per_model"}
+                      for fr, row in table["fractions"].items()}
+    return out
 
 
 def compute_statistics(results_dir: str | Path, records: list[dict],
@@ -294,6 +323,7 @@ def compute_statistics(results_dir: str | Path, records: list[dict],
         "stability": stability_analysis(records),
         "scaling": scaling_analysis(records),
         "prediction": prediction_analysis(records),
+        "prediction_by_feature": prediction_by_feature(records),
         "wasserstein": wasserstein_series(results_dir, records) if has_embedding else {},
         "weight_wasserstein": weight_wasserstein_series(results_dir, records),
         "notes": {

@@ -9,10 +9,13 @@ from .checkpoint_files import CHECKPOINT_SUFFIXES
 from .checkpoints import HubUnavailableError, SeriesError
 from .config import (
     DTYPE_CHOICES,
+    LANDSCAPE_DIRS,
     LAYER_CHOICES,
     PH_BACKEND_CHOICES,
     SIGNATURE_CHOICES,
     EmbeddingSettings,
+    GradientSettings,
+    LandscapeSettings,
     SettingsError,
     WeightSettings,
     parse_signatures,
@@ -23,6 +26,8 @@ from .weights import DEFAULT_EXCLUDE
 
 _DEFAULTS = EmbeddingSettings()
 _WEIGHT_DEFAULTS = WeightSettings()
+_LANDSCAPE_DEFAULTS = LandscapeSettings()
+_GRADIENT_DEFAULTS = GradientSettings()
 
 # What bad user input raises while a run is planned: reported as "error: ..." with exit
 # status 2, before any work. (SettingsError and SeriesError are ValueErrors too.)
@@ -86,8 +91,9 @@ def add_weight_options(p: argparse.ArgumentParser) -> None:
     """Which signature families, and what the weight stage computes (see WeightSettings)."""
     p.add_argument("--signatures", metavar="LIST", default=None,
                    help=f"comma-separated signature families: {', '.join(SIGNATURE_CHOICES)}. "
-                        "Default: both for model folders and Hub models, weights only for "
-                        f"plain checkpoint files ({', '.join(CHECKPOINT_SUFFIXES)})")
+                        "Default: embedding and weights for model folders and Hub models, "
+                        "weights only for plain checkpoint files "
+                        f"({', '.join(CHECKPOINT_SUFFIXES)})")
     g = p.add_argument_group("weight stage (neural persistence, weight-row homology)")
     g.add_argument("--weight-max-rows", type=int, default=_WEIGHT_DEFAULTS.max_rows,
                    help="rows per matrix for Vietoris-Rips; a sample chosen with --seed when "
@@ -99,6 +105,50 @@ def add_weight_options(p: argparse.ArgumentParser) -> None:
                         f"{' '.join(DEFAULT_EXCLUDE)})")
     g.add_argument("--weight-exclude", nargs="+", metavar="REGEX", default=[],
                    help="leave out weights whose name matches one of these regular expressions")
+
+
+def add_probe_options(p: argparse.ArgumentParser) -> None:
+    """What the landscape and gradient families compute (see LandscapeSettings and
+    GradientSettings); their windows come from the --texts source."""
+    g = p.add_argument_group("landscape and gradients (loss-surface and gradient topology)")
+    g.add_argument("--probe-length", type=int, default=_LANDSCAPE_DEFAULTS.window,
+                   help="tokens per probe window (default: %(default)s)")
+    g.add_argument("--landscape-windows", type=int, default=_LANDSCAPE_DEFAULTS.n_windows,
+                   help="windows in the fixed batch whose loss is probed (default: "
+                        "%(default)s)")
+    g.add_argument("--hessian-k", type=int, default=_LANDSCAPE_DEFAULTS.top_k,
+                   help="top Hessian eigenvalues estimated by Lanczos (default: %(default)s)")
+    g.add_argument("--trace-samples", type=int, default=_LANDSCAPE_DEFAULTS.trace_samples,
+                   help="Rademacher probes of the Hutchinson trace estimate (default: "
+                        "%(default)s)")
+    g.add_argument("--landscape-res", type=int, default=_LANDSCAPE_DEFAULTS.res,
+                   help="loss-surface grid points per axis, odd (default: %(default)s)")
+    g.add_argument("--landscape-dirs", choices=LANDSCAPE_DIRS, default=_LANDSCAPE_DEFAULTS.dirs,
+                   help="plane of the loss surface: the top two Hessian eigenvectors, or two "
+                        "filter-normalised random directions (default: %(default)s)")
+    g.add_argument("--landscape-span", type=float, default=_LANDSCAPE_DEFAULTS.span,
+                   help="the grid spans -S..S along each direction, in units of the "
+                        "weights' own norm (default: %(default)s)")
+    g.add_argument("--gradient-windows", type=int, default=_GRADIENT_DEFAULTS.n_windows,
+                   help="examples whose gradients form the cloud (default: %(default)s)")
+    g.add_argument("--gradient-dim", type=int, default=_GRADIENT_DEFAULTS.proj_dim,
+                   help="dimension of the seeded random projection of the gradients "
+                        "(default: %(default)s)")
+
+
+def landscape_settings_from_args(args: argparse.Namespace) -> LandscapeSettings:
+    """Build validated landscape settings; raises SettingsError naming a bad value."""
+    return LandscapeSettings(n_windows=args.landscape_windows, window=args.probe_length,
+                             top_k=args.hessian_k, trace_samples=args.trace_samples,
+                             res=args.landscape_res, dirs=args.landscape_dirs,
+                             span=args.landscape_span, seed=args.seed)
+
+
+def gradient_settings_from_args(args: argparse.Namespace) -> GradientSettings:
+    """Build validated gradient settings; raises SettingsError naming a bad value."""
+    return GradientSettings(n_windows=args.gradient_windows, window=args.probe_length,
+                            proj_dim=args.gradient_dim, maxdim=args.maxdim, seed=args.seed,
+                            ph_backend=args.ph_backend)
 
 
 def add_executor_options(p: argparse.ArgumentParser) -> None:

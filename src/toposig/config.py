@@ -132,7 +132,7 @@ def settings_hash(s: EmbeddingSettings, texts_sha: str, resolved_dtype: str) -> 
 
 # --------------------------------------------------------------------------- weights
 
-SIGNATURE_CHOICES = ("embedding", "weights")
+SIGNATURE_CHOICES = ("embedding", "weights", "landscape", "gradients")
 
 
 @dataclass(frozen=True)
@@ -194,6 +194,119 @@ def weights_hash(s: WeightSettings) -> str:
     }
     blob = json.dumps(keyed, sort_keys=True).encode()
     return "w" + hashlib.sha256(blob).hexdigest()[:11]
+
+
+# ------------------------------------------------------------ landscape and gradients
+
+LANDSCAPE_DIRS = ("hessian", "random")
+
+
+@dataclass(frozen=True)
+class LandscapeSettings:
+    """The ``landscape`` family: curvature and the loss surface around a checkpoint.
+
+    The loss is the mean next-token cross-entropy (nats) of a fixed, seeded batch of
+    ``n_windows`` token windows of ``window`` tokens from the analysed texts' source.
+
+    Attributes:
+        n_windows: windows in the probe batch.
+        window: tokens per window.
+        top_k: Hessian eigenvalues estimated (Lanczos on Hessian-vector products).
+        lanczos_tol: relative accuracy asked of the eigenvalues.
+        lanczos_maxiter: Lanczos restarts at most.
+        trace_samples: Rademacher probes of Hutchinson's trace estimate.
+        res: grid points per axis of the loss surface (odd, so the checkpoint is one).
+        dirs: ``hessian`` (top two eigenvectors) or ``random`` (two filter-normalised
+            random directions, Li et al. 2018).
+        span: the grid covers steps of −span … span along each direction, in units of
+            the weights' own norm (see :mod:`toposig.landscape`).
+        seed: seeds the windows, the Lanczos start, the probes and random directions.
+    """
+
+    n_windows: int = 16
+    window: int = 64
+    top_k: int = 2
+    lanczos_tol: float = 1e-3
+    lanczos_maxiter: int = 20
+    trace_samples: int = 16
+    res: int = 21
+    dirs: str = "hessian"
+    span: float = 1.0
+    seed: int = 42
+
+    def __post_init__(self) -> None:
+        _require(self.n_windows >= 1, f"--landscape-windows must be at least 1, got "
+                                      f"{self.n_windows}")
+        _require(self.window >= 2, f"--probe-length must be at least 2 tokens, got "
+                                   f"{self.window}")
+        _require(self.top_k >= 1, f"--hessian-k must be at least 1, got {self.top_k}")
+        _require(self.dirs in LANDSCAPE_DIRS,
+                 f"--landscape-dirs must be one of {LANDSCAPE_DIRS}, got {self.dirs!r}")
+        _require(self.dirs != "hessian" or self.top_k >= 2,
+                 "--landscape-dirs hessian needs the top two eigenvectors: --hessian-k >= 2")
+        _require(self.res >= 3 and self.res % 2 == 1,
+                 f"--landscape-res must be an odd number >= 3 (so that the checkpoint is "
+                 f"a grid point), got {self.res}")
+        _require(self.span > 0, f"--landscape-span must be positive, got {self.span}")
+        _require(self.trace_samples >= 2,
+                 f"--trace-samples must be at least 2, got {self.trace_samples}")
+        _require(0 < self.lanczos_tol < 1, f"lanczos_tol must be in (0, 1), got "
+                                           f"{self.lanczos_tol}")
+        _require(self.lanczos_maxiter >= 1, f"lanczos_maxiter must be at least 1, got "
+                                            f"{self.lanczos_maxiter}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class GradientSettings:
+    """The ``gradients`` family: homology of per-example gradients.
+
+    Attributes:
+        n_windows: examples (token windows of the analysed texts' source), one point
+            each.
+        window: tokens per window.
+        proj_dim: dimension of the seeded sparse random projection of the gradients.
+        maxdim: highest homology dimension.
+        chunk_size: examples per vectorised gradient call (memory only).
+        seed: seeds the windows and the projection.
+        ph_backend: ``auto`` or a Vietoris–Rips library.
+    """
+
+    n_windows: int = 64
+    window: int = 64
+    proj_dim: int = 128
+    maxdim: int = 1
+    chunk_size: int = 8
+    seed: int = 42
+    ph_backend: str = "auto"
+
+    def __post_init__(self) -> None:
+        _require(self.n_windows >= 3, f"--gradient-windows must be at least 3, got "
+                                      f"{self.n_windows}")
+        _require(self.window >= 2, f"--probe-length must be at least 2 tokens, got "
+                                   f"{self.window}")
+        _require(self.proj_dim >= 2, f"--gradient-dim must be at least 2, got "
+                                     f"{self.proj_dim}")
+        _require(self.maxdim in (0, 1, 2), f"--maxdim must be 0, 1 or 2, got {self.maxdim}")
+        _require(self.chunk_size >= 1, f"chunk_size must be at least 1, got "
+                                       f"{self.chunk_size}")
+        _require(self.ph_backend in PH_BACKEND_CHOICES,
+                 f"--ph-backend must be one of {PH_BACKEND_CHOICES}, got {self.ph_backend!r}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def family_hash(family: str, settings: LandscapeSettings | GradientSettings,
+                texts_sha: str) -> str:
+    """Short hash of the settings of the ``landscape`` or ``gradients`` family that change
+    the numbers (not the chunk size or the PH backend), and of the texts source."""
+    keyed = {k: v for k, v in asdict(settings).items() if k not in ("chunk_size", "ph_backend")}
+    keyed |= {"schema": SCHEMA_VERSION, "family": family, "texts_sha": texts_sha}
+    blob = json.dumps(keyed, sort_keys=True).encode()
+    return family[0] + hashlib.sha256(blob).hexdigest()[:11]
 
 
 def parse_signatures(value: str | None) -> tuple[str, ...] | None:

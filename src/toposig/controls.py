@@ -16,8 +16,9 @@ module adds:
 - beyond the baseline: the partial Spearman correlation of first differences controlling
   for the first differences of the same space's non-topological baseline (the weights'
   Frobenius norm for weight topology, the hidden states' mean norm for embedding
-  topology): does the feature track the loss's checkpoint-to-checkpoint changes beyond
-  what the plain norm already does?
+  topology, the Hessian trace for the loss surface's merge tree, the mean gradient norm
+  for gradient topology): does the feature track the loss's checkpoint-to-checkpoint
+  changes beyond what the plain quantity already does?
 
 Pure functions on arrays and records.
 """
@@ -38,17 +39,25 @@ CONTROLS = ("raw", "partial_log_step", "first_differences", "beyond_baseline")
 # The non-topological quantity of the same space that a topological feature must beat.
 WEIGHT_BASELINE = "weight_l2_norm"
 EMBEDDING_BASELINE = "mean_norm"
+LANDSCAPE_BASELINE = "hessian_trace"
+GRADIENT_BASELINE = "grad_norm_mean"
 
 
 def baseline_of(feature: str) -> str | None:
     """The baseline a feature is tested beyond: the Frobenius norm of the weights for
     weight-space topology (``np_*``, ``weight_h*``), the mean norm of the hidden states
-    for embedding-space topology (``h*_``); ``None`` for the baselines themselves, the
-    spectral features and anything else."""
+    for embedding-space topology (``h*_``), the Hessian trace (the surface's plain
+    curvature) for the loss surface's merge tree (``landscape_*``), the mean gradient
+    norm for gradient-space topology (``grad_h*``); ``None`` for the baselines
+    themselves, the spectral and curvature features and anything else."""
     if feature.startswith("np_") or feature.startswith("weight_h"):
         return WEIGHT_BASELINE
     if feature.startswith(("h0_", "h1_", "h2_")):
         return EMBEDDING_BASELINE
+    if feature.startswith("landscape_"):
+        return LANDSCAPE_BASELINE
+    if feature.startswith(("grad_h0_", "grad_h1_", "grad_h2_")):
+        return GRADIENT_BASELINE
     return None
 
 

@@ -123,6 +123,25 @@ def load_texts(texts_path: str | None, n_texts: int, min_chars: int) -> list[str
     return texts[:n_texts]
 
 
+PROBE_POOL = 500  # texts the probe windows of the landscape and gradient families come from
+
+
+def probe_texts(texts_path: str | None, min_chars: int, pool: int = PROBE_POOL) -> list[str]:
+    """The texts the probe windows are cut from: the first ``pool`` WikiText-2 validation
+    rows of at least ``min_chars`` characters, or up to ``pool`` lines of ``texts_path``.
+
+    Raises:
+        ValueError: no text is available.
+    """
+    if texts_path is None:
+        rows = [r.strip() for r in wikitext_rows("validation") if len(r.strip()) >= min_chars]
+    else:
+        rows = read_texts_file(texts_path)
+    if not rows:
+        raise ValueError(f"no texts for the probe windows in {texts_path or 'WikiText-2'}")
+    return rows[:pool]
+
+
 def texts_fingerprint(texts: list[str]) -> str:
     """SHA-256 of the texts (joined by NUL): part of the settings hash."""
     h = hashlib.sha256()

@@ -37,11 +37,14 @@ from .checkpoints import (
 from .config import (
     SCHEMA_VERSION,
     EmbeddingSettings,
+    GradientSettings,
+    LandscapeSettings,
     WeightSettings,
+    family_hash,
     settings_hash,
     weights_hash,
 )
-from .corpus import load_texts, texts_fingerprint
+from .corpus import load_texts, probe_texts, texts_fingerprint
 from .embedding import (
     CheckpointOutput,
     checkpoint_fields,
@@ -58,16 +61,30 @@ VERSIONED_PACKAGES = ("torch", "transformers", "huggingface_hub", "numpy", "scip
                       "scikit-learn", "ripser", "giotto-ph", "gudhi", "persim")
 
 
-FAMILIES = ("embedding", "weights")
+FAMILIES = ("embedding", "weights", "landscape", "gradients")
+# What a model folder or Hub revision gets without --signatures (the probes are opt-in).
+DEFAULT_FAMILIES = ("embedding", "weights")
+# Families that run the model and need its tokenizer and config (not a bare state dict).
+MODEL_FAMILIES = ("embedding", "landscape", "gradients")
+
+
+# What the aggregate keeps of a landscape or gradient record besides its features.
+PROBE_FIELDS = {
+    "landscape": ("settings_hash", "arrays_file", "probe_loss", "hessian_trace_se", "lanczos",
+                  "theta_norm", "timings_s"),
+    "gradients": ("settings_hash", "arrays_file", "ph_backend", "timings_s"),
+}
 
 
 @dataclass
 class RunPlan:
     """Everything a run needs, checked.
 
-    ``families[i]`` are the signature families of ``checkpoints[i]``. ``settings_hash``
-    keys the embedding records (``None`` when no checkpoint needs them), ``weights_hash``
-    the weight records.
+    ``families[i]`` are the signature families of ``checkpoints[i]``. Each family's
+    records are keyed by its settings hash (:meth:`hash_of`; ``None`` when no
+    checkpoint needs the family): ``settings_hash`` for the embedding, ``weights_hash``,
+    ``landscape_hash``, ``gradients_hash``. ``probe_texts`` are the texts the landscape
+    and gradient probe windows are cut from.
     """
 
     checkpoints: list[Checkpoint]
@@ -83,6 +100,16 @@ class RunPlan:
     families: list[tuple[str, ...]] = field(default_factory=list)
     weight_settings: WeightSettings = field(default_factory=WeightSettings)
     weights_hash: str | None = None
+    landscape_settings: LandscapeSettings = field(default_factory=LandscapeSettings)
+    gradient_settings: GradientSettings = field(default_factory=GradientSettings)
+    probe_texts: list[str] = field(default_factory=list)
+    landscape_hash: str | None = None
+    gradients_hash: str | None = None
+
+    def hash_of(self, family: str) -> str | None:
+        """The settings hash that keys ``family``'s records (``None``: not in this run)."""
+        return {"embedding": self.settings_hash, "weights": self.weights_hash,
+                "landscape": self.landscape_hash, "gradients": self.gradients_hash}[family]
 
     def families_of(self, index: int) -> tuple[str, ...]:
         return self.families[index] if self.families else ("embedding",)
@@ -104,16 +131,19 @@ class RunOutcome:
 
 
 def checkpoint_families(ckpt: Checkpoint, requested: tuple[str, ...] | None) -> tuple[str, ...]:
-    """The signature families of one checkpoint: ``requested``, or by default both for
-    model folders and Hub revisions and ``weights`` for plain checkpoint files."""
+    """The signature families of one checkpoint: ``requested``, or by default embedding
+    and weights for model folders and Hub revisions and ``weights`` for plain checkpoint
+    files."""
     if requested is not None:
         return requested
-    return ("weights",) if ckpt.source == "file" else FAMILIES
+    return ("weights",) if ckpt.source == "file" else DEFAULT_FAMILIES
 
 
 def plan_run(models: list[str] | None, steps: list[str] | None,
              settings: EmbeddingSettings, weight_settings: WeightSettings | None = None,
-             signatures: tuple[str, ...] | None = None, remote_gpus: bool = False) -> RunPlan:
+             signatures: tuple[str, ...] | None = None, remote_gpus: bool = False,
+             landscape_settings: LandscapeSettings | None = None,
+             gradient_settings: GradientSettings | None = None) -> RunPlan:
     """Resolve series, texts, device and Hub access; raise before any work on bad input.
 
     Args:
@@ -126,6 +156,8 @@ def plan_run(models: list[str] | None, steps: list[str] | None,
             checkpoint kind's default.
         remote_gpus: the checkpoints run on GPU workers elsewhere (``--executor ray
             --gpus-per-task``): device ``auto`` means CUDA there, whatever this machine has.
+        landscape_settings, gradient_settings: settings of those families (defaults
+            when ``None``).
     """
     weight_settings = weight_settings or WeightSettings(seed=settings.seed,
                                                         ph_backend=settings.ph_backend)
@@ -135,16 +167,17 @@ def plan_run(models: list[str] | None, steps: list[str] | None,
     checkpoints = [c for s in series for c in s]
     families = [checkpoint_families(c, signatures) for c in checkpoints]
     files = [c for c, f in zip(checkpoints, families, strict=True)
-             if c.source == "file" and "embedding" in f]
+             if c.source == "file" and set(f) & set(MODEL_FAMILIES)]
     if files:
         raise SeriesError(
             f"{len(files)} checkpoint(s) are plain state-dict files ({files[0].location}"
             f"{' ...' if len(files) > 1 else ''}): they hold weights only, with no model "
-            "config or tokenizer for the embedding stage; use --signatures weights, or "
-            "point --models at model folders"
+            "config or tokenizer to run the model (embedding, landscape, gradients); use "
+            "--signatures weights, or point --models at model folders"
         )
     embedding = [c for c, f in zip(checkpoints, families, strict=True) if "embedding" in f]
-    check_tokenizers(embedding, settings.tokenizer)
+    check_tokenizers([c for c, f in zip(checkpoints, families, strict=True)
+                      if set(f) & set(MODEL_FAMILIES)], settings.tokenizer)
     ph_backend = homology.resolve_backend(settings.ph_backend)
     if remote_gpus and (settings.device == "auto" or settings.device.startswith("cuda")):
         device = "cuda"  # each Ray task sees its own GPU as cuda; this driver may have none
@@ -158,10 +191,25 @@ def plan_run(models: list[str] | None, steps: list[str] | None,
         emb_hash = settings_hash(settings, texts_fingerprint(texts), dtype)
     local_only = check_hub_access(checkpoints)
     w_hash = weights_hash(weight_settings) if any("weights" in f for f in families) else None
+    landscape_settings = landscape_settings or LandscapeSettings(seed=settings.seed)
+    gradient_settings = gradient_settings or GradientSettings(
+        seed=settings.seed, maxdim=settings.maxdim, ph_backend=settings.ph_backend)
+    probe: list[str] = []
+    probe_hashes: dict[str, str | None] = {"landscape": None, "gradients": None}
+    wanted = {f for fams in families for f in fams}
+    if wanted & set(probe_hashes):
+        probe = probe_texts(settings.texts, settings.min_chars)
+        sha = texts_fingerprint(probe)
+        for fam, s in (("landscape", landscape_settings), ("gradients", gradient_settings)):
+            if fam in wanted:
+                probe_hashes[fam] = family_hash(fam, s, sha)
     source = settings.texts or "wikitext-2-raw-v1 validation"
     return RunPlan(checkpoints, texts, settings, device, dtype, ph_backend, local_only,
                    emb_hash, source, families=families, weight_settings=weight_settings,
-                   weights_hash=w_hash)
+                   weights_hash=w_hash, landscape_settings=landscape_settings,
+                   gradient_settings=gradient_settings, probe_texts=probe,
+                   landscape_hash=probe_hashes["landscape"],
+                   gradients_hash=probe_hashes["gradients"])
 
 
 def failure_record(ckpt: Checkpoint, exc: BaseException, family: str = "embedding") -> dict:
@@ -217,6 +265,12 @@ def run_config(plan: RunPlan, outcome: RunOutcome, started: str) -> dict:
         "settings_hash": plan.settings_hash,
         "weight_settings": plan.weight_settings.to_dict(),
         "weights_hash": plan.weights_hash,
+        "landscape_settings": (plan.landscape_settings.to_dict()
+                               if plan.landscape_hash else None),
+        "landscape_hash": plan.landscape_hash,
+        "gradient_settings": (plan.gradient_settings.to_dict()
+                              if plan.gradients_hash else None),
+        "gradients_hash": plan.gradients_hash,
         "texts_source": plan.texts_source if plan.texts else None,
         "texts_sha256": texts_fingerprint(plan.texts) if plan.texts else None,
         "n_texts": len(plan.texts),
@@ -235,6 +289,8 @@ def run_config(plan: RunPlan, outcome: RunOutcome, started: str) -> dict:
             "wall": outcome.wall_s,
             "mean_per_computed_checkpoint": (sum(per_emb) / len(per_emb)) if per_emb else None,
             "mean_weights_per_checkpoint": _mean_time(outcome.records, "weights"),
+            "mean_landscape_per_checkpoint": _mean_time(outcome.records, "landscape"),
+            "mean_gradients_per_checkpoint": _mean_time(outcome.records, "gradients"),
         },
         "n_checkpoints": len(plan.checkpoints),
         "n_computed": outcome.computed,
@@ -253,7 +309,9 @@ def merge_family_records(ckpt: Checkpoint, records: dict[str, dict]) -> dict | N
 
     The embedding record's fields stay at the top level (as the seed's files have them);
     the weight record adds its checkpoint-level features to ``features``, its stored
-    loss as ``loss`` and the rest under ``weights``. ``None`` when no family finished.
+    loss as ``loss`` and the rest under ``weights``; the landscape and gradient records
+    add their features and keep their details under ``landscape`` and ``gradients``.
+    ``None`` when no family finished.
     """
     if not records:
         return None
@@ -270,6 +328,15 @@ def merge_family_records(ckpt: Checkpoint, records: dict[str, dict]) -> dict | N
         entry["weights"] = {k: w.get(k) for k in (
             "settings_hash", "arrays_file", "n_matrices", "w_max", "ph_backend", "matrices",
             "timings_s")}
+    for family, keys in PROBE_FIELDS.items():
+        if rec := records.get(family):
+            entry["features"] = {**entry.get("features", {}), **rec["features"]}
+            if entry.get("num_parameters") is None:
+                entry["num_parameters"] = rec.get("num_parameters")
+            if entry.get("loss") is None and rec.get("checkpoint_loss") is not None:
+                entry["loss"], entry["loss_key"] = rec["checkpoint_loss"], rec.get(
+                    "checkpoint_loss_key")
+            entry[family] = {k: rec.get(k) for k in keys}
     return entry
 
 
@@ -283,8 +350,7 @@ def execute(plan: RunPlan, out_dir: str | Path, force: bool = False,
     recorded as such and the run goes on; the aggregates, one entry per checkpoint in
     plan order, are refreshed after every task.
     """
-    stores = {f: ResultStore(out_dir, h) for f, h in
-              (("embedding", plan.settings_hash), ("weights", plan.weights_hash)) if h}
+    stores = {f: ResultStore(out_dir, h) for f in FAMILIES if (h := plan.hash_of(f))}
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     t0 = time.perf_counter()
     outcome = RunOutcome(records=[])
@@ -370,6 +436,15 @@ def summary_lines(plan: RunPlan, outcome: RunOutcome, out_dir: str | Path) -> li
         ws = plan.weight_settings
         lines.append(f"weights: <= {ws.max_rows} rows per matrix, seed {ws.seed}, settings "
                      f"hash: {plan.weights_hash}")
+    if "landscape" in fams:
+        ls = plan.landscape_settings
+        lines.append(f"landscape: {ls.n_windows} windows x {ls.window} tokens, top "
+                     f"{ls.top_k} Hessian eigenvalues, {ls.res} x {ls.res} grid in {ls.dirs} "
+                     f"directions, span {ls.span:g}, settings hash: {plan.landscape_hash}")
+    if "gradients" in fams:
+        gs = plan.gradient_settings
+        lines.append(f"gradients: {gs.n_windows} windows x {gs.window} tokens, projected to "
+                     f"{gs.proj_dim} dimensions, settings hash: {plan.gradients_hash}")
     columns = [("model", "<24", None, None), ("step", ">8", None, None)]
     if "embedding" in fams:
         columns += [("perplexity", ">11", "perplexity", ".2f"),
@@ -378,6 +453,12 @@ def summary_lines(plan: RunPlan, outcome: RunOutcome, out_dir: str | Path) -> li
     if "weights" in fams:
         columns += [("loss", ">8", "loss", ".3f"), ("NP mean", ">8", "np_mean", ".4f"),
                     ("W-H0 total", ">11", "weight_h0_total", ".2f")]
+    if "landscape" in fams:
+        columns += [("Hess λ1", ">9", "hessian_eig_1", ".4g"),
+                    ("minima", ">7", "landscape_n_minima", ".0f")]
+    if "gradients" in fams:
+        columns += [("G-H0 total", ">11", "grad_h0_total_persistence", ".4g"),
+                    ("|grad|", ">8", "grad_norm_mean", ".3g")]
     ok = outcome.records
     if ok:
         if len(ok) > 8:

@@ -83,6 +83,16 @@ FEATURE_LABELS: dict[str, tuple[str, str]] = {
     "weight_h1_total": ("Weight-row H1 total persistence", "Σ persistence (weight distance)"),
     "weight_h1_count": ("Weight-row H1 bar count", "H1 bars (count)"),
     "weight_h0_entropy_mean": ("Weight-row persistence entropy", "mean entropy (nats)"),
+    "hessian_eig_1": ("Top Hessian eigenvalue λ₁", "λ₁ (nats per unit² of weights)"),
+    "hessian_trace": ("Hessian trace (Hutchinson)", "tr H (nats per unit² of weights)"),
+    "landscape_n_minima": ("Loss-surface basins", "local minima on the grid (count)"),
+    "landscape_basin_depth": ("Depth of the checkpoint's basin", "depth (nats)"),
+    "grad_h0_total_persistence": ("Gradient H0 total persistence",
+                                  "Σ persistence (projected gradient distance)"),
+    "grad_h1_total_persistence": ("Gradient H1 total persistence",
+                                  "Σ persistence (projected gradient distance)"),
+    "grad_norm_mean": ("Mean per-example gradient norm", "‖∇ℓ‖ (nats per unit of weights)"),
+    "grad_cosine_mean": ("Mean gradient cosine between examples", "cosine (−1 to 1)"),
 }
 
 # weight-space topological features in display order; others of the family follow, sorted
@@ -95,6 +105,10 @@ HEATMAP_FAMILIES = (("weight_topological", "weight topology"),
                     ("weight_statistics", "weight statistics"),
                     ("embedding_topological", "embedding topology"),
                     ("embedding_spectral", "embedding spectrum"),
+                    ("curvature", "curvature"),
+                    ("landscape_topological", "landscape topology"),
+                    ("gradient_topological", "gradient topology"),
+                    ("gradient_statistics", "gradient statistics"),
                     ("other", "other"))
 NP_SEED_NOTE = "per-matrix max normalisation, p = 1, divided by max · (n − 1)"
 
@@ -942,7 +956,8 @@ def plot_all(records: list[dict], statistics: dict, out_dir: str | Path,
     feature or a perplexity, the weight figures (``WEIGHT_FIGURES``) when some record has a
     weight-space feature; the correlation heatmap whenever the statistics hold correlations.
     Given ``results_root`` (the folder the records' ``arrays_file`` paths are relative to),
-    the analysis figures of ``plots_analysis`` that apply follow.
+    the analysis figures of ``plots_analysis`` that apply follow; then, when records have
+    them, the landscape and gradient figures of ``plots_probes``.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -953,5 +968,7 @@ def plot_all(records: list[dict], statistics: dict, out_dir: str | Path,
         chosen[HEATMAP] = WEIGHT_FIGURES[HEATMAP]
     paths = [plot(records, statistics, out / f"{name}.png") for name, plot in chosen.items()]
     from .plots_analysis import plot_analysis_figures  # imports this module
+    from .plots_probes import plot_probe_figures
 
-    return paths + plot_analysis_figures(records, statistics, out, results_root)
+    return (paths + plot_analysis_figures(records, statistics, out, results_root)
+            + plot_probe_figures(records, statistics, out, results_root))

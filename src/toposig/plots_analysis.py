@@ -62,6 +62,10 @@ CONTROL_FAMILIES = (("embedding_topological", "embedding topology"),
                     ("embedding_spectral", "embedding spectrum"),
                     ("weight_topological", "weight topology"),
                     ("weight_statistics", "weight statistics"),
+                    ("curvature", "curvature"),
+                    ("landscape_topological", "landscape topology"),
+                    ("gradient_topological", "gradient topology"),
+                    ("gradient_statistics", "gradient statistics"),
                     ("other", "other"))
 PHASE_PREFERRED = ("h1_total_persistence", "rankme", "np_mean", "weight_h0_total")
 MAX_PHASE_PANELS = 4
@@ -268,7 +272,8 @@ def _targets_text(controlled: dict) -> str:
     """``embedding features vs perplexity; weight features vs loss``."""
     by_side: dict[str, set[str]] = {}
     for feature, target in (controlled.get("targets") or {}).items():
-        side = "weight" if feature_family(feature).startswith("weight") else "embedding"
+        side = feature_family(feature).split("_")[0]
+        side = {"other": "embedding", "curvature": "landscape"}.get(side, side)
         by_side.setdefault(side, set()).add(str(target))
     return "; ".join(f"{side} features vs {' / '.join(sorted(t))}"
                      for side, t in sorted(by_side.items()))

@@ -54,6 +54,8 @@ HEADINGS: tuple[str, ...] = (
     "C1. Robustness of every feature's correlation",
     "C2. Features that survive every control",
     "C3. Stability of the embedding topology over text resamples",
+    "D1. Curvature, loss-landscape and gradient features vs the target",
+    "D2. Final-loss prediction from early checkpoints, feature by feature",
 )
 
 LABELS: dict[str, str] = {
@@ -604,13 +606,16 @@ def _robustness(statistics: dict, records: list[dict]) -> list[str]:
                          _survives(e)])
     ns = [e.get("n") for fs in per_model.values() for e in fs.values()]
     caption = (f"Every feature × model (and pooled) against its target (embedding features vs "
-               f"perplexity, weight features vs loss; per model {_n_text(ns)} checkpoints): "
+               f"perplexity; weight, curvature, landscape and gradient features vs loss; per "
+               f"model {_n_text(ns)} checkpoints): "
                f"Spearman ρ with {_bootstrap_text(statistics)} (separately for each test); "
                "partial Spearman controlling for log(1 + step) (pooled: also log parameters); "
                "Spearman of first differences between consecutive checkpoints; beyond the "
                "baseline: partial Spearman of first differences controlling for the first "
                "differences of the same space's plain norm (`weight_l2_norm` for weight "
-               "topology, `mean_norm` for embedding topology; — where not applicable); a "
+               "topology, `mean_norm` for embedding topology, `hessian_trace` for the loss "
+               "surface's merge tree, `grad_norm_mean` for gradient topology; — where not "
+               "applicable); a "
                f"control is survived when its Holm p < {controlled.get('alpha', 0.05)} with "
                "the raw ρ's sign.")
     return [caption, "", *_table(headers, rows)]
@@ -681,6 +686,70 @@ def _stability(statistics: dict, records: list[dict]) -> list[str]:
 
 # ---------------------------------------------------------------------------- document
 
+def _probe_correlations(statistics: dict, records: list[dict]) -> list[str]:
+    controlled = _section(statistics, "controlled")
+    per_model = controlled.get("per_model") or {}
+    pooled = controlled.get("pooled") or {}
+    names = list(pooled) or list(next(iter(per_model.values()), {}))
+    fams = {"curvature": "curvature", "landscape_topological": "landscape topology",
+            "gradient_topological": "gradient topology",
+            "gradient_statistics": "gradient statistics"}
+    feats = sorted((f for f in names if feature_family(f) in fams),
+                   key=lambda f: list(fams).index(feature_family(f)))
+    if not feats:
+        raise _Absent("the run has no curvature, landscape or gradient feature (run with "
+                      "`--signatures ...,landscape,gradients`)")
+    models = list(per_model)
+    headers = ["Feature", "Family", "Target", *(f"{m} ρ (Holm p)" for m in models)]
+    if pooled:
+        headers.append("pooled ρ (Holm p)")
+    headers.append("Survives (pooled)")
+    rows, ns = [], []
+    for f in feats:
+        cells, target = [], DASH
+        for e in [*(per_model[m].get(f) or {} for m in models),
+                  *([pooled.get(f) or {}] if pooled else [])]:
+            ns.append(e.get("n"))
+            target = e.get("target") or target
+            cells.append(f"{fmt_rho(e.get('spearman_r'))} ({fmt_p(e.get('holm_p'))})")
+        rows.append([_code(f), fams[feature_family(f)], target, *cells,
+                     _survives(pooled[f]) if f in pooled else DASH])
+    caption = (f"Spearman ρ (Holm-adjusted p, as in C1) of each feature of the landscape and "
+               f"gradient families with its target across checkpoints, per model and pooled "
+               f"({_n_text(ns)}); last column: the pooled controls survived (C1). Curvature: "
+               "top Hessian eigenvalues and Hutchinson trace of the loss on the probe batch; "
+               "landscape: the merge tree of the loss surface around the checkpoint; "
+               "gradients: Vietoris–Rips homology and statistics of per-example gradients.")
+    return [caption, "", *_table(headers, rows)]
+
+
+def _prediction_by_feature(statistics: dict, records: list[dict]) -> list[str]:
+    table = statistics.get("prediction_by_feature")
+    if not isinstance(table, dict) or not table:
+        raise _Absent("no feature to predict from (statistics.prediction_by_feature)")
+    headers = ["Feature", "Train fraction", "loss_only MAE", "topology_only MAE",
+               "combined MAE", "ridge MAE", "topology_only vs loss_only",
+               "combined vs loss_only", "Models"]
+    rows = []
+    for f, fractions in table.items():
+        for key, fr in fractions.items():
+            mae = fr.get("mae") or {}
+            imp = fr.get("improvement_over_loss_only") or {}
+            n = (fr.get("n_models") or {}).get("topology_only")
+            rows.append([_code(f), _fraction_label(key),
+                         *(fmt_loss(mae.get(m)) for m in
+                           ("loss_only", "topology_only", "combined", "ridge")),
+                         fmt_improvement(imp.get("topology_only")),
+                         fmt_improvement(imp.get("combined")), fmt_step(n)])
+    caption = ("Table 5's predictors with each feature in place of neural persistence: "
+               "topology_only extrapolates the feature's early log-step trend through its "
+               "coupling to the loss, combined is its mean with loss_only, ridge uses the "
+               "feature's early value and slope with the early loss fit (leave one model "
+               "out); MAE in nats over the models where the predictor is defined (Models: "
+               "those of topology_only); no significance test.")
+    return [caption, "", *_table(headers, rows)]
+
+
 _PARTS: tuple[tuple[str, str, tuple[Callable[[dict, list[dict]], list[str]], ...]], ...] = (
     ("Part A. Seed report tables",
      "The tables of the seed report (embedding-space topology of Pythia checkpoints), "
@@ -695,6 +764,10 @@ _PARTS: tuple[tuple[str, str, tuple[Callable[[dict, list[dict]], list[str]], ...
      "Our controls: does each correlation survive multiple testing, training progress and "
      "shared trends?",
      (_robustness, _survivors, _stability)),
+    ("Part D. Loss landscape and gradients",
+     "The signatures of the research plan beyond the two seeds: curvature and the "
+     "topology of the loss surface and of per-example gradients.",
+     (_probe_correlations, _prediction_by_feature)),
 )
 
 
@@ -715,8 +788,8 @@ def _header(statistics: dict, records: list[dict]) -> list[str]:
     if statistics.get("target"):
         lines.append(f"Correlation target of `correlations`: {statistics['target']}; in the "
                      "controlled tests embedding features are tested against perplexity and "
-                     "weight features against the stored loss (each falling back to the other "
-                     "where it is missing).")
+                     "weight, curvature, landscape and gradient features against the stored "
+                     "loss (each falling back to the other where it is missing).")
     if controlled.get("n_tests"):
         lines.append(f"Significance: Holm-adjusted p < {controlled.get('alpha', 0.05)} over "
                      f"{controlled['n_tests']} tests; bootstrap CIs from "

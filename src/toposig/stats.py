@@ -88,6 +88,7 @@ def feature_names(records: Sequence[dict]) -> list[str]:
     """Numeric feature keys present in the records' ``features``, grouped by family.
 
     Order: embedding topological, embedding spectral, weight topological, weight
+    statistics, curvature, landscape topological, gradient topological, gradient
     statistics, other.
     """
     keys: list[str] = []
@@ -99,7 +100,8 @@ def feature_names(records: Sequence[dict]) -> list[str]:
     spec = [k for k in SPECTRAL_NAMES if k in keys]
     weight_topo = sorted(k for k in keys if feature_family(k) == "weight_topological")
     weight_stats = [k for k in WEIGHT_STATISTICS if k in keys]
-    grouped = topo + spec + weight_topo + weight_stats
+    probes = [k for fam in PROBE_FAMILIES for k in keys if feature_family(k) == fam]
+    grouped = topo + spec + weight_topo + weight_stats + probes
     return grouped + sorted(k for k in keys if k not in grouped)
 
 
@@ -117,10 +119,17 @@ def is_weight_feature(name: str) -> bool:
     return name.startswith(("np_", "weight_"))
 
 
+# Families of the landscape and gradient signatures, in table order.
+PROBE_FAMILIES: tuple[str, ...] = ("curvature", "landscape_topological",
+                                   "gradient_topological", "gradient_statistics")
+
+
 def feature_family(name: str) -> str:
     """``embedding_topological``, ``embedding_spectral``, ``weight_topological`` (neural
     persistence and weight-row homology), ``weight_statistics`` (the non-topological
-    weight baseline) or ``other``."""
+    weight baseline), ``curvature`` (``hessian_*``), ``landscape_topological``
+    (``landscape_*``, the loss surface's merge tree), ``gradient_topological``
+    (``grad_h*``), ``gradient_statistics`` (the other ``grad_*``) or ``other``."""
     if is_topological(name):
         return "embedding_topological"
     if name in SPECTRAL_NAMES:
@@ -129,7 +138,21 @@ def feature_family(name: str) -> str:
         return "weight_statistics"
     if is_weight_feature(name):
         return "weight_topological"
+    if name.startswith("hessian_"):
+        return "curvature"
+    if name.startswith("landscape_"):
+        return "landscape_topological"
+    if name.startswith(("grad_h0_", "grad_h1_", "grad_h2_")):
+        return "gradient_topological"
+    if name.startswith("grad_"):
+        return "gradient_statistics"
     return "other"
+
+
+def prefers_loss(name: str) -> bool:
+    """Features tested against the loss rather than perplexity: the weight-space ones
+    (as the seed paper did) and the loss-derived curvature, landscape and gradients."""
+    return is_weight_feature(name) or feature_family(name) in PROBE_FAMILIES
 
 
 def by_model(records: Sequence[dict]) -> dict[str, list[dict]]:

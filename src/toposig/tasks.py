@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .checkpoint_files import load_checkpoint_file, trainer_state_loss
-from .checkpoints import Checkpoint, load_model
+from .checkpoints import Checkpoint, load_model, load_tokenizer
 from .embedding import CheckpointOutput, analyse_checkpoint, weight_dtype
 from .fetch import Download, evict_snapshot, hub_snapshot
+from .loss_probes import analyse_gradients, analyse_landscape
 from .weight_stage import analyse_weights
 
 if TYPE_CHECKING:
@@ -66,17 +67,24 @@ class TaskFailure(Exception):
                    "".join(tb[-3:]))
 
 
+PROBE_FAMILIES = ("landscape", "gradients")
+
+
 def load_once(ckpt: Checkpoint, families: tuple[str, ...], plan: RunPlan, emit: Emit) -> None:
     """Load a checkpoint once and compute each family, handing each result to ``emit``
     as soon as it is done (a family that raised gets its exception).
 
-    For weights the model is loaded in float32 on the CPU, so the stored values are what
-    is analysed; the embedding stage then moves it to the run's device and dtype.
+    Whenever the weights, the landscape or the gradients are wanted, the model is loaded
+    in float32 (on the CPU first when the weights are analysed, so that the stored values
+    are what is analysed); the embedding stage, which runs last, then moves it to the
+    run's device and dtype.
     """
     import torch
 
     t0 = time.perf_counter()
     want_w = "weights" in families
+    probes = [f for f in PROBE_FAMILIES if f in families]
+    fp32 = want_w or bool(probes)
     try:
         if ckpt.source == "file":
             loaded = load_checkpoint_file(ckpt.location)
@@ -84,7 +92,7 @@ def load_once(ckpt: Checkpoint, families: tuple[str, ...], plan: RunPlan, emit: 
                 loaded.tensors, loaded.loss, loaded.loss_key, None, None)
         else:
             model = load_model(
-                ckpt, torch.float32 if want_w else weight_dtype(plan.dtype),
+                ckpt, torch.float32 if fp32 else weight_dtype(plan.dtype),
                 "cpu" if want_w else plan.device, local_files_only=plan.local_files_only,
                 trust_remote_code=plan.settings.trust_remote_code)
             tensors = model.state_dict() if want_w else {}
@@ -106,10 +114,12 @@ def load_once(ckpt: Checkpoint, families: tuple[str, ...], plan: RunPlan, emit: 
             result = exc
         del tensors
         emit("weights", result)
+    if probes:
+        _probe_families(ckpt, probes, plan, model, load_s, emit)
     if "embedding" in families:
         try:
             t1 = time.perf_counter()
-            if want_w:
+            if fp32:
                 model = model.to(device=plan.device, dtype=weight_dtype(plan.dtype))
             result = analyse_checkpoint(
                 ckpt, plan.texts, plan.settings, device=plan.device, dtype=plan.dtype,
@@ -118,6 +128,33 @@ def load_once(ckpt: Checkpoint, families: tuple[str, ...], plan: RunPlan, emit: 
         except Exception as exc:  # noqa: BLE001
             result = exc
         emit("embedding", result)
+
+
+def _probe_families(ckpt: Checkpoint, probes: list[str], plan: RunPlan, model,
+                    load_s: float, emit: Emit) -> None:
+    """The landscape and gradient families on the float32 model (moved to the device)."""
+    try:
+        model = model.to(plan.device)
+        tokenizer = load_tokenizer(ckpt, plan.settings.tokenizer,
+                                   local_files_only=plan.local_files_only,
+                                   trust_remote_code=plan.settings.trust_remote_code)
+    except Exception as exc:  # noqa: BLE001
+        for f in probes:
+            emit(f, exc)
+        return
+    stages = {"landscape": (analyse_landscape, plan.landscape_settings),
+              "gradients": (analyse_gradients, plan.gradient_settings)}
+    loss, loss_key = (trainer_state_loss(ckpt.location) if ckpt.source == "local"
+                      else (None, None))
+    for family in probes:
+        stage, settings = stages[family]
+        try:
+            result = stage(ckpt, model, tokenizer, plan.probe_texts, settings,
+                           device=plan.device, load_s=load_s)
+            result.record |= {"checkpoint_loss": loss, "checkpoint_loss_key": loss_key}
+        except Exception as exc:  # noqa: BLE001
+            result = exc
+        emit(family, result)
 
 
 def run_task(plan: RunPlan, ckpt: Checkpoint, todo: tuple[str, ...], *, evict: bool = False,

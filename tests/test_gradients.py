@@ -1,0 +1,87 @@
+"""Per-example gradients, their projection and the features of their cloud."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from conftest import neox_config, pythia_tokenizer
+
+from toposig import gradients
+from toposig.loss_probes import batch_loss, probe_windows
+
+
+@pytest.fixture(scope="module")
+def small_lm():
+    from transformers import GPTNeoXForCausalLM
+
+    torch.manual_seed(0)
+    return GPTNeoXForCausalLM(neox_config(hidden=16, layers=2, heads=2, vocab=97)).eval()
+
+
+def test_per_example_gradients_equal_one_text_at_a_time(small_lm):
+    ids = torch.randint(0, 97, (5, 12), generator=torch.Generator().manual_seed(1))
+    chunks = list(gradients.per_example_gradients(small_lm, ids, chunk_size=2))
+    assert [c.shape[0] for c in chunks] == [2, 2, 1]
+    batched = np.concatenate(chunks)
+    n_params = sum(p.numel() for p in small_lm.parameters())
+    assert batched.shape == (5, n_params)
+    for i in range(5):
+        small_lm.zero_grad()
+        loss = gradients.window_loss(small_lm(ids[i:i + 1]).logits[0], ids[i])
+        loss.backward()
+        one = torch.cat([p.grad.reshape(-1) for p in small_lm.parameters()]).numpy()
+        assert np.allclose(batched[i], one, atol=1e-6, rtol=1e-4)
+    small_lm.zero_grad()
+    # the mean of the per-example gradients is the gradient of the batch loss
+    batch_loss(small_lm, ids).backward()
+    full = torch.cat([p.grad.reshape(-1) for p in small_lm.parameters()]).numpy()
+    assert np.allclose(batched.mean(0), full, atol=1e-6, rtol=1e-4)
+    small_lm.zero_grad()
+
+
+def test_the_projection_is_seeded_and_keeps_distances():
+    a = gradients.sketch(5000, 256, seed=3)
+    b = gradients.sketch(5000, 256, seed=3)
+    c = gradients.sketch(5000, 256, seed=4)
+    x = np.random.default_rng(0).standard_normal((20, 5000)).astype(np.float32)
+    assert np.array_equal(a.transform(x), b.transform(x))
+    assert not np.array_equal(a.transform(x), c.transform(x))
+    d_in = np.linalg.norm(x[:, None] - x[None], axis=-1)[np.triu_indices(20, 1)]
+    px = a.transform(x)
+    d_out = np.linalg.norm(px[:, None] - px[None], axis=-1)[np.triu_indices(20, 1)]
+    assert (d_out / d_in).min() > 0.75 and (d_out / d_in).max() < 1.25
+
+
+def test_gradient_features_on_known_clouds():
+    # Points on a circle: one long H1 bar; equal norms; cosines average to -1/(n-1).
+    n = 24
+    t = np.linspace(0, 2 * np.pi, n, endpoint=False)
+    circle = np.column_stack([np.cos(t), np.sin(t)])
+    feats, diagrams, _ = gradients.gradient_features(circle, np.full(n, 2.0))
+    assert feats["grad_h1_n_features"] == 1 and feats["grad_h1_max_persistence"] > 1.0
+    assert feats["grad_norm_mean"] == 2.0 and feats["grad_norm_std"] == 0.0
+    assert feats["grad_cosine_mean"] == pytest.approx(-1 / (n - 1))
+    assert len(diagrams) == 2
+    # All examples pulling the same way: cosine 1.
+    same = np.outer(np.arange(1, 6), [1.0, 2.0, 0.5])
+    assert gradients.gradient_features(same, np.arange(1.0, 6.0))[0][
+        "grad_cosine_mean"] == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="at least 3"):
+        gradients.gradient_features(same[:2], np.ones(2))
+
+
+def test_probe_windows_are_seeded_non_overlapping_and_refuse_short_texts(tokenizer_file):
+    tok = pythia_tokenizer(tokenizer_file)
+    texts = ["the quick brown fox jumps over the lazy dog " * 8, "a second text " * 20]
+    one = probe_windows(tok, texts, 4, 10, seed=0)
+    assert one.shape == (4, 10) and one.dtype == torch.long
+    assert torch.equal(one, probe_windows(tok, texts, 4, 10, seed=0))
+    assert not torch.equal(one, probe_windows(tok, texts, 4, 10, seed=1))
+    stream = []
+    for ids in tok(texts, add_special_tokens=False)["input_ids"]:
+        stream += [*ids, tok.eos_token_id]
+    windows = [stream[s:s + 10] for s in range(0, len(stream) - 9, 10)]
+    assert all(r.tolist() in windows for r in one)  # whole aligned windows of the stream
+    with pytest.raises(ValueError, match="windows"):
+        probe_windows(tok, ["short"], 2, 10, seed=0)
