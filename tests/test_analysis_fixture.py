@@ -22,6 +22,8 @@ EVERY_FIGURE = {
     "correlation_heatmap", "training_curves", "controls_summary", "phase_fits",
     "scaling_relationships", "prediction_comparison", "betti_curves", "persistence_diagrams",
     "layer_heatmaps",
+    # landscape and gradients
+    "loss_probe_evolution", "loss_landscapes",
 }
 
 

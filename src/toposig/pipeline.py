@@ -71,8 +71,8 @@ MODEL_FAMILIES = ("embedding", "landscape", "gradients")
 # What the aggregate keeps of a landscape or gradient record besides its features.
 PROBE_FIELDS = {
     "landscape": ("settings_hash", "arrays_file", "probe_loss", "hessian_trace_se", "lanczos",
-                  "theta_norm", "timings_s"),
-    "gradients": ("settings_hash", "arrays_file", "ph_backend", "timings_s"),
+                  "theta_norm", "settings", "timings_s"),
+    "gradients": ("settings_hash", "arrays_file", "ph_backend", "settings", "timings_s"),
 }
 
 

@@ -91,7 +91,7 @@ def plot_loss_landscapes(records: Sequence[dict], statistics: dict, path: str | 
     ncols = max(len(p) for _, p in rows)
     fig, axes = plt.subplots(len(rows), ncols, figsize=(4.2 * ncols, 3.6 * len(rows)),
                              layout="constrained", squeeze=False)
-    dirs = "directions"
+    dirs = None
     for (label, panels), ax_row in zip(rows, axes, strict=True):
         for ax in ax_row[len(panels):]:
             ax.set_visible(False)
@@ -108,8 +108,9 @@ def plot_loss_landscapes(records: Sequence[dict], statistics: dict, path: str | 
                        linewidths=1.4, zorder=3)
             ax.scatter([0], [0], s=90, c="red", marker="*", zorder=4)
             f = rec.get("features") or {}
+            n_min = f.get("landscape_n_minima", float("nan"))
             ax.set_title(f"{label}, step {rec.get('step')}\n"
-                         f"{f.get('landscape_n_minima', float('nan')):.0f} minima, basin "
+                         f"{n_min:.0f} {'minimum' if n_min == 1 else 'minima'}, basin "
                          f"depth {f.get('landscape_basin_depth', float('nan')):.3g} nats",
                          fontsize=10)
             ax.set_xlabel("step along direction 1 (× ‖θ‖)")
@@ -120,7 +121,10 @@ def plot_loss_landscapes(records: Sequence[dict], statistics: dict, path: str | 
                Line2D([], [], marker="*", color="red", linestyle="", markersize=11,
                       label="checkpoint")]
     fig.legend(handles=handles, loc="outside lower center", ncols=3)
-    fig.suptitle(f"Loss surface around checkpoints ({dirs} directions)")
+    plane = {"hessian": "plane of the top two Hessian eigenvectors",
+             "random": "plane of two filter-normalised random directions"}.get(
+                 dirs, "plane of two directions")
+    fig.suptitle(f"Loss surface around checkpoints, in the {plane}")
     return _save(fig, path)
 
 

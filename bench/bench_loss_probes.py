@@ -1,0 +1,172 @@
+#!/usr/bin/env python
+"""Cost per checkpoint of the landscape and gradient families, and against the plain way.
+
+For the three ``tiny`` model shapes (byte-level, random weights) and a Pythia-14m-shaped
+checkpoint (random weights, Pythia tokenizer), with the default settings
+(``LandscapeSettings()``, ``GradientSettings()``), prints the seconds per checkpoint of
+
+- ``landscape``: curvature (Lanczos top-2 + 16 Hutchinson probes) and the 21 × 21 loss
+  surface with its merge tree;
+- ``gradients``: per-example gradients of 64 windows, projection and Vietoris–Rips.
+
+And two ratios against the straightforward way of doing the same work:
+
+- the top-2 Hessian eigenvalues by ARPACK's restarted Lanczos against power iteration
+  with deflation (what PyHessian does), to the same relative tolerance: Hessian-vector
+  products used and seconds;
+- per-example gradients by ``vmap(grad)`` against one backward pass per example.
+
+    python bench/bench_loss_probes.py [--skip-pythia]
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from bench_embedding_stage import make_pythia14m  # noqa: E402
+
+from toposig import curvature, gradients  # noqa: E402
+from toposig.checkpoints import resolve_series  # noqa: E402
+from toposig.config import GradientSettings, LandscapeSettings  # noqa: E402
+from toposig.corpus import probe_texts  # noqa: E402
+from toposig.loss_probes import (  # noqa: E402
+    analyse_gradients,
+    analyse_landscape,
+    batch_loss,
+    probe_windows,
+)
+from toposig.training import byte_tokenizer, load_suite_config, model_config  # noqa: E402
+
+
+def power_iteration_top2(hvp, dim: int, tol: float, seed: int, max_iter: int = 500
+                         ) -> tuple[list[float], int]:
+    """Top-2 eigenvalues (largest magnitude) by power iteration with deflation; stops
+    when the Rayleigh quotient changes by less than ``tol`` relative (PyHessian's rule)."""
+    rng = np.random.default_rng(seed)
+    found: list[tuple[float, np.ndarray]] = []
+    calls = 0
+    for _ in range(2):
+        v = rng.standard_normal(dim)
+        v /= np.linalg.norm(v)
+        lam = None
+        for _ in range(max_iter):
+            hv = hvp(v)
+            calls += 1
+            for mu, u in found:  # deflate
+                hv -= mu * (u @ v) * u
+            new = float(v @ hv)
+            v = hv / np.linalg.norm(hv)
+            if lam is not None and abs(new - lam) < tol * abs(lam):
+                lam = new
+                break
+            lam = new
+        found.append((lam, v))
+    return [mu for mu, _ in found], calls
+
+
+def timed(fn):
+    t0 = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t0
+
+
+def models(tmp: Path, pythia: bool) -> list[tuple[str, Path]]:
+    from transformers import GPTNeoXForCausalLM
+
+    suite = load_suite_config("tiny")
+    out = []
+    for spec in suite.models:
+        folder = tmp / spec.name / "step0"
+        torch.manual_seed(0)
+        GPTNeoXForCausalLM(model_config(spec, suite)).save_pretrained(folder)
+        byte_tokenizer().save_pretrained(folder)
+        out.append((spec.name, folder))
+    if pythia:
+        out.append(("pythia-14m shape", make_pythia14m(tmp / "pythia-14m" / "step0")))
+    return out
+
+
+def per_example_loop(model, ids) -> list[torch.Tensor]:
+    """The straightforward way: one backward pass per example."""
+    rows = []
+    for i in range(ids.shape[0]):
+        model.zero_grad()
+        gradients.window_loss(model(ids[i:i + 1]).logits[0], ids[i]).backward()
+        rows.append(torch.cat([q.grad.reshape(-1) for q in model.parameters()]))
+    model.zero_grad()
+    return rows
+
+
+def measure(name: str, folder: Path, texts: list[str], ls: LandscapeSettings,
+            gs: GradientSettings) -> str:
+    """One table row: both families' timings and the two ratios."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    tok = AutoTokenizer.from_pretrained(folder)
+    ckpt = resolve_series(str(folder.parent), None)[0]
+    n_params = sum(q.numel() for q in model.parameters())
+    land = analyse_landscape(ckpt, model, tok, texts, ls).record
+    grad = analyse_gradients(ckpt, model, tok, texts, gs).record
+
+    ids = probe_windows(tok, texts, ls.n_windows, ls.window, ls.seed)
+    params = list(model.parameters())
+    for q in params:
+        q.requires_grad_(True)
+    with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.MATH):
+        hvp = curvature.loss_hvp(lambda: batch_loss(model, ids), params)
+    lan, t_lan = timed(lambda: curvature.top_eigenpairs(
+        hvp, n_params, 2, tol=ls.lanczos_tol, maxiter=ls.lanczos_maxiter, seed=0))
+    (_, n_pow), t_pow = timed(lambda: power_iteration_top2(hvp, n_params, ls.lanczos_tol,
+                                                           seed=0))
+    gids = probe_windows(tok, texts, gs.n_windows, gs.window, gs.seed)
+    _, t_vmap = timed(lambda: list(gradients.per_example_gradients(model, gids,
+                                                                   gs.chunk_size)))
+    _, t_loop = timed(lambda: per_example_loop(model, gids))
+    t = land["timings_s"]
+    return (f"{name:<18}{n_params:>11,}{t['curvature']:>8.2f}{t['surface']:>8.2f}"
+            f"{t['landscape']:>9.2f}{grad['timings_s']['gradients']:>8.2f}"
+            f"{lan.n_hvp:>7d}/{t_lan:<7.2f}{n_pow:>6d}/{t_pow:<7.2f}"
+            f"{t_pow / t_lan:>6.1f}{t_vmap:>8.2f}{t_loop:>8.2f}{t_loop / t_vmap:>6.1f}")
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--skip-pythia", action="store_true")
+    args = p.parse_args()
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+    ls, gs = LandscapeSettings(), GradientSettings()
+    texts = probe_texts(None, 100)
+    print(f"machine: {platform.processor() or platform.machine()}, "
+          f"{torch.get_num_threads()} torch threads, torch {torch.__version__}")
+    print(f"landscape: {ls.n_windows} windows x {ls.window} tokens, top {ls.top_k}, "
+          f"{ls.trace_samples} trace probes, {ls.res}x{ls.res} grid; gradients: "
+          f"{gs.n_windows} windows, projected to {gs.proj_dim}")
+    head = (f"{'model':<18}{'params':>11}{'curv s':>8}{'surf s':>8}{'landsc s':>9}"
+            f"{'grad s':>8}{'Lanczos hvp/s':>15}{'power hvp/s':>14}{'x':>6}"
+            f"{'vmap s':>8}{'loop s':>8}{'x':>6}")
+    print(head)
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, folder in models(Path(tmp), not args.skip_pythia):
+            print(measure(name, folder, texts, ls, gs))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
