@@ -112,3 +112,23 @@ def test_bad_probe_settings_are_refused_before_work(tiny_series, tmp_path, capsy
     assert run_experiments.main(args) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+
+
+def test_a_failing_family_is_recorded_and_the_others_finish(tiny_series, wikitext_dir,
+                                                            tmp_path, monkeypatch, capsys):
+    def broken(*a, **k):
+        raise FloatingPointError("3 of 25 loss-surface points are not finite")
+
+    monkeypatch.setattr(tasks, "analyse_landscape", broken)
+    out = tmp_path / "out"
+    args = ["--models", str(tiny_series), "--signatures", "landscape,gradients", "--out",
+            str(out), "--steps", "0", *FAST]
+    assert run_experiments.main(args) == 1
+    assert "[landscape]: FloatingPointError" in capsys.readouterr().out
+    config = json.loads((out / "data" / "config.json").read_text())
+    assert [f["family"] for f in config["failures"]] == ["landscape"]
+    (rec,) = records_of(out)
+    assert rec["families"] == ["gradients"] and "grad_norm_mean" in rec["features"]
+    monkeypatch.undo()
+    assert run_experiments.main(args) == 0  # the failure is retried, the rest resumed
+    assert records_of(out)[0]["families"] == ["landscape", "gradients"]
