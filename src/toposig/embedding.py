@@ -171,6 +171,7 @@ def analyse_checkpoint(
     dtype: str,
     local_files_only: bool = False,
     model=None,
+    tokenizer=None,
     load_s: float = 0.0,
 ) -> CheckpointOutput:
     """Load one checkpoint once, run one forward pass, compute every feature.
@@ -178,6 +179,8 @@ def analyse_checkpoint(
     Args:
         model: the checkpoint's model already loaded on ``device`` in ``dtype`` (the
             pipeline loads once for both signature families), or ``None`` to load it.
+        tokenizer: the checkpoint's tokenizer already loaded (with the override of
+            ``settings.tokenizer``), or ``None`` to load it.
         load_s: seconds already spent loading ``model`` (for the record's timings).
 
     Raises whatever loading or the forward pass raises (missing revision, unreadable
@@ -185,8 +188,10 @@ def analyse_checkpoint(
     """
 
     t0 = time.perf_counter() - load_s
-    tokenizer = load_tokenizer(ckpt, settings.tokenizer, local_files_only=local_files_only,
-                               trust_remote_code=settings.trust_remote_code)
+    if tokenizer is None:
+        tokenizer = load_tokenizer(ckpt, settings.tokenizer,
+                                   local_files_only=local_files_only,
+                                   trust_remote_code=settings.trust_remote_code)
     if model is None:
         model = load_model(ckpt, weight_dtype(dtype), device,
                            local_files_only=local_files_only,
@@ -194,12 +199,7 @@ def analyse_checkpoint(
     t_load = time.perf_counter()
 
     ids, mask = tokenize(tokenizer, texts, settings.max_length)
-    vocab = model.get_output_embeddings().weight.shape[0]
-    if int(ids.max()) >= vocab:
-        raise ValueError(
-            f"tokenizer produces id {int(ids.max())} but the model's vocabulary has {vocab} "
-            "entries: wrong --tokenizer for this model?"
-        )
+    check_vocab(model, ids)
     fwd = forward_pass(model, ids, mask, device=device,
                        batch_size=resolve_batch_size(settings.batch_size, device, len(texts)),
                        autocast_bf16=dtype == AUTOCAST)
@@ -260,6 +260,14 @@ def analyse_checkpoint(
         record["layer_features"] = {str(k): v.features for k, v in per_layer.items()}
     del model
     return CheckpointOutput(record, arrays)
+
+
+def check_vocab(model, ids) -> None:
+    """Raise ValueError when a token id is outside the model's vocabulary."""
+    vocab = model.get_output_embeddings().weight.shape[0]
+    if int(ids.max()) >= vocab:
+        raise ValueError(f"tokenizer produces id {int(ids.max())} but the model's vocabulary "
+                         f"has {vocab} entries: wrong --tokenizer for this model?")
 
 
 def checkpoint_fields(ckpt: Checkpoint) -> dict:

@@ -27,7 +27,7 @@ import numpy as np
 from . import curvature, gradients, landscape
 from .checkpoints import Checkpoint
 from .config import SCHEMA_VERSION, GradientSettings, LandscapeSettings
-from .embedding import CheckpointOutput, checkpoint_fields
+from .embedding import CheckpointOutput, check_vocab, checkpoint_fields
 
 logger = logging.getLogger(__name__)
 
@@ -54,23 +54,21 @@ def probe_windows(tokenizer, texts: list[str], n: int, length: int, seed: int):
     return torch.tensor([stream[s:s + length] for s in starts], dtype=torch.long)
 
 
-def _check_vocab(model, ids) -> None:
-    vocab = model.get_output_embeddings().weight.shape[0]
-    if int(ids.max()) >= vocab:
-        raise ValueError(f"tokenizer produces id {int(ids.max())} but the model's vocabulary "
-                         f"has {vocab} entries: wrong --tokenizer for this model?")
-
-
-def batch_loss(model, ids):
-    """Mean next-token cross-entropy (nats) over every window of ``ids`` (n, T)."""
+def next_token_loss(logits, ids):
+    """Mean next-token cross-entropy (nats) of logits (n, T, V) for windows ``ids`` (n, T)."""
     import torch.nn.functional as F
 
-    logits = model(ids).logits
     return F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]).float(),
                            ids[:, 1:].reshape(-1))
 
 
+def batch_loss(model, ids):
+    """Mean next-token cross-entropy (nats) over every window of ``ids`` (n, T)."""
+    return next_token_loss(model(ids).logits, ids)
+
+
 def _common(ckpt: Checkpoint, family: str, model, t0: float, load_s: float) -> dict:
+    elapsed = time.perf_counter() - t0
     return {
         "schema_version": SCHEMA_VERSION,
         "status": "ok",
@@ -78,8 +76,7 @@ def _common(ckpt: Checkpoint, family: str, model, t0: float, load_s: float) -> d
         **checkpoint_fields(ckpt),
         "num_parameters": int(sum(p.numel() for p in model.parameters())),
         "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "timings_s": {"load": load_s, family: time.perf_counter() - t0,
-                      "total": load_s + time.perf_counter() - t0},
+        "timings_s": {"load": load_s, family: elapsed, "total": load_s + elapsed},
     }
 
 
@@ -105,7 +102,7 @@ def analyse_landscape(ckpt: Checkpoint, model, tokenizer, texts: list[str],
     t0 = time.perf_counter()
     s = settings
     ids = probe_windows(tokenizer, texts, s.n_windows, s.window, s.seed).to(device)
-    _check_vocab(model, ids)
+    check_vocab(model, ids)
     model.eval()
     names = [n for n, _ in model.named_parameters()]
     params = [p for _, p in model.named_parameters()]
@@ -145,10 +142,8 @@ def analyse_landscape(ckpt: Checkpoint, model, tokenizer, texts: list[str],
             for j, b in enumerate(coords):
                 point = {n: t + a * d1 + b * d2 for n, t, d1, d2
                          in zip(names, theta, dirs[0], dirs[1], strict=True)}
-                logits = functional_call(model, (point, buffers), (ids,)).logits
-                grid[i, j] = float(torch.nn.functional.cross_entropy(
-                    logits[:, :-1].reshape(-1, logits.shape[-1]).float(),
-                    ids[:, 1:].reshape(-1)))
+                grid[i, j] = float(next_token_loss(
+                    functional_call(model, (point, buffers), (ids,)).logits, ids))
     if not np.all(np.isfinite(grid)):
         bad = int((~np.isfinite(grid)).sum())
         raise FloatingPointError(f"{bad} of {grid.size} loss-surface points are not finite: "
@@ -198,7 +193,7 @@ def analyse_gradients(ckpt: Checkpoint, model, tokenizer, texts: list[str],
     t0 = time.perf_counter()
     s = settings
     ids = probe_windows(tokenizer, texts, s.n_windows, s.window, s.seed).to(device)
-    _check_vocab(model, ids)
+    check_vocab(model, ids)
     model.eval()
     dim = sum(p.numel() for p in model.parameters())
     proj = gradients.sketch(dim, s.proj_dim, s.seed)

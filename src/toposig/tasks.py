@@ -114,38 +114,49 @@ def load_once(ckpt: Checkpoint, families: tuple[str, ...], plan: RunPlan, emit: 
             result = exc
         del tensors
         emit("weights", result)
+    if not (probes or "embedding" in families):
+        return
+    t1 = time.perf_counter()
+    try:  # one tokenizer for every family that runs the model
+        tokenizer = load_tokenizer(ckpt, plan.settings.tokenizer,
+                                   local_files_only=plan.local_files_only,
+                                   trust_remote_code=plan.settings.trust_remote_code)
+    except Exception as exc:  # noqa: BLE001 - recorded for the families that need it
+        for f in families:
+            if f != "weights":
+                emit(f, exc)
+        return
+    load_s += time.perf_counter() - t1
     if probes:
-        _probe_families(ckpt, probes, plan, model, load_s, emit)
+        _probe_families(ckpt, probes, plan, model, tokenizer, (loss, loss_key), load_s, emit)
     if "embedding" in families:
         try:
-            t1 = time.perf_counter()
+            t2 = time.perf_counter()
             if fp32:
                 model = model.to(device=plan.device, dtype=weight_dtype(plan.dtype))
             result = analyse_checkpoint(
                 ckpt, plan.texts, plan.settings, device=plan.device, dtype=plan.dtype,
-                local_files_only=plan.local_files_only, model=model,
-                load_s=load_s + time.perf_counter() - t1)
+                local_files_only=plan.local_files_only, model=model, tokenizer=tokenizer,
+                load_s=load_s + time.perf_counter() - t2)
         except Exception as exc:  # noqa: BLE001
             result = exc
         emit("embedding", result)
 
 
-def _probe_families(ckpt: Checkpoint, probes: list[str], plan: RunPlan, model,
-                    load_s: float, emit: Emit) -> None:
-    """The landscape and gradient families on the float32 model (moved to the device)."""
+def _probe_families(ckpt: Checkpoint, probes: list[str], plan: RunPlan, model, tokenizer,
+                    stored_loss: tuple[float | None, str | None], load_s: float,
+                    emit: Emit) -> None:
+    """The landscape and gradient families on the float32 model (moved to the device);
+    each record carries the checkpoint's stored loss and where it was found."""
     try:
         model = model.to(plan.device)
-        tokenizer = load_tokenizer(ckpt, plan.settings.tokenizer,
-                                   local_files_only=plan.local_files_only,
-                                   trust_remote_code=plan.settings.trust_remote_code)
     except Exception as exc:  # noqa: BLE001
         for f in probes:
             emit(f, exc)
         return
     stages = {"landscape": (analyse_landscape, plan.landscape_settings),
               "gradients": (analyse_gradients, plan.gradient_settings)}
-    loss, loss_key = (trainer_state_loss(ckpt.location) if ckpt.source == "local"
-                      else (None, None))
+    loss, loss_key = stored_loss
     for family in probes:
         stage, settings = stages[family]
         try:

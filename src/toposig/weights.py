@@ -269,34 +269,32 @@ def weight_statistics(matrix: np.ndarray) -> dict[str, float]:
 def _statistics(m: np.ndarray, a: np.ndarray) -> tuple[dict[str, float], tuple[float, ...]]:
     """Statistics of ``m`` given ``a = |m|``, and the float64 sums (Σw, Σw², Σ|w|) behind
     them; one pass each, accumulated in float64 without a float64 copy of ``m``."""
-    n = m.size
-    total = float(m.sum(dtype=np.float64))
-    sum_sq = float(np.einsum("ij,ij->", m, m, dtype=np.float64))
-    sum_abs = float(a.sum(dtype=np.float64))
+    sums = (float(m.sum(dtype=np.float64)),
+            float(np.einsum("ij,ij->", m, m, dtype=np.float64)),
+            float(a.sum(dtype=np.float64)))
+    return _summary(m.size, *sums, float(a.max())), sums
+
+
+def _summary(n: int, total: float, sum_sq: float, sum_abs: float, max_abs: float
+             ) -> dict[str, float]:
+    """Frobenius norm, std, max |w| and mean |w| of n weights from their float64 sums."""
     mean = total / n
     return {
         "l2_norm": math.sqrt(sum_sq),
         "std": math.sqrt(max(sum_sq / n - mean * mean, 0.0)),
-        "max_abs": float(a.max()),
+        "max_abs": max_abs,
         "mean_abs": sum_abs / n,
-    }, (total, sum_sq, sum_abs)
+    }
 
 
 def _statistics_torch(m, a) -> tuple[dict[str, float], tuple[float, ...]]:
     """:func:`_statistics` of torch tensors, on their device, accumulated in float64."""
     import torch
 
-    n = m.numel()
-    total = float(m.sum(dtype=torch.float64))
-    sum_sq = float(torch.linalg.vector_norm(m, dtype=torch.float64)) ** 2
-    sum_abs = float(a.sum(dtype=torch.float64))
-    mean = total / n
-    return {
-        "l2_norm": math.sqrt(sum_sq),
-        "std": math.sqrt(max(sum_sq / n - mean * mean, 0.0)),
-        "max_abs": float(a.max()),
-        "mean_abs": sum_abs / n,
-    }, (total, sum_sq, sum_abs)
+    sums = (float(m.sum(dtype=torch.float64)),
+            float(torch.linalg.vector_norm(m, dtype=torch.float64)) ** 2,
+            float(a.sum(dtype=torch.float64)))
+    return _summary(m.numel(), *sums, float(a.max())), sums
 
 
 # ----------------------------------------------------------------- one checkpoint
