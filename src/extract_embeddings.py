@@ -21,6 +21,7 @@ from toposig.checkpoints import SeriesError
 from toposig.cli import INPUT_ERRORS, add_embedding_options, settings_from_args, setup_logging
 from toposig.embedding import analyse_checkpoint
 from toposig.pipeline import plan_run
+from toposig.revisions import parse_selection
 from toposig.store import ResultStore, clean_floats
 
 
@@ -33,6 +34,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "(with --step)")
     p.add_argument("--step", default=None,
                    help="the training step, for a series folder or a Hub id")
+    p.add_argument("--revision", default=None,
+                   help="the revision (Hub branch or sub-folder name), instead of --step")
+    p.add_argument("--revision-pattern", metavar="REGEX", default=None,
+                   help="regular expression for revision names, one group for the step")
     p.add_argument("--out", default=None,
                    help="also store the record under this results root")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -45,7 +50,10 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging(args.verbose)
     try:
         settings = settings_from_args(args)
-        plan = plan_run([args.model], [args.step] if args.step is not None else None, settings)
+        selection = parse_selection([args.step] if args.step is not None else None,
+                                    [args.revision] if args.revision else None,
+                                    args.revision_pattern)
+        plan = plan_run([args.model], selection, settings)
         if len(plan.checkpoints) != 1:
             steps = [c.step for c in plan.checkpoints]
             raise SeriesError(f"{args.model!r} is a series of {len(steps)} checkpoints "

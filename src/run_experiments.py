@@ -34,10 +34,12 @@ from toposig.cli import (
     add_embedding_options,
     add_executor_options,
     add_probe_options,
+    add_step_options,
     add_weight_options,
     executor_from_args,
     gradient_settings_from_args,
     landscape_settings_from_args,
+    selection_from_args,
     settings_from_args,
     setup_logging,
     signatures_from_args,
@@ -67,10 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
                         f"{', '.join(preset_names())}, or a JSON file of one (configs/)")
     p.add_argument("--suite-dir", default="runs",
                    help="where --preset suites are trained (default: %(default)s)")
-    p.add_argument("--steps", nargs="+", metavar="STEP", default=None,
-                   help="training steps: integers, or a named schedule: 'seed' (the seed's "
-                        "19 steps) or 'all' (Pythia's 154). Default: 'seed' for Hub models, "
-                        "every step found for local series")
+    add_step_options(p)
     p.add_argument("--out", default="results",
                    help="results root: records/, data/ (default: %(default)s)")
     p.add_argument("--force", action="store_true",
@@ -106,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
                 probe_texts(settings.texts, settings.min_chars)
             suite_dir, _ = train_suite(suite, args.suite_dir, progress=not args.no_progress)
             models = [str(suite_dir / m.name) for m in suite.models]
-        plan = plan_run(models, args.steps, settings, weight_settings, signatures,
+        plan = plan_run(models, selection_from_args(args), settings, weight_settings, signatures,
                         remote_gpus=args.executor == "ray" and args.gpus_per_task > 0,
                         landscape_settings=landscape_settings,
                         gradient_settings=gradient_settings)

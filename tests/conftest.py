@@ -7,7 +7,11 @@ when ``TOPOSIG_REQUIRE_DATA=1`` (as CI sets it).
 
 from __future__ import annotations
 
+import fnmatch
+import hashlib
 import os
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +24,82 @@ PROJECT = Path(__file__).resolve().parents[1]
 SHARED_DATA = PROJECT.parent / "shared" / "data"
 WIKI = "wikitext-2-raw-v1/wiki.valid.raw"
 TOKENIZER_FILE = SHARED_DATA / "pythia-tokenizer" / "20B_tokenizer.json"
+
+
+class FolderHub:
+    """A folder-backed stand-in for the Hugging Face Hub.
+
+    Called, it is ``snapshot_download``: its repositories are folders
+    ``hub/<org>/<name>/<revision>/``, and what it downloads lands in a real Hugging Face
+    cache layout (content-addressed blobs, snapshot links, refs), so the real eviction
+    and cache-listing code runs on it unchanged. :meth:`list_repo_refs` lists a
+    repository's revisions as ``huggingface_hub.list_repo_refs`` does.
+    """
+
+    def __init__(self, hub: Path, cache: Path, delay_s: float = 0.0):
+        self.hub, self.cache, self.delay_s = hub, cache, delay_s
+        self.downloads: list[tuple[str, float]] = []  # (revision, start time) of real fetches
+        self.lock = threading.Lock()
+
+    def _repo(self, repo_id: str) -> Path:
+        return self.cache / ("models--" + repo_id.replace("/", "--"))
+
+    def __call__(self, repo_id: str, revision: str | None = None, allow_patterns=None,
+                 local_files_only: bool = False, **_) -> str:
+        from huggingface_hub.errors import LocalEntryNotFoundError
+
+        repo = self._repo(repo_id)
+        ref = repo / "refs" / revision
+        if local_files_only:
+            if not ref.is_file():
+                raise LocalEntryNotFoundError(f"{repo_id}@{revision} is not cached")
+            return str(repo / "snapshots" / ref.read_text())
+        with self.lock:
+            self.downloads.append((revision, time.perf_counter()))
+        time.sleep(self.delay_s)
+        source = self.hub / repo_id / revision
+        if not source.is_dir():
+            raise FileNotFoundError(f"fake Hub has no {repo_id}@{revision}")
+        commit = hashlib.sha1(f"{repo_id}@{revision}".encode()).hexdigest()
+        snap = repo / "snapshots" / commit
+        snap.mkdir(parents=True, exist_ok=True)
+        (repo / "blobs").mkdir(exist_ok=True)
+        for f in sorted(source.iterdir()):
+            if allow_patterns and not any(fnmatch.fnmatch(f.name, p) for p in allow_patterns):
+                continue
+            data = f.read_bytes()
+            blob = repo / "blobs" / hashlib.sha256(data).hexdigest()
+            if not blob.exists():
+                blob.write_bytes(data)
+            link = snap / f.name
+            if not link.exists():
+                link.symlink_to(Path("../../blobs") / blob.name)
+        ref.parent.mkdir(parents=True, exist_ok=True)
+        ref.write_text(commit)
+        return str(snap)
+
+    def snapshots(self, repo_id: str = "fake-org/tiny") -> list[str]:
+        snaps = self._repo(repo_id) / "snapshots"
+        return sorted(p.name for p in snaps.iterdir()) if snaps.is_dir() else []
+
+    def list_repo_refs(self, repo_id: str):
+        """``huggingface_hub.list_repo_refs``: the repository's revisions as branches."""
+        from types import SimpleNamespace
+
+        from huggingface_hub.errors import RepositoryNotFoundError
+
+        repo = self.hub / repo_id
+        if not repo.is_dir():
+            import importlib
+
+            from huggingface_hub import errors  # built on httpx or httpx2, by version
+
+            http = importlib.import_module(errors.Response.__module__.split(".")[0])
+            request = http.Request("GET", f"https://huggingface.co/api/models/{repo_id}/refs")
+            raise RepositoryNotFoundError(f"fake Hub has no {repo_id}",
+                                          response=http.Response(404, request=request))
+        branches = [SimpleNamespace(name=p.name) for p in sorted(repo.iterdir()) if p.is_dir()]
+        return SimpleNamespace(branches=[SimpleNamespace(name="main"), *branches], tags=[])
 
 
 def _require_or_skip(what: str) -> None:
@@ -100,3 +180,54 @@ def tiny_series(tmp_path_factory, tokenizer_file) -> Path:
     """Three random-weight GPT-NeoX checkpoints (steps 0, 10, 100) with the Pythia tokenizer."""
     root = tmp_path_factory.mktemp("tiny_series")
     return make_series(root, [0, 10, 100], pythia_tokenizer(tokenizer_file))
+
+
+# --- tiny random models of many architectures (all build offline) --------------------
+
+ARCHITECTURES = ("gpt_neox", "gpt2", "llama", "mistral", "qwen2", "opt", "opt-350m",
+                 "gemma2", "granite")
+
+
+def causal_lm_config(arch: str, vocab: int = 264, hidden: int = 32, layers: int = 2):
+    """A tiny config of ``arch``. ``opt-350m`` has OPT-350m's quirks (post-layer norm and
+    ``word_embed_proj_dim`` != ``hidden_size``: project_in/project_out); ``gemma2`` has
+    final-logit and attention soft-capping; ``granite`` scales embeddings, residuals,
+    attention and logits."""
+    import transformers as T
+
+    common = dict(vocab_size=vocab, hidden_size=hidden, num_hidden_layers=layers,
+                  num_attention_heads=4, intermediate_size=2 * hidden)
+    gqa = dict(common, num_key_value_heads=2)
+    if arch == "gpt_neox":
+        return neox_config(hidden=hidden, layers=layers, heads=4, vocab=vocab)
+    if arch == "gpt2":
+        return T.GPT2Config(vocab_size=vocab, n_embd=hidden, n_layer=layers, n_head=4,
+                            n_positions=256, bos_token_id=vocab - 1, eos_token_id=vocab - 1)
+    if arch == "llama":
+        return T.LlamaConfig(**gqa)
+    if arch == "mistral":
+        return T.MistralConfig(**gqa)
+    if arch == "qwen2":
+        return T.Qwen2Config(**gqa)
+    if arch in ("opt", "opt-350m"):
+        quirks = (dict(word_embed_proj_dim=hidden // 2, do_layer_norm_before=False)
+                  if arch == "opt-350m" else {})
+        return T.OPTConfig(vocab_size=vocab, hidden_size=hidden, num_hidden_layers=layers,
+                           ffn_dim=2 * hidden, num_attention_heads=4, pad_token_id=1,
+                           bos_token_id=2, eos_token_id=2, **quirks)
+    if arch == "gemma2":
+        return T.Gemma2Config(**gqa, head_dim=hidden // 4, final_logit_softcapping=3.0,
+                              attn_logit_softcapping=5.0)
+    if arch == "granite":
+        return T.GraniteConfig(**gqa, logits_scaling=4.0, embedding_multiplier=2.0,
+                               residual_multiplier=0.5, attention_multiplier=0.3)
+    raise ValueError(arch)
+
+
+def causal_lm(arch: str, seed: int = 0, **kw):
+    """A random-weight causal LM of ``arch`` in eval mode (see :func:`causal_lm_config`)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(seed)
+    return AutoModelForCausalLM.from_config(causal_lm_config(arch, **kw)).eval()

@@ -11,6 +11,7 @@ from safetensors.torch import save_file
 
 from toposig import checkpoint_files as cf
 from toposig.checkpoints import SeriesError, fingerprint, resolve_series
+from toposig.revisions import StepSelection
 
 
 def state_dict(seed: int = 0) -> dict[str, torch.Tensor]:
@@ -98,9 +99,9 @@ def test_a_folder_of_files_is_a_series(tmp_path):
     assert [c.step for c in series] == [0, 100, 200]
     assert {c.source for c in series} == {"file"}
     assert Path(series[1].location).name == "ckpt-100.pt"
-    assert [c.step for c in resolve_series(str(tmp_path), (100,))] == [100]
+    assert [c.step for c in resolve_series(str(tmp_path), StepSelection(steps=(100,)))] == [100]
     with pytest.raises(SeriesError, match="not in local series"):
-        resolve_series(str(tmp_path), (5,))
+        resolve_series(str(tmp_path), StepSelection(steps=(5,)))
 
 
 def test_safetensors_is_preferred_and_duplicates_refused(tmp_path):

@@ -3,32 +3,45 @@
 from __future__ import annotations
 
 import time
+from types import SimpleNamespace
 
 import pytest
 from conftest import neox_config, save_checkpoint
 
 from toposig import checkpoints as ck
 from toposig import corpus
+from toposig import revisions as rv
 
 
 def test_named_schedules():
-    assert len(ck.PYTHIA_ALL_STEPS) == 154
-    assert len(ck.SEED_STEPS) == 19
-    assert set(ck.SEED_STEPS) <= set(ck.PYTHIA_ALL_STEPS)
-    assert ck.parse_steps(["seed"]) == ck.SEED_STEPS
-    assert ck.parse_steps(["all"]) == ck.PYTHIA_ALL_STEPS
-    assert ck.parse_steps(["1000", "0", "1000"]) == (0, 1000)
-    assert ck.parse_steps(None) is None
-    with pytest.raises(ck.SeriesError, match="'-5'"):
-        ck.parse_steps(["-5"])
+    assert len(rv.PYTHIA_ALL_STEPS) == 154
+    assert len(rv.SEED_STEPS) == 19
+    assert set(rv.SEED_STEPS) <= set(rv.PYTHIA_ALL_STEPS)
+    assert rv.parse_selection(["seed"]).steps == rv.SEED_STEPS
+    assert rv.parse_selection(["all"]).every
+    assert rv.parse_selection(["1000", "0", "1000"]).steps == (0, 1000)
+    assert rv.parse_selection(None).is_default
+    with pytest.raises(rv.RevisionError, match="'-5'"):
+        rv.parse_selection(["-5"])
 
 
-def test_hub_series_uses_step_revisions():
-    series = ck.resolve_series("EleutherAI/pythia-70m", (0, 1000, 143000))
+def pythia_refs(repo_id):
+    """``list_repo_refs`` of a Pythia repository: main and the 154 step branches."""
+    names = ["main", *(f"step{s}" for s in rv.PYTHIA_ALL_STEPS)]
+    return SimpleNamespace(branches=[SimpleNamespace(name=n) for n in names], tags=[])
+
+
+def test_hub_series_is_the_repositorys_revisions():
+    series = ck.resolve_series("EleutherAI/pythia-70m", rv.StepSelection(steps=(0, 1000, 143000)),
+                               list_refs=pythia_refs)
     assert [c.revision for c in series] == ["step0", "step1000", "step143000"]
     assert {c.label for c in series} == {"pythia-70m"}
     assert all(c.source == "hub" for c in series)
-    assert len(ck.resolve_series("EleutherAI/pythia-70m", None)) == 19
+    default = ck.resolve_series("EleutherAI/pythia-70m", list_refs=pythia_refs)
+    assert [c.step for c in default] == list(rv.SEED_STEPS)
+    every = ck.resolve_series("EleutherAI/pythia-70m", rv.parse_selection(["all"]),
+                              list_refs=pythia_refs)
+    assert len(every) == 154 and every[-1].revision == "step143000"  # main is no step
 
 
 @pytest.mark.parametrize("bad", ["/no/such/folder", "./missing-run", "not a model!"])
@@ -57,7 +70,7 @@ def test_local_series_discovers_steps_in_order(local_layouts):
     assert run[0].location.endswith("step0") and run[0].source == "local"
     trainer = ck.resolve_series(str(local_layouts / "trainer"), None)
     assert [c.step for c in trainer] == [50, 100]
-    assert ck.resolve_series(str(local_layouts / "run"), (5,))[0].step == 5
+    assert ck.resolve_series(str(local_layouts / "run"), rv.StepSelection(steps=(5,)))[0].step == 5
 
 
 def test_single_model_folder_is_a_series_of_one(local_layouts):
@@ -69,8 +82,8 @@ def test_single_model_folder_is_a_series_of_one(local_layouts):
 
 def test_missing_local_step_names_the_available_ones(local_layouts):
     with pytest.raises(ck.SeriesError,
-                       match=r"steps \[7\] are not in .* it has steps \[0, 5, 20\]"):
-        ck.resolve_series(str(local_layouts / "run"), (5, 7))
+                       match=r"steps \[7\] are not in .* it has 3: step0, step5, step20"):
+        ck.resolve_series(str(local_layouts / "run"), rv.StepSelection(steps=(5, 7)))
 
 
 def test_folder_without_models_is_refused(local_layouts):
@@ -87,15 +100,16 @@ def test_colliding_labels_are_made_unique(local_layouts, tmp_path):
 
 
 def test_unreachable_hub_with_nothing_cached_stops_fast_with_advice(tmp_path, monkeypatch):
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
-    monkeypatch.setattr(ck, "is_cached", lambda c: False)
-    series = ck.resolve_series("EleutherAI/pythia-70m", None)
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "empty"))
     t0 = time.perf_counter()
-    with pytest.raises(ck.HubUnavailableError) as err:
-        ck.check_hub_access(series)
+    with pytest.raises(ck.HubUnavailableError) as err:  # HF_HUB_OFFLINE=1 in the tests
+        ck.resolve_series("EleutherAI/pythia-70m")
     assert time.perf_counter() - t0 < 10
     msg = str(err.value)
-    assert "cannot reach the Hugging Face Hub" in msg
+    assert "cannot reach the Hugging Face Hub (HF_HUB_OFFLINE is set)" in msg
+    assert "the list of revisions comes from the cache" in msg
     assert "--models path/to/run" in msg
 
 

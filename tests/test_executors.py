@@ -9,16 +9,14 @@ which asks ``huggingface_hub`` to delete a revision, runs on it unchanged.
 from __future__ import annotations
 
 import dataclasses
-import fnmatch
 import hashlib
 import json
 import shutil
-import threading
 import time
 from pathlib import Path
 
 import pytest
-from conftest import make_series, neox_config, pythia_tokenizer
+from conftest import FolderHub, make_series, neox_config, pythia_tokenizer
 
 from toposig import pipeline
 from toposig.checkpoints import Checkpoint
@@ -30,56 +28,6 @@ FAST = ["--n-texts", "40", "--max-length", "32"]
 VOLATILE = {"timings_s", "finished_at"}
 REPO = "fake-org/tiny"
 STEPS = (0, 10, 100)
-
-
-class FolderHub:
-    """``snapshot_download`` over local folders, writing a Hugging Face cache layout."""
-
-    def __init__(self, hub: Path, cache: Path, delay_s: float = 0.0):
-        self.hub, self.cache, self.delay_s = hub, cache, delay_s
-        self.downloads: list[tuple[str, float]] = []  # (revision, start time) of real fetches
-        self.lock = threading.Lock()
-
-    def _repo(self, repo_id: str) -> Path:
-        return self.cache / ("models--" + repo_id.replace("/", "--"))
-
-    def __call__(self, repo_id: str, revision: str | None = None, allow_patterns=None,
-                 local_files_only: bool = False, **_) -> str:
-        from huggingface_hub.errors import LocalEntryNotFoundError
-
-        repo = self._repo(repo_id)
-        ref = repo / "refs" / revision
-        if local_files_only:
-            if not ref.is_file():
-                raise LocalEntryNotFoundError(f"{repo_id}@{revision} is not cached")
-            return str(repo / "snapshots" / ref.read_text())
-        with self.lock:
-            self.downloads.append((revision, time.perf_counter()))
-        time.sleep(self.delay_s)
-        source = self.hub / repo_id / revision
-        if not source.is_dir():
-            raise FileNotFoundError(f"fake Hub has no {repo_id}@{revision}")
-        commit = hashlib.sha1(f"{repo_id}@{revision}".encode()).hexdigest()
-        snap = repo / "snapshots" / commit
-        snap.mkdir(parents=True, exist_ok=True)
-        (repo / "blobs").mkdir(exist_ok=True)
-        for f in sorted(source.iterdir()):
-            if allow_patterns and not any(fnmatch.fnmatch(f.name, p) for p in allow_patterns):
-                continue
-            data = f.read_bytes()
-            blob = repo / "blobs" / hashlib.sha256(data).hexdigest()
-            if not blob.exists():
-                blob.write_bytes(data)
-            link = snap / f.name
-            if not link.exists():
-                link.symlink_to(Path("../../blobs") / blob.name)
-        ref.parent.mkdir(parents=True, exist_ok=True)
-        ref.write_text(commit)
-        return str(snap)
-
-    def snapshots(self) -> list[str]:
-        snaps = self._repo(REPO) / "snapshots"
-        return sorted(p.name for p in snaps.iterdir()) if snaps.is_dir() else []
 
 
 @pytest.fixture(scope="module")

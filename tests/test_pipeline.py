@@ -168,7 +168,10 @@ def test_interrupted_run_resumes_and_matches_an_uninterrupted_one(tiny_series, w
     monkeypatch.setattr(tasks, "analyse_checkpoint", interrupt_on_second)
     resumed = tmp_path / "resumed"
     assert run_experiments.main([*args, "--out", str(resumed)]) == 130
-    assert len(records_of(resumed)) == 1
+    # written on the way out: the first checkpoint, and the second's finished weights
+    assert [r["families"] for r in records_of(resumed)] == [["embedding", "weights"],
+                                                            ["weights"]]
+    assert_aggregates_are_the_records(resumed)
     monkeypatch.setattr(tasks, "analyse_checkpoint", real)
 
     counted = []
@@ -180,6 +183,57 @@ def test_interrupted_run_resumes_and_matches_an_uninterrupted_one(tiny_series, w
         a = json.loads((tmp_path / "straight" / "data" / name).read_text())
         b = json.loads((resumed / "data" / name).read_text())
         assert stable(a) == stable(b)
+    assert_aggregates_are_the_records(resumed)
+
+
+def assert_aggregates_are_the_records(out: Path) -> None:
+    """``all_results.json`` and the per-model files hold exactly the finished records on
+    disk, each checkpoint's families merged (checked against the record files directly)."""
+    config = json.loads((out / "data" / "config.json").read_text())
+    dirs = {"embedding": out / "records" / config["settings_hash"],
+            "weights": out / "records" / config["weights_hash"]}
+    finished: dict[tuple, dict] = {}
+    for family, d in dirs.items():
+        for p in d.glob("*/*.json"):
+            rec = json.loads(p.read_text())
+            if rec["status"] == "ok":
+                finished.setdefault((p.parent.name, p.stem), {})[family] = rec
+    entries = records_of(out)
+    assert sorted((e["model_label"], f"step{e['step']:06d}") for e in entries) == sorted(finished)
+    for e in entries:
+        recs = finished[(e["model_label"], f"step{e['step']:06d}")]
+        assert e["families"] == [f for f in dirs if f in recs]
+        emb, w = recs.get("embedding", {}), recs.get("weights", {})
+        assert e["features"] == {**emb.get("features", {}), **w.get("features", {})}
+        assert {k: v for k, v in e.items() if k in emb and k != "features"} == {
+            k: v for k, v in emb.items() if k != "features"}
+        if w:
+            assert e["weights"]["matrices"] == w["matrices"]
+        per_model = json.loads((out / "data" / f"{e['model_label']}_results.json").read_text())
+        assert e in per_model
+
+
+def test_aggregates_are_written_at_start_and_end_and_rebuilt_when_stale(
+        tiny_series, wikitext_dir, tmp_path, monkeypatch):
+    from toposig.store import ResultStore
+
+    writes = []
+    real = ResultStore.write_aggregates
+    monkeypatch.setattr(ResultStore, "write_aggregates",
+                        lambda self, recs, cfg: writes.append(len(recs)) or real(self, recs, cfg))
+    out = tmp_path / "out"
+    args = ["--models", str(tiny_series), "--out", str(out), *FAST]
+    assert run_experiments.main(args) == 0
+    assert writes == [0, 3]  # not once per checkpoint
+    assert_aggregates_are_the_records(out)
+    clean = stable(records_of(out))
+    # a run killed before its final write leaves stale aggregates: the next start rebuilds
+    (out / "data" / "all_results.json").write_text("[]")
+    (out / "data" / "tiny_series0_results.json").unlink()
+    writes.clear()
+    assert run_experiments.main(args) == 0
+    assert writes == [3] and stable(records_of(out)) == clean
+    assert_aggregates_are_the_records(out)
 
 
 def test_killed_process_loses_no_finished_record(tiny_series, wikitext_dir, tmp_path):
@@ -200,6 +254,7 @@ def test_killed_process_loses_no_finished_record(tiny_series, wikitext_dir, tmp_
     assert run_experiments.main(["--models", str(tiny_series), "--out", str(out), *FAST]) == 0
     assert [r["step"] for r in records_of(out)] == [0, 10, 100]
     assert not list(out.glob("records/**/*.tmp"))
+    assert_aggregates_are_the_records(out)
 
 
 # --- bad input ------------------------------------------------------------------------
@@ -251,6 +306,11 @@ def test_failed_checkpoints_are_recorded_and_the_run_goes_on(damaged_series, wik
 
 def test_uncached_hub_checkpoint_offline_is_a_recorded_failure(tiny_series, wikitext_dir,
                                                                 tmp_path, monkeypatch, capsys):
+    """A revision the cache knows of (its refs) but holds no files for."""
+    from toposig import checkpoints
+
+    monkeypatch.setattr(checkpoints, "hub_revision_names",
+                        lambda repo, **kw: (["main", "step0", "step1"], "cache"))
     monkeypatch.setattr(pipeline, "check_hub_access", lambda ckpts: True)
     out = tmp_path / "out"
     code = run_experiments.main(["--models", str(tiny_series), "EleutherAI/pythia-70m",
@@ -267,7 +327,7 @@ def test_uncached_hub_checkpoint_offline_is_a_recorded_failure(tiny_series, wiki
         (["--steps", "7"], "steps [7] are not in local series"),
         (["--n-texts", "2"], "--n-texts must be at least 3, got 2"),
         (["--device", "gpu0"], "--device must be auto, cpu, cuda, cuda:N or mps, got 'gpu0'"),
-        (["--steps", "last"], "--steps takes non-negative integers or one of"),
+        (["--steps", "last"], "--steps takes non-negative integers, 'all' or one of"),
         (["--max-length", "1"], "--max-length must be at least 2 tokens, got 1"),
     ],
 )

@@ -40,8 +40,11 @@ def is_checkpoint_file(path: Path) -> bool:
     return path.is_file() and path.suffix.lower() in CHECKPOINT_SUFFIXES
 
 
-def step_from_name(name: str) -> int | None:
+def step_from_name(name: str, pattern: re.Pattern[str] | None = None) -> int | None:
     """The training step in a checkpoint file's name, or ``None``.
+
+    ``pattern`` (``--revision-pattern``, one group for the step) is tried first on the
+    name without its suffix and must match all of it.
 
     >>> step_from_name("epoch=3-step=100.ckpt"), step_from_name("ckpt-100.pt")
     (100, 100)
@@ -51,11 +54,14 @@ def step_from_name(name: str) -> int | None:
         if stem.lower().endswith(suffix):
             stem = stem[: -len(suffix)]
             break
+    if pattern is not None and (m := pattern.fullmatch(stem)) and (m.group(1) or "").isdigit():
+        return int(m.group(1))
     m = _STEP_WORD_RE.search(stem) or _LAST_NUMBER_RE.search(stem)
     return int(m.group(1)) if m else None
 
 
-def discover_files(folder: Path) -> dict[int | None, Path]:
+def discover_files(folder: Path, pattern: re.Pattern[str] | None = None
+                   ) -> dict[int | None, Path]:
     """Checkpoint files of a folder keyed by step.
 
     Files without a step in their name are left out (with a warning) when others have
@@ -70,7 +76,7 @@ def discover_files(folder: Path) -> dict[int | None, Path]:
     by_step: dict[int | None, Path] = {}
     unnumbered = []
     for f in files:
-        step = step_from_name(f.name)
+        step = step_from_name(f.name, pattern)
         if step is None:
             unnumbered.append(f)
             continue

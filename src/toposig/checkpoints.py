@@ -2,11 +2,13 @@
 
 A *series* is a list of :class:`Checkpoint` of one model, ordered by training step.
 
-- A Hugging Face Hub id (``EleutherAI/pythia-70m``) with steps gives one checkpoint per
-  step at ``revision="step<N>"`` (Pythia's branch names).
-- A local folder holding ``step<N>/`` or ``checkpoint-<N>/`` sub-folders in Hugging
-  Face format (what ``save_pretrained`` and the HF Trainer write) is a series whose
-  steps are read from the names.
+- A Hugging Face Hub id (``EleutherAI/pythia-70m``) is a series of the repository's
+  revisions (branches and tags, ``huggingface_hub.list_repo_refs``; from the local cache
+  when the Hub cannot be reached), each mapped to a training step by
+  :mod:`toposig.revisions` (``step1000``, ``step1000-tokens4B``, ``ckpt_100``, ...).
+- A local folder whose sub-folders hold models in Hugging Face format (what
+  ``save_pretrained`` and the HF Trainer write) is a series; the same parser reads the
+  steps from the sub-folder names.
 - A single model folder (with ``config.json``) is a series of one.
 - A plain PyTorch checkpoint file (``.pt``, ``.pth``, ``.bin``, ``.ckpt``,
   ``.safetensors``: a state dict, see :mod:`toposig.checkpoint_files`) is a series of
@@ -23,8 +25,10 @@ from __future__ import annotations
 import logging
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .checkpoint_files import (
     CHECKPOINT_SUFFIXES,
@@ -32,17 +36,18 @@ from .checkpoint_files import (
     is_checkpoint_file,
     step_from_name,
 )
+from .revisions import (
+    SEED_STEPS,
+    Revision,
+    RevisionError,
+    StepSelection,
+    parse_revision,
+    parse_revisions,
+    select,
+)
 
 logger = logging.getLogger(__name__)
 
-SEED_STEPS: tuple[int, ...] = (
-    0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512,
-    1000, 2000, 5000, 10000, 33000, 66000, 100000, 143000,
-)  # fmt: skip
-PYTHIA_ALL_STEPS: tuple[int, ...] = (0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512) + tuple(
-    range(1000, 143001, 1000)
-)
-NAMED_SCHEDULES: dict[str, tuple[int, ...]] = {"seed": SEED_STEPS, "all": PYTHIA_ALL_STEPS}
 EXPERIMENT_A_MODELS: tuple[str, ...] = (
     "EleutherAI/pythia-70m",
     "EleutherAI/pythia-160m",
@@ -52,8 +57,10 @@ EXPERIMENT_A_MODELS: tuple[str, ...] = (
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json",
                    "vocab.txt", "spiece.model")
 MIN_VOCAB = 16  # transformers 5 builds an empty tokenizer from a bare config: refuse it
-_STEP_DIR_RE = re.compile(r"^(?:step|checkpoint-)(\d+)$")
 _HUB_ID_RE = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[A-Za-z0-9][\w.\-]*)?$")
+
+
+RefLister = Callable[[str], Any]  # list_repo_refs: repo id -> object with .branches, .tags
 
 
 class SeriesError(ValueError):
@@ -61,7 +68,29 @@ class SeriesError(ValueError):
 
 
 class HubUnavailableError(RuntimeError):
-    """The Hub cannot be reached and the requested checkpoints are not cached."""
+    """The Hub cannot be reached and the requested checkpoints are not cached.
+
+    Attributes:
+        repos: the Hub models concerned; reason: why the Hub could not be reached.
+    """
+
+    def __init__(self, message: str, repos: tuple[str, ...] = (), reason: str = ""):
+        super().__init__(message)
+        self.repos, self.reason = repos, reason
+
+    @classmethod
+    def listing(cls, repos: list[str], reason: str) -> HubUnavailableError:
+        """No revision list for ``repos``: the Hub is unreachable and nothing is cached."""
+        named = ", ".join(map(repr, repos))
+        return cls(
+            f"cannot reach the Hugging Face Hub ({reason}) to list the revisions of {named}, "
+            "and the local Hugging Face cache holds none of them (offline, the list of "
+            "revisions comes from the cache).\n"
+            "Run on local checkpoints instead, for example:\n"
+            "  python src/run_experiments.py --models path/to/run   "
+            "# a folder of step<N>/ or checkpoint-<N>/ model folders\n"
+            "or, on a machine that can reach the Hub, download them first "
+            f"(hf download {repos[0]} --revision step1000).", tuple(repos), reason)
 
 
 @dataclass(frozen=True)
@@ -104,127 +133,146 @@ class Checkpoint:
         return f"{self.label} step {step} ({self.location}{where})"
 
 
-def parse_steps(values: list[str] | None) -> tuple[int, ...] | None:
-    """``--steps`` values: a named schedule (``seed``, ``all``) or integers; ``None`` if unset."""
-    if not values:
-        return None
-    if len(values) == 1 and values[0] in NAMED_SCHEDULES:
-        return NAMED_SCHEDULES[values[0]]
-    steps = []
-    for v in values:
-        if not v.isdigit():
-            raise SeriesError(
-                f"--steps takes non-negative integers or one of {sorted(NAMED_SCHEDULES)}, "
-                f"got {v!r}"
-            )
-        steps.append(int(v))
-    return tuple(sorted(set(steps)))
-
-
 def is_model_folder(path: Path) -> bool:
     return (path / "config.json").is_file()
 
 
-def discover_steps(folder: Path) -> dict[int, Path]:
-    """Sub-folders ``step<N>`` / ``checkpoint-<N>`` holding a model, keyed by step."""
-    found: dict[int, Path] = {}
+def discover_steps(folder: Path, pattern: re.Pattern[str] | None = None
+                   ) -> tuple[list[Revision], dict[str, Path], list[str]]:
+    """Sub-folders of ``folder`` that hold a model and whose name stands for a step.
+
+    Returns:
+        ``(revisions ordered by step, name -> folder, names of model folders that stand
+        for no step)``.
+
+    Raises:
+        SeriesError: two sub-folders stand for the same step.
+    """
+    models, unparsed, empty = [], [], []
     for child in sorted(folder.iterdir()):
-        m = _STEP_DIR_RE.match(child.name)
-        if m and child.is_dir() and is_model_folder(child):
-            step = int(m.group(1))
-            if step in found:
-                raise SeriesError(f"{folder} holds two checkpoints of step {step}: "
-                                  f"{found[step].name} and {child.name}")
-            found[step] = child
-    return found
+        if not child.is_dir() or child.name.startswith("."):
+            continue
+        parsed = parse_revision(child.name, pattern)
+        if is_model_folder(child):
+            (models if parsed else unparsed).append(child.name)
+        elif parsed:
+            empty.append(child.name)
+    try:
+        revisions = parse_revisions(models, pattern, where=f"local series {str(folder)!r}")
+    except RevisionError as exc:
+        raise SeriesError(str(exc)) from exc
+    if revisions and empty:
+        logger.warning("%s: %d sub-folder(s) named like checkpoints hold no config.json and "
+                       "are left out: %s", folder, len(empty), ", ".join(empty[:5]))
+    if revisions and unparsed:
+        logger.warning("%s: %d model folder(s) stand for no training step and are left out "
+                       "(--revision-pattern reads other names): %s", folder, len(unparsed),
+                       ", ".join(unparsed[:5]))
+    return revisions, {r.name: folder / r.name for r in revisions}, unparsed
 
 
 def _label_of(model: str) -> str:
     return Path(model.rstrip("/")).name or model
 
 
-def resolve_series(model: str, steps: tuple[int, ...] | None) -> list[Checkpoint]:
-    """Turn one ``--models`` value and the ``--steps`` into a checkpoint series.
+def resolve_series(model: str, selection: StepSelection | None = None, *,
+                   list_refs: RefLister | None = None,
+                   cache_dir: str | Path | None = None) -> list[Checkpoint]:
+    """Turn one ``--models`` value and the step selection into a checkpoint series.
 
     Args:
-        model: Hub id or local folder.
-        steps: requested steps, or ``None`` for the default (the seed's 19 steps on the
-            Hub; every step found in a local folder).
+        model: Hub id, local folder or checkpoint file.
+        selection: ``--steps`` / ``--revisions`` / ``--revision-pattern``; ``None`` for the
+            default: on the Hub the seed's 19 steps when the repository has them all
+            (Pythia), otherwise every revision; every step found in a local folder.
+        list_refs: lists a Hub repository's refs (``huggingface_hub.list_repo_refs`` when
+            ``None``; a stand-in in the tests).
+        cache_dir: the Hugging Face cache to list revisions from when the Hub cannot be
+            reached (the default cache when ``None``).
 
     Raises:
-        SeriesError: not a folder nor a valid Hub id; a folder with no model; steps
-            asked for that a local series does not have.
+        SeriesError: not a folder nor a valid Hub id; a folder with no model; steps or
+            revisions asked for that the series does not have.
+        HubUnavailableError: the Hub cannot be reached and its cache holds no revision.
     """
+    selection = selection or StepSelection()
     label = _label_of(model)
     path = Path(model).expanduser()
-    if path.is_file():
-        return _file_series(model, path, steps)
-    if path.exists():
-        return _local_series(model, label, path, steps)
-    if model.startswith((".", "/", "~")) or not _HUB_ID_RE.match(model):
-        raise SeriesError(
-            f"model {model!r} is neither an existing local folder nor a Hugging Face Hub id "
-            "(like EleutherAI/pythia-70m)"
-        )
-    return [
-        Checkpoint(model, label, s, "hub", model, revision=f"step{s}")
-        for s in (steps if steps is not None else SEED_STEPS)
-    ]
+    try:
+        if path.is_file():
+            return _file_series(model, path, selection)
+        if path.exists():
+            return _local_series(model, label, path, selection)
+        if model.startswith((".", "/", "~")) or not _HUB_ID_RE.match(model):
+            raise SeriesError(
+                f"model {model!r} is neither an existing local folder nor a Hugging Face "
+                "Hub id (like EleutherAI/pythia-70m)"
+            )
+        names, origin = hub_revision_names(model, list_refs=list_refs, cache_dir=cache_dir)
+        where = f"Hub model {model!r}" + (" (its revisions in the local cache: the Hub "
+                                          "cannot be reached)" if origin == "cache" else "")
+        available = parse_revisions(names, selection.compiled, where=where)
+        unparsed = sorted(set(names) - {r.name for r in available})
+        chosen = select(available, selection, where, default_schedule=SEED_STEPS,
+                        unparsed=unparsed)
+    except RevisionError as exc:
+        raise SeriesError(str(exc)) from exc
+    return [Checkpoint(model, label, r.step, "hub", model, revision=r.name) for r in chosen]
 
 
-def _local_series(
-    model: str, label: str, path: Path, steps: tuple[int, ...] | None
-) -> list[Checkpoint]:
+def _local_series(model: str, label: str, path: Path, selection: StepSelection
+                  ) -> list[Checkpoint]:
     if is_model_folder(path):
-        m = _STEP_DIR_RE.match(path.name)
-        step = int(m.group(1)) if m else None
-        if steps is not None and (step is None or step not in steps):
-            raise SeriesError(f"{model!r} is a single model folder; --steps does not apply to it")
-        return [Checkpoint(model, label, step, "local", str(path.resolve()))]
-    found = discover_steps(path)
+        rev = parse_revision(path.name, selection.compiled)
+        if not selection.is_default:
+            if rev is None:
+                raise SeriesError(f"{model!r} is a single model folder whose name stands for "
+                                  "no step; --steps and --revisions do not apply to it")
+            select([rev], selection, f"model folder {model!r}")
+        return [Checkpoint(model, label, rev.step if rev else None, "local",
+                           str(path.resolve()))]
+    available, folders, unparsed = discover_steps(path, selection.compiled)
     source = "local"
-    if not found:
+    if not available:
         try:
-            found = discover_files(path)
+            files = discover_files(path, selection.compiled)
         except ValueError as exc:
             raise SeriesError(str(exc)) from exc
+        if None in files:  # a lone checkpoint file without a step
+            if not selection.is_default:
+                raise SeriesError(f"{model!r} holds one checkpoint file with no step in its "
+                                  "name; --steps and --revisions do not apply to it")
+            return [Checkpoint(model, label, None, "file", str(files[None].resolve()))]
+        available = [Revision(f.name, s, "file") for s, f in sorted(files.items())]
+        folders = {f.name: f for f in files.values()}
         source = "file"
-    if not found:
+    if not available:
+        hint = (f" (model folders whose names stand for no step: {', '.join(unparsed[:3])}; "
+                "pass --revision-pattern with one group for the step)" if unparsed else "")
         raise SeriesError(
             f"folder {model!r} holds no model: expected config.json in it, sub-folders "
-            "named step<N>/ or checkpoint-<N>/ that hold one, or checkpoint files "
-            f"({', '.join(CHECKPOINT_SUFFIXES)}) with the step in their names"
+            "named like checkpoints (step<N>, checkpoint-<N>, step<N>-tokens<M>, ckpt_<N>, "
+            "step_<N>k, global_step<N>, iter_<N>) that hold one, or checkpoint files "
+            f"({', '.join(CHECKPOINT_SUFFIXES)}) with the step in their names{hint}"
         )
-    if None in found:  # a lone checkpoint file without a step
-        if steps is not None:
-            raise SeriesError(f"{model!r} holds one checkpoint file with no step in its "
-                              "name; --steps does not apply to it")
-        return [Checkpoint(model, label, None, source, str(found[None].resolve()))]
-    chosen = _choose_steps(model, sorted(found), steps)
-    return [Checkpoint(model, label, s, source, str(found[s].resolve())) for s in chosen]
+    chosen = select(available, selection, f"local series {model!r}", unparsed=unparsed)
+    return [Checkpoint(model, label, r.step, source, str(folders[r.name].resolve()))
+            for r in chosen]
 
 
-def _choose_steps(model: str, available: list[int], steps: tuple[int, ...] | None) -> list[int]:
-    if steps is None:
-        return available
-    missing = [s for s in steps if s not in available]
-    if missing:
-        raise SeriesError(
-            f"steps {missing} are not in local series {model!r}; it has steps {available}"
-        )
-    return list(steps)
-
-
-def _file_series(model: str, path: Path, steps: tuple[int, ...] | None) -> list[Checkpoint]:
+def _file_series(model: str, path: Path, selection: StepSelection) -> list[Checkpoint]:
     if not is_checkpoint_file(path):
         raise SeriesError(
             f"{model!r} is a file but not a checkpoint file ({', '.join(CHECKPOINT_SUFFIXES)}); "
             "the embedding stage reads model folders in Hugging Face format (config.json "
             "plus weights) or a folder of step<N>/ sub-folders"
         )
-    step = step_from_name(path.name)
-    if steps is not None and (step is None or step not in steps):
-        raise SeriesError(f"{model!r} is a single checkpoint file; --steps does not apply to it")
+    step = step_from_name(path.name, selection.compiled)
+    if not selection.is_default:
+        if step is None:
+            raise SeriesError(f"{model!r} is a single checkpoint file with no step in its "
+                              "name; --steps and --revisions do not apply to it")
+        select([Revision(path.name, step, "file")], selection, f"checkpoint file {model!r}")
     label = path.name[: -len(path.suffix)] if path.suffix else path.name
     return [Checkpoint(model, label, step, "file", str(path.resolve()))]
 
@@ -304,6 +352,62 @@ def check_tokenizers(checkpoints: list[Checkpoint], override: str | None) -> Non
 
 def hub_offline_env() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes", "on")
+
+
+def hub_revision_names(repo_id: str, *, list_refs: RefLister | None = None,
+                       cache_dir: str | Path | None = None) -> tuple[list[str], str]:
+    """The names of a Hub repository's revisions (branches and tags) and where the list
+    came from: ``"hub"``, or ``"cache"`` when the Hub cannot be reached.
+
+    Args:
+        list_refs: ``huggingface_hub.list_repo_refs`` when ``None`` (not called when
+            ``HF_HUB_OFFLINE`` is set); a given one is always asked.
+        cache_dir: the Hugging Face cache to fall back on (the default cache when ``None``).
+
+    Raises:
+        SeriesError: the Hub answered that the repository does not exist or is gated.
+        HubUnavailableError: the Hub cannot be reached and the cache holds no revision
+            of the repository.
+    """
+    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
+
+    if list_refs is None and hub_offline_env():
+        reason = "HF_HUB_OFFLINE is set"
+    else:
+        if list_refs is None:
+            from huggingface_hub import list_repo_refs as list_refs
+        try:
+            refs = list_refs(repo_id)
+        except GatedRepoError as exc:
+            raise SeriesError(f"the Hugging Face Hub model {repo_id!r} is gated: accept its "
+                              "terms on the Hub and log in (hf auth login)") from exc
+        except RepositoryNotFoundError as exc:
+            raise SeriesError(f"the Hugging Face Hub has no model {repo_id!r}") from exc
+        except Exception as exc:  # noqa: BLE001 - any network failure means unreachable
+            reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        else:
+            names = [r.name for r in (*refs.branches, *getattr(refs, "tags", ()))]
+            return list(dict.fromkeys(names)), "hub"
+    names = cached_revision_names(repo_id, cache_dir)
+    if not names:
+        raise HubUnavailableError.listing([repo_id], reason)
+    logger.warning("cannot reach the Hugging Face Hub (%s): the revisions of %s are the %d "
+                   "in the local cache", reason, repo_id, len(names))
+    return names, "cache"
+
+
+def cached_revision_names(repo_id: str, cache_dir: str | Path | None = None) -> list[str]:
+    """Names (refs) of a model repository's revisions in the Hugging Face cache."""
+    from huggingface_hub import scan_cache_dir
+    from huggingface_hub.errors import CacheNotFound
+
+    try:
+        info = scan_cache_dir(cache_dir)
+    except (CacheNotFound, OSError):
+        return []
+    return sorted({ref for repo in info.repos
+                   if repo.repo_id == repo_id and repo.repo_type == "model"
+                   for rev in repo.revisions for ref in rev.refs})
 
 
 def is_cached(ckpt: Checkpoint) -> bool:

@@ -22,6 +22,7 @@ from .config import (
 )
 from .corpus import DataMissingError
 from .executors import EXECUTOR_CHOICES
+from .revisions import RevisionError, StepSelection, parse_selection
 from .weights import DEFAULT_EXCLUDE
 
 _DEFAULTS = EmbeddingSettings()
@@ -32,13 +33,37 @@ _GRADIENT_DEFAULTS = GradientSettings()
 # What bad user input raises while a run is planned: reported as "error: ..." with exit
 # status 2, before any work. (SettingsError and SeriesError are ValueErrors too.)
 INPUT_ERRORS: tuple[type[Exception], ...] = (
-    SettingsError, SeriesError, HubUnavailableError, DataMissingError, ValueError,
-    FileNotFoundError, ImportError,
+    SettingsError, SeriesError, RevisionError, HubUnavailableError, DataMissingError,
+    ValueError, FileNotFoundError, ImportError,
 )
 
 
 def _int_or_auto(value: str) -> int | str:
     return value if value == "auto" else int(value)
+
+
+def add_step_options(p: argparse.ArgumentParser) -> None:
+    """Which checkpoints of each series: ``--steps``, ``--revisions``, ``--revision-pattern``."""
+    g = p.add_argument_group("checkpoints")
+    g.add_argument("--steps", nargs="+", metavar="STEP", default=None,
+                   help="training steps to analyse, whatever the revision naming: integers, "
+                        "'all' (every checkpoint the series has) or 'seed' (the seed study's "
+                        "19 Pythia steps). Default: on the Hub the seed's 19 steps when the "
+                        "repository has them all, otherwise every revision; every checkpoint "
+                        "of a local series")
+    g.add_argument("--revisions", nargs="+", metavar="NAME", default=None,
+                   help="Hub revisions (or local sub-folder names) to analyse, by name, "
+                        "e.g. step1000-tokens4B ckpt_100 (instead of --steps)")
+    g.add_argument("--revision-pattern", metavar="REGEX", default=None,
+                   help="a regular expression matching a whole revision or sub-folder name "
+                        "with one group for the step, tried before the built-in schemes "
+                        "(step<N>, step<N>-tokens<M>, step_<N>k, ckpt_<N>, checkpoint-<N>, "
+                        r"global_step<N>, iter_<N>), e.g. 'epoch\d+-step(\d+)'")
+
+
+def selection_from_args(args: argparse.Namespace) -> StepSelection:
+    """The step selection the options ask for; raises RevisionError naming a bad value."""
+    return parse_selection(args.steps, args.revisions, args.revision_pattern)
 
 
 def add_embedding_options(p: argparse.ArgumentParser) -> None:

@@ -205,7 +205,7 @@ def analyse_checkpoint(
                        autocast_bf16=dtype == AUTOCAST)
     t_fwd = time.perf_counter()
 
-    layers = analysed_layers(fwd.pooled.shape[0], settings.layers)
+    layers = analysed_layers(len(fwd.pooled), settings.layers)
     per_layer: dict[int, LayerResult] = {
         layer: layer_features(fwd.pooled[layer], settings.pca_dim, settings.maxdim,
                               settings.ph_backend)
@@ -235,8 +235,8 @@ def analyse_checkpoint(
         "n_loss_tokens": fwd.n_tokens,
         "n_input_tokens": fwd.n_input_tokens,
         "n_texts": len(texts),
-        "num_layers": int(fwd.pooled.shape[0] - 1),
-        "hidden_size": int(fwd.pooled.shape[2]),
+        "num_layers": len(fwd.pooled) - 1,
+        "hidden_size": int(fwd.pooled[-1].shape[1]),
         "num_parameters": int(sum(p.numel() for p in model.parameters())),
         "model_type": getattr(cfg, "model_type", None),
         "layer": last,

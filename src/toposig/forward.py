@@ -1,15 +1,22 @@
-"""One batched forward pass: pooled hidden states of every layer and the token loss.
+"""One batched forward pass: pooled hidden states of every layer and the model's own loss.
 
 Texts are tokenized once (truncated to ``max_length``, right-padded with the pad token,
 EOS for Pythia), sorted by length so batches carry little padding, and run through the
-model's base transformer. From the same pass come
+model. From the same pass come
 
-- the mean over non-padding tokens of every hidden state the model returns: the
-  embedding output and each block, the last one after the final layer norm (as
-  ``transformers`` returns it);
+- the mean over non-padding tokens of every hidden state the model returns with
+  ``output_hidden_states=True`` (the embedding output and each block; the last one as
+  ``transformers`` returns it, after the final norm and, for OPT-350m-style models, the
+  output projection), one array per layer since their widths may differ;
 - the next-token negative log-likelihood of every non-padding target token (position
-  t+1 predicted from position t), from the output head applied to those positions only,
-  so no logits are ever computed for padding.
+  t+1 predicted from position t) from the logits *the model itself* makes of its last
+  hidden state: the output head and whatever the model applies after it (Gemma 2's
+  final soft-capping, Granite's logit scaling). :class:`OutputHead` finds, once per
+  model, the module whose output feeds the head, and computes logits for chunks of the
+  non-padding positions only by running the model's own forward with that module
+  answering with the chunk, so no logits are made for padding and memory stays bounded
+  by :data:`HEAD_CHUNK`. The result equals ``exp(model(ids, attention_mask=mask,
+  labels=...).loss)`` (tested on eight architectures).
 """
 
 from __future__ import annotations
@@ -37,20 +44,22 @@ class ForwardResult:
     """Outputs of :func:`forward_pass`.
 
     Attributes:
-        pooled: (n_layers + 1, n_texts, hidden) float32, texts in input order; index 0
-            is the embedding output, -1 the final hidden state.
+        pooled: n_layers + 1 arrays (n_texts, width) float32, texts in input order;
+            index 0 is the embedding output, -1 the final hidden state.
         nll_sum: summed next-token negative log-likelihood (nats).
         n_tokens: number of target tokens in ``nll_sum``.
-            n_input_tokens: non-padding input tokens.
+        n_input_tokens: non-padding input tokens.
         batch_size: the largest batch that ran (below the one asked for after an
             out-of-memory back-off).
+        head_mode: how the logits were made (:attr:`OutputHead.mode`).
     """
 
-    pooled: np.ndarray
+    pooled: list[np.ndarray]
     nll_sum: float
     n_tokens: int
     n_input_tokens: int
     batch_size: int = 0
+    head_mode: str = ""
 
     @property
     def mean_nll(self) -> float:
@@ -77,22 +86,218 @@ def _batches(lengths: torch.Tensor, batch_size: int) -> list[torch.Tensor]:
     return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
 
 
-def _batch(base, head, ids: torch.Tensor, mask: torch.Tensor
-           ) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """(n_layers + 1, b, hidden) float32 layer means, summed NLL (float64), target count."""
-    out = base(input_ids=ids, attention_mask=mask, output_hidden_states=True)
+_MISSING = object()
+
+
+def _first_tensor(out) -> torch.Tensor | None:
+    """The first tensor of a module's output: a tensor, a tuple's first item, or a
+    ``ModelOutput``'s first field (``last_hidden_state``)."""
+    if isinstance(out, torch.Tensor):
+        return out
+    try:
+        first = out[0]
+    except (TypeError, IndexError, KeyError):
+        return None
+    return first if isinstance(first, torch.Tensor) else None
+
+
+def _tensor_key(t: torch.Tensor | None) -> tuple | None:
+    return None if t is None else (t.data_ptr(), tuple(t.shape))
+
+
+def _hidden_only_output():
+    """A ``ModelOutput`` holding only ``last_hidden_state``; any other field reads None."""
+    from dataclasses import dataclass as _dataclass
+
+    from transformers.utils import ModelOutput
+
+    @_dataclass
+    class HiddenOnly(ModelOutput):
+        last_hidden_state: torch.Tensor | None = None
+
+        def __getattr__(self, name):
+            if name.startswith("_"):
+                raise AttributeError(name)
+            return None
+
+    return HiddenOnly
+
+
+class OutputHead:
+    """The model's own map from the output head's input to its logits, for any rows.
+
+    Built once per model by a two-token probe pass with hooks: the *feeder* is the
+    outermost module whose output is the head's input (the base transformer for
+    decoders; OPT's decoder, which its causal-LM class calls directly; the transform of a
+    BERT masked-LM head). :meth:`logits` then runs the model's own forward on a dummy
+    token with the feeder answering with the given rows, so that the head and everything
+    after it (soft-capping, scaling) are the model's own code. The probe checks that
+    this reproduces the probe pass's logits exactly.
+
+    Attributes:
+        mode: ``"chunked"`` (feeder found and checked: logits for chunks of rows),
+            ``"selected"`` (the head's input is cut to the wanted rows inside one forward
+            pass: exact, memory rows × vocabulary per batch) or ``"labels"`` (the head is
+            not a module the forward calls: the model's own ``labels=`` loss).
+    """
+
+    def __init__(self, model, device: str | torch.device = "cpu"):
+        self.model = model
+        self.head = model.get_output_embeddings()
+        self.device = device
+        self.feeder = None
+        self._feeder_kind = "model_output"
+        self.mode = "labels"
+        if self.head is not None:
+            self._probe()
+
+    # -- the probe ---------------------------------------------------------------------
+    def _probe(self) -> None:
+        model, head = self.model, self.head
+        inside_head = {id(m) for m in head.modules()}
+        entered: dict[int, int] = {}
+        outputs: dict[int, tuple] = {}
+        head_in: list[tuple] = []
+        handles = []
+
+        def pre(mod, args):
+            entered.setdefault(id(mod), len(entered))
+
+        def post(mod, args, out):
+            if id(mod) not in outputs:
+                outputs[id(mod)] = (_tensor_key(_first_tensor(out)), out)
+
+        def head_pre(mod, args, kwargs):
+            x = args[0] if args else kwargs.get("input")
+            head_in.append((_tensor_key(x), x))
+
+        modules = {id(m): m for m in model.modules()}
+        try:
+            for m in model.modules():
+                if m is model or id(m) in inside_head:
+                    continue
+                handles.append(m.register_forward_pre_hook(pre))
+                handles.append(m.register_forward_hook(post))
+            handles.append(head.register_forward_pre_hook(head_pre, with_kwargs=True))
+            ids = torch.zeros((1, 2), dtype=torch.long, device=self.device)
+            ref = model(input_ids=ids, attention_mask=torch.ones_like(ids))
+        finally:
+            for h in handles:
+                h.remove()
+        if len(head_in) != 1 or head_in[0][0] is None:
+            logger.debug("%s: the output head is not called once as a module; using the "
+                         "model's labels= loss", type(model).__name__)
+            return
+        self.mode = "selected"
+        key, x = head_in[0]
+        matches = sorted((entered[i], i) for i, (k, _) in outputs.items()
+                         if k == key and i in entered)
+        if not matches:
+            return
+        feeder_id = matches[0][1]
+        self.feeder = modules[feeder_id]
+        out = outputs[feeder_id][1]
+        self._feeder_kind = ("tensor" if isinstance(out, torch.Tensor)
+                             else "tuple" if isinstance(out, tuple) else "model_output")
+        try:
+            again = self.logits(x.reshape(-1, x.shape[-1]))
+        except Exception as exc:  # noqa: BLE001 - any failure means: not usable
+            logger.debug("%s: chunked head failed its check (%s)", type(model).__name__, exc)
+            self.feeder = None
+            return
+        want = getattr(ref, "logits", None)
+        if want is not None and again.shape == want.reshape(-1, want.shape[-1]).shape \
+                and torch.equal(again, want.reshape(-1, want.shape[-1])):
+            self.mode = "chunked"
+        else:
+            self.feeder = None
+
+    # -- logits of given rows ------------------------------------------------------------
+    def logits(self, rows: torch.Tensor) -> torch.Tensor:
+        """The model's logits (k, vocabulary) for head inputs ``rows`` (k, width)."""
+        feeder = self.feeder
+        if feeder is None:
+            raise RuntimeError("no feeder module: use the model's forward pass")
+        calls: list[int] = []
+        hidden = rows.unsqueeze(0)
+        kind = self._feeder_kind
+        answer_type = _hidden_only_output() if kind == "model_output" else None
+
+        def answer(*args, **kwargs):
+            calls.append(1)
+            if kind == "tensor":
+                return hidden
+            if kind == "tuple":
+                return (hidden,)
+            return answer_type(last_hidden_state=hidden)
+
+        old = feeder.__dict__.get("forward", _MISSING)
+        feeder.forward = answer
+        try:
+            out = self.model(input_ids=torch.zeros((1, 1), dtype=torch.long,
+                                                   device=rows.device))
+        finally:
+            if old is _MISSING:
+                del feeder.forward
+            else:
+                feeder.forward = old
+        if len(calls) != 1:
+            raise RuntimeError(f"the feeder module was called {len(calls)} times")
+        return out.logits.reshape(-1, out.logits.shape[-1])
+
+    # -- one batch -----------------------------------------------------------------------
+    def run(self, ids: torch.Tensor, mask: torch.Tensor
+            ) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
+        """One forward pass of a batch: every hidden state and the summed next-token NLL
+        (float64) over the non-padding targets."""
+        valid = mask[:, 1:].bool()
+        tgt = ids[:, 1:][valid]
+        if self.mode == "labels":
+            labels = ids.masked_fill(mask == 0, -100)
+            out = self.model(input_ids=ids, attention_mask=mask, labels=labels,
+                             output_hidden_states=True)
+            return out.hidden_states, out.loss.double().cpu() * int(tgt.numel())
+        captured: list[torch.Tensor] = []
+
+        def cut(x: torch.Tensor) -> torch.Tensor:
+            captured.append(x)
+            if self.mode == "chunked":
+                return x[:, :0]  # the head makes no logits in this pass
+            return x[:, :-1][valid].unsqueeze(0)
+
+        def head_pre(mod, args, kwargs):
+            if args:
+                return (cut(args[0]), *args[1:]), kwargs
+            return args, {**kwargs, "input": cut(kwargs["input"])}
+
+        handle = self.head.register_forward_pre_hook(head_pre, with_kwargs=True)
+        try:
+            out = self.model(input_ids=ids, attention_mask=mask, output_hidden_states=True)
+        finally:
+            handle.remove()
+        if self.mode == "selected":
+            return out.hidden_states, _nll(out.logits.reshape(-1, out.logits.shape[-1]), tgt)
+        rows = captured[0][:, :-1][valid]
+        nll = torch.zeros((), dtype=torch.float64)
+        for start in range(0, rows.shape[0], HEAD_CHUNK):
+            nll += _nll(self.logits(rows[start:start + HEAD_CHUNK]),
+                        tgt[start:start + HEAD_CHUNK])
+        return out.hidden_states, nll
+
+
+def _nll(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Summed cross-entropy (nats, float64 on the CPU) of logits (k, V) for targets (k,)."""
+    return F.cross_entropy(logits.float(), targets, reduction="sum").double().cpu()
+
+
+def _batch(head: OutputHead, ids: torch.Tensor, mask: torch.Tensor
+           ) -> tuple[list[torch.Tensor], torch.Tensor, int]:
+    """Per-layer (b, width) float32 means, summed NLL (float64), target count."""
+    hidden_states, nll = head.run(ids, mask)
     m = mask.unsqueeze(-1).to(torch.float32)
     denom = m.sum(1)
-    layer_means = torch.stack([(h.float() * m).sum(1) / denom for h in out.hidden_states])
-    targets_valid = mask[:, 1:].bool()
-    h_sel = out.last_hidden_state[:, :-1][targets_valid]
-    tgt = ids[:, 1:][targets_valid]
-    nll = torch.zeros((), dtype=torch.float64)
-    for start in range(0, h_sel.shape[0], HEAD_CHUNK):
-        logits = head(h_sel[start : start + HEAD_CHUNK]).float()
-        nll += F.cross_entropy(logits, tgt[start : start + HEAD_CHUNK],
-                               reduction="sum").double().cpu()
-    return layer_means.cpu(), nll, int(tgt.numel())
+    layer_means = [((h.float() * m).sum(1) / denom).cpu() for h in hidden_states]
+    return layer_means, nll, int(mask[:, 1:].sum())
 
 
 def _empty_cache(device: str | torch.device) -> None:
@@ -115,7 +320,7 @@ def forward_pass(
     texts, so the largest batch that fits is found without failing the checkpoint.
 
     Args:
-        model: a ``transformers`` causal LM (``base_model`` and ``get_output_embeddings``).
+        model: a ``transformers`` causal language model in eval mode on ``device``.
         input_ids, attention_mask: (n_texts, T) from :func:`tokenize`, right-padded.
         batch_size: texts per batch (at most).
         device: where the model lives.
@@ -126,11 +331,10 @@ def forward_pass(
         NonFiniteError: a hidden state or the loss is NaN or inf.
         torch.OutOfMemoryError: not even one text fits.
     """
-    base = model.base_model
-    head = model.get_output_embeddings()
+    head = OutputHead(model, device)
     n = input_ids.shape[0]
     lengths = attention_mask.sum(1)
-    pooled: np.ndarray | None = None
+    pooled: list[np.ndarray] | None = None
     nll_sum = torch.zeros((), dtype=torch.float64)
     n_tokens = largest = 0
     device_type = torch.device(device).type
@@ -142,7 +346,7 @@ def forward_pass(
         mask = attention_mask[idx, :t_max].to(device)
         try:
             with torch.autocast(device_type, dtype=torch.bfloat16, enabled=autocast_bf16):
-                layer_means, nll, count = _batch(base, head, ids, mask)
+                layer_means, nll, count = _batch(head, ids, mask)
         except torch.OutOfMemoryError:
             if len(idx) == 1:
                 raise
@@ -155,16 +359,17 @@ def forward_pass(
             continue
         largest = max(largest, len(idx))
         if pooled is None:
-            pooled = np.empty((layer_means.shape[0], n, layer_means.shape[-1]),
-                              dtype=np.float32)
-        pooled[:, idx.numpy()] = layer_means.numpy()
+            pooled = [np.empty((n, lm.shape[-1]), dtype=np.float32) for lm in layer_means]
+        for layer, lm in zip(pooled, layer_means, strict=True):
+            layer[idx.numpy()] = lm.numpy()
         nll_sum += nll
         n_tokens += count
 
     assert pooled is not None
-    bad_layers = [i for i in range(pooled.shape[0]) if not np.isfinite(pooled[i]).all()]
+    bad_layers = [i for i, layer in enumerate(pooled) if not np.isfinite(layer).all()]
     if bad_layers:
         raise NonFiniteError(f"non-finite hidden states at layers {bad_layers} (0 = embeddings)")
     if not math.isfinite(float(nll_sum)):
         raise NonFiniteError("non-finite next-token loss")
-    return ForwardResult(pooled, float(nll_sum), n_tokens, int(lengths.sum()), largest)
+    return ForwardResult(pooled, float(nll_sum), n_tokens, int(lengths.sum()), largest,
+                         head.mode)

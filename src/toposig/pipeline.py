@@ -5,9 +5,12 @@ raising on any bad input before a model is loaded. :func:`execute` walks the pla
 checkpoints. Each checkpoint is loaded once for the signature families it needs
 (``embedding``: hidden states and perplexity; ``weights``: neural persistence and
 weight-row homology), each family's record is written to its own store (keyed by that
-family's settings hash, so each resumes on its own), failures are recorded and the run
-goes on, and the aggregate files, one entry per checkpoint with both families merged,
-are kept current after every checkpoint.
+family's settings hash, so each resumes on its own) the moment it is done, failures are
+recorded and the run goes on. The per-checkpoint records are the durable state; the
+aggregate files (one entry per checkpoint with its families merged) are derived from
+them, written when the run starts (so a run killed before it could write them rebuilds
+them), after a recorded failure and when it ends, normally or not, so a run's
+bookkeeping grows linearly with its checkpoints.
 """
 
 from __future__ import annotations
@@ -27,10 +30,11 @@ from . import homology
 from .checkpoints import (
     EXPERIMENT_A_MODELS,
     Checkpoint,
+    HubUnavailableError,
+    RefLister,
     SeriesError,
     check_hub_access,
     check_tokenizers,
-    parse_steps,
     resolve_series,
     unique_labels,
 )
@@ -52,6 +56,7 @@ from .embedding import (
     resolve_dtype,
 )
 from .executors import Executor, SerialExecutor
+from .revisions import StepSelection
 from .store import ResultStore
 from .tasks import Task, TaskFailure
 
@@ -139,17 +144,20 @@ def checkpoint_families(ckpt: Checkpoint, requested: tuple[str, ...] | None) -> 
     return ("weights",) if ckpt.source == "file" else DEFAULT_FAMILIES
 
 
-def plan_run(models: list[str] | None, steps: list[str] | None,
+def plan_run(models: list[str] | None, selection: StepSelection | None,
              settings: EmbeddingSettings, weight_settings: WeightSettings | None = None,
              signatures: tuple[str, ...] | None = None, remote_gpus: bool = False,
              landscape_settings: LandscapeSettings | None = None,
-             gradient_settings: GradientSettings | None = None) -> RunPlan:
+             gradient_settings: GradientSettings | None = None, *,
+             list_refs: RefLister | None = None) -> RunPlan:
     """Resolve series, texts, device and Hub access; raise before any work on bad input.
 
     Args:
         models: Hub ids, local folders or checkpoint files; ``None`` or empty for
             experiment A (Pythia 70m/160m/410m).
-        steps: ``--steps`` values (integers, ``seed`` or ``all``), or ``None``.
+        selection: which checkpoints of each series (``--steps``, ``--revisions``,
+            ``--revision-pattern``; :func:`toposig.revisions.parse_selection`), or
+            ``None`` for each series' default.
         settings: validated embedding settings.
         weight_settings: validated weight settings (defaults when ``None``).
         signatures: the families to compute (``--signatures``), or ``None`` for each
@@ -158,12 +166,22 @@ def plan_run(models: list[str] | None, steps: list[str] | None,
             --gpus-per-task``): device ``auto`` means CUDA there, whatever this machine has.
         landscape_settings, gradient_settings: settings of those families (defaults
             when ``None``).
+        list_refs: lists a Hub repository's revisions (``huggingface_hub.list_repo_refs``
+            when ``None``).
     """
     weight_settings = weight_settings or WeightSettings(seed=settings.seed,
                                                         ph_backend=settings.ph_backend)
-    step_list = parse_steps(steps)
     models = list(models) if models else list(EXPERIMENT_A_MODELS)
-    series = unique_labels([resolve_series(m, step_list) for m in models])
+    resolved, unlisted = [], []
+    for m in models:
+        try:
+            resolved.append(resolve_series(m, selection, list_refs=list_refs))
+        except HubUnavailableError as exc:
+            unlisted.append(exc)
+    if unlisted:  # one message naming every Hub model that could not be listed
+        raise HubUnavailableError.listing([r for e in unlisted for r in e.repos],
+                                          unlisted[0].reason)
+    series = unique_labels(resolved)
     checkpoints = [c for s in series for c in s]
     families = [checkpoint_families(c, signatures) for c in checkpoints]
     files = [c for c, f in zip(checkpoints, families, strict=True)
@@ -347,8 +365,10 @@ def execute(plan: RunPlan, out_dir: str | Path, force: bool = False,
     The checkpoints (and families) without a finished record become tasks for
     ``executor`` (default: :class:`~toposig.executors.SerialExecutor`). Each family's
     record is written atomically the moment its result arrives; a family that failed is
-    recorded as such and the run goes on; the aggregates, one entry per checkpoint in
-    plan order, are refreshed after every task.
+    recorded as such and the run goes on. The aggregates, one entry per checkpoint in
+    plan order, are rebuilt from the records before the first task (a killed run's are
+    stale), after a recorded failure, and once at the end, also when the run is
+    interrupted or raises.
     """
     stores = {f: ResultStore(out_dir, h) for f in FAMILIES if (h := plan.hash_of(f))}
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -382,18 +402,21 @@ def execute(plan: RunPlan, out_dir: str | Path, force: bool = False,
     def emit(task: Task, family: str, result: CheckpointOutput | BaseException) -> None:
         _store_result(stores, task.ckpt, finished[task.index], outcome, plan.device, family,
                       result)
+        if isinstance(result, BaseException):
+            refresh()
 
     def done(task: Task) -> None:
         outcome.computed += 1
         bar.set_postfix_str(f"{task.ckpt.label} {task.ckpt.name}")
         bar.update(1)
-        refresh()
 
-    refresh()
+    if tasks:
+        refresh()
     try:
         (executor or SerialExecutor()).run(tasks, plan, emit, done)
     finally:
         bar.close()
+        refresh()
     return outcome
 
 

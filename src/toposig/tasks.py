@@ -22,6 +22,7 @@ from .checkpoints import Checkpoint, load_model, load_tokenizer
 from .embedding import CheckpointOutput, analyse_checkpoint, weight_dtype
 from .fetch import Download, evict_snapshot, hub_snapshot
 from .loss_probes import analyse_gradients, analyse_landscape
+from .matrices import count_parameters, model_matrices, state_dict_matrices, state_dict_parameters
 from .weight_stage import analyse_weights
 
 if TYPE_CHECKING:
@@ -86,17 +87,22 @@ def load_once(ckpt: Checkpoint, families: tuple[str, ...], plan: RunPlan, emit: 
     probes = [f for f in PROBE_FAMILIES if f in families]
     fp32 = want_w or bool(probes)
     try:
+        ws = plan.weight_settings
         if ckpt.source == "file":
             loaded = load_checkpoint_file(ckpt.location)
-            tensors, loss, loss_key, n_params, model = (
-                loaded.tensors, loaded.loss, loaded.loss_key, None, None)
+            model, loss, loss_key = None, loaded.loss, loaded.loss_key
+            matrices = state_dict_matrices(loaded.tensors, ws.include, ws.exclude)
+            available = [n for n, t in loaded.tensors.items() if t.dim() == 2]
+            n_params = state_dict_parameters(loaded.tensors)
+            del loaded
         else:
             model = load_model(
                 ckpt, torch.float32 if fp32 else weight_dtype(plan.dtype),
                 "cpu" if want_w else plan.device, local_files_only=plan.local_files_only,
                 trust_remote_code=plan.settings.trust_remote_code)
-            tensors = model.state_dict() if want_w else {}
-            n_params = int(sum(p.numel() for p in model.parameters()))
+            matrices = model_matrices(model, ws.include, ws.exclude) if want_w else {}
+            available = [n for n, p in model.named_parameters() if p.dim() == 2]
+            n_params = count_parameters(model.parameters())
             loss, loss_key = (trainer_state_loss(ckpt.location) if ckpt.source == "local"
                               else (None, None))
     except Exception as exc:  # noqa: BLE001 - recorded per family by the caller
@@ -107,12 +113,13 @@ def load_once(ckpt: Checkpoint, families: tuple[str, ...], plan: RunPlan, emit: 
     if want_w:
         try:
             result = analyse_weights(
-                ckpt, tensors, plan.weight_settings, loss=loss, loss_key=loss_key,
+                ckpt, matrices, plan.weight_settings, loss=loss, loss_key=loss_key,
                 num_parameters=n_params, load_s=load_s,
-                device=plan.device if plan.device.startswith("cuda") else None)
+                device=plan.device if plan.device.startswith("cuda") else None,
+                available=available)
         except Exception as exc:  # noqa: BLE001
             result = exc
-        del tensors
+        del matrices
         emit("weights", result)
     if not (probes or "embedding" in families):
         return

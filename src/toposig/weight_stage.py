@@ -1,16 +1,17 @@
 """The weight stage for one checkpoint: its tensors in, a record and the row diagrams out.
 
-The tensors come from whatever the pipeline loaded once for the checkpoint: a model's
-``state_dict()`` (Hub revisions and model folders, loaded in float32 so that the stored
-values are analysed whatever precision the forward pass later runs in) or a plain
-checkpoint file's state dict. :func:`toposig.weights.weight_signatures` does the work.
+The matrices come from whatever the pipeline loaded once for the checkpoint, chosen by
+:mod:`toposig.matrices`: a model's linear layers (Hub revisions and model folders,
+loaded in float32 so that the stored values are analysed whatever precision the forward
+pass later runs in) or a plain checkpoint file's state dict by the name rule.
+:func:`toposig.weights.weight_signatures` does the work.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 
 import numpy as np
@@ -21,11 +22,6 @@ from .config import SCHEMA_VERSION, WeightSettings
 from .embedding import CheckpointOutput, checkpoint_fields
 
 logger = logging.getLogger(__name__)
-
-
-def tensor_shapes(tensors: Mapping) -> dict[str, tuple[int, ...]]:
-    """Shapes of the floating-point tensors of a state dict (the candidates for analysis)."""
-    return {k: tuple(v.shape) for k, v in tensors.items() if v.is_floating_point()}
 
 
 def as_arrays(tensors: Mapping, names: list[str]) -> Iterator[tuple[str, np.ndarray]]:
@@ -45,7 +41,7 @@ def as_arrays(tensors: Mapping, names: list[str]) -> Iterator[tuple[str, np.ndar
 
 def analyse_weights(
     ckpt: Checkpoint,
-    tensors: Mapping,
+    matrices: Mapping,
     settings: WeightSettings,
     *,
     loss: float | None = None,
@@ -53,41 +49,42 @@ def analyse_weights(
     num_parameters: int | None = None,
     load_s: float = 0.0,
     device: str | None = None,
+    available: Sequence[str] = (),
 ) -> CheckpointOutput:
     """Weight-space signatures of one checkpoint as a record and its row diagrams.
 
     Args:
         ckpt: the checkpoint (for its identity in the record).
-        tensors: parameter name -> tensor.
+        matrices: name -> (out, in) tensor, the matrices chosen by
+            :mod:`toposig.matrices`, in order.
         settings: validated weight settings.
         loss, loss_key: the loss stored with the checkpoint and where it was found.
-        num_parameters: the model's parameter count; the floating-point tensors' total
-            when ``None``.
+        num_parameters: the model's parameter count, each storage once.
         load_s: seconds spent loading the checkpoint (for the record's timings).
         device: a CUDA device for the passes over every weight (``None``: the CPU).
+        available: the checkpoint's 2-D tensor names, for the message when nothing is
+            chosen.
 
     Raises:
         ValueError: no matrix is selected (the message lists what the checkpoint has).
     """
     t0 = time.perf_counter()
-    shapes = tensor_shapes(tensors)
-    names = weights.select_matrices(shapes, settings.include, settings.exclude)
+    names = list(matrices)
     if not names:
-        two_d = [k for k, s in shapes.items() if len(s) == 2][:6]
         raise ValueError(
-            f"no weight matrix selected among {len(shapes)} tensors (2-D ones: "
-            f"{', '.join(two_d) or 'none'}); adjust --weight-include/--weight-exclude"
+            f"no weight matrix selected (2-D tensors of the checkpoint: "
+            f"{', '.join(list(available)[:6]) or 'none'}"
+            f"{' ...' if len(available) > 6 else ''}); adjust "
+            "--weight-include/--weight-exclude"
         )
     sig = weights.weight_signatures(
-        as_arrays(tensors, names), max_rows=settings.max_rows,
+        as_arrays(matrices, names), max_rows=settings.max_rows,
         maxdim=settings.maxdim, seed=settings.seed, backend=settings.ph_backend,
         device=device,
     )
     t_done = time.perf_counter()
     arrays = {f"{name}:h{q}": d for name, dgms in sig.diagrams.items()
               for q, d in enumerate(dgms)}
-    if num_parameters is None:
-        num_parameters = int(sum(np.prod(s, dtype=np.int64) for s in shapes.values()))
     record = {
         "schema_version": SCHEMA_VERSION,
         "status": "ok",

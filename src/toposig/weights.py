@@ -54,10 +54,12 @@ from . import homology
 
 logger = logging.getLogger(__name__)
 
-# Parameters left out by default: embeddings, output heads, norms (DESIGN.md: the 2-D
-# weights of linear layers). Matched with re.search against the parameter name.
+# The name rule for plain state dicts (no model around them to ask which modules are
+# linear layers): embeddings, output heads and norms are left out. Matched with
+# re.search against the parameter name; toposig.matrices also leaves out what is tied to
+# one of them.
 DEFAULT_EXCLUDE: tuple[str, ...] = (
-    r"embed", r"(^|\.)wte\.", r"(^|\.)wpe\.", r"lm_head", r"(^|\.)head\.", r"norm",
+    r"emb", r"(^|\.)wte\.", r"(^|\.)wpe\.", r"lm_head", r"(^|\.)head\.", r"norm",
     r"(^|\.)ln_?[a-z0-9]*\.",
 )
 # Above this share of all edges, the threshold candidate set is no saving: use Prim.

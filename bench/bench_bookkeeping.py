@@ -1,0 +1,124 @@
+#!/usr/bin/env python
+"""A run's bookkeeping cost against its checkpoint count: linear, not quadratic.
+
+Runs :func:`toposig.pipeline.execute` on synthetic weight-family results (an executor
+that hands back a realistic record, 24 matrices with their features and row diagrams,
+for each checkpoint at once, so only the bookkeeping is timed: the record and arrays
+writes, the aggregates, the run config) for N and 10 N checkpoints, and prints the time
+per checkpoint and the ratio of the totals (linear: about 10).
+
+For comparison it times the previous way of keeping the aggregates, rewriting
+``all_results.json`` and the per-model files after every checkpoint, on the same
+records: that grows with the square of the checkpoint count.
+
+    python bench/bench_bookkeeping.py [--n 100 1000] [--matrices 24]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from toposig import pipeline  # noqa: E402
+from toposig.checkpoints import Checkpoint  # noqa: E402
+from toposig.config import EmbeddingSettings  # noqa: E402
+from toposig.embedding import CheckpointOutput  # noqa: E402
+from toposig.store import ResultStore  # noqa: E402
+
+FEATURES = ("np_mean", "np_std", "np_min", "np_max", "np_seed_mean", "np_seed_std",
+            "weight_h0_total", "weight_h1_total", "weight_h0_count", "weight_h1_count",
+            "weight_l2_norm", "weight_std", "weight_max_abs", "weight_mean_abs")
+MATRIX_FIELDS = ("np", "np_normalized", "np_seed", "l2_norm", "std", "max_abs", "mean_abs",
+                 *(f"h{q}_{f}" for q in (0, 1) for f in (
+                     "n_features", "total_persistence", "mean_persistence",
+                     "max_persistence", "std_persistence", "persistence_entropy",
+                     "n_significant")))
+
+
+def synthetic_output(ckpt: Checkpoint, n_matrices: int, rng: np.random.Generator
+                     ) -> CheckpointOutput:
+    """A weight record and row diagrams shaped like a 6-layer model's."""
+    matrices = [{"name": f"layers.{i // 4}.m{i % 4}.weight", "shape": [128, 512],
+                 "rows_used": 128, **{f: float(rng.random()) for f in MATRIX_FIELDS}}
+                for i in range(n_matrices)]
+    record = {"schema_version": 2, "status": "ok", "family": "weights",
+              **pipeline.checkpoint_fields(ckpt), "checkpoint_loss": float(rng.random()),
+              "checkpoint_loss_key": "val_loss", "num_parameters": 14_000_000,
+              "n_matrices": n_matrices, "w_max": 1.0, "ph_backend": "giotto-ph",
+              "device": "cpu", "features": {f: float(rng.random()) for f in FEATURES},
+              "matrices": matrices, "timings_s": {"total": 0.0}}
+    arrays = {f"{m['name']}:h{q}": rng.random((40, 2)) for m in matrices for q in (0, 1)}
+    return CheckpointOutput(record, arrays)
+
+
+class InstantExecutor:
+    """Hands back a synthetic result for every task at once."""
+
+    def __init__(self, n_matrices: int):
+        self.n_matrices = n_matrices
+        self.rng = np.random.default_rng(0)
+
+    def run(self, tasks, plan, emit, done) -> None:
+        for task in tasks:
+            emit(task, "weights", synthetic_output(task.ckpt, self.n_matrices, self.rng))
+            done(task)
+
+
+def synthetic_plan(n: int) -> pipeline.RunPlan:
+    ckpts = [Checkpoint("bench/model", "model", s * 100, "hub", "bench/model", f"step{s * 100}")
+             for s in range(n)]
+    return pipeline.RunPlan(ckpts, [], EmbeddingSettings(), "cpu", "float32", "giotto-ph",
+                            True, None, "", families=[("weights",)] * n,
+                            weights_hash="wbench00000")
+
+
+def time_run(n: int, n_matrices: int) -> tuple[float, list[dict], dict]:
+    with tempfile.TemporaryDirectory() as out:
+        plan = synthetic_plan(n)
+        t0 = time.perf_counter()
+        outcome = pipeline.execute(plan, out, progress=False,
+                                   executor=InstantExecutor(n_matrices))
+        return time.perf_counter() - t0, outcome.records, outcome.config
+
+
+def time_old_way(records: list[dict], config: dict) -> float:
+    """Rewrite the aggregates after every checkpoint, as the pipeline used to."""
+    with tempfile.TemporaryDirectory() as out:
+        store = ResultStore(out, "wbench00000")
+        t0 = time.perf_counter()
+        for k in range(1, len(records) + 1):
+            store.write_aggregates(records[:k], config)
+        return time.perf_counter() - t0
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--n", type=int, nargs=2, default=[100, 1000], metavar=("SMALL", "LARGE"))
+    p.add_argument("--matrices", type=int, default=24)
+    args = p.parse_args()
+    small, large = args.n
+    print(f"synthetic weight records, {args.matrices} matrices each\n")
+    print(f"{'checkpoints':>12} {'run (s)':>9} {'per ckpt (ms)':>14} "
+          f"{'aggregates after every ckpt (s)':>32}")
+    totals = {}
+    for n in (small, large):
+        t, records, config = time_run(n, args.matrices)
+        old = time_old_way(records, config)
+        totals[n] = (t, old)
+        print(f"{n:>12} {t:>9.2f} {1000 * t / n:>14.2f} {old:>32.2f}")
+    ratio = totals[large][0] / totals[small][0]
+    old_ratio = totals[large][1] / totals[small][1]
+    print(f"\n{large} / {small} checkpoints: run time x{ratio:.1f} (linear: x{large / small:.0f});"
+          f" aggregates rewritten after every checkpoint alone: x{old_ratio:.0f}")
+
+
+if __name__ == "__main__":
+    main()

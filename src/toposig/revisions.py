@@ -1,0 +1,264 @@
+"""Training steps from checkpoint names, and which checkpoints a run takes.
+
+Checkpoint suites name their checkpoints in many ways. One parser reads a training step
+from a Hub revision name, a local sub-folder name or (with a user pattern) a file name:
+
+==========================  ===========================  ==================  =========
+scheme                      used by                      example             step
+==========================  ===========================  ==================  =========
+``step<N>``                 Pythia                       ``step1000``        1000
+``step<N>-tokens<M>``       OLMo (``stage1-`` prefix ok) ``step1000-tokens4B`` 1000
+``step_<N>k``               MultiBERTs                   ``step_20k``        20000
+``step_<N>``                                             ``step_500``        500
+``ckpt_<N>``                LLM360 (Amber, Crystal)      ``ckpt_100``        100
+``checkpoint-<N>``          HF Trainer, Stanford CRFM    ``checkpoint-100``  100
+``global_step<N>``          DeepSpeed                    ``global_step500``  500
+``iter_<N>``                Megatron-LM                  ``iter_0001000``    1000
+==========================  ===========================  ==================  =========
+
+A user pattern (``--revision-pattern REGEX``, one capturing group for the step) is tried
+first and must match the whole name. Names that parse to no step (``main``) are not
+checkpoints of the series.
+
+A :class:`StepSelection` is what the user asked for (``--steps``, ``--revisions``) and
+:func:`select` applies it to the revisions a series has.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+logger = logging.getLogger(__name__)
+
+SEED_STEPS: tuple[int, ...] = (
+    0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512,
+    1000, 2000, 5000, 10000, 33000, 66000, 100000, 143000,
+)  # fmt: skip
+PYTHIA_ALL_STEPS: tuple[int, ...] = (0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512) + tuple(
+    range(1000, 143001, 1000)
+)
+NAMED_SCHEDULES: dict[str, tuple[int, ...]] = {"seed": SEED_STEPS}
+ALL = "all"
+
+# (scheme, whole-name pattern with the step in group 1, multiplier), tried in order.
+SCHEMES: tuple[tuple[str, re.Pattern[str], int], ...] = tuple(
+    (name, re.compile(pattern, re.IGNORECASE), mult) for name, pattern, mult in (
+        ("step<N>", r"step(\d+)", 1),
+        ("step<N>-tokens<M>", r"(?:stage\d+-)?step(\d+)-tokens\d+(?:\.\d+)?[KMBT]?", 1),
+        ("step_<N>k", r"step_(\d+)k", 1000),
+        ("step_<N>", r"step_(\d+)", 1),
+        ("ckpt_<N>", r"ckpt_(\d+)", 1),
+        ("checkpoint-<N>", r"checkpoint-(\d+)", 1),
+        ("global_step<N>", r"global_step(\d+)", 1),
+        ("iter_<N>", r"iter_(\d+)", 1),
+    )
+)
+
+
+class RevisionError(ValueError):
+    """A revision pattern, a step list or a revision list that cannot be used."""
+
+
+@dataclass(frozen=True)
+class Revision:
+    """A named checkpoint of a series and its training step.
+
+    Attributes:
+        name: the revision (Hub branch or tag) or sub-folder name, as it is spelled.
+        step: the training step read from it.
+        scheme: which scheme read it (``"pattern"`` for the user's).
+    """
+
+    name: str
+    step: int
+    scheme: str
+
+
+def compile_pattern(pattern: str | None) -> re.Pattern[str] | None:
+    """``--revision-pattern``: a regular expression with exactly one capturing group.
+
+    Raises:
+        RevisionError: not a regular expression, or not exactly one group.
+    """
+    if pattern is None:
+        return None
+    try:
+        compiled = re.compile(pattern)
+    except re.error as exc:
+        raise RevisionError(f"--revision-pattern {pattern!r} is not a regular expression: "
+                            f"{exc}") from exc
+    if compiled.groups != 1:
+        raise RevisionError(f"--revision-pattern {pattern!r} must have exactly one capturing "
+                            f"group, the step (it has {compiled.groups}); e.g. 'ep(\\d+)'")
+    return compiled
+
+
+def parse_revision(name: str, pattern: re.Pattern[str] | None = None) -> Revision | None:
+    """The training step a checkpoint name stands for, or ``None``.
+
+    >>> parse_revision("step1000-tokens4B").step, parse_revision("step_20k").step
+    (1000, 20000)
+    """
+    if pattern is not None:
+        m = pattern.fullmatch(name)
+        if m:
+            try:
+                return Revision(name, int(m.group(1)), "pattern")
+            except (TypeError, ValueError):
+                return None
+    for scheme, regex, mult in SCHEMES:
+        m = regex.fullmatch(name)
+        if m:
+            return Revision(name, int(m.group(1)) * mult, scheme)
+    return None
+
+
+def parse_revisions(names: Iterable[str], pattern: re.Pattern[str] | None = None,
+                    where: str = "the series") -> list[Revision]:
+    """The names that stand for a step, ordered by step; the others are left out.
+
+    Raises:
+        RevisionError: two names stand for the same step.
+    """
+    by_step: dict[int, Revision] = {}
+    skipped = []
+    for name in names:
+        rev = parse_revision(name, pattern)
+        if rev is None:
+            skipped.append(name)
+            continue
+        if rev.step in by_step:
+            raise RevisionError(
+                f"{where} has two checkpoints of step {rev.step}: {by_step[rev.step].name!r} "
+                f"and {name!r}; choose one with --revisions, or tell them apart with "
+                "--revision-pattern")
+        by_step[rev.step] = rev
+    if skipped:
+        logger.debug("%s: %d name(s) stand for no step: %s", where, len(skipped),
+                     ", ".join(sorted(skipped)[:8]))
+    return [by_step[s] for s in sorted(by_step)]
+
+
+@dataclass(frozen=True)
+class StepSelection:
+    """Which checkpoints of each series a run takes.
+
+    Attributes:
+        steps: explicit training steps (``--steps 0 1000``), or ``None``.
+        every: ``--steps all``: every checkpoint the series has.
+        schedule: a named schedule (``--steps seed``), whose steps are in ``steps``.
+        revisions: revision names (``--revisions step1000-tokens4B``).
+        pattern: ``--revision-pattern``, tried before the built-in schemes.
+    """
+
+    steps: tuple[int, ...] | None = None
+    every: bool = False
+    schedule: str | None = None
+    revisions: tuple[str, ...] = ()
+    pattern: str | None = None
+
+    def __post_init__(self) -> None:
+        compile_pattern(self.pattern)
+
+    @property
+    def compiled(self) -> re.Pattern[str] | None:
+        return compile_pattern(self.pattern)
+
+    @property
+    def is_default(self) -> bool:
+        return self.steps is None and not self.every and not self.revisions
+
+
+def parse_selection(steps: Sequence[str] | None = None, revisions: Sequence[str] | None = None,
+                    pattern: str | None = None) -> StepSelection:
+    """``--steps`` values (integers, ``seed`` or ``all``), ``--revisions`` names and
+    ``--revision-pattern`` as a :class:`StepSelection`.
+
+    Raises:
+        RevisionError: a value that is not allowed, naming it and what is.
+    """
+    revisions = tuple(dict.fromkeys(revisions or ()))
+    if steps and revisions:
+        raise RevisionError("--steps and --revisions both choose checkpoints: give one")
+    if not steps:
+        return StepSelection(revisions=revisions, pattern=pattern)
+    if len(steps) == 1 and steps[0] == ALL:
+        return StepSelection(every=True, pattern=pattern)
+    if len(steps) == 1 and steps[0] in NAMED_SCHEDULES:
+        return StepSelection(steps=NAMED_SCHEDULES[steps[0]], schedule=steps[0],
+                             pattern=pattern)
+    out = []
+    for v in steps:
+        if not (isinstance(v, str) and v.isascii() and v.isdigit()):
+            raise RevisionError(
+                f"--steps takes non-negative integers, 'all' or one of "
+                f"{sorted(NAMED_SCHEDULES)}, got {v!r}")
+        out.append(int(v))
+    return StepSelection(steps=tuple(sorted(set(out))), pattern=pattern)
+
+
+def select(available: Sequence[Revision], selection: StepSelection, where: str, *,
+           default_schedule: tuple[int, ...] | None = None,
+           unparsed: Sequence[str] = ()) -> list[Revision]:
+    """The revisions of a series that ``selection`` asks for, ordered by step.
+
+    Args:
+        available: the series' revisions (:func:`parse_revisions`).
+        selection: what the user asked for.
+        where: the series, for messages.
+        default_schedule: with no ``--steps`` / ``--revisions``, these steps when the
+            series has every one of them (the seed's 19 Pythia steps on the Hub);
+            otherwise every revision.
+        unparsed: the series' names that stand for no step (for messages).
+
+    Raises:
+        RevisionError: a requested step or revision the series does not have (the
+            message lists what it has).
+    """
+    by_step = {r.step: r for r in available}
+    if selection.revisions:
+        by_name = {r.name: r for r in available}
+        missing = [n for n in selection.revisions if n not in by_name]
+        if missing:
+            raise RevisionError(
+                f"{where} has no checkpoint named {', '.join(map(repr, missing))}"
+                f"{_unparsed_hint(missing, unparsed)}; it has {_listing(available)}")
+        chosen = {by_name[n].step: by_name[n] for n in selection.revisions}
+        return [chosen[s] for s in sorted(chosen)]
+    if selection.every:
+        return list(available)
+    steps = selection.steps
+    if steps is None:
+        if default_schedule is not None and set(default_schedule) <= set(by_step):
+            steps = default_schedule
+        else:
+            return list(available)
+    missing_steps = [s for s in steps if s not in by_step]
+    if missing_steps:
+        shown = missing_steps[:10]
+        more = f" and {len(missing_steps) - 10} more" if len(missing_steps) > 10 else ""
+        raise RevisionError(f"steps {shown}{more} are not in {where}; it has "
+                            f"{_listing(available)}")
+    return [by_step[s] for s in steps]
+
+
+def _unparsed_hint(names: Sequence[str], unparsed: Sequence[str]) -> str:
+    present = [n for n in names if n in set(unparsed)]
+    if not present:
+        return ""
+    return (f" that stands for a training step ({', '.join(map(repr, present))} exists but "
+            "matches no revision scheme: pass --revision-pattern with one group for the "
+            "step)")
+
+
+def _listing(available: Sequence[Revision]) -> str:
+    if not available:
+        return "none that stands for a training step"
+    names = [f"{r.name} (step {r.step})" if r.name != f"step{r.step}" else r.name
+             for r in available]
+    if len(names) > 12:
+        names = [*names[:6], "...", *names[-3:]]
+    return f"{len(available)}: {', '.join(names)}"
