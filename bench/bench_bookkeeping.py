@@ -9,9 +9,10 @@ per checkpoint and the ratio of the totals (linear: about 10).
 
 For comparison it times the previous way of keeping the aggregates, rewriting
 ``all_results.json`` and the per-model files after every checkpoint, on the same
-records: that grows with the square of the checkpoint count.
+records for N and 3 N checkpoints (at 10 N it takes too long to wait for): that grows
+with the square of the checkpoint count (about 9x for 3x).
 
-    python bench/bench_bookkeeping.py [--n 100 1000] [--matrices 24]
+    python bench/bench_bookkeeping.py [--n 100 1000] [--old 100 300] [--matrices 24]
 """
 
 from __future__ import annotations
@@ -102,22 +103,28 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--n", type=int, nargs=2, default=[100, 1000], metavar=("SMALL", "LARGE"))
+    p.add_argument("--old", type=int, nargs=2, default=[100, 300], metavar=("SMALL", "LARGE"))
     p.add_argument("--matrices", type=int, default=24)
     args = p.parse_args()
-    small, large = args.n
     print(f"synthetic weight records, {args.matrices} matrices each\n")
-    print(f"{'checkpoints':>12} {'run (s)':>9} {'per ckpt (ms)':>14} "
-          f"{'aggregates after every ckpt (s)':>32}")
-    totals = {}
-    for n in (small, large):
-        t, records, config = time_run(n, args.matrices)
-        old = time_old_way(records, config)
-        totals[n] = (t, old)
-        print(f"{n:>12} {t:>9.2f} {1000 * t / n:>14.2f} {old:>32.2f}")
-    ratio = totals[large][0] / totals[small][0]
-    old_ratio = totals[large][1] / totals[small][1]
-    print(f"\n{large} / {small} checkpoints: run time x{ratio:.1f} (linear: x{large / small:.0f});"
-          f" aggregates rewritten after every checkpoint alone: x{old_ratio:.0f}")
+    print("now: records as each checkpoint finishes, aggregates at start and end")
+    print(f"{'checkpoints':>12} {'run (s)':>9} {'per ckpt (ms)':>14}")
+    runs = {}
+    for n in sorted(set(args.n) | set(args.old)):
+        runs[n] = time_run(n, args.matrices)
+        if n in args.n:
+            print(f"{n:>12} {runs[n][0]:>9.2f} {1000 * runs[n][0] / n:>14.2f}")
+    (small, large), (o_small, o_large) = args.n, args.old
+    print(f"{large} / {small} checkpoints: x{runs[large][0] / runs[small][0]:.1f} "
+          f"(linear: x{large / small:.0f})\n")
+    print("before: the aggregates rewritten after every checkpoint (that part alone)")
+    print(f"{'checkpoints':>12} {'aggregates (s)':>15} {'per ckpt (ms)':>14}")
+    old = {}
+    for n in (o_small, o_large):
+        old[n] = time_old_way(runs[n][1], runs[n][2])
+        print(f"{n:>12} {old[n]:>15.2f} {1000 * old[n] / n:>14.2f}")
+    print(f"{o_large} / {o_small} checkpoints: x{old[o_large] / old[o_small]:.1f} "
+          f"(quadratic: x{(o_large / o_small) ** 2:.0f})")
 
 
 if __name__ == "__main__":

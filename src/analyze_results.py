@@ -24,7 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--results", default="results",
                    help="results root written by run_experiments.py --out (default: %(default)s)")
     p.add_argument("--no-plots", action="store_true", help="statistics only, no figures")
-    p.add_argument("--target", default="auto", choices=("auto", "perplexity", "loss"),
+    p.add_argument("--target", default="auto", choices=("auto", "perplexity", "loss", "mlm_loss"),
                    help="quality measure the features are correlated with: perplexity "
                         "(measured on the texts) or the loss stored with each checkpoint; "
                         "auto = perplexity when every record has it (default: %(default)s)")

@@ -16,7 +16,7 @@ import pytest
 import torch
 from conftest import ARCHITECTURES, causal_lm
 
-from toposig.forward import OutputHead, forward_pass, tokenize
+from toposig.forward import OutputHead, forward_pass, next_token_targets, tokenize
 from toposig.training import byte_tokenizer
 
 TEXTS = [
@@ -90,7 +90,7 @@ def test_every_head_mode_gives_the_models_loss(mode, tok, monkeypatch):
     assert head.mode == "chunked"
     head.mode = mode
     with torch.no_grad():
-        _, nll = head.run(ids, mask)
+        _, nll = head.run(ids, mask, *next_token_targets(ids, mask))
     assert float(nll) / int(mask[:, 1:].sum()) == pytest.approx(loss, rel=1e-5)
 
 

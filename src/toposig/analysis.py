@@ -67,24 +67,28 @@ def wasserstein_series(results_dir: str | Path, records: list[dict]) -> dict[str
     return out
 
 
-TARGETS = ("perplexity", "loss")
+# Quality measures, in order of preference: perplexity on the analysed texts (causal
+# LMs), the loss stored with the checkpoint, the masked-LM loss on the analysed texts
+# (encoders, which have no perplexity).
+TARGETS = ("perplexity", "loss", "mlm_loss")
 
 
 def choose_target(records: list[dict], target: str = "auto") -> str:
     """The quality measure to correlate with: ``perplexity`` (measured on the analysed
     texts) when every record has it, else ``loss`` (stored with the checkpoint) when
-    every record has that, else whichever more records have.
+    every record has that, else ``mlm_loss`` (an encoder's masked-LM loss on the analysed
+    texts) when every record has that, else whichever more records have.
 
     Raises:
         ValueError: an explicit ``target`` that no record has, or an unknown name.
     """
     if target not in ("auto", *TARGETS):
-        raise ValueError(f"--target must be auto, {' or '.join(TARGETS)}, got {target!r}")
+        raise ValueError(f"--target must be auto, {', '.join(TARGETS)}, got {target!r}")
     counts = {t: sum(r.get(t) is not None for r in records) for t in TARGETS}
     if target != "auto":
         if counts[target] == 0:
             raise ValueError(f"no record has a {target}; records have: "
-                             f"{', '.join(t for t in TARGETS if counts[t]) or 'neither'}")
+                             f"{', '.join(t for t in TARGETS if counts[t]) or 'none'}")
         return target
     for t in TARGETS:
         if counts[t] == len(records):
@@ -107,6 +111,8 @@ def model_summaries(records: list[dict]) -> dict[str, dict]:
             "final_loss": last.get("loss"),
             "final_features": last.get("features", {}),
         }
+        if last.get("mlm_loss") is not None:
+            out[label]["final_mlm_loss"] = last["mlm_loss"]
     return out
 
 
@@ -150,7 +156,7 @@ def feature_targets(records: list[dict], features: list[str]) -> dict[str, str]:
     has = {t: any(r.get(t) is not None for r in records) for t in TARGETS}
     out = {}
     for f in features:
-        prefer = ("loss", "perplexity") if stats.prefers_loss(f) else TARGETS
+        prefer = ("loss", "perplexity", "mlm_loss") if stats.prefers_loss(f) else TARGETS
         chosen = next((t for t in prefer if has[t]), None)
         if chosen is not None:
             out[f] = chosen
@@ -227,11 +233,11 @@ def stability_analysis(records: list[dict]) -> dict[str, dict]:
 
 
 def quality_loss(record: dict) -> float | None:
-    """The loss a record's quality is measured by: the stored loss, else ln(perplexity)."""
-    if record.get("loss") is not None:
-        return record["loss"]
-    if record.get("mean_nll") is not None:
-        return record["mean_nll"]
+    """The loss a record's quality is measured by: the stored loss, else ln(perplexity),
+    else an encoder's masked-LM loss."""
+    for key in ("loss", "mean_nll", "mlm_loss"):
+        if record.get(key) is not None:
+            return record[key]
     return None
 
 

@@ -472,18 +472,112 @@ def check_hub_access(checkpoints: list[Checkpoint]) -> bool:
     return True
 
 
+# --- what kind of model --------------------------------------------------------------
+
+CAUSAL, MASKED = "causal", "masked"
+
+
+class UnsupportedModelError(ValueError):
+    """A model that is neither a causal nor a masked language model (T5, a classifier)."""
+
+
+def model_kind(config) -> str:
+    """``"causal"`` (a decoder: next-token loss) or ``"masked"`` (an encoder such as BERT:
+    masked-LM loss), from a ``transformers`` config.
+
+    BERT-family types are in both of transformers' causal-LM and masked-LM tables; they
+    are decoders only when their config says ``is_decoder``, so they are encoders
+    otherwise (``AutoModelForCausalLM`` would load one, and its "next-token" loss would
+    mean nothing).
+
+    Raises:
+        UnsupportedModelError: an encoder-decoder, or a model with no language-model
+            head of either kind; the message names it.
+    """
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_MASKED_LM_MAPPING_NAMES,
+    )
+
+    model_type = getattr(config, "model_type", None)
+    archs = list(getattr(config, "architectures", None) or [])
+    what = f"{model_type or 'unknown'} ({', '.join(archs) or 'no architectures listed'})"
+    if getattr(config, "is_encoder_decoder", False):
+        raise UnsupportedModelError(
+            f"{what} is an encoder-decoder model: toposig measures causal language models "
+            "(next-token loss) and masked-LM encoders, not encoder-decoders")
+    if model_type in MODEL_FOR_MASKED_LM_MAPPING_NAMES and not getattr(config, "is_decoder",
+                                                                       False):
+        return MASKED
+    if model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        return CAUSAL
+    if any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in archs):
+        return CAUSAL  # remote code (--trust-remote-code) naming a causal-LM class
+    if any(a.endswith("ForMaskedLM") for a in archs):
+        return MASKED
+    raise UnsupportedModelError(f"{what} has no causal or masked language-model head that "
+                                "transformers knows of")
+
+
+def load_config(ckpt: Checkpoint, *, local_files_only: bool = False,
+                trust_remote_code: bool = False):
+    """The checkpoint's ``transformers`` config (no weights are read)."""
+    from transformers import AutoConfig
+
+    source, revision = ckpt.load_source
+    return AutoConfig.from_pretrained(source, revision=revision,
+                                      local_files_only=local_files_only,
+                                      trust_remote_code=trust_remote_code)
+
+
+def series_kinds(checkpoints: list[Checkpoint], *, local_files_only: bool = False,
+                 trust_remote_code: bool = False) -> dict[str, str | None]:
+    """Each series' kind (:func:`model_kind` of its first checkpoint's config), by label;
+    ``None`` where the config cannot be read now (an uncached Hub revision offline: its
+    load will tell). Plain state-dict files have none.
+
+    Raises:
+        SeriesError: a series whose model is neither causal nor masked, naming it.
+    """
+    out: dict[str, str | None] = {}
+    for c in checkpoints:
+        if c.source == "file" or c.label in out:
+            continue
+        try:
+            config = load_config(c, local_files_only=local_files_only or c.source != "hub",
+                                 trust_remote_code=trust_remote_code)
+        except Exception as exc:  # noqa: BLE001 - unreadable now; loading will say why
+            logger.debug("config of %s not read before the run: %s", c.describe(), exc)
+            out[c.label] = None
+            continue
+        try:
+            out[c.label] = model_kind(config)
+        except UnsupportedModelError as exc:
+            raise SeriesError(f"{c.model!r}: {exc}") from exc
+    return out
+
+
 # --- loading -------------------------------------------------------------------------
 
 
 def load_model(ckpt: Checkpoint, torch_dtype, device: str, *, local_files_only: bool = False,
                trust_remote_code: bool = False):
-    """Load a checkpoint as a causal LM in eval mode on ``device``."""
-    from transformers import AutoModelForCausalLM
+    """Load a checkpoint in eval mode on ``device``: as a causal LM, or as a masked LM
+    when it is an encoder (:func:`model_kind`).
 
+    Raises:
+        UnsupportedModelError: neither kind.
+    """
+    from transformers import AutoModelForCausalLM, AutoModelForMaskedLM
+
+    config = load_config(ckpt, local_files_only=local_files_only,
+                         trust_remote_code=trust_remote_code)
+    auto = AutoModelForMaskedLM if model_kind(config) == MASKED else AutoModelForCausalLM
     source, revision = ckpt.load_source
-    model = AutoModelForCausalLM.from_pretrained(
+    model = auto.from_pretrained(
         source,
         revision=revision,
+        config=config,
         dtype=torch_dtype,
         local_files_only=local_files_only,
         trust_remote_code=trust_remote_code,

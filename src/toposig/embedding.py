@@ -14,9 +14,9 @@ from datetime import datetime, timezone
 import numpy as np
 
 from . import homology, spectral
-from .checkpoints import Checkpoint, fingerprint, load_model, load_tokenizer
-from .config import AUTOCAST, CPU_BATCH_SIZE, SCHEMA_VERSION, EmbeddingSettings
-from .forward import forward_pass, tokenize
+from .checkpoints import MASKED, Checkpoint, fingerprint, load_model, load_tokenizer, model_kind
+from .config import AUTOCAST, CPU_BATCH_SIZE, MLM_FRACTION, SCHEMA_VERSION, EmbeddingSettings
+from .forward import MaskedLM, forward_pass, masked_positions, tokenize
 
 logger = logging.getLogger(__name__)
 
@@ -200,9 +200,10 @@ def analyse_checkpoint(
 
     ids, mask = tokenize(tokenizer, texts, settings.max_length)
     check_vocab(model, ids)
+    masked_lm = masked_lm_objective(model, tokenizer, ids, mask, settings.seed)
     fwd = forward_pass(model, ids, mask, device=device,
                        batch_size=resolve_batch_size(settings.batch_size, device, len(texts)),
-                       autocast_bf16=dtype == AUTOCAST)
+                       autocast_bf16=dtype == AUTOCAST, masked_lm=masked_lm)
     t_fwd = time.perf_counter()
 
     layers = analysed_layers(len(fwd.pooled), settings.layers)
@@ -253,6 +254,9 @@ def analyse_checkpoint(
         },
         "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
+    if masked_lm is not None:  # an encoder: no next-token perplexity, ever
+        record |= {"perplexity": None, "mean_nll": None, "quality_measure": "masked_lm_loss",
+                   "mlm_loss": fwd.mean_nll, "mlm_fraction": MLM_FRACTION}
     if resampled is not None:
         record["n_resamples"] = settings.resamples
         record["features_resampled"] = resampled
@@ -260,6 +264,22 @@ def analyse_checkpoint(
         record["layer_features"] = {str(k): v.features for k, v in per_layer.items()}
     del model
     return CheckpointOutput(record, arrays)
+
+
+def masked_lm_objective(model, tokenizer, ids, mask, seed: int) -> MaskedLM | None:
+    """The masked-LM objective when ``model`` is an encoder (``None`` for a causal LM):
+    :data:`~toposig.config.MLM_FRACTION` of the non-special tokens, chosen by ``seed``.
+
+    Raises:
+        ValueError: an encoder whose tokenizer has no mask token.
+    """
+    if model_kind(model.config) != MASKED:
+        return None
+    if tokenizer.mask_token_id is None:
+        raise ValueError(f"{type(model).__name__} is a masked language model, but its "
+                         "tokenizer has no mask token to score it with")
+    return MaskedLM(masked_positions(ids, mask, tokenizer.all_special_ids, MLM_FRACTION, seed),
+                    tokenizer.mask_token_id)
 
 
 def check_vocab(model, ids) -> None:

@@ -16,7 +16,13 @@ model. From the same pass come
   non-padding positions only by running the model's own forward with that module
   answering with the chunk, so no logits are made for padding and memory stays bounded
   by :data:`HEAD_CHUNK`. The result equals ``exp(model(ids, attention_mask=mask,
-  labels=...).loss)`` (tested on eight architectures).
+  labels=...).loss)`` (tested on nine architectures).
+
+An encoder (BERT and its kin) has no next-token loss. With a :class:`MaskedLM` objective
+its quality is the masked-LM loss instead: a seeded 15% of the non-special tokens are
+replaced by the mask token in a second pass, and the model's own logits at those
+positions are scored against the original tokens; the hidden states still come from the
+texts as they are.
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ class ForwardResult:
         batch_size: the largest batch that ran (below the one asked for after an
             out-of-memory back-off).
         head_mode: how the logits were made (:attr:`OutputHead.mode`).
+        objective: ``"next_token"`` or ``"masked_lm"`` (what ``nll_sum`` scores).
     """
 
     pooled: list[np.ndarray]
@@ -60,6 +67,7 @@ class ForwardResult:
     n_input_tokens: int
     batch_size: int = 0
     head_mode: str = ""
+    objective: str = "next_token"
 
     @property
     def mean_nll(self) -> float:
@@ -246,24 +254,33 @@ class OutputHead:
         return out.logits.reshape(-1, out.logits.shape[-1])
 
     # -- one batch -----------------------------------------------------------------------
-    def run(self, ids: torch.Tensor, mask: torch.Tensor
+    def run(self, ids: torch.Tensor, mask: torch.Tensor, rows: torch.Tensor,
+            targets: torch.Tensor, labels: torch.Tensor
             ) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
-        """One forward pass of a batch: every hidden state and the summed next-token NLL
-        (float64) over the non-padding targets."""
-        valid = mask[:, 1:].bool()
-        tgt = ids[:, 1:][valid]
+        """One forward pass of a batch: every hidden state, and the summed cross-entropy
+        (float64, nats) of the logits at positions ``rows`` against ``targets``.
+
+        Args:
+            ids, mask: (b, T) input ids and attention mask.
+            rows: (b, T) bool, the positions whose logits are scored, row-major.
+            targets: (k,) the token each of those positions is scored against.
+            labels: (b, T) the same as ``model(..., labels=)`` takes it (used only when
+                the head is not a module the forward calls).
+        """
         if self.mode == "labels":
-            labels = ids.masked_fill(mask == 0, -100)
+            if targets.numel() == 0:
+                out = self.model(input_ids=ids, attention_mask=mask, output_hidden_states=True)
+                return out.hidden_states, torch.zeros((), dtype=torch.float64)
             out = self.model(input_ids=ids, attention_mask=mask, labels=labels,
                              output_hidden_states=True)
-            return out.hidden_states, out.loss.double().cpu() * int(tgt.numel())
+            return out.hidden_states, out.loss.double().cpu() * int(targets.numel())
         captured: list[torch.Tensor] = []
 
         def cut(x: torch.Tensor) -> torch.Tensor:
             captured.append(x)
             if self.mode == "chunked":
                 return x[:, :0]  # the head makes no logits in this pass
-            return x[:, :-1][valid].unsqueeze(0)
+            return x[rows].unsqueeze(0)
 
         def head_pre(mod, args, kwargs):
             if args:
@@ -276,13 +293,55 @@ class OutputHead:
         finally:
             handle.remove()
         if self.mode == "selected":
-            return out.hidden_states, _nll(out.logits.reshape(-1, out.logits.shape[-1]), tgt)
-        rows = captured[0][:, :-1][valid]
+            return out.hidden_states, _nll(out.logits.reshape(-1, out.logits.shape[-1]),
+                                           targets)
+        picked = captured[0][rows]
         nll = torch.zeros((), dtype=torch.float64)
-        for start in range(0, rows.shape[0], HEAD_CHUNK):
-            nll += _nll(self.logits(rows[start:start + HEAD_CHUNK]),
-                        tgt[start:start + HEAD_CHUNK])
+        for start in range(0, picked.shape[0], HEAD_CHUNK):
+            nll += _nll(self.logits(picked[start:start + HEAD_CHUNK]),
+                        targets[start:start + HEAD_CHUNK])
         return out.hidden_states, nll
+
+
+def next_token_targets(ids: torch.Tensor, mask: torch.Tensor
+                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Rows, targets and ``labels=`` of the next-token loss: position t of every
+    non-padding target t + 1 is scored against token t + 1."""
+    valid = mask[:, 1:].bool()
+    rows = torch.zeros_like(mask, dtype=torch.bool)
+    rows[:, :-1] = valid
+    return rows, ids[:, 1:][valid], ids.masked_fill(mask == 0, -100)
+
+
+def masked_positions(ids: torch.Tensor, mask: torch.Tensor, special_ids: list[int],
+                     fraction: float, seed: int) -> torch.Tensor:
+    """(n, T) bool: a seeded ``fraction`` of the non-padding, non-special tokens.
+
+    The choice depends only on the token ids and ``seed``, so every checkpoint of a
+    series (one tokenizer) is scored on the same positions. At least one is chosen.
+    """
+    eligible = mask.bool() & ~torch.isin(ids, torch.tensor(special_ids, dtype=ids.dtype))
+    flat = np.flatnonzero(eligible.reshape(-1).numpy())
+    if flat.size == 0:
+        raise ValueError("no token to mask: every token is padding or special")
+    k = max(1, round(fraction * flat.size))
+    chosen = np.random.default_rng(seed).choice(flat, size=k, replace=False)
+    out = torch.zeros(ids.numel(), dtype=torch.bool)
+    out[torch.from_numpy(np.sort(chosen))] = True
+    return out.reshape(ids.shape)
+
+
+@dataclass(frozen=True)
+class MaskedLM:
+    """The masked-LM objective of an encoder: which positions are masked, and how.
+
+    Attributes:
+        positions: (n_texts, T) bool from :func:`masked_positions`.
+        mask_token_id: the tokenizer's mask token, put in place of every chosen token.
+    """
+
+    positions: torch.Tensor
+    mask_token_id: int
 
 
 def _nll(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -290,14 +349,27 @@ def _nll(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.float(), targets, reduction="sum").double().cpu()
 
 
-def _batch(head: OutputHead, ids: torch.Tensor, mask: torch.Tensor
+def _batch(head: OutputHead, ids: torch.Tensor, mask: torch.Tensor,
+           masked: torch.Tensor | None = None, mask_token_id: int | None = None,
            ) -> tuple[list[torch.Tensor], torch.Tensor, int]:
-    """Per-layer (b, width) float32 means, summed NLL (float64), target count."""
-    hidden_states, nll = head.run(ids, mask)
+    """Per-layer (b, width) float32 means, summed NLL (float64), scored-token count.
+
+    Next-token loss by default; with ``masked`` positions the hidden states come from
+    the texts as they are and the loss from a second pass with those positions masked.
+    """
+    if masked is None:
+        rows, targets, labels = next_token_targets(ids, mask)
+        hidden_states, nll = head.run(ids, mask, rows, targets, labels)
+    else:
+        none = torch.zeros_like(masked)
+        hidden_states, _ = head.run(ids, mask, none, ids[none], ids)
+        targets = ids[masked]
+        _, nll = head.run(ids.masked_fill(masked, mask_token_id), mask, masked, targets,
+                          ids.masked_fill(~masked, -100))
     m = mask.unsqueeze(-1).to(torch.float32)
     denom = m.sum(1)
     layer_means = [((h.float() * m).sum(1) / denom).cpu() for h in hidden_states]
-    return layer_means, nll, int(mask[:, 1:].sum())
+    return layer_means, nll, int(targets.numel())
 
 
 def _empty_cache(device: str | torch.device) -> None:
@@ -313,6 +385,7 @@ def forward_pass(
     batch_size: int = 32,
     device: str | torch.device = "cpu",
     autocast_bf16: bool = False,
+    masked_lm: MaskedLM | None = None,
 ) -> ForwardResult:
     """Run the texts through ``model`` once.
 
@@ -320,12 +393,16 @@ def forward_pass(
     texts, so the largest batch that fits is found without failing the checkpoint.
 
     Args:
-        model: a ``transformers`` causal language model in eval mode on ``device``.
+        model: a ``transformers`` language model (causal, or masked with ``masked_lm``)
+            in eval mode on ``device``.
         input_ids, attention_mask: (n_texts, T) from :func:`tokenize`, right-padded.
         batch_size: texts per batch (at most).
         device: where the model lives.
         autocast_bf16: run matrix products in bfloat16 under ``torch.autocast`` (the
             weights stay as loaded; pooling and the loss are accumulated in fp32/fp64).
+        masked_lm: score the model on this masked-LM objective (an encoder) instead of
+            the next-token loss; ``nll_sum`` / ``n_tokens`` are then over the masked
+            tokens.
 
     Raises:
         NonFiniteError: a hidden state or the loss is NaN or inf.
@@ -344,9 +421,11 @@ def forward_pass(
         t_max = int(lengths[idx].max())
         ids = input_ids[idx, :t_max].to(device)
         mask = attention_mask[idx, :t_max].to(device)
+        masked = None if masked_lm is None else masked_lm.positions[idx, :t_max].to(device)
         try:
             with torch.autocast(device_type, dtype=torch.bfloat16, enabled=autocast_bf16):
-                layer_means, nll, count = _batch(head, ids, mask)
+                layer_means, nll, count = _batch(
+                    head, ids, mask, masked, masked_lm and masked_lm.mask_token_id)
         except torch.OutOfMemoryError:
             if len(idx) == 1:
                 raise
@@ -372,4 +451,4 @@ def forward_pass(
     if not math.isfinite(float(nll_sum)):
         raise NonFiniteError("non-finite next-token loss")
     return ForwardResult(pooled, float(nll_sum), n_tokens, int(lengths.sum()), largest,
-                         head.mode)
+                         head.mode, "next_token" if masked_lm is None else "masked_lm")

@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 import numpy as np
 
 from . import curvature, gradients, landscape
-from .checkpoints import Checkpoint
+from .checkpoints import CAUSAL, Checkpoint, model_kind
 from .config import SCHEMA_VERSION, GradientSettings, LandscapeSettings
 from .embedding import CheckpointOutput, check_vocab, checkpoint_fields
 
@@ -67,6 +67,14 @@ def batch_loss(model, ids):
     return next_token_loss(model(ids).logits, ids)
 
 
+def require_causal(model) -> None:
+    """Raise ValueError unless ``model`` is a causal LM (the probes score next tokens)."""
+    if model_kind(model.config) != CAUSAL:
+        raise ValueError(f"{type(model).__name__} is a masked language model: the landscape "
+                         "and gradients families probe the next-token loss, which it does "
+                         "not define")
+
+
 def _common(ckpt: Checkpoint, family: str, model, t0: float, load_s: float) -> dict:
     elapsed = time.perf_counter() - t0
     return {
@@ -101,6 +109,7 @@ def analyse_landscape(ckpt: Checkpoint, model, tokenizer, texts: list[str],
 
     t0 = time.perf_counter()
     s = settings
+    require_causal(model)
     ids = probe_windows(tokenizer, texts, s.n_windows, s.window, s.seed).to(device)
     check_vocab(model, ids)
     model.eval()
@@ -192,6 +201,7 @@ def analyse_gradients(ckpt: Checkpoint, model, tokenizer, texts: list[str],
     """
     t0 = time.perf_counter()
     s = settings
+    require_causal(model)
     ids = probe_windows(tokenizer, texts, s.n_windows, s.window, s.seed).to(device)
     check_vocab(model, ids)
     model.eval()

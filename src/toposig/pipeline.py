@@ -29,6 +29,7 @@ from tqdm.auto import tqdm
 from . import homology
 from .checkpoints import (
     EXPERIMENT_A_MODELS,
+    MASKED,
     Checkpoint,
     HubUnavailableError,
     RefLister,
@@ -36,6 +37,7 @@ from .checkpoints import (
     check_hub_access,
     check_tokenizers,
     resolve_series,
+    series_kinds,
     unique_labels,
 )
 from .config import (
@@ -58,7 +60,7 @@ from .embedding import (
 from .executors import Executor, SerialExecutor
 from .revisions import StepSelection
 from .store import ResultStore
-from .tasks import Task, TaskFailure
+from .tasks import PROBE_FAMILIES, Task, TaskFailure
 
 logger = logging.getLogger(__name__)
 
@@ -203,11 +205,24 @@ def plan_run(models: list[str] | None, selection: StepSelection | None,
         device = resolve_device(settings.device)
     dtype = resolve_dtype(settings.dtype, device)
     texts: list[str] = []
-    emb_hash = None
     if embedding:
         texts = load_texts(settings.texts, settings.n_texts, settings.min_chars)
-        emb_hash = settings_hash(settings, texts_fingerprint(texts), dtype)
     local_only = check_hub_access(checkpoints)
+    encoders = {label for label, kind in series_kinds(
+        [c for c, f in zip(checkpoints, families, strict=True) if set(f) & set(MODEL_FAMILIES)],
+        local_files_only=local_only, trust_remote_code=settings.trust_remote_code).items()
+        if kind == MASKED}
+    probed = sorted({c.model for c, f in zip(checkpoints, families, strict=True)
+                     if c.label in encoders and set(f) & set(PROBE_FAMILIES)})
+    if probed:
+        raise SeriesError(
+            f"{', '.join(map(repr, probed))} is a masked language model (an encoder such as "
+            "BERT): the landscape and gradients families probe the next-token loss, which "
+            "an encoder does not define; leave them out (--signatures embedding,weights)")
+    emb_hash = None
+    if embedding:
+        emb_hash = settings_hash(settings, texts_fingerprint(texts), dtype,
+                                 masked_lm=any(c.label in encoders for c in embedding))
     w_hash = weights_hash(weight_settings) if any("weights" in f for f in families) else None
     landscape_settings = landscape_settings or LandscapeSettings(seed=settings.seed)
     gradient_settings = gradient_settings or GradientSettings(

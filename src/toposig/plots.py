@@ -61,6 +61,7 @@ RC_PARAMS = {
 # feature -> (panel title, y-axis label)
 FEATURE_LABELS: dict[str, tuple[str, str]] = {
     "perplexity": ("Perplexity", "perplexity (log scale)"),
+    "mlm_loss": ("Masked-LM loss", "masked-LM loss (nats / masked token)"),
     "h0_n_features": ("H0 bar count", "finite H0 bars (count)"),
     "h0_total_persistence": ("H0 total persistence", "Σ persistence (distance)"),
     "h0_mean_persistence": ("H0 mean persistence", "mean persistence (distance)"),
@@ -555,7 +556,7 @@ def plot_topo_vs_spectral_correlations(records: Sequence[dict], statistics: dict
     height = 2.0 + len(features) * 0.13 * max(2.0, len(labels))
     fig, ax = plt.subplots(figsize=(12.0, min(max(height, 4.5), 13.0)), layout="constrained")
     target = correlations.get("target", "perplexity")
-    ax.set_title(f"Strength of the rank correlation of each feature with {target}")
+    ax.set_title(f"Strength of the rank correlation of each feature with {_target_name(target)}")
     if not features or not labels:
         _no_data(ax, "no correlation is defined (fewer than 3 checkpoints per model?)")
         ax.set_axis_off()
@@ -589,7 +590,8 @@ def plot_topo_vs_spectral_correlations(records: Sequence[dict], statistics: dict
     ax.set_ylim(len(features) - 0.5, -0.5)
     ax.set_xlim(0, 1.02)
     ax.set_xticks(np.linspace(0, 1, 11))
-    ax.set_xlabel(f"|Spearman ρ| with {target} (per model; black tick: pooled over models)")
+    ax.set_xlabel(f"|Spearman ρ| with {_target_name(target)} (per model; black tick: pooled "
+                  "over models)")
     ax.grid(True, axis="x", alpha=0.3)
     handles = [Patch(facecolor=styles[label].color, label=label) for label in labels]
     handles += [Patch(facecolor="none", edgecolor=styles[lb].color,
@@ -716,18 +718,25 @@ def plot_vr_persistence_evolution(records: Sequence[dict], statistics: dict,
 
 
 def _target(records: Sequence[dict], statistics: dict) -> str:
-    """The quality measure the correlations were computed against (``loss`` or
-    ``perplexity``); without statistics, perplexity if any record has one, else loss."""
+    """The quality measure the correlations were computed against (``perplexity``,
+    ``loss`` or ``mlm_loss``); without statistics, the first that some record has."""
     target = ((statistics or {}).get("correlations") or {}).get("target")
     if target:
         return str(target)
-    return "perplexity" if any(_value(r, "perplexity") is not None for r in records) \
-        else "loss"
+    return next((t for t in ("perplexity", "loss", "mlm_loss")
+                 if any(_value(r, t) is not None for r in records)), "loss")
+
+
+def _target_name(target: str) -> str:
+    """A quality measure's name as figures spell it."""
+    return {"mlm_loss": "masked-LM loss"}.get(target, target)
 
 
 def _target_label(target: str, log: bool) -> str:
-    unit = {"loss": " (nats / token)"}.get(target, "")
-    return f"{target}{unit}{' (log scale)' if log else ''}"
+    name, unit = {"loss": ("loss", " (nats / token)"),
+                  "mlm_loss": ("masked-LM loss", " (nats / masked token)")}.get(target,
+                                                                               (target, ""))
+    return f"{name}{unit}{' (log scale)' if log else ''}"
 
 
 def _rho_text(corr: dict | None) -> str:
@@ -769,7 +778,7 @@ def _quality_scatter(ax: Axes, groups: dict[str, list[dict]], styles: dict[str, 
         handles.append(Line2D([], [], color=st.color, marker=st.marker, linewidth=0.8,
                               label=f"{label}: {_rho_text((per_model.get(label) or {}).get(key))}"))
     title, xlabel = FEATURE_LABELS.get(key, (key, key))
-    ax.set_title(f"{target} vs {title[0].lower()}{title[1:]}\n"
+    ax.set_title(f"{_target_name(target)} vs {title[0].lower()}{title[1:]}\n"
                  f"{_correlation_text(pooled.get(key))}", fontsize=10)
     ax.set_xlabel(xlabel)
     log = target == "perplexity" and _spans_decade(ys_drawn)
@@ -854,7 +863,7 @@ def plot_correlation_heatmap(records: Sequence[dict], statistics: dict,
     width = min(max(7.0, 4.5 + 1.15 * len(columns)), 16.0)
     height = max(4.0, 2.4 + 0.3 * len(features))
     fig, ax = plt.subplots(figsize=(width, height), layout="constrained")
-    ax.set_title(f"Spearman ρ of each feature with {target}")
+    ax.set_title(f"Spearman ρ of each feature with {_target_name(target)}")
     if not features or not columns:
         _no_data(ax, "no correlations")
         ax.set_axis_off()
@@ -896,7 +905,7 @@ def plot_correlation_heatmap(records: Sequence[dict], statistics: dict,
     for spine in ax.spines.values():
         spine.set_visible(False)
     fig.colorbar(ScalarMappable(norm=norm, cmap=cmap), ax=ax, shrink=min(1.0, 8 / height),
-                 pad=0.02, aspect=30, label=f"Spearman ρ with {target}")
+                 pad=0.02, aspect=30, label=f"Spearman ρ with {_target_name(target)}")
     handles = [Patch(facecolor="0.93", hatch="////", edgecolor="0.6",
                      label=f"not significant (p ≥ {SIGNIFICANCE:g} or p undefined)"),
                Patch(facecolor="0.86", edgecolor="0.6",

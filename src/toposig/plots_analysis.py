@@ -209,7 +209,8 @@ def _heat_ticks(ax: Axes, steps: Sequence[float], axis: str = "y") -> None:
 def plot_training_curves(records: list[dict], statistics: dict, path: str | Path,
                          results_root: str | Path | None = None) -> Path:
     """The quality target per model across training (1 × 2): the validation loss stored
-    with each checkpoint, and the perplexity measured on the analysed texts (log y).
+    with each checkpoint, and the perplexity measured on the analysed texts (log y), or
+    for encoders their masked-LM loss on the same texts.
 
     Where records carry ``features_resampled`` for a quantity, its bootstrap band over
     texts is shaded.
@@ -218,11 +219,16 @@ def plot_training_curves(records: list[dict], statistics: dict, path: str | Path
     styles = _model_styles(groups)
     steps = [_step(r) for r in records]
     fig, axes = _grid(2, 2, figsize=(12.0, 5.0))
+    measured = (("mlm_loss", "Masked-LM loss on the analysed texts (an encoder's)",
+                 "masked-LM loss (nats / masked token)", False, "no masked-LM loss")
+                if any(_finite(r.get("mlm_loss")) is not None for r in records)
+                and not any(_finite(r.get("perplexity")) is not None for r in records)
+                else ("perplexity", "Perplexity on the analysed texts",
+                      "perplexity (log scale)", True, "no perplexity"))
     for ax, key, title, ylabel, logy, empty in (
             (axes[0], "loss", "Validation loss stored with the checkpoint",
              "loss (nats / token)", False, "no stored validation loss"),
-            (axes[1], "perplexity", "Perplexity on the analysed texts",
-             "perplexity (log scale)", True, "no perplexity")):
+            (axes[1], *measured)):
         band = _bands(ax, groups, styles, key, _step)
         _line_panel(ax, _record_series(groups, key), styles, title=title, ylabel=ylabel,
                     steps=steps, logy=logy, empty=empty,
@@ -482,8 +488,8 @@ def plot_phase_fits(records: list[dict], statistics: dict, path: str | Path,
 
 def _final_value(record: dict, name: str) -> float | None:
     if name == "final_loss":
-        loss = _finite(record.get("loss"))
-        return loss if loss is not None else _finite(record.get("mean_nll"))
+        return next((v for k in ("loss", "mean_nll", "mlm_loss")
+                     if (v := _finite(record.get(k))) is not None), None)
     if name == "final_perplexity":
         return _finite(record.get("perplexity"))
     return _value(record, name)
@@ -947,7 +953,7 @@ def analysis_figures_wanted(records: Sequence[dict], statistics: dict,
     for name in ANALYSIS_FIGURES:
         if name == "training_curves":
             ok = any(_finite(r.get(k)) is not None for r in records
-                     for k in ("loss", "perplexity"))
+                     for k in ("loss", "perplexity", "mlm_loss"))
         elif name in SECTION_OF:
             ok = SECTION_OF[name] in statistics
         elif name in DIAGRAM_FIGURES:

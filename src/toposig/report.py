@@ -61,6 +61,8 @@ HEADINGS: tuple[str, ...] = (
 LABELS: dict[str, str] = {
     "perplexity": "Perplexity",
     "loss": "Loss",
+    "mlm_loss": "Masked-LM loss",
+    "final_mlm_loss": "Final masked-LM loss",
     "h1_n_features": "H1 bars",
     "h1_total_persistence": "H1 total pers.",
     "h1_persistence_entropy": "H1 pers. entropy",
@@ -77,7 +79,10 @@ LABELS: dict[str, str] = {
 }
 
 QUALITY_TEXT = {"perplexity": "perplexity measured on the analysed texts",
-                "loss": "loss as stored with the checkpoint"}
+                "loss": "loss as stored with the checkpoint",
+                "mlm_loss": "masked-LM loss (an encoder's) on a seeded 15% of the analysed "
+                            "texts' tokens"}
+QUALITY = ("perplexity", "loss", "mlm_loss")
 TRAJECTORY_FEATURES = ("h1_n_features", "h1_total_persistence", "h1_persistence_entropy",
                        "rankme", "np_mean", "weight_h0_total")
 FINAL_FEATURES = ("h1_n_features", "h1_total_persistence", "h1_persistence_entropy", "rankme",
@@ -220,7 +225,7 @@ def _trajectories(statistics: dict, records: list[dict]) -> list[str]:
         raise _Absent("no finished per-checkpoint record was given")
     out: list[str] = []
     for label, recs in groups.items():
-        quality = [q for q in ("perplexity", "loss") if any(_finite(r.get(q)) for r in recs)]
+        quality = [q for q in QUALITY if any(_finite(r.get(q)) for r in recs)]
         feats = _present(recs, TRAJECTORY_FEATURES)
         headers = ["Step", *(_label(q) for q in quality), *(_label(f) for f in feats)]
         rows = []
@@ -243,7 +248,7 @@ def _final_comparison(statistics: dict, records: list[dict]) -> list[str]:
     models = _section(statistics, "models")
     finals = [m.get("final_features") or {} for m in models.values()]
     feats = [f for f in FINAL_FEATURES if any(_finite(x.get(f)) for x in finals)]
-    quality = [q for q in ("perplexity", "loss")
+    quality = [q for q in QUALITY
                if any(_finite(m.get(f"final_{q}")) for m in models.values())]
     headers = ["Model", "Parameters", "Final step", *(_label(f"final_{q}") for q in quality),
                *(_label(f) for f in feats)]

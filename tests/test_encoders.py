@@ -1,0 +1,129 @@
+"""Encoders (BERT and kin): measured with their masked-LM loss, never a causal perplexity;
+refused where a family needs next tokens; unsupported kinds refused before any work."""
+
+from __future__ import annotations
+
+import json
+import string
+
+import pytest
+import torch
+import transformers as T
+from conftest import causal_lm_config
+
+from toposig import checkpoints as ck
+from toposig.config import MLM_FRACTION
+from toposig.forward import masked_positions, tokenize
+
+
+def bert_tokenizer():
+    """A WordPiece tokenizer whose vocabulary is characters: any text tokenizes offline."""
+    chars = sorted(set(string.printable.strip()))
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *chars, *(f"##{c}" for c in chars)]
+    return T.BertTokenizerFast(vocab={t: i for i, t in enumerate(vocab)}, do_lower_case=False)
+
+
+def bert_config(vocab: int) -> T.BertConfig:
+    return T.BertConfig(vocab_size=vocab, hidden_size=16, num_hidden_layers=2,
+                        num_attention_heads=2, intermediate_size=32, max_position_embeddings=64,
+                        architectures=["BertForMaskedLM"])
+
+
+@pytest.fixture(scope="module")
+def bert_series(tmp_path_factory):
+    """A MultiBERTs-like local series: step_0k/, step_20k/ of a tiny random BertForMaskedLM."""
+    root = tmp_path_factory.mktemp("bert")
+    tok = bert_tokenizer()
+    for i, name in enumerate(("step_0k", "step_20k")):
+        torch.manual_seed(i)
+        T.BertForMaskedLM(bert_config(len(tok))).save_pretrained(root / "run" / name)
+        tok.save_pretrained(root / "run" / name)
+    return root / "run"
+
+
+def test_model_kinds():
+    assert ck.model_kind(bert_config(100)) == ck.MASKED
+    assert ck.model_kind(T.BertConfig(is_decoder=True)) == ck.CAUSAL  # BertLMHeadModel
+    assert ck.model_kind(T.RobertaConfig()) == ck.MASKED
+    assert ck.model_kind(T.DistilBertConfig()) == ck.MASKED
+    for arch in ("gpt_neox", "gpt2", "llama", "opt", "gemma2"):
+        assert ck.model_kind(causal_lm_config(arch)) == ck.CAUSAL
+    with pytest.raises(ck.UnsupportedModelError, match="encoder-decoder"):
+        ck.model_kind(T.T5Config())
+
+
+def test_masked_positions_are_seeded_and_skip_padding_and_special_tokens():
+    tok = bert_tokenizer()
+    ids, mask = tokenize(tok, ["a short text", "a somewhat longer text than that", "x y"], 24)
+    pos = masked_positions(ids, mask, tok.all_special_ids, MLM_FRACTION, seed=3)
+    eligible = mask.bool() & ~torch.isin(ids, torch.tensor(tok.all_special_ids))
+    assert bool((pos <= eligible).all())  # only real, non-special tokens
+    assert int(pos.sum()) == round(MLM_FRACTION * int(eligible.sum()))
+    assert torch.equal(pos, masked_positions(ids, mask, tok.all_special_ids, 0.15, seed=3))
+    assert not torch.equal(pos, masked_positions(ids, mask, tok.all_special_ids, 0.15, seed=4))
+
+
+def test_an_encoder_series_is_measured_with_its_masked_lm_loss(bert_series, tmp_path,
+                                                               wikitext_dir):
+    from analyze_results import main as analyze
+    from run_experiments import main
+    from toposig.corpus import load_texts
+    from toposig.embedding import masked_lm_objective
+
+    out = tmp_path / "out"
+    assert main(["--models", str(bert_series), "--out", str(out), "--n-texts", "12",
+                 "--max-length", "32", "--no-progress"]) == 0
+    recs = json.loads((out / "data" / "all_results.json").read_text())
+    assert [r["step"] for r in recs] == [0, 20000]
+    tok = T.AutoTokenizer.from_pretrained(bert_series / "step_0k")
+    ids, mask = tokenize(tok, load_texts(None, 12, 100), 32)
+    for r in recs:
+        assert r["perplexity"] is None and r["mean_nll"] is None  # no causal perplexity
+        assert r["quality_measure"] == "masked_lm_loss"
+        assert r["families"] == ["embedding", "weights"]
+        model = T.AutoModelForMaskedLM.from_pretrained(
+            bert_series / f"step_{r['step'] // 1000}k").eval()
+        objective = masked_lm_objective(model, tok, ids, mask, seed=42)
+        masked = ids.masked_fill(objective.positions, tok.mask_token_id)
+        with torch.no_grad():  # the model's own masked-LM loss on those positions
+            loss = model(input_ids=masked, attention_mask=mask,
+                         labels=ids.masked_fill(~objective.positions, -100)).loss.item()
+        assert r["mlm_loss"] == pytest.approx(loss, rel=1e-5)
+        assert r["n_loss_tokens"] == int(objective.positions.sum())
+        names = [m["name"] for m in r["weights"]["matrices"]]
+        assert names and not any("word_embeddings" in n or "decoder" in n for n in names)
+    assert analyze(["--results", str(out)]) == 0
+    stats = json.loads((out / "data" / "statistics.json").read_text())
+    assert stats["correlations"]["target"] == "mlm_loss"
+    assert "masked-LM loss" in (out / "summary.md").read_text()
+
+
+def test_probing_an_encoder_is_refused_before_any_work(bert_series, tmp_path, capsys,
+                                                       wikitext_dir):
+    from run_experiments import main
+
+    out = tmp_path / "out"
+    assert main(["--models", str(bert_series), "--out", str(out), "--no-progress",
+                 "--signatures", "embedding,gradients"]) == 2
+    err = capsys.readouterr().err
+    assert "is a masked language model (an encoder" in err and "--signatures" in err
+    assert not out.exists()
+
+
+def test_an_encoder_decoder_is_refused_before_any_work(tmp_path, capsys, wikitext_dir):
+    from run_experiments import main
+
+    cfg = T.T5Config(vocab_size=64, d_model=8, d_kv=4, d_ff=16, num_layers=1, num_heads=2)
+    T.T5ForConditionalGeneration(cfg).save_pretrained(tmp_path / "t5" / "step1")
+    bert_tokenizer().save_pretrained(tmp_path / "t5" / "step1")
+    assert main(["--models", str(tmp_path / "t5"), "--out", str(tmp_path / "out")]) == 2
+    assert "encoder-decoder" in capsys.readouterr().err
+
+
+def test_the_masking_seed_keys_an_encoder_runs_records(bert_series, wikitext_dir):
+    from toposig import pipeline
+    from toposig.config import EmbeddingSettings
+
+    a = pipeline.plan_run([str(bert_series)], None, EmbeddingSettings(n_texts=12, seed=1))
+    b = pipeline.plan_run([str(bert_series)], None, EmbeddingSettings(n_texts=12, seed=2))
+    assert a.settings_hash != b.settings_hash
