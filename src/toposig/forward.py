@@ -27,6 +27,7 @@ texts as they are.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from collections import deque
@@ -113,6 +114,7 @@ def _tensor_key(t: torch.Tensor | None) -> tuple | None:
     return None if t is None else (t.data_ptr(), tuple(t.shape))
 
 
+@functools.cache
 def _hidden_only_output():
     """A ``ModelOutput`` holding only ``last_hidden_state``; any other field reads None."""
     from dataclasses import dataclass as _dataclass
