@@ -131,3 +131,17 @@ def test_pipeline_perplexity_is_the_models_own_loss(arch, tmp_path, wikitext_dir
         loss, hidden = model_loss(model, ids, mask)
         assert records[step]["perplexity"] == pytest.approx(math.exp(loss), rel=1e-5)
         assert records[step]["hidden_size"] == hidden[-1].shape[-1]
+
+
+def test_a_model_without_an_output_head_module_gets_its_own_labels_loss(tok, monkeypatch):
+    """When the head is not a module the forward calls, the model's own loss is used."""
+    from toposig.embedding import check_vocab
+
+    model = causal_lm("llama")
+    ids, mask = tokenize(tok, TEXTS, max_length=24)
+    loss, _ = model_loss(model, ids, mask)
+    monkeypatch.setattr(type(model), "get_output_embeddings", lambda self: None)
+    check_vocab(model, ids)  # falls back to the input embedding's rows
+    result = forward_pass(model, ids, mask, batch_size=2)
+    assert result.head_mode == "labels"
+    assert result.perplexity == pytest.approx(math.exp(loss), rel=1e-5)

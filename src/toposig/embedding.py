@@ -283,9 +283,16 @@ def masked_lm_objective(model, tokenizer, ids, mask, seed: int) -> MaskedLM | No
 
 
 def check_vocab(model, ids) -> None:
-    """Raise ValueError when a token id is outside the model's vocabulary."""
-    vocab = model.get_output_embeddings().weight.shape[0]
-    if int(ids.max()) >= vocab:
+    """Raise ValueError when a token id is outside the model's vocabulary (the output
+    head's rows, else the input embedding's, else the config's ``vocab_size``)."""
+    vocab = None
+    for module in (model.get_output_embeddings(), model.get_input_embeddings()):
+        weight = getattr(module, "weight", None)
+        if weight is not None:
+            vocab = weight.shape[0]
+            break
+    vocab = vocab or getattr(model.config, "vocab_size", None)
+    if vocab is not None and int(ids.max()) >= vocab:
         raise ValueError(f"tokenizer produces id {int(ids.max())} but the model's vocabulary "
                          f"has {vocab} entries: wrong --tokenizer for this model?")
 
