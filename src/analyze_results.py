@@ -16,6 +16,7 @@ from pathlib import Path
 
 from toposig.analysis import ResultsMissingError, analyse, summary_lines
 from toposig.cli import setup_logging
+from toposig.locks import FolderLockedError, exclusive
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -26,8 +27,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-plots", action="store_true", help="statistics only, no figures")
     p.add_argument("--target", default="auto", choices=("auto", "perplexity", "loss", "mlm_loss"),
                    help="quality measure the features are correlated with: perplexity "
-                        "(measured on the texts) or the loss stored with each checkpoint; "
-                        "auto = perplexity when every record has it (default: %(default)s)")
+                        "(measured on the texts), the loss stored with each checkpoint, or "
+                        "an encoder's masked-LM loss; auto = perplexity when every record "
+                        "has it (default: %(default)s)")
     p.add_argument("--seed", type=int, default=0,
                    help="seed of the bootstrap resamples (default: %(default)s)")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -38,9 +40,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging(args.verbose)
     try:
-        statistics, figures = analyse(args.results, plots=not args.no_plots,
-                                      target=args.target, seed=args.seed)
-    except (ResultsMissingError, ValueError) as exc:
+        with exclusive(args.results, "results folder", create=False):
+            statistics, figures = analyse(args.results, plots=not args.no_plots,
+                                          target=args.target, seed=args.seed)
+    except (ResultsMissingError, ValueError, FolderLockedError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print("\n".join(summary_lines(statistics)))

@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         selection = parse_selection([args.step] if args.step is not None else None,
                                     [args.revision] if args.revision else None,
                                     args.revision_pattern)
-        plan = plan_run([args.model], selection, settings)
+        plan = plan_run([args.model], selection, settings, signatures=("embedding",))
         if len(plan.checkpoints) != 1:
             steps = [c.step for c in plan.checkpoints]
             raise SeriesError(f"{args.model!r} is a series of {len(steps)} checkpoints "

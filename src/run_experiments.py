@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from contextlib import ExitStack
 
 from toposig.checkpoints import EXPERIMENT_A_MODELS
 from toposig.cli import (
@@ -46,6 +47,7 @@ from toposig.cli import (
     weight_settings_from_args,
 )
 from toposig.corpus import load_texts, probe_texts
+from toposig.locks import exclusive
 from toposig.pipeline import execute, plan_run, summary_lines
 from toposig.store import read_json
 from toposig.training import load_suite_config, preset_names, train_suite
@@ -86,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging(args.verbose)
+    lock = ExitStack()
     try:
         settings = settings_from_args(args)
         weight_settings = weight_settings_from_args(args)
@@ -103,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
                 load_texts(settings.texts, settings.n_texts, settings.min_chars)
             if signatures and {"landscape", "gradients"} & set(signatures):
                 probe_texts(settings.texts, settings.min_chars)
+            lock.enter_context(exclusive(args.out, "results folder"))  # before training
             suite_dir, _ = train_suite(suite, args.suite_dir, progress=not args.no_progress)
             models = [str(suite_dir / m.name) for m in suite.models]
         plan = plan_run(models, selection_from_args(args), settings, weight_settings, signatures,
@@ -111,9 +115,18 @@ def main(argv: list[str] | None = None) -> int:
                         gradient_settings=gradient_settings)
         if suite_dir is not None:
             plan.suite = read_json(suite_dir / "config.json")
+        else:
+            lock.enter_context(exclusive(args.out, "results folder"))
     except INPUT_ERRORS as exc:
+        lock.close()
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    with lock:
+        return _run(plan, args, executor)
+
+
+def _run(plan, args: argparse.Namespace, executor) -> int:
+    """Execute a checked plan while the results folder is locked."""
     logger.info("%d checkpoints of %d model(s); %s; results under %s",
                 len(plan.checkpoints), len({c.label for c in plan.checkpoints}),
                 " and ".join(plan.all_families), args.out)

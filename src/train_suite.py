@@ -19,6 +19,7 @@ import sys
 
 from toposig.cli import setup_logging
 from toposig.corpus import DataMissingError
+from toposig.locks import FolderLockedError
 from toposig.training import TrainingConfigError, load_suite_config, preset_names, train_suite
 
 
@@ -40,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = load_suite_config(args.preset)
         suite_dir, results = train_suite(config, args.suite_dir, progress=not args.no_progress)
-    except (TrainingConfigError, DataMissingError) as exc:
+    except (TrainingConfigError, DataMissingError, FolderLockedError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"suite {config.name}: {suite_dir}")

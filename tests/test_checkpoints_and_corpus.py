@@ -91,12 +91,13 @@ def test_folder_without_models_is_refused(local_layouts):
         ck.resolve_series(str(local_layouts / "empty"), None)
 
 
-def test_colliding_labels_are_made_unique(local_layouts, tmp_path):
+def test_colliding_labels_are_told_apart_by_their_parents(local_layouts, tmp_path):
     save_checkpoint(tmp_path / "run" / "step0", neox_config(hidden=8, layers=1, heads=1, vocab=32))
     a = ck.resolve_series(str(local_layouts / "run"), None)
     b = ck.resolve_series(str(tmp_path / "run"), None)
-    labels = [s[0].label for s in ck.unique_labels([a, b])]
-    assert labels == ["run", "run-2"]
+    labels = [s[0].label for s in ck.assign_labels([a, b])]
+    assert labels == [f"{local_layouts.name}-run", f"{tmp_path.name}-run"]
+    assert [c.label for c in ck.assign_labels([a])[0]] == ["run"] * 3
 
 
 def test_unreachable_hub_with_nothing_cached_stops_fast_with_advice(tmp_path, monkeypatch):

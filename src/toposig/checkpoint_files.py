@@ -131,6 +131,11 @@ def load_checkpoint_file(path: str | Path) -> LoadedStateDict:
     try:
         obj = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
+        if "unsupported global" not in str(exc).lower():  # garbage, not a refusal of code
+            detail = str(exc).split("WeightsUnpickler error:")[-1].strip().splitlines()[0]
+            raise CheckpointFileError(
+                f"{path.name} is damaged or not a PyTorch checkpoint (the unpickler stopped: "
+                f"{detail})") from exc
         raise CheckpointFileError(
             f"{path.name} needs more than weights to load, and loading it could run code "
             f"from the file, so it was refused (torch.load weights_only=True: "

@@ -26,7 +26,7 @@ import logging
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,7 @@ from .checkpoint_files import (
     is_checkpoint_file,
     step_from_name,
 )
+from .names import UnsafeNameError, series_labels
 from .revisions import (
     SEED_STEPS,
     Revision,
@@ -277,22 +278,22 @@ def _file_series(model: str, path: Path, selection: StepSelection) -> list[Check
     return [Checkpoint(model, label, step, "file", str(path.resolve()))]
 
 
-def unique_labels(series: list[list[Checkpoint]]) -> list[list[Checkpoint]]:
-    """Rename labels that collide across series (two folders named ``run``)."""
-    seen: dict[str, int] = {}
-    out = []
-    for ckpts in series:
-        if not ckpts:
-            out.append(ckpts)
-            continue
-        label = ckpts[0].label
-        seen[label] = seen.get(label, 0) + 1
-        if seen[label] > 1:
-            label = f"{label}-{seen[label]}"
-            ckpts = [Checkpoint(c.model, label, c.step, c.source, c.location, c.revision)
-                     for c in ckpts]
-        out.append(ckpts)
-    return out
+def assign_labels(series: list[list[Checkpoint]]) -> list[list[Checkpoint]]:
+    """Give every series a label that is a plain file name and unique within the run
+    (:func:`toposig.names.series_labels`: two folders named ``run`` become ``a-run`` and
+    ``b-run``).
+
+    Raises:
+        SeriesError: the same model twice, or two no label tells apart (both named).
+    """
+    firsts = [s[0] for s in series if s]
+    try:
+        labels = series_labels([c.model for c in firsts], [c.source == "hub" for c in firsts],
+                               [Path(c.model).expanduser().is_file() for c in firsts])
+    except UnsafeNameError as exc:
+        raise SeriesError(str(exc)) from exc
+    by_model = dict(zip((c.model for c in firsts), labels, strict=True))
+    return [[replace(c, label=by_model[c.model]) for c in s] for s in series]
 
 
 def fingerprint(ckpt: Checkpoint) -> str | None:

@@ -22,6 +22,7 @@ from .config import (
 )
 from .corpus import DataMissingError
 from .executors import EXECUTOR_CHOICES
+from .locks import FolderLockedError
 from .revisions import RevisionError, StepSelection, parse_selection
 from .weights import DEFAULT_EXCLUDE
 
@@ -34,7 +35,7 @@ _GRADIENT_DEFAULTS = GradientSettings()
 # status 2, before any work. (SettingsError and SeriesError are ValueErrors too.)
 INPUT_ERRORS: tuple[type[Exception], ...] = (
     SettingsError, SeriesError, RevisionError, HubUnavailableError, DataMissingError,
-    ValueError, FileNotFoundError, ImportError,
+    ValueError, FileNotFoundError, ImportError, FolderLockedError,
 )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from dataclasses import asdict, dataclass
 
@@ -84,6 +85,11 @@ def _require(ok: bool, message: str) -> None:
         raise SettingsError(message)
 
 
+def _check_seed(seed: object) -> None:
+    _require(isinstance(seed, int) and not isinstance(seed, bool) and 0 <= seed < 2**32,
+             f"--seed must be an integer from 0 to 2**32 - 1, got {seed!r}")
+
+
 def validate(s: EmbeddingSettings) -> None:
     """Raise :class:`SettingsError` naming the first bad value and what is allowed."""
     _require(s.n_texts >= 3, f"--n-texts must be at least 3, got {s.n_texts}")
@@ -96,6 +102,7 @@ def validate(s: EmbeddingSettings) -> None:
     _require(s.batch_size == "auto" or (isinstance(s.batch_size, int) and s.batch_size >= 1),
              f"--batch-size must be auto or at least 1, got {s.batch_size!r}")
     _require(s.resamples >= 0, f"--resamples must be >= 0, got {s.resamples}")
+    _check_seed(s.seed)
     _require(
         bool(_DEVICE_RE.match(s.device)),
         f"--device must be auto, cpu, cuda, cuda:N or mps, got {s.device!r}",
@@ -174,6 +181,7 @@ class WeightSettings:
 def validate_weights(s: WeightSettings) -> None:
     """Raise :class:`SettingsError` naming the first bad value and what is allowed."""
     _require(s.max_rows >= 3, f"--weight-max-rows must be at least 3, got {s.max_rows}")
+    _check_seed(s.seed)
     _require(s.maxdim in (0, 1, 2), f"--maxdim must be 0, 1 or 2, got {s.maxdim}")
     _require(
         s.ph_backend in PH_BACKEND_CHOICES,
@@ -253,7 +261,9 @@ class LandscapeSettings:
         _require(self.res >= 3 and self.res % 2 == 1,
                  f"--landscape-res must be an odd number >= 3 (so that the checkpoint is "
                  f"a grid point), got {self.res}")
-        _require(self.span > 0, f"--landscape-span must be positive, got {self.span}")
+        _require(math.isfinite(self.span) and self.span > 0,
+                 f"--landscape-span must be a positive finite number, got {self.span}")
+        _check_seed(self.seed)
         _require(self.trace_samples >= 2,
                  f"--trace-samples must be at least 2, got {self.trace_samples}")
         _require(0 < self.lanczos_tol < 1, f"lanczos_tol must be in (0, 1), got "
@@ -298,6 +308,7 @@ class GradientSettings:
         _require(self.maxdim in (0, 1, 2), f"--maxdim must be 0, 1 or 2, got {self.maxdim}")
         _require(self.chunk_size >= 1, f"chunk_size must be at least 1, got "
                                        f"{self.chunk_size}")
+        _check_seed(self.seed)
         _require(self.ph_backend in PH_BACKEND_CHOICES,
                  f"--ph-backend must be one of {PH_BACKEND_CHOICES}, got {self.ph_backend!r}")
 

@@ -98,12 +98,25 @@ def read_texts_file(path: str | Path) -> list[str]:
     """One text per non-empty line of a UTF-8 file, stripped.
 
     Raises:
-        FileNotFoundError: the file does not exist.
+        FileNotFoundError: the file does not exist, or is a folder.
+        ValueError: it is not UTF-8 text (the message names the file and the option).
     """
     p = Path(path)
+    if p.is_dir():
+        raise FileNotFoundError(f"--texts {str(p)!r} is a folder; it takes a plain-text file "
+                                "with one text per line")
     if not p.is_file():
         raise FileNotFoundError(f"texts file {str(p)!r} does not exist")
-    return [line.strip() for line in p.read_text(encoding="utf-8").splitlines() if line.strip()]
+    try:
+        content = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"--texts {str(p)!r} is not UTF-8 text (byte {exc.start}: "
+                         f"{exc.reason}); it takes a plain-text file with one text per "
+                         "line") from exc
+    if "\x00" in content:
+        raise ValueError(f"--texts {str(p)!r} holds NUL bytes: it is a binary file, not "
+                         "plain text with one text per line")
+    return [line.strip() for line in content.splitlines() if line.strip()]
 
 
 def load_texts(texts_path: str | None, n_texts: int, min_chars: int) -> list[str]:

@@ -115,10 +115,10 @@ class RayExecutor:
     num_cpus: int | None = None
 
     def __post_init__(self) -> None:
-        if not self.cpus_per_task > 0:
-            raise ValueError(f"--cpus-per-task must be > 0, got {self.cpus_per_task}")
-        if self.gpus_per_task < 0:
-            raise ValueError(f"--gpus-per-task must be >= 0, got {self.gpus_per_task}")
+        if not (math.isfinite(self.cpus_per_task) and self.cpus_per_task > 0):
+            raise ValueError(f"--cpus-per-task must be a number > 0, got {self.cpus_per_task}")
+        if not (math.isfinite(self.gpus_per_task) and self.gpus_per_task >= 0):
+            raise ValueError(f"--gpus-per-task must be a number >= 0, got {self.gpus_per_task}")
         if self.gpus_per_task > 1 and self.gpus_per_task != int(self.gpus_per_task):
             raise ValueError("--gpus-per-task above 1 must be a whole number, got "
                              f"{self.gpus_per_task}")
@@ -162,6 +162,37 @@ class RayExecutor:
                 ray.shutdown()
 
 
+def check_ray_address(address: str, timeout: float = 5.0) -> None:
+    """Before any work: the cluster ``--ray-address`` names answers on its port.
+
+    ``ray://host:port`` (Ray client, default port 10001) and ``host:port`` (the head's
+    GCS, default 6379) are tried with one TCP connection; ``auto`` and ``local`` are left
+    to Ray.
+
+    Raises:
+        ValueError: the address cannot be parsed or nothing answers there.
+    """
+    import socket
+    from urllib.parse import urlsplit
+
+    if address in ("auto", "local"):
+        return
+    client = address.startswith("ray://")
+    parts = urlsplit(address if "://" in address else f"//{address}")
+    try:
+        host, port = parts.hostname, parts.port or (10001 if client else 6379)
+    except ValueError as exc:
+        raise ValueError(f"--ray-address {address!r} is not host:port or ray://host:port "
+                         f"({exc})") from exc
+    if not host:
+        raise ValueError(f"--ray-address {address!r} is not host:port or ray://host:port")
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as exc:
+        raise ValueError(f"--ray-address {address!r}: nothing answers at {host}:{port} "
+                         f"({exc}); is the cluster up?") from exc
+
+
 def import_ray():
     """``ray``, or an error that says how to install it."""
     try:
@@ -180,6 +211,9 @@ def make_executor(name: str, *, evict: bool = False, prefetch: bool = True,
         return SerialExecutor(prefetch=prefetch, evict=evict)
     if name == "ray":
         import_ray()
-        return RayExecutor(address=ray_address, cpus_per_task=cpus_per_task,
-                           gpus_per_task=gpus_per_task, evict=evict)
+        executor = RayExecutor(address=ray_address, cpus_per_task=cpus_per_task,
+                               gpus_per_task=gpus_per_task, evict=evict)
+        if ray_address:
+            check_ray_address(ray_address)
+        return executor
     raise ValueError(f"--executor must be one of {', '.join(EXECUTOR_CHOICES)}, got {name!r}")

@@ -34,11 +34,11 @@ from .checkpoints import (
     HubUnavailableError,
     RefLister,
     SeriesError,
+    assign_labels,
     check_hub_access,
     check_tokenizers,
     resolve_series,
     series_kinds,
-    unique_labels,
 )
 from .config import (
     SCHEMA_VERSION,
@@ -58,8 +58,9 @@ from .embedding import (
     resolve_dtype,
 )
 from .executors import Executor, SerialExecutor
+from .locks import exclusive
 from .revisions import StepSelection
-from .store import ResultStore
+from .store import ResultStore, remove_stale_temporaries
 from .tasks import PROBE_FAMILIES, Task, TaskFailure
 
 logger = logging.getLogger(__name__)
@@ -183,7 +184,7 @@ def plan_run(models: list[str] | None, selection: StepSelection | None,
     if unlisted:  # one message naming every Hub model that could not be listed
         raise HubUnavailableError.listing([r for e in unlisted for r in e.repos],
                                           unlisted[0].reason)
-    series = unique_labels(resolved)
+    series = assign_labels(resolved)
     checkpoints = [c for s in series for c in s]
     families = [checkpoint_families(c, signatures) for c in checkpoints]
     files = [c for c, f in zip(checkpoints, families, strict=True)
@@ -383,8 +384,20 @@ def execute(plan: RunPlan, out_dir: str | Path, force: bool = False,
     recorded as such and the run goes on. The aggregates, one entry per checkpoint in
     plan order, are rebuilt from the records before the first task (a killed run's are
     stale), after a recorded failure, and once at the end, also when the run is
-    interrupted or raises.
+    interrupted or raises. The whole run holds ``out_dir``'s lock
+    (:mod:`toposig.locks`) and first removes the temporaries a killed run left there.
+
+    Raises:
+        FolderLockedError: another process is writing to ``out_dir``.
     """
+    with exclusive(out_dir, "results folder"):
+        remove_stale_temporaries(out_dir)
+        return _execute(plan, out_dir, force, progress, executor)
+
+
+def _execute(plan: RunPlan, out_dir: str | Path, force: bool, progress: bool,
+             executor: Executor | None) -> RunOutcome:
+    """:func:`execute` once the results folder is locked and cleaned."""
     stores = {f: ResultStore(out_dir, h) for f in FAMILIES if (h := plan.hash_of(f))}
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     t0 = time.perf_counter()

@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
+import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -352,10 +353,23 @@ def _grid(n_panels: int, ncols: int, figsize: tuple[float, float] = GRID_FIGSIZE
 
 
 def _save(fig: Figure, path: str | Path) -> Path:
+    """Write a figure atomically (a temporary file in the same folder, then a rename), so
+    a kill never leaves a cut-short image in place."""
+    import tempfile
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=DPI)
-    plt.close(fig)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            fig.savefig(f, dpi=DPI, format=path.suffix.lstrip(".") or "png")
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    finally:
+        plt.close(fig)
     logger.debug("wrote %s", path)
     return path
 

@@ -11,6 +11,9 @@ Layout under the results root (``--out``, default ``results/``)::
 A record's JSON is written after its arrays, each to a temporary file renamed into
 place, so a record that exists is complete and a killed run loses nothing it finished.
 A record with ``"status": "failed"`` holds the error; it is retried on the next run.
+Reads are validated: a record that is not a JSON object, or arrays that are not a whole
+``.npz`` archive (damaged by hand, a full disk or a copy cut short), count as missing and
+are recomputed, with a warning naming the file.
 """
 
 from __future__ import annotations
@@ -96,15 +99,22 @@ class ResultStore:
         return self.record_path(ckpt).with_suffix(".npz")
 
     def load(self, ckpt: Checkpoint) -> dict | None:
-        """The stored record of ``ckpt``, or ``None``. An unreadable file counts as none."""
+        """The stored record of ``ckpt``, or ``None``. A file that is not a JSON object
+        counts as none (with a warning naming it)."""
         path = self.record_path(ckpt)
         if not path.is_file():
             return None
         try:
-            return read_json(path)
-        except (OSError, json.JSONDecodeError) as exc:
-            logger.warning("ignoring unreadable record %s: %s", path, exc)
+            rec = read_json(path)
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            logger.warning("ignoring unreadable record %s (it will be recomputed): %s", path,
+                           exc)
             return None
+        if not isinstance(rec, dict):
+            logger.warning("ignoring record %s: it holds a %s, not a JSON object (it will be "
+                           "recomputed)", path, type(rec).__name__)
+            return None
+        return rec
 
     def finished(self, ckpt: Checkpoint) -> dict | None:
         """The record of ``ckpt`` if it is finished and still current, else ``None``.
@@ -113,7 +123,12 @@ class ResultStore:
         unchanged since (a local checkpoint retrained or replaced in place is stale).
         """
         rec = self.load(ckpt)
-        if not (rec and rec.get("status") == "ok" and self.arrays_path(ckpt).is_file()):
+        if not (rec and rec.get("status") == "ok"):
+            return None
+        damage = arrays_damage(self.arrays_path(ckpt))
+        if damage:
+            logger.warning("%s: %s; the checkpoint is analysed again", self.arrays_path(ckpt),
+                           damage)
             return None
         if rec.get("checkpoint_fingerprint") != fingerprint(ckpt):
             logger.info("%s changed since its record was written: analysing it again",
@@ -144,7 +159,54 @@ class ResultStore:
         atomic_write_json(self.data_dir / "config.json", config)
 
 
+def arrays_damage(path: Path) -> str | None:
+    """Why the ``.npz`` at ``path`` cannot be used, or ``None`` when it is whole (every
+    member's checksum verified)."""
+    import zipfile
+
+    if not path.is_file():
+        return "missing"
+    try:
+        with zipfile.ZipFile(path) as z:
+            bad = z.testzip()
+            if bad is not None:
+                return f"member {bad} is corrupt"
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
+        return f"not a readable .npz archive ({type(exc).__name__}: {exc})"
+    return None
+
+
+class DamagedResultsError(ValueError):
+    """A results file that cannot be read as what it should be; the message names it."""
+
+
 def load_arrays(results_root: str | Path, record: dict) -> dict[str, np.ndarray]:
-    """The arrays saved beside ``record`` (paths in records are relative to the root)."""
-    with np.load(Path(results_root) / record["arrays_file"]) as z:
+    """The arrays saved beside ``record`` (paths in records are relative to the root).
+
+    Raises:
+        DamagedResultsError: the file is missing or damaged (naming it, and the fix).
+    """
+    path = Path(results_root) / record["arrays_file"]
+    damage = arrays_damage(path)
+    if damage:
+        raise DamagedResultsError(f"{path}: {damage}; rerun run_experiments.py with the "
+                                  "same options to recompute it")
+    with np.load(path) as z:
         return {k: z[k] for k in z.files}
+
+
+def remove_stale_temporaries(root: str | Path) -> list[Path]:
+    """Delete the temporaries (``.<name>.<random>.tmp``) that a killed run left under a
+    results root's ``data/``, ``plots/`` and ``records/<hash>/<model>/`` folders; call it
+    only while holding the root's lock. Nothing else is touched."""
+    root = Path(root)
+    removed = []
+    for pattern in ("data/.*.tmp", "plots/.*.tmp", "records/*/*/.*.tmp"):
+        for p in root.glob(pattern):
+            if p.is_file() and not p.is_symlink():
+                p.unlink(missing_ok=True)
+                removed.append(p)
+    if removed:
+        logger.info("removed %d temporary file(s) a killed run left under %s", len(removed),
+                    root)
+    return removed

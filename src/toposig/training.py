@@ -18,10 +18,11 @@ import json
 import logging
 import math
 import os
+import re
 import shutil
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +30,9 @@ import torch
 import torch.nn.functional as F
 
 from . import corpus
-from .store import atomic_write_json, read_json
+from .locks import exclusive
+from .names import UnsafeNameError, check_name
+from .store import atomic_write_bytes, atomic_write_json, read_json
 
 logger = logging.getLogger(__name__)
 
@@ -152,12 +155,42 @@ class SuiteConfig:
         return cls(**{**d, "models": models})
 
 
+_KINDS = {"int": (int,), "float": (int, float), "str": (str,)}
+
+
+def _check_types(obj, where: str) -> None:
+    """Every int / float / str field of a suite or model holds a value of that kind
+    (a finite number; ``True`` is not a number)."""
+    for f in fields(obj):
+        kinds = _KINDS.get(str(f.type))
+        value = getattr(obj, f.name)
+        if kinds is None:
+            continue
+        ok = isinstance(value, kinds) and not isinstance(value, bool)
+        if ok and isinstance(value, float):
+            ok = math.isfinite(value)
+        if not ok:
+            kind = {"int": "an integer", "float": "a finite number", "str": "a string"}
+            raise TrainingConfigError(f"{where}: {f.name} must be {kind[str(f.type)]}, "
+                                      f"got {value!r}")
+
+
 def validate_suite(c: SuiteConfig) -> None:
     """Raise :class:`TrainingConfigError` naming the first bad value."""
     def need(ok: bool, msg: str) -> None:
         if not ok:
             raise TrainingConfigError(f"suite {c.name!r}: {msg}")
 
+    _check_types(c, f"suite {c.name!r}")
+    for m in c.models:
+        _check_types(m, f"suite {c.name!r}, model {m.name!r}")
+
+    try:  # names become folders: nothing that could step out of the suite folder
+        check_name(c.name, "suite name")
+        for m in c.models:
+            check_name(m.name, "model name")
+    except UnsafeNameError as exc:
+        raise TrainingConfigError(str(exc)) from exc
     need(bool(c.models), "has no models")
     names = [m.name for m in c.models]
     need(len(set(names)) == len(names), f"model names repeat: {names}")
@@ -202,8 +235,14 @@ def load_suite_config(name_or_path: str) -> SuiteConfig:
         )
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise TrainingConfigError(f"--preset {str(path)!r} is not a UTF-8 text file: a preset "
+                                  "is a JSON file (see configs/)") from exc
     except json.JSONDecodeError as exc:
-        raise TrainingConfigError(f"{path} is not valid JSON: {exc}") from exc
+        raise TrainingConfigError(f"--preset {str(path)!r} is not valid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise TrainingConfigError(f"--preset {str(path)!r} holds a JSON {type(data).__name__}, "
+                                  "not an object of suite settings (see configs/)")
     return SuiteConfig.from_dict(data)
 
 
@@ -435,6 +474,8 @@ def train_model(spec: ModelSpec, c: SuiteConfig, text: TrainingText, model_dir: 
                         "tokens_seen": step * c.batch_size * c.context,
                         "model": spec.name, "suite": c.name}
                 save_checkpoint(model, tokenizer, model_dir / f"step{step}", info)
+                log.flush()  # every line up to this step on disk before the state says so
+                os.fsync(log.fileno())
                 save_state(state_path, model, opt, gen, step)
                 bar.set_postfix(val_loss=f"{val:.3f}")
             if step == c.steps:
@@ -466,21 +507,33 @@ def train_model(spec: ModelSpec, c: SuiteConfig, text: TrainingText, model_dir: 
 
 
 def _remove_partial_writes(model_dir: Path) -> None:
-    """Delete temporaries a killed run left (``.step<N>.*`` folders, ``._resume_state.pt.*``)."""
+    """Delete the temporaries a killed run of this trainer left in its model folder and
+    nothing else: ``.step<N>.*`` folders (:func:`save_checkpoint`), ``.<state file>.*``
+    (:func:`save_state`) and ``.<name>.*.tmp`` files (atomic JSON writes)."""
     for leftover in model_dir.glob(".*"):
-        if leftover.is_dir():
+        name = leftover.name
+        if leftover.is_dir() and re.fullmatch(r"\.step\d+\..+", name):
             shutil.rmtree(leftover, ignore_errors=True)
-        else:
+        elif leftover.is_file() and (name.startswith(f".{STATE_FILE}.")
+                                     or re.fullmatch(r"\..+\.tmp", name)):
             leftover.unlink(missing_ok=True)
 
 
 def _truncate_log(path: Path, step: int) -> None:
-    """Drop log lines past ``step`` (written after the state a resumed run restarts from)."""
+    """Keep the log lines up to ``step`` (the state a resumed run restarts from) and drop
+    the rest, a torn last line included; the log is rewritten atomically."""
     if not path.is_file():
         return
-    lines = [ln for ln in path.read_text(encoding="utf-8").splitlines()
-             if ln.strip() and json.loads(ln)["step"] <= step]
-    path.write_text("".join(ln + "\n" for ln in lines), encoding="utf-8")
+    kept = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue  # a line cut short by a kill
+        if isinstance(entry, dict) and isinstance(entry.get("step"), int) \
+                and entry["step"] <= step:
+            kept.append(line)
+    atomic_write_bytes(path, "".join(ln + "\n" for ln in kept).encode("utf-8"))
 
 
 def suite_fingerprint(c: SuiteConfig, split: str) -> dict:
@@ -497,10 +550,18 @@ def train_suite(c: SuiteConfig, root: str | Path = "runs", *, progress: bool = T
     Raises:
         TrainingConfigError: the folder holds a suite trained with other settings, or the
             text is too short; raised before any training.
+        FolderLockedError: another run is training into the same suite folder.
     """
     text = load_training_text(c.val_fraction)
     check_text_fits(text, c)
     suite_dir = Path(root) / c.name
+    with exclusive(suite_dir, "suite folder"):
+        return suite_dir, _train_suite_locked(c, text, suite_dir, progress, stop_at)
+
+
+def _train_suite_locked(c: SuiteConfig, text: TrainingText, suite_dir: Path, progress: bool,
+                        stop_at: int | None) -> list[ModelResult]:
+    """:func:`train_suite` once it holds the suite folder's lock."""
     cfg_path = suite_dir / "config.json"
     fingerprint = suite_fingerprint(c, text.split)
     if cfg_path.is_file():
@@ -530,4 +591,4 @@ def train_suite(c: SuiteConfig, root: str | Path = "runs", *, progress: bool = T
                     "already trained" if res.skipped else f"trained in {res.seconds:.0f} s",
                     res.num_parameters, res.final_val_loss)
         results.append(res)
-    return suite_dir, results
+    return results
