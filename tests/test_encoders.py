@@ -83,7 +83,7 @@ def test_an_encoder_series_is_measured_with_its_masked_lm_loss(bert_series, tmp_
         assert r["families"] == ["embedding", "weights"]
         model = T.AutoModelForMaskedLM.from_pretrained(
             bert_series / f"step_{r['step'] // 1000}k").eval()
-        objective = masked_lm_objective(model, tok, ids, mask, seed=42)
+        objective = masked_lm_objective(model, tok, ids, mask)
         masked = ids.masked_fill(objective.positions, tok.mask_token_id)
         with torch.no_grad():  # the model's own masked-LM loss on those positions
             loss = model(input_ids=masked, attention_mask=mask,
@@ -116,14 +116,55 @@ def test_an_encoder_decoder_is_refused_before_any_work(tmp_path, capsys, wikitex
     cfg = T.T5Config(vocab_size=64, d_model=8, d_kv=4, d_ff=16, num_layers=1, num_heads=2)
     T.T5ForConditionalGeneration(cfg).save_pretrained(tmp_path / "t5" / "step1")
     bert_tokenizer().save_pretrained(tmp_path / "t5" / "step1")
-    assert main(["--models", str(tmp_path / "t5"), "--out", str(tmp_path / "out")]) == 2
-    assert "encoder-decoder" in capsys.readouterr().err
+    for sig in ("embedding", "weights"):
+        assert main(["--models", str(tmp_path / "t5"), "--out", str(tmp_path / "out"),
+                     "--signatures", sig]) == 2
+        assert "encoder-decoder" in capsys.readouterr().err
 
 
-def test_the_masking_seed_keys_an_encoder_runs_records(bert_series, wikitext_dir):
+def test_an_encoder_in_a_run_does_not_re_key_the_causal_records(bert_series, tmp_path,
+                                                                wikitext_dir):
+    from conftest import causal_lm
+
     from toposig import pipeline
     from toposig.config import EmbeddingSettings
+    from toposig.training import byte_tokenizer
 
-    a = pipeline.plan_run([str(bert_series)], None, EmbeddingSettings(n_texts=12, seed=1))
-    b = pipeline.plan_run([str(bert_series)], None, EmbeddingSettings(n_texts=12, seed=2))
-    assert a.settings_hash != b.settings_hash
+    causal_lm("gpt2").save_pretrained(tmp_path / "gpt" / "step0")
+    byte_tokenizer().save_pretrained(tmp_path / "gpt" / "step0")
+    s = EmbeddingSettings(n_texts=12)
+    alone = pipeline.plan_run([str(tmp_path / "gpt")], None, s)
+    mixed = pipeline.plan_run([str(tmp_path / "gpt"), str(bert_series)], None, s)
+    assert alone.settings_hash == mixed.settings_hash
+
+
+def test_a_classifier_checkpoint_is_refused_before_any_work(tmp_path, capsys, wikitext_dir):
+    from run_experiments import main
+
+    tok = bert_tokenizer()
+    cfg = bert_config(len(tok))
+    cfg.architectures = None
+    T.BertForSequenceClassification(cfg).save_pretrained(tmp_path / "cls" / "step0")
+    tok.save_pretrained(tmp_path / "cls" / "step0")
+    for sig in ("embedding", "weights"):
+        assert main(["--models", str(tmp_path / "cls"), "--out", str(tmp_path / "out"),
+                     "--signatures", sig]) == 2
+        assert "saved without a language-model head" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_missing_language_model_weights_are_a_recorded_failure(tmp_path):
+    """A checkpoint that claims a masked-LM head but lacks its weights is not given a
+    random one."""
+    from safetensors.torch import load_file, save_file
+
+    from toposig.checkpoints import Checkpoint, UnsupportedModelError, load_model
+
+    tok = bert_tokenizer()
+    folder = tmp_path / "bert"
+    T.BertForMaskedLM(bert_config(len(tok))).save_pretrained(folder)
+    sd = {k: v for k, v in load_file(folder / "model.safetensors").items()
+          if not k.startswith("cls.predictions.transform")}
+    save_file(sd, folder / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(UnsupportedModelError, match="would be random.*cls.predictions.transform"):
+        load_model(Checkpoint("b", "b", None, "local", str(folder)), torch.float32, "cpu")

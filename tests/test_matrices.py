@@ -164,3 +164,36 @@ def test_a_folder_of_nanogpt_files_gets_its_linear_layers_only(tmp_path):
         assert [m["name"] for m in r["weights"]["matrices"]] == model.linear_names()
         assert r["num_parameters"] == sum(p.numel() for p in model.parameters())
         assert r["loss"] == pytest.approx(4.0 - r["step"] / 100)
+
+
+def test_name_rule_components():
+    left_out = ["token_emb.weight", "gpt_neox.embed_in.weight", "model.embed_tokens.weight",
+                "bert.embeddings.word_embeddings.weight", "tok_embeddings.weight",
+                "output.weight", "transformer.wte.weight", "lm_head.weight", "head.weight"]
+    kept = ["member.weight", "timestep_embedder.linear.weight", "layers.0.attention.wq.weight",
+            "bert.encoder.layer.0.attention.output.dense.weight"]
+    shapes = {n: (4, 4) for n in left_out + kept}
+    assert weights.select_matrices(shapes) == kept
+
+
+def test_a_meta_style_head_and_a_tied_head_saved_as_a_copy_are_left_out(tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    emb = torch.randn(20, 8)
+    sd = {"tok_embeddings.weight": emb, "layers.0.attention.wq.weight": torch.randn(8, 8),
+          "layers.0.feed_forward.w1.weight": torch.randn(16, 8), "decoder.weight": emb.clone()}
+    save_file(sd, tmp_path / "m.safetensors")  # safetensors cannot share storage: a copy
+    loaded = load_file(tmp_path / "m.safetensors")
+    assert list(state_dict_matrices(loaded)) == ["layers.0.attention.wq.weight",
+                                                 "layers.0.feed_forward.w1.weight"]
+    assert state_dict_parameters(loaded) == 20 * 8 + 64 + 128  # the copy counted once
+    meta = {"tok_embeddings.weight": emb, "output.weight": torch.randn(20, 8),
+            "layers.0.attention.wq.weight": torch.randn(8, 8)}
+    assert list(state_dict_matrices(meta)) == ["layers.0.attention.wq.weight"]
+
+
+def test_a_model_that_names_no_head_module_still_leaves_its_head_out(monkeypatch):
+    model = causal_lm("llama")
+    monkeypatch.setattr(type(model), "get_output_embeddings", lambda self: None)
+    chosen = model_matrices(model)
+    assert "lm_head.weight" not in chosen and chosen

@@ -55,9 +55,29 @@ def test_bad_patterns_are_refused_naming_the_option(pattern, message):
         rv.parse_selection(None, None, pattern)
 
 
-def test_two_names_of_one_step_are_refused():
-    with pytest.raises(rv.RevisionError, match="two checkpoints of step 1000"):
-        rv.parse_revisions(["step1000", "checkpoint-1000"])
+def test_two_names_of_one_step_are_refused_only_when_chosen_by_step():
+    revs = rv.parse_revisions(["stage1-step1000-tokens5B", "stage2-step1000-tokens5B",
+                               "stage1-step0-tokens0B"])
+    with pytest.raises(rv.RevisionError, match=r"2 checkpoints of step 1000 \("
+                       r"'stage1-step1000-tokens5B', 'stage2-step1000-tokens5B'\).*--revisions"):
+        rv.select(revs, rv.StepSelection(every=True), "olmo2")
+    assert [r.step for r in rv.select(revs, rv.StepSelection(steps=(0,)), "olmo2")] == [0]
+    named = rv.select(revs, rv.StepSelection(revisions=("stage2-step1000-tokens5B",)), "olmo2")
+    assert [r.name for r in named] == ["stage2-step1000-tokens5B"]
+    with pytest.raises(rv.RevisionError, match="both stand for step 1000"):
+        rv.select(revs, rv.StepSelection(revisions=("stage1-step1000-tokens5B",
+                                                    "stage2-step1000-tokens5B")), "olmo2")
+
+
+def test_a_series_with_no_step_name_is_refused_with_a_hint():
+    with pytest.raises(rv.RevisionError, match="no checkpoint whose name stands for a "
+                       r"training step \('main' match"):
+        rv.select(rv.parse_revisions(["main"]), rv.StepSelection(), "gpt2", unparsed=["main"])
+
+
+def test_a_pattern_whose_group_is_not_a_number_is_an_error():
+    with pytest.raises(rv.RevisionError, match="captured 'it700', not a whole number"):
+        rv.parse_revision("epoch1-it700", rv.compile_pattern(r"epoch\d+-(it\d+)"))
 
 
 def test_selection_options_are_checked():
@@ -240,3 +260,20 @@ def test_pythia_default_is_the_seed_schedule_offline_too(tmp_path):
     refs = SimpleNamespace(branches=[SimpleNamespace(name=n) for n in names], tags=[])
     series = ck.resolve_series("EleutherAI/pythia-14m", list_refs=lambda r: refs)
     assert [c.revision for c in series] == [f"step{s}" for s in rv.SEED_STEPS]
+
+
+def test_a_hub_repository_with_only_main_is_refused_before_any_work(fake_hub, tmp_path):
+    (fake_hub / "fake-org" / "only-main").mkdir(parents=True, exist_ok=True)
+    hub = FolderHub(fake_hub, tmp_path / "cache")
+    with pytest.raises(ck.SeriesError, match="no checkpoint whose name stands for a training "
+                       "step.*'main'.*--revision-pattern"):
+        ck.resolve_series("fake-org/only-main", list_refs=hub.list_repo_refs)
+
+
+def test_checkpoint_files_are_named_without_their_suffix(tmp_path):
+    import torch
+
+    for step in (10, 20):
+        torch.save({"w": torch.ones(2, 2)}, tmp_path / f"ckpt_{step}.pt")
+    series = ck.resolve_series(str(tmp_path), rv.parse_selection(None, ["ckpt_20"]))
+    assert [c.step for c in series] == [20]

@@ -54,8 +54,13 @@ def step_from_name(name: str, pattern: re.Pattern[str] | None = None) -> int | N
         if stem.lower().endswith(suffix):
             stem = stem[: -len(suffix)]
             break
-    if pattern is not None and (m := pattern.fullmatch(stem)) and (m.group(1) or "").isdigit():
-        return int(m.group(1))
+    if pattern is not None and (m := pattern.fullmatch(stem)):
+        group = m.group(1)
+        if group is None or not (group.isascii() and group.isdigit()):
+            raise ValueError(f"--revision-pattern {pattern.pattern!r} matches {stem!r}, but "
+                             f"its group captured {group!r}, not a whole number: the group "
+                             "must be the step")
+        return int(group)
     m = _STEP_WORD_RE.search(stem) or _LAST_NUMBER_RE.search(stem)
     return int(m.group(1)) if m else None
 

@@ -244,8 +244,8 @@ def _local_series(model: str, label: str, path: Path, selection: StepSelection
                 raise SeriesError(f"{model!r} holds one checkpoint file with no step in its "
                                   "name; --steps and --revisions do not apply to it")
             return [Checkpoint(model, label, None, "file", str(files[None].resolve()))]
-        available = [Revision(f.name, s, "file") for s, f in sorted(files.items())]
-        folders = {f.name: f for f in files.values()}
+        available = [Revision(f.stem, s, "file") for s, f in sorted(files.items())]
+        folders = {f.stem: f for f in files.values()}
         source = "file"
     if not available:
         hint = (f" (model folders whose names stand for no step: {', '.join(unparsed[:3])}; "
@@ -476,6 +476,9 @@ def check_hub_access(checkpoints: list[Checkpoint]) -> bool:
 # --- what kind of model --------------------------------------------------------------
 
 CAUSAL, MASKED = "causal", "masked"
+# Class-name endings of checkpoints that carry a language-model head.
+LM_HEAD_CLASSES = ("ForCausalLM", "LMHeadModel", "ForMaskedLM", "ForPreTraining",
+                   "WithLMHead", "LMHead")
 
 
 class UnsupportedModelError(ValueError):
@@ -507,6 +510,10 @@ def model_kind(config) -> str:
         raise UnsupportedModelError(
             f"{what} is an encoder-decoder model: toposig measures causal language models "
             "(next-token loss) and masked-LM encoders, not encoder-decoders")
+    if archs and not any(a.endswith(LM_HEAD_CLASSES) for a in archs):
+        raise UnsupportedModelError(
+            f"{what} was saved without a language-model head (a classifier or a bare "
+            "encoder): loading it as a language model would give it a random head")
     if model_type in MODEL_FOR_MASKED_LM_MAPPING_NAMES and not getattr(config, "is_decoder",
                                                                        False):
         return MASKED
@@ -575,14 +582,22 @@ def load_model(ckpt: Checkpoint, torch_dtype, device: str, *, local_files_only: 
                          trust_remote_code=trust_remote_code)
     auto = AutoModelForMaskedLM if model_kind(config) == MASKED else AutoModelForCausalLM
     source, revision = ckpt.load_source
-    model = auto.from_pretrained(
+    model, info = auto.from_pretrained(
         source,
         revision=revision,
         config=config,
         dtype=torch_dtype,
         local_files_only=local_files_only,
         trust_remote_code=trust_remote_code,
+        output_loading_info=True,
     )
+    missing = sorted(info.get("missing_keys") or ())
+    if missing:
+        raise UnsupportedModelError(
+            f"{ckpt.describe()}: {len(missing)} weight(s) of {type(model).__name__} are not in "
+            f"the checkpoint and would be random ({', '.join(missing[:4])}"
+            f"{' ...' if len(missing) > 4 else ''}); it is not a {auto.__name__[9:]} "
+            "checkpoint")
     return model.to(device).eval()
 
 

@@ -126,9 +126,10 @@ def add_weight_options(p: argparse.ArgumentParser) -> None:
                         "a matrix has more (default: %(default)s)")
     g.add_argument("--weight-include", nargs="+", metavar="REGEX", default=[],
                    help="analyse exactly the 2-D weights whose parameter name matches one of "
-                        "these regular expressions (default: every linear layer's weight, "
-                        "i.e. 2-D *weight tensors not matching "
-                        f"{' '.join(DEFAULT_EXCLUDE)})")
+                        "these regular expressions (default: the weights of the model's "
+                        "Linear and Conv1D modules but its input and output embeddings; "
+                        "for plain state-dict files, the 2-D *weight tensors not matching "
+                        f"{' '.join(DEFAULT_EXCLUDE)} nor tied to one)")
     g.add_argument("--weight-exclude", nargs="+", metavar="REGEX", default=[],
                    help="leave out weights whose name matches one of these regular expressions")
 

@@ -20,6 +20,7 @@ LAYER_CHOICES = ("last", "all")
 DTYPE_CHOICES = ("auto", "float32", "bfloat16", "float16", "bf16-autocast")
 CPU_BATCH_SIZE = 32  # --batch-size auto on a CPU
 MLM_FRACTION = 0.15  # share of an encoder's tokens masked for its masked-LM loss
+MLM_SEED = 0  # chooses them: fixed, like the analysed texts, so every run masks the same
 AUTOCAST = "bf16-autocast"
 PH_BACKEND_CHOICES = ("auto", "giotto-ph", "ripser", "gudhi")
 _DEVICE_RE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
@@ -114,16 +115,13 @@ def validate(s: EmbeddingSettings) -> None:
     )
 
 
-def settings_hash(s: EmbeddingSettings, texts_sha: str, resolved_dtype: str,
-                  masked_lm: bool = False) -> str:
+def settings_hash(s: EmbeddingSettings, texts_sha: str, resolved_dtype: str) -> str:
     """Short hash of every setting that changes the numbers.
 
     Args:
         s: the settings.
         texts_sha: fingerprint of the analysed texts (covers n_texts, min_chars, source).
         resolved_dtype: the dtype actually used (``auto`` resolved per device).
-        masked_lm: the run scores an encoder on masked tokens, whose choice the seed
-            makes.
     """
     keyed = {
         "schema": SCHEMA_VERSION,
@@ -137,8 +135,6 @@ def settings_hash(s: EmbeddingSettings, texts_sha: str, resolved_dtype: str,
     }
     if s.resamples:  # only then does the seed change the numbers
         keyed.update(resamples=s.resamples, seed=s.seed)
-    if masked_lm:
-        keyed.update(objective="masked_lm", mlm_fraction=MLM_FRACTION, seed=s.seed)
     blob = json.dumps(keyed, sort_keys=True).encode()
     return hashlib.sha256(blob).hexdigest()[:12]
 

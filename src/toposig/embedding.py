@@ -15,7 +15,14 @@ import numpy as np
 
 from . import homology, spectral
 from .checkpoints import MASKED, Checkpoint, fingerprint, load_model, load_tokenizer, model_kind
-from .config import AUTOCAST, CPU_BATCH_SIZE, MLM_FRACTION, SCHEMA_VERSION, EmbeddingSettings
+from .config import (
+    AUTOCAST,
+    CPU_BATCH_SIZE,
+    MLM_FRACTION,
+    MLM_SEED,
+    SCHEMA_VERSION,
+    EmbeddingSettings,
+)
 from .forward import MaskedLM, forward_pass, masked_positions, tokenize
 
 logger = logging.getLogger(__name__)
@@ -200,7 +207,7 @@ def analyse_checkpoint(
 
     ids, mask = tokenize(tokenizer, texts, settings.max_length)
     check_vocab(model, ids)
-    masked_lm = masked_lm_objective(model, tokenizer, ids, mask, settings.seed)
+    masked_lm = masked_lm_objective(model, tokenizer, ids, mask)
     fwd = forward_pass(model, ids, mask, device=device,
                        batch_size=resolve_batch_size(settings.batch_size, device, len(texts)),
                        autocast_bf16=dtype == AUTOCAST, masked_lm=masked_lm)
@@ -266,9 +273,10 @@ def analyse_checkpoint(
     return CheckpointOutput(record, arrays)
 
 
-def masked_lm_objective(model, tokenizer, ids, mask, seed: int) -> MaskedLM | None:
+def masked_lm_objective(model, tokenizer, ids, mask, seed: int = MLM_SEED) -> MaskedLM | None:
     """The masked-LM objective when ``model`` is an encoder (``None`` for a causal LM):
-    :data:`~toposig.config.MLM_FRACTION` of the non-special tokens, chosen by ``seed``.
+    :data:`~toposig.config.MLM_FRACTION` of the non-special tokens, chosen by ``seed``
+    (:data:`~toposig.config.MLM_SEED`: the same positions in every run).
 
     Raises:
         ValueError: an encoder whose tokenizer has no mask token.

@@ -451,6 +451,7 @@ def forward_pass(
     if bad_layers:
         raise NonFiniteError(f"non-finite hidden states at layers {bad_layers} (0 = embeddings)")
     if not math.isfinite(float(nll_sum)):
-        raise NonFiniteError("non-finite next-token loss")
+        raise NonFiniteError("non-finite " + ("masked-LM" if masked_lm else "next-token")
+                             + " loss")
     return ForwardResult(pooled, float(nll_sum), n_tokens, int(lengths.sum()), largest,
                          head.mode, "next_token" if masked_lm is None else "masked_lm")

@@ -49,11 +49,35 @@ def _is_mask_buffer(name: str, t: torch.Tensor) -> bool:
     return name.endswith(("attn.bias", "attn.masked_bias")) and t.dim() in (0, 4)
 
 
+def _left_out_by_name(name: str) -> bool:
+    return any(re.search(p, name) for p in DEFAULT_EXCLUDE)
+
+
+def _copies_of_left_out(tensors: Mapping[str, torch.Tensor]) -> set[str]:
+    """Names of tensors equal in shape, dtype and every value to a tensor the name rule
+    leaves out, with no storage of their own to tell: a head tied to the embedding but
+    saved as a copy (``.safetensors`` cannot share storage)."""
+    left_out = [t for n, t in tensors.items() if _left_out_by_name(n) and t.dim() == 2]
+    copies = set()
+    for name, t in tensors.items():
+        if t.dim() != 2 or _left_out_by_name(name):
+            continue
+        for e in left_out:
+            if (e.shape == t.shape and e.dtype == t.dtype
+                    and storage_key(e) != storage_key(t) and torch.equal(e, t)):
+                copies.add(name)
+                break
+    return copies
+
+
 def state_dict_parameters(tensors: Mapping[str, torch.Tensor]) -> int:
-    """Parameters of a plain state dict: its floating-point tensors, each storage once,
-    causal-mask buffers left out."""
+    """Parameters of a plain state dict: its floating-point tensors, each storage once
+    (a tied tensor saved as a copy of an embedding or head once too), causal-mask
+    buffers left out."""
+    copies = _copies_of_left_out(tensors)
     return count_parameters(t for name, t in tensors.items()
-                            if t.is_floating_point() and not _is_mask_buffer(name, t))
+                            if t.is_floating_point() and not _is_mask_buffer(name, t)
+                            and name not in copies)
 
 
 def _shapes(tensors: Mapping[str, torch.Tensor]) -> dict[str, tuple[int, ...]]:
@@ -69,11 +93,11 @@ def state_dict_matrices(tensors: Mapping[str, torch.Tensor], include: Sequence[s
         include, exclude: ``--weight-include`` / ``--weight-exclude`` regular expressions.
     """
     names = select_matrices(_shapes(tensors), include, exclude)
-    if not include:  # nothing tied to a tensor the name rule leaves out
-        default = [re.compile(p) for p in DEFAULT_EXCLUDE]
-        left_out = {storage_key(t) for n, t in tensors.items()
-                    if any(p.search(n) for p in default)}
-        names = [n for n in names if storage_key(tensors[n]) not in left_out]
+    if not include:  # nothing tied to a tensor the name rule leaves out, nor a copy of one
+        left_out = {storage_key(t) for n, t in tensors.items() if _left_out_by_name(n)}
+        copies = _copies_of_left_out(tensors)
+        names = [n for n in names if storage_key(tensors[n]) not in left_out
+                 and n not in copies]
     return {n: tensors[n] for n in names}
 
 
@@ -101,13 +125,15 @@ def model_matrices(model: torch.nn.Module, include: Sequence[str] = (),
         params = dict(model.state_dict(keep_vars=True))
         chosen = {n: params[n] for n in select_matrices(_shapes(params), include)}
     else:
-        left_out = [m for m in (_get(model, "get_input_embeddings"),
-                                _get(model, "get_output_embeddings")) if m is not None]
+        head = _get(model, "get_output_embeddings")
+        left_out = [m for m in (_get(model, "get_input_embeddings"), head) if m is not None]
         tied = {storage_key(p) for m in left_out for p in m.parameters()}
         chosen = {}
         for name, m in model.named_modules():
             if not isinstance(m, _linear_types()) or any(m is e for e in left_out):
                 continue
+            if head is None and _left_out_by_name(f"{name}.weight"):
+                continue  # the model names no head module: the name rule finds it
             w = getattr(m, "weight", None)
             if not isinstance(w, torch.Tensor) or w.dim() != 2 or storage_key(w) in tied:
                 continue

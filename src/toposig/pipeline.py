@@ -210,9 +210,8 @@ def plan_run(models: list[str] | None, selection: StepSelection | None,
         texts = load_texts(settings.texts, settings.n_texts, settings.min_chars)
     local_only = check_hub_access(checkpoints)
     encoders = {label for label, kind in series_kinds(
-        [c for c, f in zip(checkpoints, families, strict=True) if set(f) & set(MODEL_FAMILIES)],
-        local_files_only=local_only, trust_remote_code=settings.trust_remote_code).items()
-        if kind == MASKED}
+        checkpoints, local_files_only=local_only,
+        trust_remote_code=settings.trust_remote_code).items() if kind == MASKED}
     probed = sorted({c.model for c, f in zip(checkpoints, families, strict=True)
                      if c.label in encoders and set(f) & set(PROBE_FAMILIES)})
     if probed:
@@ -222,8 +221,7 @@ def plan_run(models: list[str] | None, selection: StepSelection | None,
             "an encoder does not define; leave them out (--signatures embedding,weights)")
     emb_hash = None
     if embedding:
-        emb_hash = settings_hash(settings, texts_fingerprint(texts), dtype,
-                                 masked_lm=any(c.label in encoders for c in embedding))
+        emb_hash = settings_hash(settings, texts_fingerprint(texts), dtype)
     w_hash = weights_hash(weight_settings) if any("weights" in f for f in families) else None
     landscape_settings = landscape_settings or LandscapeSettings(seed=settings.seed)
     gradient_settings = gradient_settings or GradientSettings(
@@ -422,7 +420,8 @@ def _execute(plan: RunPlan, out_dir: str | Path, force: bool, progress: bool,
                            if (e := merge_family_records(c, f)) is not None]
         outcome.wall_s = time.perf_counter() - t0
         outcome.config = run_config(plan, outcome, started)
-        next(iter(stores.values())).write_aggregates(outcome.records, outcome.config)
+        if stores:  # a plan with no checkpoint has nothing to aggregate
+            next(iter(stores.values())).write_aggregates(outcome.records, outcome.config)
 
     bar = tqdm(total=len(plan.checkpoints), initial=outcome.skipped, desc="checkpoints",
                unit="ckpt", disable=not progress)
@@ -497,6 +496,8 @@ def summary_lines(plan: RunPlan, outcome: RunOutcome, out_dir: str | Path) -> li
         lines.append(f"gradients: {gs.n_windows} windows x {gs.window} tokens, projected to "
                      f"{gs.proj_dim} dimensions, settings hash: {plan.gradients_hash}")
     columns = [("model", "<24", None, None), ("step", ">8", None, None)]
+    if any(r.get("mlm_loss") is not None for r in outcome.records):  # encoders
+        columns += [("MLM loss", ">9", "mlm_loss", ".3f")]
     if "embedding" in fams:
         columns += [("perplexity", ">11", "perplexity", ".2f"),
                     ("H1 bars", ">8", "h1_n_features", ".0f"),

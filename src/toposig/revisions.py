@@ -99,16 +99,21 @@ def compile_pattern(pattern: str | None) -> re.Pattern[str] | None:
 def parse_revision(name: str, pattern: re.Pattern[str] | None = None) -> Revision | None:
     """The training step a checkpoint name stands for, or ``None``.
 
+    Raises:
+        RevisionError: the user's pattern matches but its group is not a number.
+
     >>> parse_revision("step1000-tokens4B").step, parse_revision("step_20k").step
     (1000, 20000)
     """
     if pattern is not None:
         m = pattern.fullmatch(name)
         if m:
-            try:
-                return Revision(name, int(m.group(1)), "pattern")
-            except (TypeError, ValueError):
-                return None
+            group = m.group(1)
+            if group is None or not (group.isascii() and group.isdigit()):
+                raise RevisionError(
+                    f"--revision-pattern {pattern.pattern!r} matches {name!r}, but its group "
+                    f"captured {group!r}, not a whole number: the group must be the step")
+            return Revision(name, int(group), "pattern")
     for scheme, regex, mult in SCHEMES:
         m = regex.fullmatch(name)
         if m:
@@ -118,28 +123,21 @@ def parse_revision(name: str, pattern: re.Pattern[str] | None = None) -> Revisio
 
 def parse_revisions(names: Iterable[str], pattern: re.Pattern[str] | None = None,
                     where: str = "the series") -> list[Revision]:
-    """The names that stand for a step, ordered by step; the others are left out.
-
-    Raises:
-        RevisionError: two names stand for the same step.
-    """
-    by_step: dict[int, Revision] = {}
-    skipped = []
+    """The names that stand for a step, ordered by step (then name); the others are left
+    out. Two names may stand for one step (OLMo 2's ``stage1-step1000-...`` and
+    ``stage2-step1000-...``): :func:`select` refuses only a choice that would need to
+    tell them apart by step."""
+    revisions, skipped = [], []
     for name in names:
         rev = parse_revision(name, pattern)
         if rev is None:
             skipped.append(name)
-            continue
-        if rev.step in by_step:
-            raise RevisionError(
-                f"{where} has two checkpoints of step {rev.step}: {by_step[rev.step].name!r} "
-                f"and {name!r}; choose one with --revisions, or tell them apart with "
-                "--revision-pattern")
-        by_step[rev.step] = rev
+        else:
+            revisions.append(rev)
     if skipped:
         logger.debug("%s: %d name(s) stand for no step: %s", where, len(skipped),
                      ", ".join(sorted(skipped)[:8]))
-    return [by_step[s] for s in sorted(by_step)]
+    return sorted(revisions, key=lambda r: (r.step, r.name))
 
 
 @dataclass(frozen=True)
@@ -182,7 +180,8 @@ def parse_selection(steps: Sequence[str] | None = None, revisions: Sequence[str]
     """
     revisions = tuple(dict.fromkeys(revisions or ()))
     if steps and revisions:
-        raise RevisionError("--steps and --revisions both choose checkpoints: give one")
+        raise RevisionError("a step (--steps) and a revision name (--revisions) both choose "
+                            "checkpoints: give one")
     if not steps:
         return StepSelection(revisions=revisions, pattern=pattern)
     if len(steps) == 1 and steps[0] == ALL:
@@ -216,9 +215,17 @@ def select(available: Sequence[Revision], selection: StepSelection, where: str, 
 
     Raises:
         RevisionError: a requested step or revision the series does not have (the
-            message lists what it has).
+            message lists what it has); a chosen step that two names stand for; a series
+            in which no name stands for a step.
     """
-    by_step = {r.step: r for r in available}
+    if not available:
+        hint = (f" ({', '.join(map(repr, list(unparsed)[:5]))} match no revision scheme: "
+                "pass --revision-pattern with one group for the step)" if unparsed else "")
+        raise RevisionError(f"{where} has no checkpoint whose name stands for a training "
+                            f"step{hint}")
+    by_step: dict[int, list[Revision]] = {}
+    for r in available:
+        by_step.setdefault(r.step, []).append(r)
     if selection.revisions:
         by_name = {r.name: r for r in available}
         missing = [n for n in selection.revisions if n not in by_name]
@@ -226,23 +233,35 @@ def select(available: Sequence[Revision], selection: StepSelection, where: str, 
             raise RevisionError(
                 f"{where} has no checkpoint named {', '.join(map(repr, missing))}"
                 f"{_unparsed_hint(missing, unparsed)}; it has {_listing(available)}")
-        chosen = {by_name[n].step: by_name[n] for n in selection.revisions}
+        chosen: dict[int, Revision] = {}
+        for n in selection.revisions:
+            rev = by_name[n]
+            if rev.step in chosen:
+                raise RevisionError(
+                    f"{chosen[rev.step].name!r} and {n!r} both stand for step {rev.step}, and "
+                    f"a run files its records by step: choose one of them")
+            chosen[rev.step] = rev
         return [chosen[s] for s in sorted(chosen)]
-    if selection.every:
-        return list(available)
     steps = selection.steps
-    if steps is None:
-        if default_schedule is not None and set(default_schedule) <= set(by_step):
-            steps = default_schedule
-        else:
-            return list(available)
+    if selection.every or (steps is None and not (
+            default_schedule is not None and set(default_schedule) <= set(by_step))):
+        steps = tuple(by_step)
+    elif steps is None:
+        steps = default_schedule
     missing_steps = [s for s in steps if s not in by_step]
     if missing_steps:
         shown = missing_steps[:10]
         more = f" and {len(missing_steps) - 10} more" if len(missing_steps) > 10 else ""
         raise RevisionError(f"steps {shown}{more} are not in {where}; it has "
                             f"{_listing(available)}")
-    return [by_step[s] for s in steps]
+    ambiguous = [s for s in steps if len(by_step[s]) > 1]
+    if ambiguous:
+        names = ", ".join(repr(r.name) for r in by_step[ambiguous[0]])
+        raise RevisionError(
+            f"{where} has {len(by_step[ambiguous[0]])} checkpoints of step {ambiguous[0]} "
+            f"({names}){' and more such steps' if len(ambiguous) > 1 else ''}; choose by "
+            "name with --revisions")
+    return [by_step[s][0] for s in steps]
 
 
 def _unparsed_hint(names: Sequence[str], unparsed: Sequence[str]) -> str:

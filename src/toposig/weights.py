@@ -59,8 +59,11 @@ logger = logging.getLogger(__name__)
 # re.search against the parameter name; toposig.matrices also leaves out what is tied to
 # one of them.
 DEFAULT_EXCLUDE: tuple[str, ...] = (
-    r"emb", r"(^|\.)wte\.", r"(^|\.)wpe\.", r"lm_head", r"(^|\.)head\.", r"norm",
-    r"(^|\.)ln_?[a-z0-9]*\.",
+    # a name component that is an embedding: token_emb, pos_emb, embed_in, embed_tokens,
+    # word_embeddings, tok_embeddings (not member, not timestep_embedder)
+    r"(^|\.)(\w+_)?(emb|embed|embeds|embedding|embeddings)(_\w+)?\.",
+    r"(^|\.)wte\.", r"(^|\.)wpe\.", r"lm_head", r"(^|\.)head\.", r"(^|\.)output\.weight$",
+    r"norm", r"(^|\.)ln_?[a-z0-9]*\.",
 )
 # Above this share of all edges, the threshold candidate set is no saving: use Prim.
 _MAX_CANDIDATE_SHARE = 0.25
