@@ -68,7 +68,7 @@ class Custom:  # a pickled object that weights_only=True must refuse
 
 
 @pytest.mark.parametrize(("content", "message"), [
-    (b"this is not a checkpoint", "cannot be read"),
+    (b"this is not a checkpoint", "is damaged or not a PyTorch checkpoint"),
     (None, "needs more than weights"),
     (torch.ones(3), "not a state dict"),
     ({"epoch": 3, "config": {"lr": 0.1}}, "holds no tensors"),

@@ -158,7 +158,7 @@ def test_a_folder_of_pt_files_end_to_end(pt_series, tmp_path, no_texts, capsys):
     assert all(r["weights"]["n_matrices"] == 2 for r in recs)
     config = json.loads((out / "data" / "config.json").read_text())
     assert [(f["step"], f["family"]) for f in config["failures"]] == [(500, "weights")]
-    assert "cannot be read" in config["failures"][0]["error"]
+    assert "is damaged or not a PyTorch checkpoint" in config["failures"][0]["error"]
     assert "FAILED (1)" in capsys.readouterr().out
 
     assert analyze_results.main(["--results", str(out)]) == 0

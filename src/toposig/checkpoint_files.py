@@ -148,8 +148,8 @@ def load_checkpoint_file(path: str | Path) -> LoadedStateDict:
             "torch.save(model.state_dict(), path), or as .safetensors"
         ) from exc
     except Exception as exc:  # noqa: BLE001 - a damaged file fails in many ways
-        raise CheckpointFileError(f"{path.name} cannot be read as a PyTorch file: "
-                                  f"{type(exc).__name__}: {exc}") from exc
+        raise CheckpointFileError(f"{path.name} is damaged or not a PyTorch checkpoint "
+                                  f"({type(exc).__name__}: {exc})") from exc
     return unwrap_state_dict(obj, path.name)
 
 
