@@ -10,6 +10,7 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import os
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -19,6 +20,8 @@ import pytest
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# the checkpoint file-hash cache of the tests, not the user's (toposig.content_hash)
+os.environ["TOPOSIG_CACHE_DIR"] = tempfile.mkdtemp(prefix="toposig-test-cache-")
 
 PROJECT = Path(__file__).resolve().parents[1]
 SHARED_DATA = PROJECT.parent / "shared" / "data"

@@ -36,6 +36,7 @@ from .checkpoint_files import (
     is_checkpoint_file,
     step_from_name,
 )
+from .content_hash import content_fingerprint
 from .names import UnsafeNameError, series_labels
 from .revisions import (
     SEED_STEPS,
@@ -297,22 +298,14 @@ def assign_labels(series: list[list[Checkpoint]]) -> list[list[Checkpoint]]:
 
 
 def fingerprint(ckpt: Checkpoint) -> str | None:
-    """Identity of a local checkpoint's files (names, sizes, modification times).
-
-    A record is reused only while this matches, so a checkpoint that was retrained or
-    replaced in place is analysed again. Hub revisions are identified by their name.
-    """
+    """Identity of a local checkpoint: the hash of its files' names and contents
+    (:func:`toposig.content_hash.content_fingerprint`, cached by size and modification
+    time). A record is reused only while this matches, so a checkpoint retrained or
+    replaced in place is analysed again, and one copied to another machine is not.
+    Hub revisions are identified by their name."""
     if ckpt.source == "hub":
         return None
-    import hashlib
-
-    h = hashlib.sha256()
-    where = Path(ckpt.location)
-    for f in [where] if where.is_file() else sorted(where.iterdir()):
-        if f.is_file():
-            st = f.stat()
-            h.update(f"{f.name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
-    return h.hexdigest()[:16]
+    return content_fingerprint(ckpt.location)
 
 
 def has_tokenizer(ckpt: Checkpoint) -> bool:

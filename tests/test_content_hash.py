@@ -1,0 +1,64 @@
+"""A checkpoint's identity is its content: records travel between machines and copies."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+from conftest import neox_config, save_checkpoint
+
+import run_experiments
+from toposig import content_hash
+from toposig.content_hash import content_fingerprint
+from toposig.training import byte_tokenizer
+
+FAST = ["--n-texts", "12", "--max-length", "24", "--no-progress"]
+
+
+def test_the_fingerprint_follows_the_bytes_not_the_path_or_the_clock(tmp_path):
+    a = tmp_path / "a" / "step0"
+    save_checkpoint(a, neox_config(hidden=8, layers=1, heads=2, vocab=264), byte_tokenizer())
+    before = content_fingerprint(a)
+    b = tmp_path / "b" / "step0"
+    shutil.copytree(a, b, copy_function=shutil.copy)  # new modification times
+    assert content_fingerprint(b) == before
+    os.utime(a / "model.safetensors", ns=(1, 1))
+    assert content_fingerprint(a) == before
+    (a / "optimizer.pt").write_bytes(b"optimizer state does not change what is measured")
+    (a / "rng_state.pth").write_bytes(b"nor does this")
+    assert content_fingerprint(a) == before
+    data = bytearray((b / "model.safetensors").read_bytes())
+    data[-1] ^= 1
+    (b / "model.safetensors").write_bytes(bytes(data))
+    assert content_fingerprint(b) != before
+
+
+def test_each_file_is_read_once_until_it_changes(tmp_path, monkeypatch):
+    f = tmp_path / "w.pt"
+    f.write_bytes(b"x" * 1000)
+    reads = []
+    real = content_hash.file_sha256
+    monkeypatch.setattr(content_hash, "file_sha256", lambda p: reads.append(p) or real(p))
+    first = content_fingerprint(f)
+    assert content_fingerprint(f) == first and len(reads) == 1
+    f.write_bytes(b"y" * 1000)
+    os.utime(f, ns=(2, 2))
+    assert content_fingerprint(f) != first and len(reads) == 2
+
+
+def test_a_moved_series_reuses_every_record(tmp_path, wikitext_dir):
+    """A fresh clone or a copied suite: same bytes, new paths and times, nothing redone."""
+    cfg = neox_config(hidden=8, layers=1, heads=2, vocab=264)
+    for i, step in enumerate((0, 10)):
+        save_checkpoint(tmp_path / "here" / "run" / f"step{step}", cfg, byte_tokenizer(), seed=i)
+    out = tmp_path / "out"
+    assert run_experiments.main(["--models", str(tmp_path / "here" / "run"), "--out", str(out),
+                                 *FAST]) == 0
+    shutil.copytree(tmp_path / "here" / "run", tmp_path / "there" / "run",
+                    copy_function=shutil.copy)
+    shutil.rmtree(tmp_path / "here")
+    assert run_experiments.main(["--models", str(tmp_path / "there" / "run"), "--out",
+                                 str(out), *FAST]) == 0
+    config = json.loads((out / "data" / "config.json").read_text())
+    assert (config["n_computed"], config["n_skipped"]) == (0, 2)
