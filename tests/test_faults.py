@@ -429,3 +429,11 @@ def test_a_run_killed_at_random_points_finishes_as_an_uninterrupted_one(tmp_path
     assert sorted(killed) == sorted(straight)
     for key in straight:
         assert killed[key] == straight[key], key
+
+
+def test_the_download_script_explains_itself_without_downloading():
+    res = subprocess.run([sys.executable, str(PROJECT / "datasets" / "download_wikitext.py"),
+                          "--help"], capture_output=True, text=True, timeout=60,
+                         env=dict(os.environ, HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1"))
+    assert res.returncode == 0 and "usage:" in res.stdout
+    assert "wiki.{train,valid,test}.raw" in res.stdout
