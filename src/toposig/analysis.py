@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from . import controls, homology, phases, prediction, scaling, stats
-from .store import atomic_write_json, load_arrays, read_json
+from .atomic import atomic_write_json, read_json
+from .store import load_arrays
 
 logger = logging.getLogger(__name__)
 

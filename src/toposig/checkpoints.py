@@ -87,12 +87,16 @@ class HubUnavailableError(RuntimeError):
         return cls(
             f"cannot reach the Hugging Face Hub ({reason}) to list the revisions of {named}, "
             "and the local Hugging Face cache holds none of them (offline, the list of "
-            "revisions comes from the cache).\n"
-            "Run on local checkpoints instead, for example:\n"
+            f"revisions comes from the cache).\n{local_advice(repos[0])}", tuple(repos), reason)
+
+
+def local_advice(repo_id: str) -> str:
+    """What to do when Hub checkpoints cannot be had: the end of every such message."""
+    return ("Run on local checkpoints instead, for example:\n"
             "  python src/run_experiments.py --models path/to/run   "
             "# a folder of step<N>/ or checkpoint-<N>/ model folders\n"
             "or, on a machine that can reach the Hub, download them first "
-            f"(hf download {repos[0]} --revision step1000).", tuple(repos), reason)
+            f"(hf download {repo_id} --revision step1000).")
 
 
 @dataclass(frozen=True)
@@ -453,11 +457,7 @@ def check_hub_access(checkpoints: list[Checkpoint]) -> bool:
         raise HubUnavailableError(
             f"cannot reach the Hugging Face Hub ({reason}) and none of the {len(hub)} "
             f"requested checkpoints of {', '.join(models)} is in the local cache.\n"
-            "Run on local checkpoints instead, for example:\n"
-            "  python src/run_experiments.py --models path/to/run   "
-            "# a folder of step<N>/ or checkpoint-<N>/ model folders\n"
-            "or, on a machine that can reach the Hub, download them first "
-            "(hf download EleutherAI/pythia-70m --revision step1000)."
+            f"{local_advice(models[0])}"
         )
     logger.warning(
         "Hub unreachable (%s): %d of %d checkpoints are cached; the others will be "

@@ -22,6 +22,8 @@ import re
 import threading
 from pathlib import Path
 
+from .atomic import atomic_write_bytes
+
 logger = logging.getLogger(__name__)
 
 # Files of a checkpoint folder that do not change what is measured (HF Trainer state).
@@ -45,8 +47,6 @@ def _load_cache() -> dict:
 
 
 def _save_cache(cache: dict) -> None:
-    from .store import atomic_write_bytes
-
     try:
         atomic_write_bytes(cache_path(), json.dumps(cache, sort_keys=True).encode("utf-8"))
     except OSError as exc:  # a read-only home: hash again next time

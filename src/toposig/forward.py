@@ -59,7 +59,6 @@ class ForwardResult:
         batch_size: the largest batch that ran (below the one asked for after an
             out-of-memory back-off).
         head_mode: how the logits were made (:attr:`OutputHead.mode`).
-        objective: ``"next_token"`` or ``"masked_lm"`` (what ``nll_sum`` scores).
     """
 
     pooled: list[np.ndarray]
@@ -68,7 +67,6 @@ class ForwardResult:
     n_input_tokens: int
     batch_size: int = 0
     head_mode: str = ""
-    objective: str = "next_token"
 
     @property
     def mean_nll(self) -> float:
@@ -454,4 +452,4 @@ def forward_pass(
         raise NonFiniteError("non-finite " + ("masked-LM" if masked_lm else "next-token")
                              + " loss")
     return ForwardResult(pooled, float(nll_sum), n_tokens, int(lengths.sum()), largest,
-                         head.mode, "next_token" if masked_lm is None else "masked_lm")
+                         head.mode)

@@ -8,8 +8,10 @@
   it is transposed so that every matrix is (out, in) and its rows are output neurons.
 - **A plain state dict** (a ``.pt`` / ``.safetensors`` file with no model around it):
   the 2-D ``*weight`` tensors whose names do not match :data:`~toposig.weights.DEFAULT_EXCLUDE`
-  (``emb``, ``wte``, ``wpe``, ``head``, norms), and none that shares storage with a
-  tensor left out that way (nanoGPT's ``head.weight`` tied to ``token_emb.weight``).
+  (embedding name components such as ``token_emb`` or ``embed_in``, ``wte``, ``wpe``,
+  heads, Meta's ``output.weight``, norms), none that shares storage with a tensor left
+  out that way (nanoGPT's ``head.weight`` tied to ``token_emb.weight``) and none that is
+  a copy of one (a tied head saved to ``.safetensors``, which cannot share storage).
 
 Either way ``--weight-include`` (exactly the 2-D ``*weight`` tensors whose name matches)
 and ``--weight-exclude`` override. Parameter counts count each storage once, however
@@ -53,7 +55,7 @@ def _left_out_by_name(name: str) -> bool:
     return any(re.search(p, name) for p in DEFAULT_EXCLUDE)
 
 
-def _copies_of_left_out(tensors: Mapping[str, torch.Tensor]) -> set[str]:
+def copies_of_left_out(tensors: Mapping[str, torch.Tensor]) -> set[str]:
     """Names of tensors equal in shape, dtype and every value to a tensor the name rule
     leaves out, with no storage of their own to tell: a head tied to the embedding but
     saved as a copy (``.safetensors`` cannot share storage)."""
@@ -70,11 +72,12 @@ def _copies_of_left_out(tensors: Mapping[str, torch.Tensor]) -> set[str]:
     return copies
 
 
-def state_dict_parameters(tensors: Mapping[str, torch.Tensor]) -> int:
+def state_dict_parameters(tensors: Mapping[str, torch.Tensor],
+                          copies: set[str] | None = None) -> int:
     """Parameters of a plain state dict: its floating-point tensors, each storage once
     (a tied tensor saved as a copy of an embedding or head once too), causal-mask
-    buffers left out."""
-    copies = _copies_of_left_out(tensors)
+    buffers left out. ``copies``: :func:`copies_of_left_out` of ``tensors``, if known."""
+    copies = copies_of_left_out(tensors) if copies is None else copies
     return count_parameters(t for name, t in tensors.items()
                             if t.is_floating_point() and not _is_mask_buffer(name, t)
                             and name not in copies)
@@ -85,26 +88,22 @@ def _shapes(tensors: Mapping[str, torch.Tensor]) -> dict[str, tuple[int, ...]]:
 
 
 def state_dict_matrices(tensors: Mapping[str, torch.Tensor], include: Sequence[str] = (),
-                        exclude: Sequence[str] = ()) -> dict[str, torch.Tensor]:
+                        exclude: Sequence[str] = (), copies: set[str] | None = None
+                        ) -> dict[str, torch.Tensor]:
     """The matrices of a plain state dict, by name, in its order (see the module doc).
 
     Args:
         tensors: parameter name -> tensor.
         include, exclude: ``--weight-include`` / ``--weight-exclude`` regular expressions.
+        copies: :func:`copies_of_left_out` of ``tensors``, if already known.
     """
     names = select_matrices(_shapes(tensors), include, exclude)
     if not include:  # nothing tied to a tensor the name rule leaves out, nor a copy of one
         left_out = {storage_key(t) for n, t in tensors.items() if _left_out_by_name(n)}
-        copies = _copies_of_left_out(tensors)
+        copies = copies_of_left_out(tensors) if copies is None else copies
         names = [n for n in names if storage_key(tensors[n]) not in left_out
                  and n not in copies]
     return {n: tensors[n] for n in names}
-
-
-def _linear_types() -> tuple[type, ...]:
-    from transformers.pytorch_utils import Conv1D
-
-    return (torch.nn.Linear, Conv1D)
 
 
 def model_matrices(model: torch.nn.Module, include: Sequence[str] = (),
@@ -130,7 +129,7 @@ def model_matrices(model: torch.nn.Module, include: Sequence[str] = (),
         tied = {storage_key(p) for m in left_out for p in m.parameters()}
         chosen = {}
         for name, m in model.named_modules():
-            if not isinstance(m, _linear_types()) or any(m is e for e in left_out):
+            if not isinstance(m, (torch.nn.Linear, Conv1D)) or any(m is e for e in left_out):
                 continue
             if head is None and _left_out_by_name(f"{name}.weight"):
                 continue  # the model names no head module: the name rule finds it

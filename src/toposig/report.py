@@ -34,8 +34,8 @@ import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from .atomic import atomic_write_bytes
 from .stats import by_model, feature_family
-from .store import atomic_write_bytes
 
 DASH = "—"
 

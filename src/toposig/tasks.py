@@ -22,7 +22,13 @@ from .checkpoints import Checkpoint, load_model, load_tokenizer
 from .embedding import CheckpointOutput, analyse_checkpoint, weight_dtype
 from .fetch import Download, evict_snapshot, hub_snapshot
 from .loss_probes import analyse_gradients, analyse_landscape
-from .matrices import count_parameters, model_matrices, state_dict_matrices, state_dict_parameters
+from .matrices import (
+    copies_of_left_out,
+    count_parameters,
+    model_matrices,
+    state_dict_matrices,
+    state_dict_parameters,
+)
 from .weight_stage import analyse_weights
 
 if TYPE_CHECKING:
@@ -91,9 +97,10 @@ def load_once(ckpt: Checkpoint, families: tuple[str, ...], plan: RunPlan, emit: 
         if ckpt.source == "file":
             loaded = load_checkpoint_file(ckpt.location)
             model, loss, loss_key = None, loaded.loss, loaded.loss_key
-            matrices = state_dict_matrices(loaded.tensors, ws.include, ws.exclude)
+            copies = copies_of_left_out(loaded.tensors)  # one pass, used twice
+            matrices = state_dict_matrices(loaded.tensors, ws.include, ws.exclude, copies)
             available = [n for n, t in loaded.tensors.items() if t.dim() == 2]
-            n_params = state_dict_parameters(loaded.tensors)
+            n_params = state_dict_parameters(loaded.tensors, copies)
             del loaded
         else:
             model = load_model(

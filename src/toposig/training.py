@@ -30,9 +30,9 @@ import torch
 import torch.nn.functional as F
 
 from . import corpus
+from .atomic import atomic_write_bytes, atomic_write_json, read_json
 from .locks import exclusive
 from .names import UnsafeNameError, check_name
-from .store import atomic_write_bytes, atomic_write_json, read_json
 
 logger = logging.getLogger(__name__)
 
