@@ -5,12 +5,13 @@ Runs exactly the commands a new user runs (the README's quick start), split so e
 stage is timed on its own:
 
 1. ``train_suite.py --preset tiny``: train the three small models;
-2. ``run_experiments.py --preset tiny --layers all --resamples 20``: both signature
-   families over the 54 checkpoints (the suite is trained, so nothing is retrained);
+2. ``run_experiments.py --preset tiny --layers all --resamples 20 --signatures
+   embedding,weights,landscape,gradients``: the four signature families over the 54
+   checkpoints (the suite is trained, so nothing is retrained);
 3. ``analyze_results.py``: statistics, summary.md, figures;
 4. the same ``run_experiments.py`` again: a rerun that only resumes.
 
-Target (DESIGN.md): the whole offline default within ten minutes on a two-core CPU.
+Target: the whole offline default within ten minutes on a two-core CPU.
 
     python bench/bench_offline_default.py [--keep DIR]
 """
@@ -49,12 +50,13 @@ def main() -> int:
     runs, out = work / "runs", work / "results"
     py = sys.executable
     analyse = ["--preset", "tiny", "--suite-dir", str(runs), "--out", str(out),
-               "--layers", "all", "--resamples", "20", "--no-progress"]
+               "--layers", "all", "--resamples", "20",
+               "--signatures", "embedding,weights,landscape,gradients", "--no-progress"]
     stages = [
         ("train the tiny suite (3 models, 1,000 steps)",
          [py, "src/train_suite.py", "--preset", "tiny", "--suite-dir", str(runs),
           "--no-progress"]),
-        ("signatures: 54 checkpoints, both families",
+        ("signatures: 54 checkpoints, four families",
          [py, "src/run_experiments.py", *analyse]),
         ("analysis: statistics, summary.md, figures",
          [py, "src/analyze_results.py", "--results", str(out)]),

@@ -1,11 +1,15 @@
 #!/usr/bin/env python
-"""Stage 3: results/data/ -> statistics.json and the figures in results/plots/.
+"""Stage 3: results/data/ -> statistics.json, summary.md and the figures in results/plots/.
 
 Per model and pooled over models: Spearman and Pearson correlation (with p-values) of
-every feature with perplexity (or, for weights-only runs, the loss stored with each
-checkpoint); Wasserstein distances between consecutive checkpoints' H0 and H1 diagrams
-(hidden states, and weight rows summed over matrices); the seed's seven embedding figures
-and the four weight-space figures.
+every feature with the quality measure (perplexity, or for weights-only runs the loss
+stored with each checkpoint, or an encoder's masked-LM loss), the controls (bootstrap
+CIs, Holm-adjusted p, partial correlations, first differences), training phases,
+scaling and prediction; Wasserstein distances between consecutive checkpoints' diagrams.
+Up to 21 figures, those the records have data for: 7 of embedding space, 4 of weight
+space (the correlation heatmap among them), 8 of the analysis and 2 of the loss
+landscape and gradients; a figure an earlier analysis drew that no longer applies is
+removed. The same records give the same files, byte for byte.
 """
 
 from __future__ import annotations

@@ -12,22 +12,26 @@ chooses (e.g. ``--signatures embedding,weights,landscape,gradients``).
 The offline default, which runs anywhere: ``--preset tiny`` trains the project's own
 small suite (if it is not trained yet) and analyses every checkpoint of it.
 
-With no arguments this is experiment A of DESIGN.md: Pythia 70m/160m/410m from the
-Hugging Face Hub at the seed's 19 steps. Point it at a local training run with
-``--models path/to/run``: a folder of step<N>/ or checkpoint-<N>/ model folders, or a
-folder of checkpoint files with the step in each name (step_000100.pt, ckpt-100.pt,
-epoch=3-step=100.ckpt, *.safetensors).
+With no arguments this is experiment A: Pythia 70m/160m/410m from the Hugging Face Hub
+at the seed's 19 steps (write it to its own folder: --out results/pythia). Point it at a
+local training run with ``--models path/to/run``: a folder of step<N>/ or
+checkpoint-<N>/ model folders, or a folder of checkpoint files with the step in each name
+(step_000100.pt, ckpt-100.pt, epoch=3-step=100.ckpt, *.safetensors).
 
-A rerun skips finished checkpoints (--force recomputes); a failed checkpoint is
-recorded with its error and the run goes on, exiting non-zero at the end.
+A results folder (--out) holds one study: a run that brings models or settings other
+than the folder's is refused with a message (--extend adds models). A rerun skips
+finished checkpoints (--force recomputes); a failed checkpoint is recorded with its error
+and the run goes on, exiting non-zero at the end.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import shlex
 import sys
 from contextlib import ExitStack
+from pathlib import Path
 
 from toposig.checkpoints import EXPERIMENT_A_MODELS
 from toposig.cli import (
@@ -50,6 +54,7 @@ from toposig.corpus import load_texts, probe_texts
 from toposig.locks import exclusive
 from toposig.pipeline import execute, plan_run, summary_lines
 from toposig.store import read_json
+from toposig.study import check_run_fits
 from toposig.training import load_suite_config, preset_names, train_suite
 
 logger = logging.getLogger("run_experiments")
@@ -73,7 +78,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where --preset suites are trained (default: %(default)s)")
     add_step_options(p)
     p.add_argument("--out", default="results",
-                   help="results root: records/, data/ (default: %(default)s)")
+                   help="results folder: records/, data/; it holds one study, so give "
+                        "your own runs their own folder, e.g. results/my-run (default: "
+                        "%(default)s, the offline default's reference run)")
+    p.add_argument("--extend", action="store_true",
+                   help="add models the study in --out does not hold yet (same settings)")
     p.add_argument("--force", action="store_true",
                    help="recompute checkpoints that already have a finished record")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -85,7 +94,19 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+# Options that change how a run shows itself, not what it computes: left out of the
+# command config.json records.
+DISPLAY_OPTIONS = ("--no-progress", "-v", "--verbose")
+
+
+def recorded_command(argv: list[str]) -> str:
+    """The command line as config.json records it (display options left out)."""
+    kept = [a for a in argv if a not in DISPLAY_OPTIONS]
+    return shlex.join(["python", "src/run_experiments.py", *kept])
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
     setup_logging(args.verbose)
     lock = ExitStack()
@@ -107,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
             if signatures and {"landscape", "gradients"} & set(signatures):
                 probe_texts(settings.texts, settings.min_chars)
             lock.enter_context(exclusive(args.out, "results folder"))  # before training
+            check_run_fits(args.out, {m.name: str(Path(args.suite_dir) / suite.name / m.name)
+                                      for m in suite.models}, extend=args.extend)
             suite_dir, _ = train_suite(suite, args.suite_dir, progress=not args.no_progress)
             models = [str(suite_dir / m.name) for m in suite.models]
         plan = plan_run(models, selection_from_args(args), settings, weight_settings, signatures,
@@ -117,6 +140,9 @@ def main(argv: list[str] | None = None) -> int:
             plan.suite = read_json(suite_dir / "config.json")
         else:
             lock.enter_context(exclusive(args.out, "results folder"))
+        plan.command = recorded_command(argv)
+        check_run_fits(args.out, plan.models, plan.hashes,
+                       {f: plan.settings_of(f) for f in plan.hashes}, extend=args.extend)
     except INPUT_ERRORS as exc:
         lock.close()
         print(f"error: {exc}", file=sys.stderr)
@@ -132,7 +158,7 @@ def _run(plan, args: argparse.Namespace, executor) -> int:
                 " and ".join(plan.all_families), args.out)
     try:
         outcome = execute(plan, args.out, force=args.force, progress=not args.no_progress,
-                          executor=executor)
+                          executor=executor, extend=args.extend)
     except KeyboardInterrupt:
         print("\ninterrupted: every finished checkpoint is saved; rerun the same command "
               "to continue", file=sys.stderr)

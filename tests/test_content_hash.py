@@ -47,7 +47,7 @@ def test_each_file_is_read_once_until_it_changes(tmp_path, monkeypatch):
     assert content_fingerprint(f) != first and len(reads) == 2
 
 
-def test_a_moved_series_reuses_every_record(tmp_path, wikitext_dir):
+def test_a_moved_series_reuses_every_record(tmp_path, wikitext_dir, capsys):
     """A fresh clone or a copied suite: same bytes, new paths and times, nothing redone."""
     cfg = neox_config(hidden=8, layers=1, heads=2, vocab=264)
     for i, step in enumerate((0, 10)):
@@ -60,5 +60,7 @@ def test_a_moved_series_reuses_every_record(tmp_path, wikitext_dir):
     shutil.rmtree(tmp_path / "here")
     assert run_experiments.main(["--models", str(tmp_path / "there" / "run"), "--out",
                                  str(out), *FAST]) == 0
+    assert "computed: 0  skipped (already done): 2" in capsys.readouterr().out
     config = json.loads((out / "data" / "config.json").read_text())
-    assert (config["n_computed"], config["n_skipped"]) == (0, 2)
+    assert config["models"] == {"run": str(tmp_path / "there" / "run")}
+    assert config["last_run"]["n_computed"] == 2  # the run that computed them

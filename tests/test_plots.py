@@ -282,3 +282,47 @@ def test_set_step_axis_sets_scale_and_label():
         assert b.get_xscale() == "linear" and b.get_xlabel() == "training step"
     finally:
         plt.close(fig)
+
+
+def test_heatmap_marks_significance_by_holm_over_the_cells_shown(tmp_path, monkeypatch):
+    """A raw p of 0.03 among four tests is not significant after Holm (0.06): drawn plain."""
+    cell = {"np_mean": {"spearman_r": -0.9, "spearman_p": 0.001, "n": 10},
+            "rankme": {"spearman_r": 0.5, "spearman_p": 0.03, "n": 10}}
+    statistics = {"correlations": {"target": "perplexity", "per_model": {"m": cell},
+                                   "pooled": cell}}
+    drawn = []
+    monkeypatch.setattr(plots, "_save", lambda fig, path: drawn.append(fig) or Path(path))
+    plots.plot_correlation_heatmap([], statistics, tmp_path / "h.png")
+    ax = drawn[0].axes[0]
+    weight = {t.get_text(): t.get_fontweight() for t in ax.texts if t.get_text()[:1] in "+-"}
+    assert weight == {"-0.90": "bold", "+0.50": "normal"}
+    assert "Holm-adjusted" in ax.get_title()
+    legend = " ".join(t.get_text() for t in drawn[0].legends[0].get_texts())
+    assert "over the 4 tests shown" in legend
+
+
+@pytest.mark.parametrize(("steps", "per_step"), [((0, 1, 2, 4, 100, 200), True),
+                                                 ((0, 100, 200, 300), False)])
+def test_diagram_distances_are_per_step_of_gap_where_gaps_differ(steps, per_step):
+    rows = [{"step_from": a, "step_to": b, "h1_wasserstein": 2.0 * (b - a)}
+            for a, b in zip(steps, steps[1:], strict=False)]
+    statistics = {"wasserstein": {"m": rows}}
+    assert plots._gaps_differ(statistics, ["m"]) is per_step
+    x, y = plots._wasserstein_series(statistics, ["m"], "h1_wasserstein", per_step)["m"]
+    assert list(x) == list(steps[1:])
+    assert list(y) == ([2.0] * len(rows) if per_step else [r["h1_wasserstein"] for r in rows])
+
+
+def test_summary_and_topological_evolution_draw_the_bootstrap_bands(tmp_path, monkeypatch):
+    records = synthetic_records(models=("a",))
+    for r in records:
+        r["features_resampled"] = {"h1_total_persistence": {"std": 0.5}}
+    drawn = []
+    monkeypatch.setattr(plots, "_save", lambda fig, path: drawn.append(fig) or Path(path))
+    plots.plot_summary_figure(records, {}, tmp_path / "s.png")
+    plots.plot_topological_evolution(records, {}, tmp_path / "t.png")
+    for fig in drawn:
+        banded = [ax for ax in fig.axes if ax.collections]
+        assert [ax.get_title() for ax in banded] == ["H1 total persistence"]
+        legend = banded[0].get_legend()
+        assert any("bootstrap" in t.get_text() for t in legend.get_texts())

@@ -253,8 +253,8 @@ def test_bootstrap_bands_are_shaded_when_records_carry_them(tmp_path):
     styles = pa._model_styles(groups)
     fig, ax = plt.subplots()
     try:
-        assert pa._bands(ax, groups, styles, "rankme", pa._log_step)
+        assert pa.draw_bootstrap_bands(ax, groups, styles, "rankme", pa._log_step)
         assert len(ax.collections) == 1
-        assert not pa._bands(ax, groups, styles, "np_mean", pa._log_step)
+        assert not pa.draw_bootstrap_bands(ax, groups, styles, "np_mean", pa._log_step)
     finally:
         plt.close(fig)

@@ -90,8 +90,12 @@ def test_include_exclude_and_bad_patterns(neox_series, tmp_path, no_texts, capsy
     assert hashes != {weights_hash(WeightSettings())}
     names = [m["name"] for m in records_of(out)[0]["weights"]["matrices"]]
     assert names == [f"gpt_neox.layers.{i}.mlp.dense_h_to_4h.weight" for i in range(2)]
-    assert run_experiments.main([*base, "--weight-include", "embed_in"]) == 0
-    assert [m["name"] for m in records_of(out)[0]["weights"]["matrices"]] == [
+    other = tmp_path / "embeddings"  # other weight settings: a study of their own
+    assert run_experiments.main([*base, "--weight-include", "embed_in"]) == 2
+    assert "holds weights records made with settings hash" in capsys.readouterr().err
+    assert run_experiments.main([*base, "--weight-include", "embed_in", "--out",
+                                 str(other)]) == 0
+    assert [m["name"] for m in records_of(other)[0]["weights"]["matrices"]] == [
         "gpt_neox.embed_in.weight"]
     assert run_experiments.main([*base, "--weight-include", "(unclosed"]) == 2
     assert "not a regular expression" in capsys.readouterr().err

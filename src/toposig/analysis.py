@@ -8,9 +8,10 @@ diagrams, and writes ``data/statistics.json`` and ``plots/*.png``.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import math
-from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +28,7 @@ class ResultsMissingError(FileNotFoundError):
 
 
 def load_results(results_dir: str | Path) -> list[dict]:
-    """The finished records of the last run under ``results_dir``."""
+    """The aggregate entries (one per finished checkpoint) of the study in ``results_dir``."""
     path = Path(results_dir) / "data" / "all_results.json"
     if not path.is_file():
         raise ResultsMissingError(
@@ -305,6 +306,14 @@ def prediction_by_feature(records: list[dict]) -> dict[str, dict]:
     return out
 
 
+def records_digest(records: list[dict]) -> str:
+    """SHA-256 of the records as canonical JSON (sorted keys): which records the
+    statistics were computed from, with no clock or path in it, so that the same records
+    give the same ``statistics.json`` byte for byte."""
+    text = json.dumps(records, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 def compute_statistics(results_dir: str | Path, records: list[dict],
                        target: str = "auto", seed: int = 0,
                        n_bootstrap: int = controls.N_BOOTSTRAP) -> dict:
@@ -312,8 +321,7 @@ def compute_statistics(results_dir: str | Path, records: list[dict],
     families = feature_families(records)
     has_embedding = any(r.get("arrays_file") for r in records)
     return {
-        "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "results_dir": str(results_dir),
+        "records_sha256": records_digest(records),
         "settings_hash": sorted({r.get("settings_hash") for r in records} - {None}),
         "models": model_summaries(records),
         "features": families,

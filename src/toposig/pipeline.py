@@ -61,6 +61,17 @@ from .executors import Executor, SerialExecutor
 from .locks import exclusive
 from .revisions import StepSelection
 from .store import ResultStore, remove_stale_temporaries
+from .study import (
+    FAMILIES,
+    HASH_KEYS,
+    IDENTITY,
+    check_run_fits,
+    entry_order,
+    load_study,
+    merge_study,
+    other_entries,
+    study_hashes,
+)
 from .tasks import PROBE_FAMILIES, Task, TaskFailure
 
 logger = logging.getLogger(__name__)
@@ -69,7 +80,6 @@ VERSIONED_PACKAGES = ("torch", "transformers", "huggingface_hub", "numpy", "scip
                       "scikit-learn", "ripser", "giotto-ph", "gudhi", "persim")
 
 
-FAMILIES = ("embedding", "weights", "landscape", "gradients")
 # What a model folder or Hub revision gets without --signatures (the probes are opt-in).
 DEFAULT_FAMILIES = ("embedding", "weights")
 # Families that run the model and need its tokenizer and config (not a bare state dict).
@@ -113,11 +123,28 @@ class RunPlan:
     probe_texts: list[str] = field(default_factory=list)
     landscape_hash: str | None = None
     gradients_hash: str | None = None
+    command: str | None = None  # the command line that made the run, for config.json
 
     def hash_of(self, family: str) -> str | None:
         """The settings hash that keys ``family``'s records (``None``: not in this run)."""
         return {"embedding": self.settings_hash, "weights": self.weights_hash,
                 "landscape": self.landscape_hash, "gradients": self.gradients_hash}[family]
+
+    def settings_of(self, family: str) -> dict:
+        """``family``'s settings as config.json records them."""
+        return {"embedding": self.settings, "weights": self.weight_settings,
+                "landscape": self.landscape_settings,
+                "gradients": self.gradient_settings}[family].to_dict()
+
+    @property
+    def models(self) -> dict[str, str]:
+        """Model label -> the model as the user named it, in plan order."""
+        return {c.label: c.model for c in self.checkpoints}
+
+    @property
+    def hashes(self) -> dict[str, str]:
+        """Family -> settings hash, for the families this run computes."""
+        return {f: h for f in FAMILIES if (h := self.hash_of(f))}
 
     def families_of(self, index: int) -> tuple[str, ...]:
         return self.families[index] if self.families else ("embedding",)
@@ -283,14 +310,30 @@ def _mean_time(records: list[dict], key: str) -> float | None:
     return sum(times) / len(times) if times else None
 
 
-def run_config(plan: RunPlan, outcome: RunOutcome, started: str) -> dict:
-    """The run's ``config.json``: settings, inputs, environment, timings, failures."""
+# config.json's "last_run": the run that last computed or failed something in the folder.
+# A run that reused every record leaves it as it was, so rerunning a finished study
+# changes no file.
+LAST_RUN_KEYS = ("command", "started_at", "wall_s", "n_checkpoints", "n_computed",
+                 "n_skipped", "n_failed", "device_name", "python", "platform", "packages")
+
+
+def run_config(plan: RunPlan, outcome: RunOutcome, started: str,
+               previous: dict | None = None) -> dict:
+    """The results folder's ``config.json``: the study (settings, inputs, models, steps,
+    timings per checkpoint from every record) and the last run that wrote records.
+
+    Args:
+        plan, outcome: this run, as far as it has got; ``outcome.records`` are the
+            aggregate entries of the whole study.
+        started: when this run started (ISO 8601, UTC).
+        previous: the folder's config.json before this run: its study is widened with
+            this run's (:func:`toposig.study.merge_study`) and, when this run has written
+            no record yet, its ``last_run`` is kept.
+    """
     series: dict[str, list] = {}
     for c in plan.checkpoints:
         series.setdefault(c.label, []).append(c.step)
-    emb = [r for r in outcome.records if "embedding" in r.get("families", ())]
-    per_emb = [r["timings_s"]["total"] for r in emb if "timings_s" in r]
-    return {
+    config = {
         "schema_version": SCHEMA_VERSION,
         "signatures": plan.all_families,
         "settings": plan.settings.to_dict(),
@@ -306,37 +349,49 @@ def run_config(plan: RunPlan, outcome: RunOutcome, started: str) -> dict:
         "texts_source": plan.texts_source if plan.texts else None,
         "texts_sha256": texts_fingerprint(plan.texts) if plan.texts else None,
         "n_texts": len(plan.texts),
-        "models": {c.label: c.model for c in plan.checkpoints},
+        "models": plan.models,
         "steps": series,
         "device": plan.device,
-        "device_name": device_description(plan.device),
         "dtype": plan.dtype,
         "ph_backend": plan.ph_backend,
         "seed": plan.settings.seed,
-        "python": sys.version.split()[0],
-        "platform": platform.platform(),
-        "packages": package_versions(),
+        "training_suite": plan.suite,
+    }
+    config = merge_study(previous, config)
+    entries = outcome.records
+    emb = [r for r in entries if "embedding" in r.get("families", ())]
+    per_emb = [r["timings_s"]["total"] for r in emb if "timings_s" in r]
+    config["n_checkpoints"] = len(entries)
+    config["timings_s"] = {
+        "mean_per_computed_checkpoint": (sum(per_emb) / len(per_emb)) if per_emb else None,
+        "mean_weights_per_checkpoint": _mean_time(entries, "weights"),
+        "mean_landscape_per_checkpoint": _mean_time(entries, "landscape"),
+        "mean_gradients_per_checkpoint": _mean_time(entries, "gradients"),
+    }
+    config["failures"] = [
+        {"model": f["model_label"], "step": f["step"], "family": f["family"],
+         "error": f["error"]}
+        for f in outcome.failures
+    ]
+    wrote = outcome.computed > 0 or bool(outcome.failures)
+    kept = (previous or {}).get("last_run")
+    config["last_run"] = kept if kept and not wrote else {
+        "command": plan.command,
         "started_at": started,
-        "timings_s": {
-            "wall": outcome.wall_s,
-            "mean_per_computed_checkpoint": (sum(per_emb) / len(per_emb)) if per_emb else None,
-            "mean_weights_per_checkpoint": _mean_time(outcome.records, "weights"),
-            "mean_landscape_per_checkpoint": _mean_time(outcome.records, "landscape"),
-            "mean_gradients_per_checkpoint": _mean_time(outcome.records, "gradients"),
-        },
+        "wall_s": outcome.wall_s,
         "n_checkpoints": len(plan.checkpoints),
         "n_computed": outcome.computed,
         "n_skipped": outcome.skipped,
-        "training_suite": plan.suite,
-        "failures": [
-            {"model": f["model_label"], "step": f["step"], "family": f["family"],
-             "error": f["error"]}
-            for f in outcome.failures
-        ],
+        "n_failed": len(outcome.failures),
+        "device_name": device_description(plan.device),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "packages": package_versions(),
     }
+    return config
 
 
-def merge_family_records(ckpt: Checkpoint, records: dict[str, dict]) -> dict | None:
+def merge_family_records(records: dict[str, dict]) -> dict | None:
     """One aggregate entry per checkpoint from its finished family records.
 
     The embedding record's fields stay at the top level (as the seed's files have them);
@@ -348,8 +403,9 @@ def merge_family_records(ckpt: Checkpoint, records: dict[str, dict]) -> dict | N
     if not records:
         return None
     emb, w = records.get("embedding"), records.get("weights")
+    first = next(iter(records.values()))
     entry = dict(emb) if emb else {"schema_version": SCHEMA_VERSION, "status": "ok",
-                                   **checkpoint_fields(ckpt)}
+                                   **{k: first.get(k) for k in IDENTITY}}
     entry["families"] = [f for f in FAMILIES if f in records]
     if w:
         entry["features"] = {**entry.get("features", {}), **w["features"]}
@@ -373,53 +429,77 @@ def merge_family_records(ckpt: Checkpoint, records: dict[str, dict]) -> dict | N
 
 
 def execute(plan: RunPlan, out_dir: str | Path, force: bool = False,
-            progress: bool = True, executor: Executor | None = None) -> RunOutcome:
+            progress: bool = True, executor: Executor | None = None, *,
+            extend: bool = False) -> RunOutcome:
     """Analyse every checkpoint of the plan, resuming from finished records.
 
-    The checkpoints (and families) without a finished record become tasks for
-    ``executor`` (default: :class:`~toposig.executors.SerialExecutor`). Each family's
-    record is written atomically the moment its result arrives; a family that failed is
-    recorded as such and the run goes on. The aggregates, one entry per checkpoint in
-    plan order, are rebuilt from the records before the first task (a killed run's are
+    ``out_dir`` holds one study (:mod:`toposig.study`): a plan that brings a model the
+    folder's study does not hold (unless ``extend``) or another settings hash for one of
+    its families is refused before any work. The checkpoints (and families) without a
+    finished record become tasks for ``executor`` (default:
+    :class:`~toposig.executors.SerialExecutor`). Each family's record is written
+    atomically the moment its result arrives; a family that failed is recorded as such
+    and the run goes on. The aggregates, one entry per checkpoint of the whole study
+    (this plan's and the finished records of the study's other checkpoints and
+    families), are rebuilt from the records before the first task (a killed run's are
     stale), after a recorded failure, and once at the end, also when the run is
     interrupted or raises. The whole run holds ``out_dir``'s lock
     (:mod:`toposig.locks`) and first removes the temporaries a killed run left there.
 
     Raises:
         FolderLockedError: another process is writing to ``out_dir``.
+        StudyMismatchError: the plan does not belong to ``out_dir``'s study.
     """
     with exclusive(out_dir, "results folder"):
+        check_run_fits(out_dir, plan.models, plan.hashes,
+                       {f: plan.settings_of(f) for f in plan.hashes}, extend=extend)
         remove_stale_temporaries(out_dir)
         return _execute(plan, out_dir, force, progress, executor)
 
 
 def _execute(plan: RunPlan, out_dir: str | Path, force: bool, progress: bool,
              executor: Executor | None) -> RunOutcome:
-    """:func:`execute` once the results folder is locked and cleaned."""
-    stores = {f: ResultStore(out_dir, h) for f in FAMILIES if (h := plan.hash_of(f))}
+    """:func:`execute` once the results folder is locked, checked and cleaned."""
+    previous = load_study(out_dir)
+    study = merge_study(previous, {"models": plan.models, "signatures": plan.all_families,
+                                   "steps": {}, **{HASH_KEYS[f]: h
+                                                   for f, h in plan.hashes.items()}})
+    stores = {f: ResultStore(out_dir, h) for f, h in study_hashes(study).items()}
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     t0 = time.perf_counter()
     outcome = RunOutcome(records=[])
     finished: list[dict[str, dict]] = []
     tasks: list[Task] = []
+    replaced = 0
     for i, ckpt in enumerate(plan.checkpoints):
         families = plan.families_of(i)
         done_here = {}
-        for fam in families:
-            rec = None if force else stores[fam].finished(ckpt)
+        for fam, store in stores.items():  # the study's other families are merged too
+            rec = None if force and fam in families else store.finished(ckpt)
             if rec is not None:
                 done_here[fam] = rec
+            elif fam in families and not force and store.changed(ckpt):
+                replaced += 1
         finished.append(done_here)
         todo = tuple(f for f in families if f not in done_here)
         if todo:
             tasks.append(Task(i, ckpt, todo))
     outcome.skipped = len(plan.checkpoints) - len(tasks)
+    if replaced:
+        logger.warning("%d record(s) in %s were made from checkpoints whose files have "
+                       "changed since (retrained or replaced): they are computed again and "
+                       "replaced", replaced, out_dir)
+    others = other_entries(out_dir, study, {(c.label, c.name) for c in plan.checkpoints})
+    order = entry_order(study)
 
     def refresh() -> None:
-        outcome.records = [e for c, f in zip(plan.checkpoints, finished, strict=True)
-                           if (e := merge_family_records(c, f)) is not None]
+        entries = [e for f in finished if (e := merge_family_records(f)) is not None]
+        if others:
+            entries += [e for f in others.values() if (e := merge_family_records(f))]
+            entries.sort(key=order)
+        outcome.records = entries
         outcome.wall_s = time.perf_counter() - t0
-        outcome.config = run_config(plan, outcome, started)
+        outcome.config = run_config(plan, outcome, started, previous)
         if stores:  # a plan with no checkpoint has nothing to aggregate
             next(iter(stores.values())).write_aggregates(outcome.records, outcome.config)
 
@@ -513,10 +593,17 @@ def summary_lines(plan: RunPlan, outcome: RunOutcome, out_dir: str | Path) -> li
                     ("|grad|", ">8", "grad_norm_mean", ".3g")]
     ok = outcome.records
     if ok:
-        if len(ok) > 8:
-            lines.append(f"(last 8 of {len(ok)} checkpoints)")
+        shown = ok
+        if len(ok) > 8:  # each model's first and last checkpoint
+            by_label: dict[str, list[dict]] = {}
+            for r in ok:
+                by_label.setdefault(r["model_label"], []).append(r)
+            shown = [r for recs in by_label.values()
+                     for r in (recs[:1] + recs[-1:] if len(recs) > 1 else recs)]
+            lines.append(f"(first and last checkpoint of each model; all {len(ok)} in the "
+                         "results)")
         lines.append(" ".join(format(name, spec) for name, spec, _, _ in columns))
-        for r in ok[-8:]:
+        for r in shown:
             cells = [format(r["model_label"][:24], "<24"), format(str(r["step"]), ">8")]
             for _, spec, key, fmt in columns[2:]:
                 value = r.get(key, (r.get("features") or {}).get(key))

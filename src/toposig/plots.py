@@ -35,6 +35,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import MaxNLocator, NullLocator
 
+from .controls import holm
 from .homology import FEATURE_NAMES
 from .spectral import SPECTRAL_NAMES
 from .stats import WEIGHT_STATISTICS, by_model, feature_family, is_topological, is_weight_feature
@@ -180,20 +181,79 @@ def _record_series(groups: dict[str, list[dict]], key: str) -> Series:
     return out
 
 
-def _wasserstein_series(statistics: dict, labels: Iterable[str], key: str) -> Series:
-    """Per model, a consecutive-checkpoint distance plotted at its ``step_to``."""
+def _wasserstein_series(statistics: dict, labels: Iterable[str], key: str,
+                        per_step: bool = False) -> Series:
+    """Per model, a consecutive-checkpoint distance plotted at its ``step_to``; with
+    ``per_step``, divided by the gap ``step_to - step_from`` (distance per training step)."""
     table = (statistics or {}).get("wasserstein") or {}
     out: Series = {}
     for label in labels:
-        pts = sorted((_finite(row.get("step_to")) or 0.0, v)
+        pts = sorted((_finite(row.get("step_to")) or 0.0, v / (_gap(row) if per_step else 1))
                      for row in table.get(label) or []
-                     if (v := _finite(row.get(key))) is not None)
+                     if (v := _finite(row.get(key))) is not None
+                     and (not per_step or _gap(row) > 0))
         out[label] = (np.array([p[0] for p in pts]), np.array([p[1] for p in pts]))
     return out
 
 
+def _gap(row: dict) -> float:
+    """Training steps between the two checkpoints of a distance row (0 when unknown)."""
+    a, b = _finite(row.get("step_from")), _finite(row.get("step_to"))
+    return b - a if a is not None and b is not None else 0.0
+
+
+def _gaps_differ(statistics: dict, labels: Iterable[str]) -> bool:
+    """Whether consecutive checkpoints are unevenly spaced in some model (1-step and
+    100-step gaps): then distances are only comparable per step of gap."""
+    table = (statistics or {}).get("wasserstein") or {}
+    return len({_gap(row) for label in labels for row in table.get(label) or []}) > 1
+
+
 def _all_steps(records: Sequence[dict]) -> list[float]:
     return [_step(r) for r in records]
+
+
+BAND_LABEL = "value ± 1.96 bootstrap s.e. over texts"
+
+
+def bootstrap_band(record: dict, key: str) -> tuple[float, float] | None:
+    """The observed value of ``key`` ± 1.96 bootstrap standard errors, when recorded.
+
+    Centred on the full-sample value, not on the resamples' own percentiles: a bootstrap
+    resample holds only about 63% distinct texts, so its PH values sit systematically
+    lower (fewer points, fewer and shorter bars); their spread, not their level, is what
+    the resamples measure.
+    """
+    entry = (record.get("features_resampled") or {}).get(key)
+    value = _finite((record.get("features") or {}).get(key))
+    if not isinstance(entry, dict) or value is None:
+        return None
+    std = _finite(entry.get("std"))
+    return None if std is None else (value - 1.96 * std, value + 1.96 * std)
+
+
+def draw_bootstrap_bands(ax: Axes, groups: dict[str, list[dict]], styles: dict[str, Style],
+                         key: str, x_of: Callable[[dict], float]) -> bool:
+    """Shade each model's bootstrap band of ``key`` (``features_resampled``); True if any."""
+    drawn = False
+    for label, recs in groups.items():
+        pts = sorted((x_of(r), *band) for r in recs
+                     if r.get("step") is not None and (band := bootstrap_band(r, key)))
+        if not pts:
+            continue
+        x, lo, hi = (np.array(c) for c in zip(*pts, strict=True))
+        color = styles[label].color
+        if x.size > 1:
+            ax.fill_between(x, lo, hi, color=color, alpha=0.18, linewidth=0)
+        else:
+            ax.errorbar(x, (lo + hi) / 2, yerr=(hi - lo) / 2, fmt="none", ecolor=color,
+                        alpha=0.6, capsize=4)
+        drawn = True
+    return drawn
+
+
+def bootstrap_band_handle() -> Patch:
+    return Patch(facecolor="0.25", alpha=0.2, label=BAND_LABEL)
 
 
 # ----------------------------------------------------------------------------- step axis
@@ -335,9 +395,13 @@ def _line_panel(ax: Axes, series: Series, styles: dict[str, Style], *, title: st
 def _feature_panel(ax: Axes, groups: dict[str, list[dict]], styles: dict[str, Style],
                    key: str, steps: Sequence[float], logy: bool = False,
                    model_legend: bool = True) -> None:
+    """``key`` per model vs step, with its bootstrap band over texts where records carry
+    one (``features_resampled``)."""
     title, ylabel = FEATURE_LABELS.get(key, (key, key))
+    band = draw_bootstrap_bands(ax, groups, styles, key, _step)
     _line_panel(ax, _record_series(groups, key), styles, title=title, ylabel=ylabel,
-                steps=steps, logy=logy, model_legend=model_legend)
+                steps=steps, logy=logy, model_legend=model_legend,
+                extra_handles=[bootstrap_band_handle()] if band else [])
 
 
 def _grid(n_panels: int, ncols: int, figsize: tuple[float, float] = GRID_FIGSIZE
@@ -411,7 +475,9 @@ def _styled(plot: FigureFn) -> FigureFn:
 
 @_styled
 def plot_summary_figure(records: Sequence[dict], statistics: dict, path: str | Path) -> Path:
-    """Perplexity, H1 total persistence, RankMe and H1 Wasserstein rate vs step (2 × 2)."""
+    """Perplexity, H1 total persistence (with its bootstrap band), RankMe and the H1
+    Wasserstein distance to the previous checkpoint (per step of gap when gaps differ) vs
+    step (2 × 2)."""
     groups = by_model(records)
     styles = _model_styles(groups)
     steps = _all_steps(records)
@@ -419,9 +485,13 @@ def plot_summary_figure(records: Sequence[dict], statistics: dict, path: str | P
     _feature_panel(axes[0], groups, styles, "perplexity", steps, logy=True)
     _feature_panel(axes[1], groups, styles, "h1_total_persistence", steps)
     _feature_panel(axes[2], groups, styles, "rankme", steps)
-    _line_panel(axes[3], _wasserstein_series(statistics, groups, "h1_wasserstein"), styles,
-                title="H1 Wasserstein distance to previous checkpoint",
-                ylabel="W₁ (L∞ ground metric, distance)", steps=steps, empty=NO_PAIRS)
+    per_step = _gaps_differ(statistics, groups)
+    _line_panel(axes[3], _wasserstein_series(statistics, groups, "h1_wasserstein", per_step),
+                styles, title="H1 Wasserstein distance to previous checkpoint"
+                + (", per step of gap" if per_step else ""),
+                ylabel="W₁ (L∞ ground metric)" + (" / steps between checkpoints"
+                                                   if per_step else ""),
+                steps=steps, logy=per_step, empty=NO_PAIRS)
     fig.suptitle("Summary: quality, topology and spectrum across training")
     return _save(fig, path)
 
@@ -620,21 +690,27 @@ def plot_topo_vs_spectral_correlations(records: Sequence[dict], statistics: dict
 
 @_styled
 def plot_wasserstein_rate(records: Sequence[dict], statistics: dict, path: str | Path) -> Path:
-    """H0 and H1 Wasserstein distance to the previous checkpoint vs step (L∞ solid, L2 dashed)."""
+    """H0 and H1 Wasserstein distance to the previous checkpoint vs step (L∞ solid, L2
+    dashed); per step of gap when checkpoints are unevenly spaced."""
     groups = by_model(records)
     labels = list(dict.fromkeys([*groups, *((statistics or {}).get("wasserstein") or {})]))
     styles = _model_styles(labels)
     fig, axes = _grid(2, 2, figsize=(12.0, 5.5))
+    per_step = _gaps_differ(statistics, labels)
     for ax, q in zip(axes, (0, 1), strict=True):
-        solid = _wasserstein_series(statistics, labels, f"h{q}_wasserstein")
-        dashed = _wasserstein_series(statistics, labels, f"h{q}_wasserstein_persim_l2")
+        solid = _wasserstein_series(statistics, labels, f"h{q}_wasserstein", per_step)
+        dashed = _wasserstein_series(statistics, labels, f"h{q}_wasserstein_persim_l2",
+                                     per_step)
         steps = [x for xs, _ in [*solid.values(), *dashed.values()] for x in xs]
         _line_panel(ax, solid, styles, title=f"H{q}: distance to the previous checkpoint",
-                    ylabel=f"H{q} W₁ distance (diagram units)",
-                    steps=steps or _all_steps(records), dashed=dashed,
+                    ylabel=f"H{q} W₁ (diagram units)"
+                    + (" per step of gap" if per_step else ""),
+                    steps=steps or _all_steps(records), logy=per_step, dashed=dashed,
                     style_key=("L∞ (Hera)", "L2 (persim)"), empty=NO_PAIRS)
     fig.suptitle("Order-1 Wasserstein distance between consecutive checkpoints' diagrams, "
-                 "at the later step (solid: L∞ ground metric, dashed: L2)")
+                 "at the later step\n"
+                 + ("divided by the steps between them (gaps differ); " if per_step else "")
+                 + "solid: L∞ ground metric, dashed: L2")
     return _save(fig, path)
 
 
@@ -860,9 +936,10 @@ def plot_correlation_heatmap(records: Sequence[dict], statistics: dict,
     """Spearman ρ of every feature with the quality target: rows features, grouped by
     family (weight space first), columns each model and the pooled series.
 
-    Colours run over [−1, 1] (``RdBu_r``); every cell states ρ. Faded, hatched cells are
-    not significant (p ≥ 0.05 or p undefined); grey "n/a" cells have no ρ (fewer than
-    three checkpoints, or a constant series).
+    Colours run over [−1, 1] (``RdBu_r``); every cell states ρ. Significance follows the
+    tables' rule: Holm-adjusted p < 0.05, adjusted over every cell of the figure with a
+    p value. Faded, hatched cells are not significant (or have no p); grey "n/a" cells
+    have no ρ (fewer than three checkpoints, or a constant series).
     """
     correlations = (statistics or {}).get("correlations") or {}
     per_model = correlations.get("per_model") or {}
@@ -877,7 +954,9 @@ def plot_correlation_heatmap(records: Sequence[dict], statistics: dict,
     width = min(max(7.0, 4.5 + 1.15 * len(columns)), 16.0)
     height = max(4.0, 2.4 + 0.3 * len(features))
     fig, ax = plt.subplots(figsize=(width, height), layout="constrained")
-    ax.set_title(f"Spearman ρ of each feature with {_target_name(target)}")
+    ax.set_title(f"Spearman ρ of each feature with {_target_name(target)}\n"
+                 f"bold: Holm-adjusted p < {SIGNIFICANCE:g} over the tests shown, as in "
+                 "the tables", fontsize=11)
     if not features or not columns:
         _no_data(ax, "no correlations")
         ax.set_axis_off()
@@ -885,9 +964,14 @@ def plot_correlation_heatmap(records: Sequence[dict], statistics: dict,
 
     cmap = plt.get_cmap("RdBu_r")
     norm = Normalize(-1.0, 1.0)
-    for i, feature in enumerate(features):
-        for j, table in enumerate(tables):
-            r, p = _spearman(table, feature)
+    cells = {(i, j): _spearman(table, feature)
+             for i, feature in enumerate(features) for j, table in enumerate(tables)}
+    adjusted = dict(zip(cells, holm([p for _, p in cells.values()]), strict=True))
+    n_tests = sum(p is not None for p in adjusted.values())
+    for i, _feature in enumerate(features):
+        for j, _table in enumerate(tables):
+            r, _ = cells[i, j]
+            p = adjusted[i, j]
             if r is None:
                 ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, facecolor="0.86",
                                        edgecolor="white", linewidth=1.0))
@@ -921,7 +1005,8 @@ def plot_correlation_heatmap(records: Sequence[dict], statistics: dict,
     fig.colorbar(ScalarMappable(norm=norm, cmap=cmap), ax=ax, shrink=min(1.0, 8 / height),
                  pad=0.02, aspect=30, label=f"Spearman ρ with {_target_name(target)}")
     handles = [Patch(facecolor="0.93", hatch="////", edgecolor="0.6",
-                     label=f"not significant (p ≥ {SIGNIFICANCE:g} or p undefined)"),
+                     label=f"not significant (Holm-adjusted p ≥ {SIGNIFICANCE:g} over the "
+                           f"{n_tests} tests shown, or p undefined)"),
                Patch(facecolor="0.86", edgecolor="0.6",
                      label="n/a: ρ undefined (< 3 points or constant)")]
     fig.legend(handles=handles, loc="outside lower center", ncol=2, framealpha=0.9)
@@ -978,7 +1063,9 @@ def plot_all(records: list[dict], statistics: dict, out_dir: str | Path,
     weight-space feature; the correlation heatmap whenever the statistics hold correlations.
     Given ``results_root`` (the folder the records' ``arrays_file`` paths are relative to),
     the analysis figures of ``plots_analysis`` that apply follow; then, when records have
-    them, the landscape and gradient figures of ``plots_probes``.
+    them, the landscape and gradient figures of ``plots_probes``. A figure of these sets
+    left in ``out_dir`` by an earlier analysis that this one does not draw is removed, so
+    the folder shows only figures of these records; other files are not touched.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -988,8 +1075,15 @@ def plot_all(records: list[dict], statistics: dict, out_dir: str | Path,
     if _has_correlations(statistics):
         chosen[HEATMAP] = WEIGHT_FIGURES[HEATMAP]
     paths = [plot(records, statistics, out / f"{name}.png") for name, plot in chosen.items()]
-    from .plots_analysis import plot_analysis_figures  # imports this module
-    from .plots_probes import plot_probe_figures
+    from .plots_analysis import ANALYSIS_FIGURES, plot_analysis_figures  # imports this module
+    from .plots_probes import PROBE_FIGURES, plot_probe_figures
 
-    return (paths + plot_analysis_figures(records, statistics, out, results_root)
-            + plot_probe_figures(records, statistics, out, results_root))
+    paths += (plot_analysis_figures(records, statistics, out, results_root)
+              + plot_probe_figures(records, statistics, out, results_root))
+    written = {Path(p).name for p in paths}
+    for name in [*FIGURES, *WEIGHT_FIGURES, *ANALYSIS_FIGURES, *PROBE_FIGURES]:
+        stale = out / f"{name}.png"
+        if stale.name not in written and stale.is_file():  # drawn for records gone since
+            stale.unlink()
+            logger.info("removed %s: it no longer applies to these records", stale)
+    return paths

@@ -46,6 +46,8 @@ from .plots import (
     _save,
     _step,
     _value,
+    bootstrap_band_handle,
+    draw_bootstrap_bands,
     family_separators,
 )
 from .stats import by_model, feature_family
@@ -81,7 +83,6 @@ METHOD_LABELS = {"loss_only": "loss only (power law)", "topology_only": "topolog
 METHOD_COLORS = {"loss_only": "#8c8c8c", "topology_only": "#1b9e77", "combined": "#7570b3",
                  "ridge": "#d95f02"}
 FRACTION_MARKERS = ("o", "s", "^", "D", "v")
-BAND_LABEL = "value ± 1.96 bootstrap s.e. over texts"
 QUALITY_LABELS = {"final_loss": ("Final loss", "final loss (nats / token)"),
                   "final_perplexity": ("Final perplexity", "final perplexity")}
 
@@ -137,46 +138,6 @@ def _step_ticks(max_step: float) -> list[float]:
     return ticks
 
 
-def _resampled(record: dict, key: str) -> tuple[float, float] | None:
-    """The observed value of ``key`` ± 1.96 bootstrap standard errors, when recorded.
-
-    Centred on the full-sample value, not on the resamples' own percentiles: a bootstrap
-    resample holds only about 63% distinct texts, so its PH values sit systematically
-    lower (fewer points, fewer and shorter bars); their spread, not their level, is what
-    the resamples measure.
-    """
-    entry = (record.get("features_resampled") or {}).get(key)
-    value = _finite((record.get("features") or {}).get(key))
-    if not isinstance(entry, dict) or value is None:
-        return None
-    std = _finite(entry.get("std"))
-    return None if std is None else (value - 1.96 * std, value + 1.96 * std)
-
-
-def _bands(ax: Axes, groups: dict[str, list[dict]], styles: dict[str, Style], key: str,
-           x_of: Callable[[dict], float]) -> bool:
-    """Shade each model's bootstrap band of ``key`` (``features_resampled``); True if any."""
-    drawn = False
-    for label, recs in groups.items():
-        pts = sorted((x_of(r), *band) for r in recs
-                     if r.get("step") is not None and (band := _resampled(r, key)))
-        if not pts:
-            continue
-        x, lo, hi = (np.array(c) for c in zip(*pts, strict=True))
-        color = styles[label].color
-        if x.size > 1:
-            ax.fill_between(x, lo, hi, color=color, alpha=0.18, linewidth=0)
-        else:
-            ax.errorbar(x, (lo + hi) / 2, yerr=(hi - lo) / 2, fmt="none", ecolor=color,
-                        alpha=0.6, capsize=4)
-        drawn = True
-    return drawn
-
-
-def _band_handle() -> Patch:
-    return Patch(facecolor="0.25", alpha=0.2, label=BAND_LABEL)
-
-
 def _num_parameters(recs: list[dict]) -> float | None:
     return next((n for r in reversed(recs) if (n := _finite(r.get("num_parameters")))), None)
 
@@ -229,10 +190,10 @@ def plot_training_curves(records: list[dict], statistics: dict, path: str | Path
             (axes[0], "loss", "Validation loss stored with the checkpoint",
              "loss (nats / token)", False, "no stored validation loss"),
             (axes[1], *measured)):
-        band = _bands(ax, groups, styles, key, _step)
+        band = draw_bootstrap_bands(ax, groups, styles, key, _step)
         _line_panel(ax, _record_series(groups, key), styles, title=title, ylabel=ylabel,
                     steps=steps, logy=logy, empty=empty,
-                    extra_handles=[_band_handle()] if band else [])
+                    extra_handles=[bootstrap_band_handle()] if band else [])
     fig.suptitle("Training curves: model quality across training")
     return _save(fig, path)
 
@@ -430,7 +391,7 @@ def plot_phase_fits(records: list[dict], statistics: dict, path: str | Path,
                       figsize=(12.0 if ncols == 2 else 7.5,
                                4.6 * math.ceil(len(features) / ncols) + 0.6))
     for ax, feature in zip(axes, features, strict=True):
-        band = _bands(ax, groups, styles, feature, _log_step)
+        band = draw_bootstrap_bands(ax, groups, styles, feature, _log_step)
         handles: list = []
         for label in labels:
             st = styles[label]
@@ -474,7 +435,7 @@ def plot_phase_fits(records: list[dict], statistics: dict, path: str | Path,
         _add_step_axis(ax, max_step)
         handles.append(Line2D([], [], color="0.3", linestyle=":", label="breakpoints"))
         if band:
-            handles.append(_band_handle())
+            handles.append(bootstrap_band_handle())
         lo, hi = ax.get_ylim()  # headroom so the legend covers no point
         ax.set_ylim(lo, hi + (hi - lo) * 0.075 * (len(handles) + 1))
         ax.legend(handles=handles, loc="upper center", fontsize=8, framealpha=0.9)

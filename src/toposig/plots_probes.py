@@ -128,6 +128,9 @@ def plot_loss_landscapes(records: Sequence[dict], statistics: dict, path: str | 
     return _save(fig, path)
 
 
+PROBE_FIGURES = ("loss_probe_evolution", "loss_landscapes")
+
+
 def plot_probe_figures(records: Sequence[dict], statistics: dict, out_dir: str | Path,
                        results_root: str | Path | None = None) -> list[Path]:
     """Write ``loss_probe_evolution.png`` and (given the results root)

@@ -4,9 +4,9 @@ Layout under the results root (``--out``, default ``results/``)::
 
     records/<settings_hash>/<model_label>/step000100.json   one record per checkpoint
     records/<settings_hash>/<model_label>/step000100.npz    its diagrams (layer<L>_h<q>)
-    data/all_results.json        every finished record of the last run, in run order
+    data/all_results.json        one entry per checkpoint of the folder's study
     data/<model_label>_results.json
-    data/config.json             settings, versions, device, timings, failures
+    data/config.json             the study (settings, models, steps) and its last run
 
 A record's JSON is written after its arrays, each to a temporary file renamed into
 place, so a record that exists is complete and a killed run loses nothing it finished.
@@ -87,6 +87,13 @@ class ResultStore:
                         ckpt.describe())
             return None
         return rec
+
+    def changed(self, ckpt: Checkpoint) -> bool:
+        """Whether a finished record of ``ckpt`` exists but was made from other files
+        (the checkpoint was retrained or replaced since)."""
+        rec = self.load(ckpt)
+        return bool(rec and rec.get("status") == "ok"
+                    and rec.get("checkpoint_fingerprint") != fingerprint(ckpt))
 
     def write(self, record: dict, ckpt: Checkpoint, arrays: dict[str, np.ndarray] | None = None):
         """Write a record (and its arrays first). Returns the record as stored."""

@@ -14,6 +14,7 @@ killed at any moment resumes to bit-identical final weights.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -22,6 +23,7 @@ import re
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
@@ -375,12 +377,27 @@ def validation_loss(model, windows: torch.Tensor, batch_size: int) -> float:
 # --- saving --------------------------------------------------------------------------
 
 
+@contextlib.contextmanager
+def _quiet_transformers() -> Iterator[None]:
+    """Turn off transformers' progress bars for the block, restoring the setting after."""
+    from transformers.utils import logging as hf_logging
+
+    enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if enabled:
+            hf_logging.enable_progress_bar()
+
+
 def save_checkpoint(model, tokenizer, folder: Path, info: dict) -> None:
     """Write a model folder atomically: into a temporary sibling, then rename."""
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
     try:
-        model.save_pretrained(tmp)
+        with _quiet_transformers():  # no "Writing model shards" bar per checkpoint
+            model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         atomic_write_json(tmp / "trainer_state.json", info)
         if folder.exists():

@@ -1,0 +1,76 @@
+"""The committed reference run in results/ is what the README's quick start makes, and its
+files agree with one another: summary.md is statistics.json rendered, statistics.json
+names the records it was computed from, the aggregates cover every record on disk."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from toposig.analysis import records_digest
+from toposig.report import summary_markdown
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "results"
+
+
+def readme_quick_start() -> list[str]:
+    """The shell commands of the README's quick-start block, comments left out."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("## Quick start", 1)[1]
+    block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
+    return [line.split("  #")[0].strip() for line in block.splitlines() if line.strip()]
+
+
+def load(name: str):
+    return json.loads((RESULTS / "data" / name).read_text(encoding="utf-8"))
+
+
+def test_the_quick_start_is_the_command_that_made_the_committed_results():
+    commands = readme_quick_start()
+    run = [c for c in commands if c.startswith("python src/run_experiments.py")]
+    assert len(run) == 1, commands
+    assert shlex.split(run[0]) == shlex.split(load("config.json")["last_run"]["command"])
+    assert "python src/analyze_results.py" in commands
+    assert any(c.startswith("python datasets/download_wikitext.py") for c in commands)
+
+
+def test_the_committed_summary_is_the_committed_statistics_rendered():
+    statistics, records = load("statistics.json"), load("all_results.json")
+    assert statistics["records_sha256"] == records_digest(records)
+    committed = (RESULTS / "summary.md").read_text(encoding="utf-8")
+    assert committed == summary_markdown(statistics, records)
+
+
+def test_the_aggregates_hold_every_record_of_the_study_and_nothing_else():
+    config, entries = load("config.json"), load("all_results.json")
+    keys = {(e["model_label"], e["step"]) for e in entries}
+    assert keys == {(label, step) for label, steps in config["steps"].items()
+                    for step in steps}
+    hashes = [config[k] for k in ("settings_hash", "weights_hash", "landscape_hash",
+                                  "gradients_hash") if config.get(k)]
+    assert sorted(p.name for p in (RESULTS / "records").iterdir()) == sorted(hashes)
+    for h in hashes:
+        on_disk = {(p.parent.name, json.loads(p.read_text())["step"])
+                   for p in (RESULTS / "records" / h).glob("*/*.json")}
+        assert on_disk == keys, h
+    for e in entries:
+        assert e["families"] == config["signatures"]
+        for label in config["models"]:
+            per_model = load(f"{label}_results.json")
+            assert [r["step"] for r in per_model] == config["steps"][label]
+
+
+@pytest.mark.parametrize("folder", [RESULTS, RESULTS / "seed004"])
+def test_every_committed_figure_is_one_the_analysis_draws(folder):
+    from toposig.plots import FIGURES, WEIGHT_FIGURES
+    from toposig.plots_analysis import ANALYSIS_FIGURES
+    from toposig.plots_probes import PROBE_FIGURES
+
+    names = {f"{n}.png" for n in [*FIGURES, *WEIGHT_FIGURES, *ANALYSIS_FIGURES,
+                                  *PROBE_FIGURES]}
+    assert {p.name for p in (folder / "plots").iterdir()} == names

@@ -1,0 +1,170 @@
+"""One study per results folder: runs that do not belong are refused before any work,
+aggregates and figures describe every record the folder holds, a rerun changes no file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import neox_config, save_checkpoint
+
+import analyze_results
+import run_experiments
+from toposig.study import StudyMismatchError, check_run_fits, merge_study
+from toposig.training import byte_tokenizer
+
+FAST = ["--n-texts", "12", "--max-length", "24", "--no-progress"]
+
+
+def series(root: Path, name: str, steps=(0, 10), seed: int = 0) -> Path:
+    cfg = neox_config(hidden=8, layers=1, heads=2, vocab=264)
+    for i, step in enumerate(steps):
+        save_checkpoint(root / name / f"step{step}", cfg, byte_tokenizer(), seed=seed + i)
+    return root / name
+
+
+def files(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file() and p.name != ".toposig.lock"}
+
+
+@pytest.fixture()
+def study(tmp_path, wikitext_dir):
+    """A results folder holding the study of one two-checkpoint series ``a``."""
+    a = series(tmp_path / "runs", "a")
+    out = tmp_path / "out"
+    assert run_experiments.main(["--models", str(a), "--out", str(out), *FAST]) == 0
+    return tmp_path, out
+
+
+def test_a_model_the_study_does_not_hold_is_refused_and_nothing_changes(study, capsys):
+    tmp_path, out = study
+    b = series(tmp_path / "runs", "b", seed=5)
+    before = files(out)
+    assert run_experiments.main(["--models", str(b), "--out", str(out), *FAST]) == 2
+    err = capsys.readouterr().err
+    assert "holds the study of a" in err and "brings b" in err
+    assert f"--out {out / 'NAME'}" in err and "--extend" in err
+    assert files(out) == before
+
+
+def test_extend_adds_a_model_and_the_aggregates_cover_both(study):
+    tmp_path, out = study
+    b = series(tmp_path / "runs", "b", seed=5)
+    assert run_experiments.main(["--models", str(b), "--out", str(out), "--extend",
+                                 *FAST]) == 0
+    entries = json.loads((out / "data" / "all_results.json").read_text())
+    assert [(e["model_label"], e["step"]) for e in entries] == [
+        ("a", 0), ("a", 10), ("b", 0), ("b", 10)]
+    config = json.loads((out / "data" / "config.json").read_text())
+    assert list(config["models"]) == ["a", "b"]
+    assert config["steps"] == {"a": [0, 10], "b": [0, 10]}
+    assert (out / "data" / "a_results.json").is_file()
+
+
+def test_other_settings_for_a_family_the_study_has_are_refused_naming_them(study, capsys):
+    tmp_path, out = study
+    before = files(out)
+    args = ["--models", str(tmp_path / "runs" / "a"), "--out", str(out), *FAST]
+    args[args.index("12")] = "10"  # --n-texts 10
+    assert run_experiments.main(args) == 2
+    err = capsys.readouterr().err
+    assert "holds embedding records made with settings hash" in err
+    assert "n_texts: 12 there, 10 here" in err
+    assert files(out) == before
+
+
+def test_a_label_taken_by_another_existing_model_is_refused(study, capsys):
+    tmp_path, out = study
+    other = series(tmp_path / "elsewhere", "a", seed=9)
+    assert run_experiments.main(["--models", str(other), "--out", str(out), *FAST]) == 2
+    assert "its 'a' is" in capsys.readouterr().err
+
+
+def test_a_partial_rerun_keeps_the_whole_study_in_the_aggregates(study):
+    tmp_path, out = study
+    before = files(out / "data")
+    a = tmp_path / "runs" / "a"
+    # one step of the series only, and the weights family only: nothing to compute
+    assert run_experiments.main(["--models", str(a), "--out", str(out), "--steps", "10",
+                                 "--signatures", "weights", *FAST]) == 0
+    assert files(out / "data") == before
+
+
+def test_a_new_family_joins_the_study_and_stays_when_a_later_run_leaves_it_out(study):
+    tmp_path, out = study
+    a = str(tmp_path / "runs" / "a")
+    assert run_experiments.main(["--models", a, "--out", str(out), "--signatures",
+                                 "gradients", "--gradient-windows", "8", "--gradient-dim",
+                                 "8", *FAST]) == 0
+    config = json.loads((out / "data" / "config.json").read_text())
+    assert config["signatures"] == ["embedding", "weights", "gradients"]
+    assert config["settings_hash"] and config["weights_hash"] and config["gradients_hash"]
+    with_all = files(out / "data")
+    entries = json.loads(with_all["all_results.json"])
+    assert all(e["families"] == ["embedding", "weights", "gradients"] for e in entries)
+    assert run_experiments.main(["--models", a, "--out", str(out), *FAST]) == 0
+    assert files(out / "data") == with_all
+
+
+def test_a_rerun_of_a_finished_study_and_its_analysis_change_no_file(study):
+    tmp_path, out = study
+    assert analyze_results.main(["--results", str(out)]) == 0
+    before = files(out)
+    assert run_experiments.main(["--models", str(tmp_path / "runs" / "a"), "--out", str(out),
+                                 *FAST]) == 0
+    assert analyze_results.main(["--results", str(out)]) == 0
+    after = files(out)
+    assert sorted(after) == sorted(before)
+    assert [k for k in before if after[k] != before[k]] == []
+
+
+def test_figures_that_no_longer_apply_are_removed_and_nothing_else(study):
+    _, out = study
+    plots = out / "plots"
+    plots.mkdir(parents=True)
+    (plots / "loss_landscapes.png").write_bytes(b"from an earlier run with the landscape")
+    (plots / "my_notes.png").write_bytes(b"the user's own file")
+    assert analyze_results.main(["--results", str(out)]) == 0
+    assert not (plots / "loss_landscapes.png").exists()
+    assert (plots / "my_notes.png").read_bytes() == b"the user's own file"
+    assert (plots / "summary_figure.png").is_file()
+
+
+def test_a_preset_for_another_study_is_refused_before_training(study, capsys):
+    tmp_path, out = study
+    preset = tmp_path / "p.json"
+    preset.write_text(json.dumps({
+        "name": "p", "models": [{"name": "p-h8", "hidden": 8, "layers": 1, "heads": 2}],
+        "context": 16, "batch_size": 2, "steps": 2, "warmup": 1, "checkpoint_every": 1}))
+    assert run_experiments.main(["--preset", str(preset), "--suite-dir",
+                                 str(tmp_path / "suites"), "--out", str(out), *FAST]) == 2
+    assert "brings p-h8" in capsys.readouterr().err
+    assert not (tmp_path / "suites" / "p").exists()
+
+
+def test_check_run_fits_and_merge_study_as_functions(tmp_path):
+    out = tmp_path / "out"
+    check_run_fits(out, {"x": "hub/x"}, {"weights": "w1"})  # an empty folder takes anything
+    (out / "data").mkdir(parents=True)
+    (out / "data" / "config.json").write_text("[1, 2]")
+    with pytest.raises(StudyMismatchError, match="not a toposig run configuration"):
+        check_run_fits(out, {"x": "hub/x"})
+    old = {"models": {"x": "hub/x"}, "steps": {"x": [0, 100]}, "signatures": ["weights"],
+           "weights_hash": "w1", "weight_settings": {"max_rows": 200}}
+    (out / "data" / "config.json").write_text(json.dumps(old))
+    with pytest.raises(StudyMismatchError, match="brings y"):
+        check_run_fits(out, {"y": "hub/y"})
+    check_run_fits(out, {"y": "hub/y"}, extend=True)
+    with pytest.raises(StudyMismatchError, match="its 'x' is 'hub/x'"):
+        check_run_fits(out, {"x": "hub/other-x"}, extend=True)
+    with pytest.raises(StudyMismatchError, match="max_rows: 200 there, 50 here"):
+        check_run_fits(out, {"x": "hub/x"}, {"weights": "w2"},
+                       {"weights": {"max_rows": 50}})
+    new = {"models": {"x": "hub/x"}, "steps": {"x": [10, 100]}, "signatures": ["embedding"],
+           "settings_hash": "e1", "settings": {}, "weights_hash": None}
+    merged = merge_study(old, new)
+    assert merged["steps"] == {"x": [0, 10, 100]}
+    assert merged["signatures"] == ["embedding", "weights"]
+    assert (merged["weights_hash"], merged["settings_hash"]) == ("w1", "e1")
