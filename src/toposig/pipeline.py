@@ -363,7 +363,7 @@ def run_config(plan: RunPlan, outcome: RunOutcome, started: str,
     per_emb = [r["timings_s"]["total"] for r in emb if "timings_s" in r]
     config["n_checkpoints"] = len(entries)
     config["timings_s"] = {
-        "mean_per_computed_checkpoint": (sum(per_emb) / len(per_emb)) if per_emb else None,
+        "mean_embedding_per_checkpoint": (sum(per_emb) / len(per_emb)) if per_emb else None,
         "mean_weights_per_checkpoint": _mean_time(entries, "weights"),
         "mean_landscape_per_checkpoint": _mean_time(entries, "landscape"),
         "mean_gradients_per_checkpoint": _mean_time(entries, "gradients"),
