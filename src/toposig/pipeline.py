@@ -310,13 +310,6 @@ def _mean_time(records: list[dict], key: str) -> float | None:
     return sum(times) / len(times) if times else None
 
 
-# config.json's "last_run": the run that last computed or failed something in the folder.
-# A run that reused every record leaves it as it was, so rerunning a finished study
-# changes no file.
-LAST_RUN_KEYS = ("command", "started_at", "wall_s", "n_checkpoints", "n_computed",
-                 "n_skipped", "n_failed", "device_name", "python", "platform", "packages")
-
-
 def run_config(plan: RunPlan, outcome: RunOutcome, started: str,
                previous: dict | None = None) -> dict:
     """The results folder's ``config.json``: the study (settings, inputs, models, steps,
@@ -373,6 +366,8 @@ def run_config(plan: RunPlan, outcome: RunOutcome, started: str,
          "error": f["error"]}
         for f in outcome.failures
     ]
+    # last_run: the run that last computed or failed something in the folder. A run that
+    # reused every record leaves it as it was, so rerunning a finished study changes no file.
     wrote = outcome.computed > 0 or bool(outcome.failures)
     kept = (previous or {}).get("last_run")
     config["last_run"] = kept if kept and not wrote else {
