@@ -52,9 +52,18 @@ from toposig.cli import (
 )
 from toposig.corpus import load_texts, probe_texts
 from toposig.locks import exclusive
-from toposig.pipeline import execute, plan_run, summary_lines
+from toposig.pipeline import (
+    DEFAULT_FAMILIES,
+    execute,
+    family_hashes,
+    plan_run,
+    run_device,
+    settings_views,
+    summary_lines,
+)
 from toposig.store import read_json
-from toposig.study import check_run_fits
+from toposig.study import StudyMismatchError, check_run_fits
+from toposig.tasks import PROBE_FAMILIES
 from toposig.training import load_suite_config, preset_names, train_suite
 
 logger = logging.getLogger("run_experiments")
@@ -100,8 +109,10 @@ DISPLAY_OPTIONS = ("--no-progress", "-v", "--verbose")
 
 
 def recorded_command(argv: list[str]) -> str:
-    """The command line as config.json records it (display options left out)."""
-    kept = [a for a in argv if a not in DISPLAY_OPTIONS]
+    """The command line as config.json records it (display options, or argparse's
+    abbreviations of them, left out)."""
+    kept = [a for a in argv
+            if not any(a == o or (len(a) > 3 and o.startswith(a)) for o in DISPLAY_OPTIONS)]
     return shlex.join(["python", "src/run_experiments.py", *kept])
 
 
@@ -118,22 +129,32 @@ def main(argv: list[str] | None = None) -> int:
         signatures = signatures_from_args(args)
         executor = executor_from_args(args)
         models, suite_dir = args.models, None
+        remote_gpus = args.executor == "ray" and args.gpus_per_task > 0
         if args.preset:
             if args.models:
                 raise ValueError("--preset trains and analyses its own models; "
                                  "leave out --models")
             suite = load_suite_config(args.preset)
-            if signatures is None or "embedding" in signatures:  # before training
-                load_texts(settings.texts, settings.n_texts, settings.min_chars)
-            if signatures and {"landscape", "gradients"} & set(signatures):
-                probe_texts(settings.texts, settings.min_chars)
+            families = set(signatures or DEFAULT_FAMILIES)
+            texts = probe = []
+            if "embedding" in families:  # before training: the texts and the study check
+                texts = load_texts(settings.texts, settings.n_texts, settings.min_chars)
+            if families & set(PROBE_FAMILIES):
+                probe = probe_texts(settings.texts, settings.min_chars)
             lock.enter_context(exclusive(args.out, "results folder"))  # before training
-            check_run_fits(args.out, {m.name: str(Path(args.suite_dir) / suite.name / m.name)
-                                      for m in suite.models}, extend=args.extend)
+            _, dtype = run_device(settings, remote_gpus)
+            check_run_fits(
+                args.out,
+                {m.name: str(Path(args.suite_dir) / suite.name / m.name) for m in suite.models},
+                family_hashes(families, settings, weight_settings, landscape_settings,
+                              gradient_settings, texts, probe, dtype),
+                settings_views(settings, weight_settings, landscape_settings,
+                               gradient_settings, dtype, texts),
+                extend=args.extend, sources={m.name: "local" for m in suite.models})
             suite_dir, _ = train_suite(suite, args.suite_dir, progress=not args.no_progress)
             models = [str(suite_dir / m.name) for m in suite.models]
         plan = plan_run(models, selection_from_args(args), settings, weight_settings, signatures,
-                        remote_gpus=args.executor == "ray" and args.gpus_per_task > 0,
+                        remote_gpus=remote_gpus,
                         landscape_settings=landscape_settings,
                         gradient_settings=gradient_settings)
         if suite_dir is not None:
@@ -141,8 +162,9 @@ def main(argv: list[str] | None = None) -> int:
         else:
             lock.enter_context(exclusive(args.out, "results folder"))
         plan.command = recorded_command(argv)
-        check_run_fits(args.out, plan.models, plan.hashes,
-                       {f: plan.settings_of(f) for f in plan.hashes}, extend=args.extend)
+        plan.adopt_study_labels(args.out)
+        check_run_fits(args.out, plan.models, plan.hashes, plan.settings_views(),
+                       extend=args.extend, sources=plan.sources)
     except INPUT_ERRORS as exc:
         lock.close()
         print(f"error: {exc}", file=sys.stderr)
@@ -163,6 +185,9 @@ def _run(plan, args: argparse.Namespace, executor) -> int:
         print("\ninterrupted: every finished checkpoint is saved; rerun the same command "
               "to continue", file=sys.stderr)
         return 130
+    except StudyMismatchError as exc:  # found once the records were read
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     print("\n".join(summary_lines(plan, outcome, args.out)))
     return 1 if outcome.failures else 0
 

@@ -71,7 +71,7 @@ def test_local_series_runs_end_to_end(full_run, capsys):
     per_model = json.loads((out / "data" / "tiny_series0_results.json").read_text())
     assert stable(per_model) == stable(recs)
     config = json.loads((out / "data" / "config.json").read_text())
-    assert config["last_run"]["packages"]["torch"] and config["device"] == "cpu"
+    assert config["last_run"]["packages"]["torch"] and config["last_run"]["device"] == "cpu"
     assert config["last_run"]["n_computed"] == 3 and config["failures"] == []
     assert config["settings"]["n_texts"] == 200
 

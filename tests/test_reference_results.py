@@ -58,11 +58,10 @@ def test_the_aggregates_hold_every_record_of_the_study_and_nothing_else():
         on_disk = {(p.parent.name, json.loads(p.read_text())["step"])
                    for p in (RESULTS / "records" / h).glob("*/*.json")}
         assert on_disk == keys, h
-    for e in entries:
-        assert e["families"] == config["signatures"]
-        for label in config["models"]:
-            per_model = load(f"{label}_results.json")
-            assert [r["step"] for r in per_model] == config["steps"][label]
+    assert all(e["families"] == config["signatures"] for e in entries)
+    for label in config["models"]:
+        per_model = load(f"{label}_results.json")
+        assert [r["step"] for r in per_model] == config["steps"][label]
 
 
 @pytest.mark.parametrize("folder", [RESULTS, RESULTS / "seed004"])

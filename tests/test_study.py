@@ -45,7 +45,7 @@ def test_a_model_the_study_does_not_hold_is_refused_and_nothing_changes(study, c
     assert run_experiments.main(["--models", str(b), "--out", str(out), *FAST]) == 2
     err = capsys.readouterr().err
     assert "holds the study of a" in err and "brings b" in err
-    assert f"--out {out / 'NAME'}" in err and "--extend" in err
+    assert f"--out {out.parent / 'NAME'}" in err and "--extend" in err  # beside it
     assert files(out) == before
 
 
@@ -159,7 +159,7 @@ def test_check_run_fits_and_merge_study_as_functions(tmp_path):
     check_run_fits(out, {"y": "hub/y"}, extend=True)
     with pytest.raises(StudyMismatchError, match="its 'x' is 'hub/x'"):
         check_run_fits(out, {"x": "hub/other-x"}, extend=True)
-    with pytest.raises(StudyMismatchError, match="max_rows: 200 there, 50 here"):
+    with pytest.raises(StudyMismatchError, match="max_rows: 200 there, 50 here"):  # named
         check_run_fits(out, {"x": "hub/x"}, {"weights": "w2"},
                        {"weights": {"max_rows": 50}})
     new = {"models": {"x": "hub/x"}, "steps": {"x": [10, 100]}, "signatures": ["embedding"],
@@ -168,3 +168,64 @@ def test_check_run_fits_and_merge_study_as_functions(tmp_path):
     assert merged["steps"] == {"x": [0, 10, 100]}
     assert merged["signatures"] == ["embedding", "weights"]
     assert (merged["weights_hash"], merged["settings_hash"]) == ("w1", "e1")
+
+
+def test_a_part_of_the_study_keeps_the_labels_the_study_gave_its_models(tmp_path, wikitext_dir,
+                                                                        capsys):
+    """runs/x/run and runs/y/run are x-run and y-run together; x alone is still x-run."""
+    x, y = series(tmp_path / "x", "run"), series(tmp_path / "y", "run", seed=5)
+    out = tmp_path / "out"
+    assert run_experiments.main(["--models", str(x), str(y), "--out", str(out), *FAST]) == 0
+    before = files(out / "data")
+    capsys.readouterr()
+    assert run_experiments.main(["--models", str(x), "--out", str(out), *FAST]) == 0
+    assert "computed: 0  skipped (already done): 2" in capsys.readouterr().out
+    assert files(out / "data") == before
+    # and the order on the command line does not reorder the study
+    assert run_experiments.main(["--models", str(y), str(x), "--out", str(out), *FAST]) == 0
+    assert files(out / "data") == before
+
+
+def test_a_hub_model_label_is_not_taken_by_a_local_folder(tmp_path):
+    out = tmp_path / "out"
+    (out / "data").mkdir(parents=True)
+    (out / "data" / "config.json").write_text(json.dumps({
+        "models": {"pythia-70m": "EleutherAI/pythia-70m"},
+        "model_sources": {"pythia-70m": "hub"}}))
+    local = tmp_path / "pythia-70m"
+    local.mkdir()
+    with pytest.raises(StudyMismatchError, match="its 'pythia-70m' is 'EleutherAI/pythia-70m'"):
+        check_run_fits(out, {"pythia-70m": str(local)}, sources={"pythia-70m": "local"})
+    check_run_fits(out, {"pythia-70m": "EleutherAI/pythia-70m"}, sources={"pythia-70m": "hub"})
+
+
+def test_a_retrained_series_is_not_mixed_with_its_old_records(study, capsys):
+    tmp_path, out = study
+    a = tmp_path / "runs" / "a"
+    import shutil
+
+    shutil.rmtree(a)
+    series(tmp_path / "runs", "a", steps=(0,), seed=7)  # retrained, and shorter
+    before = files(out)
+    assert run_experiments.main(["--models", str(a), "--out", str(out), *FAST]) == 2
+    err = capsys.readouterr().err
+    assert "would mix two trainings" in err and "records" in err
+    assert files(out) == before
+
+
+def test_a_preset_with_other_settings_is_refused_before_training(tmp_path, wikitext_dir,
+                                                                 capsys):
+    preset = tmp_path / "p.json"
+    preset.write_text(json.dumps({
+        "name": "p", "models": [{"name": "p-h8", "hidden": 8, "layers": 1, "heads": 2}],
+        "context": 16, "batch_size": 2, "steps": 2, "warmup": 1, "checkpoint_every": 1}))
+    suites, out = tmp_path / "suites", tmp_path / "out"
+    args = ["--preset", str(preset), "--suite-dir", str(suites), "--out", str(out),
+            "--signatures", "weights", "--no-progress"]
+    assert run_experiments.main(args) == 0
+    import shutil
+
+    shutil.rmtree(suites)  # a rerun would have to train again
+    assert run_experiments.main([*args, "--weight-max-rows", "50"]) == 2
+    assert "max_rows: 200 there, 50 here" in capsys.readouterr().err
+    assert not suites.exists()

@@ -19,7 +19,7 @@ import logging
 import platform
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -65,12 +65,15 @@ from .study import (
     FAMILIES,
     HASH_KEYS,
     IDENTITY,
+    StudyMismatchError,
     check_run_fits,
+    elsewhere,
     entry_order,
     load_study,
     merge_study,
     other_entries,
     study_hashes,
+    study_labels,
 )
 from .tasks import PROBE_FAMILIES, Task, TaskFailure
 
@@ -130,11 +133,10 @@ class RunPlan:
         return {"embedding": self.settings_hash, "weights": self.weights_hash,
                 "landscape": self.landscape_hash, "gradients": self.gradients_hash}[family]
 
-    def settings_of(self, family: str) -> dict:
-        """``family``'s settings as config.json records them."""
-        return {"embedding": self.settings, "weights": self.weight_settings,
-                "landscape": self.landscape_settings,
-                "gradients": self.gradient_settings}[family].to_dict()
+    def settings_views(self) -> dict[str, dict]:
+        """Family -> its settings as config.json records them (:func:`settings_views`)."""
+        return settings_views(self.settings, self.weight_settings, self.landscape_settings,
+                              self.gradient_settings, self.dtype, self.texts)
 
     @property
     def models(self) -> dict[str, str]:
@@ -142,9 +144,23 @@ class RunPlan:
         return {c.label: c.model for c in self.checkpoints}
 
     @property
+    def sources(self) -> dict[str, str]:
+        """Model label -> ``hub``, ``local`` or ``file``."""
+        return {c.label: c.source for c in self.checkpoints}
+
+    @property
     def hashes(self) -> dict[str, str]:
         """Family -> settings hash, for the families this run computes."""
         return {f: h for f in FAMILIES if (h := self.hash_of(f))}
+
+    def adopt_study_labels(self, out_dir: str | Path) -> None:
+        """Give the run's models the labels ``out_dir``'s study already gives them
+        (:func:`toposig.study.study_labels`), so a run of part of a study finds its
+        records whatever else it brings."""
+        mapping = study_labels(out_dir, self.models, self.sources)
+        if mapping:
+            self.checkpoints = [replace(c, label=mapping.get(c.label, c.label))
+                                for c in self.checkpoints]
 
     def families_of(self, index: int) -> tuple[str, ...]:
         return self.families[index] if self.families else ("embedding",)
@@ -227,11 +243,7 @@ def plan_run(models: list[str] | None, selection: StepSelection | None,
     check_tokenizers([c for c, f in zip(checkpoints, families, strict=True)
                       if set(f) & set(MODEL_FAMILIES)], settings.tokenizer)
     ph_backend = homology.resolve_backend(settings.ph_backend)
-    if remote_gpus and (settings.device == "auto" or settings.device.startswith("cuda")):
-        device = "cuda"  # each Ray task sees its own GPU as cuda; this driver may have none
-    else:
-        device = resolve_device(settings.device)
-    dtype = resolve_dtype(settings.dtype, device)
+    device, dtype = run_device(settings, remote_gpus)
     texts: list[str] = []
     if embedding:
         texts = load_texts(settings.texts, settings.n_texts, settings.min_chars)
@@ -246,29 +258,69 @@ def plan_run(models: list[str] | None, selection: StepSelection | None,
             f"{', '.join(map(repr, probed))} is a masked language model (an encoder such as "
             "BERT): the landscape and gradients families probe the next-token loss, which "
             "an encoder does not define; leave them out (--signatures embedding,weights)")
-    emb_hash = None
-    if embedding:
-        emb_hash = settings_hash(settings, texts_fingerprint(texts), dtype)
-    w_hash = weights_hash(weight_settings) if any("weights" in f for f in families) else None
     landscape_settings = landscape_settings or LandscapeSettings(seed=settings.seed)
     gradient_settings = gradient_settings or GradientSettings(
         seed=settings.seed, maxdim=settings.maxdim, ph_backend=settings.ph_backend)
-    probe: list[str] = []
-    probe_hashes: dict[str, str | None] = {"landscape": None, "gradients": None}
     wanted = {f for fams in families for f in fams}
-    if wanted & set(probe_hashes):
-        probe = probe_texts(settings.texts, settings.min_chars)
-        sha = texts_fingerprint(probe)
-        for fam, s in (("landscape", landscape_settings), ("gradients", gradient_settings)):
-            if fam in wanted:
-                probe_hashes[fam] = family_hash(fam, s, sha)
+    probe = (probe_texts(settings.texts, settings.min_chars)
+             if wanted & set(PROBE_FAMILIES) else [])
+    hashes = family_hashes(wanted, settings, weight_settings, landscape_settings,
+                           gradient_settings, texts, probe, dtype)
     source = settings.texts or "wikitext-2-raw-v1 validation"
     return RunPlan(checkpoints, texts, settings, device, dtype, ph_backend, local_only,
-                   emb_hash, source, families=families, weight_settings=weight_settings,
-                   weights_hash=w_hash, landscape_settings=landscape_settings,
+                   hashes.get("embedding"), source, families=families,
+                   weight_settings=weight_settings, weights_hash=hashes.get("weights"),
+                   landscape_settings=landscape_settings,
                    gradient_settings=gradient_settings, probe_texts=probe,
-                   landscape_hash=probe_hashes["landscape"],
-                   gradients_hash=probe_hashes["gradients"])
+                   landscape_hash=hashes.get("landscape"),
+                   gradients_hash=hashes.get("gradients"))
+
+
+def run_device(settings: EmbeddingSettings, remote_gpus: bool = False) -> tuple[str, str]:
+    """The run's device and resolved precision (``auto`` resolved for the device).
+
+    ``remote_gpus``: the checkpoints run on GPU workers elsewhere (Ray with
+    ``--gpus-per-task``), so ``auto`` means CUDA there whatever this machine has.
+    """
+    if remote_gpus and (settings.device == "auto" or settings.device.startswith("cuda")):
+        device = "cuda"  # each Ray task sees its own GPU as cuda; this driver may have none
+    else:
+        device = resolve_device(settings.device)
+    return device, resolve_dtype(settings.dtype, device)
+
+
+def family_hashes(families: set[str], settings: EmbeddingSettings,
+                  weight_settings: WeightSettings, landscape_settings: LandscapeSettings,
+                  gradient_settings: GradientSettings, texts: list[str],
+                  probe: list[str], dtype: str) -> dict[str, str]:
+    """Family -> the settings hash its records are keyed by, for ``families``.
+
+    Args:
+        texts: the analysed texts (the embedding's hash covers them).
+        probe: the texts the landscape and gradient windows are cut from.
+        dtype: the resolved precision of the embedding's forward pass.
+    """
+    out: dict[str, str] = {}
+    if "embedding" in families:
+        out["embedding"] = settings_hash(settings, texts_fingerprint(texts), dtype)
+    if "weights" in families:
+        out["weights"] = weights_hash(weight_settings)
+    for fam, s in (("landscape", landscape_settings), ("gradients", gradient_settings)):
+        if fam in families:
+            out[fam] = family_hash(fam, s, texts_fingerprint(probe))
+    return out
+
+
+def settings_views(settings: EmbeddingSettings, weight_settings: WeightSettings,
+                   landscape_settings: LandscapeSettings, gradient_settings: GradientSettings,
+                   dtype: str, texts: list[str]) -> dict[str, dict]:
+    """Family -> its settings as config.json records them, the embedding's with the
+    resolved ``dtype`` and the texts' ``texts_sha256`` (both in its hash): what
+    :func:`toposig.study.check_run_fits` names when a hash differs."""
+    return {"embedding": {**settings.to_dict(), "dtype": dtype,
+                          "texts_sha256": texts_fingerprint(texts) if texts else None},
+            "weights": weight_settings.to_dict(), "landscape": landscape_settings.to_dict(),
+            "gradients": gradient_settings.to_dict()}
 
 
 def failure_record(ckpt: Checkpoint, exc: BaseException, family: str = "embedding") -> dict:
@@ -300,7 +352,10 @@ def device_description(device: str) -> str:
     if device.startswith("cuda"):
         import torch
 
-        return torch.cuda.get_device_name(torch.device(device))
+        try:
+            return torch.cuda.get_device_name(torch.device(device))
+        except (AssertionError, RuntimeError):  # the GPUs are Ray workers' elsewhere
+            return "CUDA device (remote workers)"
     return f"{platform.processor() or platform.machine()} CPU"
 
 
@@ -343,11 +398,9 @@ def run_config(plan: RunPlan, outcome: RunOutcome, started: str,
         "texts_sha256": texts_fingerprint(plan.texts) if plan.texts else None,
         "n_texts": len(plan.texts),
         "models": plan.models,
+        "model_sources": plan.sources,
         "steps": series,
-        "device": plan.device,
-        "dtype": plan.dtype,
-        "ph_backend": plan.ph_backend,
-        "seed": plan.settings.seed,
+        "dtype": plan.dtype if plan.settings_hash else None,  # in the embedding's hash
         "training_suite": plan.suite,
     }
     config = merge_study(previous, config)
@@ -378,7 +431,10 @@ def run_config(plan: RunPlan, outcome: RunOutcome, started: str,
         "n_computed": outcome.computed,
         "n_skipped": outcome.skipped,
         "n_failed": len(outcome.failures),
+        "device": plan.device,
         "device_name": device_description(plan.device),
+        "dtype": plan.dtype,
+        "ph_backend": plan.ph_backend,
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "packages": package_versions(),
@@ -446,8 +502,9 @@ def execute(plan: RunPlan, out_dir: str | Path, force: bool = False,
         StudyMismatchError: the plan does not belong to ``out_dir``'s study.
     """
     with exclusive(out_dir, "results folder"):
-        check_run_fits(out_dir, plan.models, plan.hashes,
-                       {f: plan.settings_of(f) for f in plan.hashes}, extend=extend)
+        plan.adopt_study_labels(out_dir)
+        check_run_fits(out_dir, plan.models, plan.hashes, plan.settings_views(),
+                       extend=extend, sources=plan.sources)
         remove_stale_temporaries(out_dir)
         return _execute(plan, out_dir, force, progress, executor)
 
@@ -465,7 +522,7 @@ def _execute(plan: RunPlan, out_dir: str | Path, force: bool, progress: bool,
     outcome = RunOutcome(records=[])
     finished: list[dict[str, dict]] = []
     tasks: list[Task] = []
-    replaced = 0
+    replaced, changed = 0, set()
     for i, ckpt in enumerate(plan.checkpoints):
         families = plan.families_of(i)
         done_here = {}
@@ -475,23 +532,32 @@ def _execute(plan: RunPlan, out_dir: str | Path, force: bool, progress: bool,
                 done_here[fam] = rec
             elif fam in families and not force and store.changed(ckpt):
                 replaced += 1
+                changed.add(ckpt.label)
         finished.append(done_here)
         todo = tuple(f for f in families if f not in done_here)
         if todo:
             tasks.append(Task(i, ckpt, todo))
     outcome.skipped = len(plan.checkpoints) - len(tasks)
+    others = other_entries(out_dir, study, {(c.label, c.name) for c in plan.checkpoints})
     if replaced:
+        mixed = sorted(changed & {label for label, _ in others})
+        if mixed:
+            raise StudyMismatchError(
+                f"{', '.join(mixed)}: checkpoints changed since their records in {out_dir} "
+                "were written (retrained or replaced), and the study there holds other "
+                "checkpoints of the same model that this run does not cover, made from the "
+                f"old files: the aggregates would mix two trainings. {elsewhere(out_dir)}"
+                f"; or run every step the study holds; or remove the old records "
+                f"({Path(out_dir) / 'records'}/*/{mixed[0]}) to start that model afresh")
         logger.warning("%d record(s) in %s were made from checkpoints whose files have "
                        "changed since (retrained or replaced): they are computed again and "
                        "replaced", replaced, out_dir)
-    others = other_entries(out_dir, study, {(c.label, c.name) for c in plan.checkpoints})
     order = entry_order(study)
 
     def refresh() -> None:
         entries = [e for f in finished if (e := merge_family_records(f)) is not None]
-        if others:
-            entries += [e for f in others.values() if (e := merge_family_records(f))]
-            entries.sort(key=order)
+        entries += [e for f in others.values() if (e := merge_family_records(f))]
+        entries.sort(key=order)  # the study's order, whatever the command line's
         outcome.records = entries
         outcome.wall_s = time.perf_counter() - t0
         outcome.config = run_config(plan, outcome, started, previous)

@@ -67,37 +67,91 @@ def study_hashes(config: dict) -> dict[str, str]:
     return {f: h for f, key in HASH_KEYS.items() if (h := config.get(key))}
 
 
-def _same_model(held: str, new: str) -> bool:
-    """Whether ``new`` may take the label the study gave ``held``: the same name, the
-    same local folder, or a local folder where the held one no longer exists (a moved or
-    freshly cloned series; its records are reused only where the contents match)."""
+def _same_model(held: str, new: str, held_source: str | None,
+                new_source: str | None) -> bool:
+    """Whether ``new`` is the model the study holds as ``held``: the same name; for local
+    models the same folder, or a local folder where the held one no longer exists (a
+    moved or freshly cloned series, whose records are reused only where the contents
+    match). A Hub model is only ever itself, and a model of unknown source (a config.json
+    from before sources were recorded) only itself or the same existing folder."""
     if held == new:
         return True
+    if "hub" in (held_source, new_source):
+        return False
     a, b = Path(held), Path(new)
     if a.exists() and b.exists():
         return a.resolve() == b.resolve()
-    return b.exists()
+    return held_source is not None and b.exists()
+
+
+# Settings fields that do not change the numbers (not in any settings hash).
+UNHASHED = frozenset({"batch_size", "device", "ph_backend", "save_hidden",
+                      "trust_remote_code", "chunk_size"})
+
+
+def _study_settings(config: dict, family: str) -> dict:
+    """``family``'s settings in the study, as :func:`check_run_fits` compares them."""
+    out = dict(config.get(SETTINGS_KEYS[family]) or {})
+    if family == "embedding":
+        out |= {"dtype": config.get("dtype"), "texts_sha256": config.get("texts_sha256")}
+    return out
 
 
 def _settings_difference(old: dict | None, new: dict | None) -> str:
     old, new = old or {}, json.loads(json.dumps(new or {}))  # tuples as config.json has them
     diffs = [f"{k}: {old.get(k)!r} there, {new.get(k)!r} here"
-             for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+             for k in sorted(set(old) | set(new))
+             if k not in UNHASHED and old.get(k) != new.get(k)]
     return "; ".join(diffs) if diffs else "the texts or the precision differ"
+
+
+def elsewhere(out_dir: str | Path) -> str:
+    """Where to suggest a run that does not belong to ``out_dir``'s study: a folder beside
+    it (inside ``results/`` when that is the folder)."""
+    out = Path(out_dir)
+    parent = out if out.name == "results" else out.parent
+    return (f"write this run to a folder of its own (--out {parent / 'NAME'}, any new "
+            "folder)")
+
+
+def study_labels(out_dir: str | Path, models: dict[str, str],
+                 sources: dict[str, str] | None = None) -> dict[str, str]:
+    """Run label -> the label the study in ``out_dir`` already gives that model, for the
+    run's models the study holds under another label (labels depend on which models a
+    run brings: ``runs/x/run`` is ``x-run`` beside ``runs/y/run`` and ``run`` alone)."""
+    config = load_study(out_dir)
+    if config is None:
+        return {}
+    held, held_sources = config["models"], config.get("model_sources") or {}
+    sources = sources or {}
+    out = {}
+    for label, model in models.items():
+        if label in held and _same_model(held[label], model, held_sources.get(label),
+                                         sources.get(label)):
+            continue
+        match = [h for h, m in held.items()
+                 if _same_model(m, model, held_sources.get(h), sources.get(label))]
+        if len(match) == 1 and match[0] not in models:
+            out[label] = match[0]
+    return out
 
 
 def check_run_fits(out_dir: str | Path, models: dict[str, str],
                    hashes: dict[str, str] | None = None,
-                   settings: dict[str, dict] | None = None, *, extend: bool = False) -> None:
+                   settings: dict[str, dict] | None = None, *, extend: bool = False,
+                   sources: dict[str, str] | None = None) -> None:
     """Refuse a run that does not belong to the study in ``out_dir`` (see the module).
 
     Args:
         out_dir: the results folder.
-        models: the run's model label -> model (Hub id or path as given).
-        hashes: the run's family -> settings hash (``None``: check the models only, as
-            before a preset is trained).
-        settings: the run's family -> settings dict, to name what differs.
+        models: the run's model label -> model (Hub id or path as given), labels already
+            matched to the study's (:func:`study_labels`).
+        hashes: the run's family -> settings hash (``None``: check the models only).
+        settings: the run's family -> settings as config.json records them (the
+            embedding's with its resolved ``dtype`` and ``texts_sha256``), to name what
+            differs.
         extend: the run may add models the study does not hold yet.
+        sources: the run's model label -> ``hub``, ``local`` or ``file``.
 
     Raises:
         StudyMismatchError: naming what differs and how to write the run elsewhere.
@@ -106,31 +160,34 @@ def check_run_fits(out_dir: str | Path, models: dict[str, str],
     if config is None:
         return
     held: dict[str, str] = config["models"]
-    elsewhere = (f"write this run to a folder of its own (--out {Path(out_dir) / 'NAME'}, "
-                 "any new folder)")
+    held_sources = config.get("model_sources") or {}
+    sources = sources or {}
     clash = [(label, held[label], model) for label, model in models.items()
-             if label in held and not _same_model(held[label], model)]
+             if label in held and not _same_model(held[label], model,
+                                                  held_sources.get(label),
+                                                  sources.get(label))]
     if clash:
         label, there, here = clash[0]
         raise StudyMismatchError(
             f"{out_dir} holds the study of {', '.join(held)}; its {label!r} is {there!r}, "
             f"this run's {label!r} is {here!r}. Records are kept by label, so the two "
-            f"would mix: {elsewhere}")
+            f"would mix: {elsewhere(out_dir)}")
     new = [label for label in models if label not in held]
     if new and not extend:
+        text = elsewhere(out_dir)
         raise StudyMismatchError(
             f"{out_dir} holds the study of {', '.join(held)} (its data/config.json); this "
-            f"run brings {', '.join(new)}, which it does not hold. {elsewhere[0].upper()}"
-            f"{elsewhere[1:]}, or add them to this study with --extend")
+            f"run brings {', '.join(new)}, which it does not hold. {text[0].upper()}"
+            f"{text[1:]}, or add them to this study with --extend")
     for family, h in (hashes or {}).items():
         old = study_hashes(config).get(family)
         if old and old != h:
-            diff = _settings_difference(config.get(SETTINGS_KEYS[family]),
+            diff = _settings_difference(_study_settings(config, family),
                                         (settings or {}).get(family))
             raise StudyMismatchError(
                 f"{out_dir} holds {family} records made with settings hash {old}; this "
-                f"run's settings give {h} ({diff}). Rerun with the study's settings, or "
-                f"{elsewhere}")
+                f"run's settings give {h} ({diff}). Rerun with the study's settings (its "
+                f"data/config.json lists them), or {elsewhere(out_dir)}")
 
 
 def merge_study(old: dict | None, new: dict) -> dict:
@@ -155,8 +212,10 @@ def merge_study(old: dict | None, new: dict) -> dict:
             out[HASH_KEYS[family]] = old[HASH_KEYS[family]]
             out[SETTINGS_KEYS[family]] = old.get(SETTINGS_KEYS[family])
     if "embedding" not in have and old.get("settings_hash"):
-        for key in ("texts_source", "texts_sha256", "n_texts"):
+        for key in ("texts_source", "texts_sha256", "n_texts", "dtype"):
             out[key] = old.get(key)
+    out["model_sources"] = {**(old.get("model_sources") or {}),
+                            **(new.get("model_sources") or {})}
     if not new.get("training_suite") and old.get("training_suite"):
         out["training_suite"] = old["training_suite"]
     return out
