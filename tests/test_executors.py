@@ -41,7 +41,7 @@ def hub_root(tiny_series, tmp_path_factory) -> Path:
 
 def fast_settings():
     from run_experiments import build_parser
-    from toposig.cli import settings_from_args
+    from toposig.cli.options import settings_from_args
 
     return settings_from_args(build_parser().parse_args(FAST))
 

@@ -28,6 +28,7 @@ import analyze_results
 import extract_embeddings
 import run_experiments
 import train_suite
+from toposig.analysis import analyse
 from toposig.locks import exclusive
 from toposig.training import byte_tokenizer
 
@@ -176,7 +177,7 @@ def test_damaged_arrays_and_records_are_recomputed_with_a_warning(tmp_path, mode
     (emb / "step000010.npz").write_bytes(b"garbage, not a zip archive")
     (emb / "step000020.json").write_text('"hello"')  # valid JSON, not an object
     with pytest.raises(Exception, match="step000000.npz.*rerun run_experiments.py"):
-        analyze_results.analyse(out, plots=False)
+        analyse(out, plots=False)
     caplog.clear()
     assert run_experiments.main(args) == 0
     text = caplog.text

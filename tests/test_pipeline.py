@@ -127,7 +127,7 @@ def test_a_checkpoint_replaced_in_place_is_analysed_again(tiny_series, wikitext_
 
 
 def run_experiments_settings(extra: list[str]):
-    from toposig.cli import settings_from_args
+    from toposig.cli.options import settings_from_args
 
     return settings_from_args(run_experiments.build_parser().parse_args(extra))
 

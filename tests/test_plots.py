@@ -326,3 +326,38 @@ def test_summary_and_topological_evolution_draw_the_bootstrap_bands(tmp_path, mo
         assert [ax.get_title() for ax in banded] == ["H1 total persistence"]
         legend = banded[0].get_legend()
         assert any("bootstrap" in t.get_text() for t in legend.get_texts())
+
+
+def test_figures_in_vector_formats_keep_text_and_repeat_byte_for_byte(tmp_path):
+    records = synthetic_records(models=("a",))
+    output = plots.FigureOutput(("svg", "pdf", "png"), dpi=40)
+    with plots.figure_output(output):
+        first = plots.plot_perplexity_curves(records, {}, tmp_path / "p.png")
+    assert first == tmp_path / "p.svg"
+    svg, pdf = (tmp_path / "p.svg").read_bytes(), (tmp_path / "p.pdf").read_bytes()
+    assert b"<text" in svg and b"Perplexity across training" in svg  # text, not paths
+    assert b"/FontFile2" in pdf  # TrueType: selectable text
+    width = int.from_bytes((tmp_path / "p.png").read_bytes()[16:20], "big")
+    plots.plot_perplexity_curves(records, {}, tmp_path / "d.png")  # default: PNG, DPI
+    assert not (tmp_path / "d.svg").exists()
+    assert int.from_bytes((tmp_path / "d.png").read_bytes()[16:20], "big") == round(
+        width * plots.DPI / 40)
+    with plots.figure_output(output):
+        plots.plot_perplexity_curves(records, {}, tmp_path / "p.png")
+    assert (tmp_path / "p.svg").read_bytes() == svg and (tmp_path / "p.pdf").read_bytes() == pdf
+    with pytest.raises(ValueError, match="figure formats are png, pdf, svg"):
+        plots.FigureOutput(("png", "jpg"))
+    with pytest.raises(ValueError, match="--dpi"):
+        plots.FigureOutput(dpi=0)
+
+
+def test_plot_all_removes_its_figures_in_formats_it_did_not_write(tmp_path):
+    records = synthetic_records(models=("a",))
+    statistics = {"correlations": stats.correlations_with_target(records)}
+    plots.plot_all(records, statistics, tmp_path, output=plots.FigureOutput(("pdf",)))
+    assert (tmp_path / "summary_figure.pdf").is_file()
+    (tmp_path / "notes.pdf").write_bytes(b"mine")
+    plots.plot_all(records, statistics, tmp_path)
+    assert not list(tmp_path.glob("summary_figure.pdf"))
+    assert (tmp_path / "summary_figure.png").is_file()
+    assert (tmp_path / "notes.pdf").read_bytes() == b"mine"

@@ -1,8 +1,40 @@
 """toposig: topological and spectral signatures of language-model checkpoints.
 
-Pure feature code lives in ``homology``, ``spectral`` and ``stats``; models, files and
-devices are handled at the edges (``checkpoints``, ``forward``, ``store``). The stage
-scripts in ``src/`` are thin command-line faces of ``pipeline`` and ``analysis``.
+The public API (imported on first use, so ``import toposig`` stays light):
+
+- :func:`load_results`: a results folder as one tidy :class:`pandas.DataFrame`, a row
+  per (model, step, family, layer or matrix) and a column per feature;
+- the pure functions on arrays: :func:`vietoris_rips` (points -> persistence diagrams),
+  :func:`diagram_features`, :func:`spectral_features`, :func:`neural_persistence`,
+  :func:`weight_signatures`.
+
+The commands (``toposig run|analyze|train|extract``, and the scripts in ``src/``) are in
+:mod:`toposig.cli`.
 """
 
+from __future__ import annotations
+
+import importlib
+
 __version__ = "0.1.0"
+
+_EXPORTS = {
+    "load_results": "table",
+    "results_table": "table",
+    "vietoris_rips": "homology",
+    "diagram_features": "homology",
+    "spectral_features": "spectral",
+    "neural_persistence": "weights",
+    "weight_signatures": "weights",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    raise AttributeError(f"module 'toposig' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

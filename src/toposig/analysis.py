@@ -27,7 +27,7 @@ class ResultsMissingError(FileNotFoundError):
     """No aggregate results where the analysis looked."""
 
 
-def load_results(results_dir: str | Path) -> list[dict]:
+def load_entries(results_dir: str | Path) -> list[dict]:
     """The aggregate entries (one per finished checkpoint) of the study in ``results_dir``."""
     path = Path(results_dir) / "data" / "all_results.json"
     if not path.is_file():
@@ -371,9 +371,11 @@ def compute_statistics(results_dir: str | Path, records: list[dict],
 
 
 def analyse(results_dir: str | Path = "results", plots: bool = True,
-            target: str = "auto", seed: int = 0) -> tuple[dict, list[Path]]:
-    """Write ``data/statistics.json`` and the figures. Returns the statistics and figure paths."""
-    records = load_results(results_dir)
+            target: str = "auto", seed: int = 0, output=None) -> tuple[dict, list[Path]]:
+    """Write ``data/statistics.json``, ``summary.md`` and the figures (in ``output``'s
+    formats and resolution, a :class:`toposig.plots.FigureOutput`; PNG by default).
+    Returns the statistics and figure paths."""
+    records = load_entries(results_dir)
     statistics = compute_statistics(results_dir, records, target, seed=seed)
     atomic_write_json(Path(results_dir) / "data" / "statistics.json", statistics)
     from .report import write_summary
@@ -384,7 +386,7 @@ def analyse(results_dir: str | Path = "results", plots: bool = True,
         from .plots import plot_all
 
         figures = plot_all(records, statistics, Path(results_dir) / "plots",
-                           results_root=results_dir)
+                           results_root=results_dir, output=output)
     return statistics, figures
 
 

@@ -15,7 +15,9 @@ from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+# The checkout this package runs from (src/toposig/ inside it), if it runs from one.
+_ROOT = Path(__file__).resolve().parents[2]
+PROJECT_ROOT: Path | None = _ROOT if (_ROOT / "pyproject.toml").is_file() else None
 WIKITEXT_NAME = "wikitext-2-raw-v1"
 WIKITEXT_FILES = {
     "train": "wiki.train.raw", "validation": "wiki.valid.raw", "test": "wiki.test.raw",
@@ -27,8 +29,11 @@ class DataMissingError(RuntimeError):
 
 
 def datasets_dir() -> Path:
-    """The project's data cache: ``$TOPOSIG_DATASETS_DIR`` or ``<project>/datasets``."""
-    return Path(os.environ.get("TOPOSIG_DATASETS_DIR", PROJECT_ROOT / "datasets"))
+    """The data cache: ``$TOPOSIG_DATASETS_DIR``, else ``<checkout>/datasets`` when the
+    package runs from a checkout, else ``./datasets`` (an installed package)."""
+    if env := os.environ.get("TOPOSIG_DATASETS_DIR"):
+        return Path(env)
+    return (PROJECT_ROOT or Path.cwd()) / "datasets"
 
 
 def wikitext_rows(split: str = "validation") -> list[str]:

@@ -609,8 +609,10 @@ def _free_device_memory(device: str) -> None:
         torch.cuda.empty_cache()
 
 
-def summary_lines(plan: RunPlan, outcome: RunOutcome, out_dir: str | Path) -> list[str]:
-    """The one-screen summary printed at the end of a run."""
+def summary_lines(plan: RunPlan, outcome: RunOutcome, out_dir: str | Path,
+                  analyze: str = "python src/analyze_results.py") -> list[str]:
+    """The one-screen summary printed at the end of a run; ``analyze`` is the command
+    it names for the next stage."""
     data = Path(out_dir) / "data"
     fams = plan.all_families
     lines = [
@@ -670,7 +672,7 @@ def summary_lines(plan: RunPlan, outcome: RunOutcome, out_dir: str | Path) -> li
                 value = r.get(key, (r.get("features") or {}).get(key))
                 cells.append(format(_fmt(value, fmt), spec))
             lines.append(" ".join(cells))
-    lines.append(f"results: {data / 'all_results.json'}  (next: python src/analyze_results.py "
+    lines.append(f"results: {data / 'all_results.json'}  (next: {analyze} "
                  f"--results {out_dir})")
     if outcome.failures:
         lines.append(f"FAILED ({len(outcome.failures)}):")

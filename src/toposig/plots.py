@@ -16,11 +16,13 @@ keeps one colour and marker in every figure.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import math
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -416,26 +418,74 @@ def _grid(n_panels: int, ncols: int, figsize: tuple[float, float] = GRID_FIGSIZE
     return fig, flat[:n_panels]
 
 
+FIGURE_FORMATS = ("png", "pdf", "svg")
+# Vector text stays text (selectable, searchable): TrueType in PDF, <text> in SVG; no
+# creation date, so the same figure gives the same bytes.
+VECTOR_RC = {"pdf.fonttype": 42, "svg.fonttype": "none", "svg.hashsalt": "toposig"}
+NO_DATES = {"pdf": {"CreationDate": None}, "svg": {"Date": None}}
+
+
+@dataclass(frozen=True)
+class FigureOutput:
+    """Which files a figure is written as: ``formats`` (the first is the path a plotting
+    function returns) and ``dpi`` for raster output (PNG)."""
+
+    formats: tuple[str, ...] = ("png",)
+    dpi: int = DPI
+
+    def __post_init__(self) -> None:
+        bad = [f for f in self.formats if f not in FIGURE_FORMATS]
+        if not self.formats or bad:
+            raise ValueError(f"figure formats are {', '.join(FIGURE_FORMATS)}, comma-"
+                             f"separated; got {','.join(self.formats) or 'none'}")
+        if not (isinstance(self.dpi, int) and 10 <= self.dpi <= 2400):
+            raise ValueError(f"--dpi must be an integer between 10 and 2400, got {self.dpi}")
+
+
+_OUTPUT: ContextVar[FigureOutput | None] = ContextVar("figure_output", default=None)
+
+
+def current_output() -> FigureOutput:
+    """The :class:`FigureOutput` figures are written with now (PNG at ``DPI`` by default)."""
+    return _OUTPUT.get() or FigureOutput()
+
+
+@contextlib.contextmanager
+def figure_output(output: FigureOutput) -> Iterator[FigureOutput]:
+    """Write the figures drawn inside the block as ``output`` says."""
+    token = _OUTPUT.set(output)
+    try:
+        yield output
+    finally:
+        _OUTPUT.reset(token)
+
+
 def _save(fig: Figure, path: str | Path) -> Path:
-    """Write a figure atomically (a temporary file in the same folder, then a rename), so
-    a kill never leaves a cut-short image in place."""
+    """Write a figure in each format of the current :class:`FigureOutput` (``path`` with
+    that suffix), each atomically (a temporary file in the same folder, then a rename),
+    so a kill never leaves a cut-short image in place. Returns the first format's path."""
     import tempfile
 
+    output = current_output()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "wb") as f:
-            fig.savefig(f, dpi=DPI, format=path.suffix.lstrip(".") or "png")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        for fmt in output.formats:
+            target = path.with_suffix(f".{fmt}")
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{target.name}.",
+                                       suffix=".tmp")
+            try:
+                with os.fdopen(fd, "wb") as f, plt.rc_context(VECTOR_RC):
+                    fig.savefig(f, dpi=output.dpi, format=fmt, metadata=NO_DATES.get(fmt))
+                os.chmod(tmp, 0o644)
+                os.replace(tmp, target)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+            logger.debug("wrote %s", target)
     finally:
         plt.close(fig)
-    logger.debug("wrote %s", path)
-    return path
+    return path.with_suffix(f".{output.formats[0]}")
 
 
 def _feature_grid(records: Sequence[dict], keys: Sequence[str], path: str | Path,
@@ -1055,8 +1105,10 @@ def _has_correlations(statistics: dict) -> bool:
 
 
 def plot_all(records: list[dict], statistics: dict, out_dir: str | Path,
-             results_root: str | Path | None = None) -> list[Path]:
-    """Write the figures as ``<name>.png`` into ``out_dir``; returns their paths.
+             results_root: str | Path | None = None,
+             output: FigureOutput | None = None) -> list[Path]:
+    """Write the figures as ``<name>.png`` into ``out_dir`` (or in ``output``'s formats
+    and resolution); returns their paths (in the first format).
 
     The seven embedding figures (``FIGURES``) are drawn when some record has a hidden-state
     feature or a perplexity, the weight figures (``WEIGHT_FIGURES``) when some record has a
@@ -1067,7 +1119,12 @@ def plot_all(records: list[dict], statistics: dict, out_dir: str | Path,
     left in ``out_dir`` by an earlier analysis that this one does not draw is removed, so
     the folder shows only figures of these records; other files are not touched.
     """
-    out = Path(out_dir)
+    with figure_output(output or current_output()):
+        return _plot_all(records, statistics, Path(out_dir), results_root)
+
+
+def _plot_all(records: list[dict], statistics: dict, out: Path,
+              results_root: str | Path | None) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     chosen: dict[str, FigureFn] = dict(FIGURES) if _has_embedding(records) else {}
     if _has_weight(records):
@@ -1080,10 +1137,12 @@ def plot_all(records: list[dict], statistics: dict, out_dir: str | Path,
 
     paths += (plot_analysis_figures(records, statistics, out, results_root)
               + plot_probe_figures(records, statistics, out, results_root))
-    written = {Path(p).name for p in paths}
+    formats = current_output().formats
+    written = {Path(p).with_suffix(f".{fmt}").name for p in paths for fmt in formats}
     for name in [*FIGURES, *WEIGHT_FIGURES, *ANALYSIS_FIGURES, *PROBE_FIGURES]:
-        stale = out / f"{name}.png"
-        if stale.name not in written and stale.is_file():  # drawn for records gone since
-            stale.unlink()
-            logger.info("removed %s: it no longer applies to these records", stale)
+        for fmt in FIGURE_FORMATS:  # drawn for records gone since, or in another format
+            stale = out / f"{name}.{fmt}"
+            if stale.name not in written and stale.is_file():
+                stale.unlink()
+                logger.info("removed %s: this analysis did not draw it", stale)
     return paths

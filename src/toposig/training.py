@@ -38,7 +38,7 @@ from .names import UnsafeNameError, check_name
 
 logger = logging.getLogger(__name__)
 
-CONFIGS_DIR = corpus.PROJECT_ROOT / "configs"
+CONFIGS_DIR = Path(__file__).resolve().parent / "presets"  # shipped with the package
 EOS = "<|endoftext|>"
 BYTE_VOCAB = 257  # 256 bytes + EOS
 MODEL_VOCAB = 264  # padded to a multiple of 8, as Pythia pads its vocabulary
@@ -222,7 +222,8 @@ def preset_names() -> list[str]:
 
 
 def load_suite_config(name_or_path: str) -> SuiteConfig:
-    """A preset by name (``configs/<name>.json``) or a JSON file of one.
+    """A preset by name (``toposig/presets/<name>.json``, shipped with the package) or a
+    JSON file of one.
 
     Raises:
         TrainingConfigError: unknown preset, unreadable file, or bad settings.
@@ -239,12 +240,12 @@ def load_suite_config(name_or_path: str) -> SuiteConfig:
         data = json.loads(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError as exc:
         raise TrainingConfigError(f"--preset {str(path)!r} is not a UTF-8 text file: a preset "
-                                  "is a JSON file (see configs/)") from exc
+                                  "is a JSON file (see src/toposig/presets/)") from exc
     except json.JSONDecodeError as exc:
         raise TrainingConfigError(f"--preset {str(path)!r} is not valid JSON: {exc}") from exc
     if not isinstance(data, dict):
         raise TrainingConfigError(f"--preset {str(path)!r} holds a JSON {type(data).__name__}, "
-                                  "not an object of suite settings (see configs/)")
+                                  "not an object of suite settings (see src/toposig/presets/)")
     return SuiteConfig.from_dict(data)
 
 

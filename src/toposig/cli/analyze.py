@@ -1,0 +1,78 @@
+"""Stage 3: results/data/ -> statistics.json, summary.md and the figures in results/plots/.
+
+Per model and pooled over models: Spearman and Pearson correlation (with p-values) of
+every feature with the quality measure (perplexity, or for weights-only runs the loss
+stored with each checkpoint, or an encoder's masked-LM loss), the controls (bootstrap
+CIs, Holm-adjusted p, partial correlations, first differences), training phases,
+scaling and prediction; Wasserstein distances between consecutive checkpoints' diagrams.
+Up to 21 figures, those the records have data for: 7 of embedding space, 4 of weight
+space (the correlation heatmap among them), 8 of the analysis and 2 of the loss
+landscape and gradients; a figure an earlier analysis drew that no longer applies is
+removed. The same records give the same files, byte for byte.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ..analysis import ResultsMissingError, analyse, summary_lines
+from ..locks import FolderLockedError, exclusive
+from ..plots import DPI, FigureOutput
+from ..table import EXPORT_FORMATS, export_table, load_results
+from .options import setup_logging
+
+
+def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=prog, description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--results", default="results",
+                   help="results root written by run_experiments.py --out (default: %(default)s)")
+    p.add_argument("--no-plots", action="store_true", help="statistics only, no figures")
+    p.add_argument("--target", default="auto", choices=("auto", "perplexity", "loss", "mlm_loss"),
+                   help="quality measure the features are correlated with: perplexity "
+                        "(measured on the texts), the loss stored with each checkpoint, or "
+                        "an encoder's masked-LM loss; auto = perplexity when every record "
+                        "has it (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the bootstrap resamples (default: %(default)s)")
+    p.add_argument("--formats", default="png", metavar="LIST",
+                   help="figure formats, comma-separated: png, pdf, svg (vector files keep "
+                        "their text as text) (default: %(default)s)")
+    p.add_argument("--dpi", type=int, default=DPI,
+                   help="resolution of PNG figures, dots per inch (default: %(default)s)")
+    p.add_argument("--export", action="append", choices=EXPORT_FORMATS, default=[],
+                   metavar="{csv,parquet}",
+                   help="also write every result as one tidy table (a row per model, step, "
+                        "family and layer or matrix; toposig.load_results) to "
+                        "data/results_table.<format>; repeat for both")
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    return p
+
+
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    args = build_parser(prog).parse_args(argv)
+    setup_logging(args.verbose)
+    try:
+        output = FigureOutput(tuple(dict.fromkeys(
+            f.strip().lower() for f in args.formats.split(",") if f.strip())), args.dpi)
+        with exclusive(args.results, "results folder", create=False):
+            statistics, figures = analyse(args.results, plots=not args.no_plots,
+                                          target=args.target, seed=args.seed, output=output)
+            exported = [export_table(load_results(args.results),
+                                     Path(args.results) / "data" / f"results_table.{fmt}")
+                        for fmt in dict.fromkeys(args.export)]
+    except (ResultsMissingError, ValueError, FolderLockedError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print("\n".join(summary_lines(statistics)))
+    print(f"statistics: {Path(args.results) / 'data' / 'statistics.json'}")
+    if figures:
+        print(f"figures ({len(figures)}, {', '.join(output.formats)}): "
+              f"{Path(args.results) / 'plots'}/")
+    for path in exported:
+        print(f"table: {path}")
+    return 0
+

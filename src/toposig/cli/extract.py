@@ -1,0 +1,71 @@
+"""Stage for one checkpoint: hidden states, loss, PCA, persistent homology, spectral features.
+
+Loads the checkpoint once, runs one batched forward pass over the texts, and prints the
+record as JSON. With --out the record and its diagrams are also stored exactly as
+run_experiments.py stores them (so a later run over the series skips this checkpoint).
+
+Examples:
+  python src/extract_embeddings.py --model path/to/run/step1000
+  python src/extract_embeddings.py --model path/to/run --step 1000 --layers all
+  python src/extract_embeddings.py --model EleutherAI/pythia-70m --step 143000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..checkpoints import SeriesError
+from ..embedding import analyse_checkpoint
+from ..pipeline import plan_run
+from ..revisions import parse_selection
+from ..store import ResultStore, clean_floats
+from .options import INPUT_ERRORS, add_embedding_options, settings_from_args, setup_logging
+
+
+def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--model", required=True,
+                   help="a model folder, a local series folder (with --step), or a Hub id "
+                        "(with --step)")
+    p.add_argument("--step", default=None,
+                   help="the training step, for a series folder or a Hub id")
+    p.add_argument("--revision", default=None,
+                   help="the revision (Hub branch or sub-folder name), instead of --step")
+    p.add_argument("--revision-pattern", metavar="REGEX", default=None,
+                   help="regular expression for revision names, one group for the step")
+    p.add_argument("--out", default=None,
+                   help="also store the record under this results root")
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    add_embedding_options(p)
+    return p
+
+
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    args = build_parser(prog).parse_args(argv)
+    setup_logging(args.verbose)
+    try:
+        settings = settings_from_args(args)
+        selection = parse_selection([args.step] if args.step is not None else None,
+                                    [args.revision] if args.revision else None,
+                                    args.revision_pattern)
+        plan = plan_run([args.model], selection, settings, signatures=("embedding",))
+        if len(plan.checkpoints) != 1:
+            steps = [c.step for c in plan.checkpoints]
+            raise SeriesError(f"{args.model!r} is a series of {len(steps)} checkpoints "
+                              f"(steps {steps}); choose one with --step")
+    except INPUT_ERRORS as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    ckpt = plan.checkpoints[0]
+    result = analyse_checkpoint(ckpt, plan.texts, settings, device=plan.device,
+                                dtype=plan.dtype, local_files_only=plan.local_files_only)
+    record = result.record
+    if args.out:
+        record = ResultStore(args.out, plan.settings_hash).write(record, ckpt, result.arrays)
+    print(json.dumps(clean_floats(record), indent=2))
+    return 0
+

@@ -1,0 +1,44 @@
+"""The ``toposig`` command: one subcommand per stage, the same code as the scripts.
+
+    toposig run ...       = python src/run_experiments.py ...
+    toposig analyze ...   = python src/analyze_results.py ...
+    toposig train ...     = python src/train_suite.py ...
+    toposig extract ...   = python src/extract_embeddings.py ...
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+COMMANDS = {
+    "run": ("run", "checkpoints -> one record per checkpoint and signature family"),
+    "analyze": ("analyze", "records -> statistics.json, summary.md and the figures"),
+    "train": ("train", "train one of the project's model suites (a preset)"),
+    "extract": ("extract", "one checkpoint -> its record, printed as JSON"),
+}
+
+
+def usage() -> str:
+    lines = ["usage: toposig {run,analyze,train,extract} [options]   (toposig COMMAND --help)",
+             ""]
+    lines += [f"  {name:<9}{about}" for name, (_, about) in COMMANDS.items()]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``toposig COMMAND ...``; returns the command's exit status."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(usage())
+        return 0 if argv else 2
+    name, rest = argv[0], argv[1:]
+    if name not in COMMANDS:
+        print(f"toposig: unknown command {name!r}\n{usage()}", file=sys.stderr)
+        return 2
+    module = importlib.import_module(f"toposig.cli.{COMMANDS[name][0]}")
+    return module.main(rest, prog=f"toposig {name}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,196 @@
+"""Stage 1: models x checkpoints -> one record per checkpoint and signature family.
+
+Four signature families: ``embedding`` (persistent homology and spectral geometry of the
+hidden states on WikiText-2, plus perplexity), ``weights`` (neural persistence and
+weight-row homology of every linear layer), ``landscape`` (top Hessian eigenvalues, the
+Hessian trace and the merge tree of the loss surface around the checkpoint) and
+``gradients`` (homology of per-example gradients). Model folders and Hub models get the
+first two by default, plain PyTorch checkpoint files the weights; ``--signatures``
+chooses (e.g. ``--signatures embedding,weights,landscape,gradients``).
+
+The offline default, which runs anywhere: ``--preset tiny`` trains the project's own
+small suite (if it is not trained yet) and analyses every checkpoint of it.
+
+With no arguments this is experiment A: Pythia 70m/160m/410m from the Hugging Face Hub
+at the seed's 19 steps (write it to its own folder: --out results/pythia). Point it at a
+local training run with ``--models path/to/run``: a folder of step<N>/ or
+checkpoint-<N>/ model folders, or a folder of checkpoint files with the step in each name
+(step_000100.pt, ckpt-100.pt, epoch=3-step=100.ckpt, *.safetensors).
+
+A results folder (--out) holds one study: a run that brings models or settings other
+than the folder's is refused with a message (--extend adds models). A rerun skips
+finished checkpoints (--force recomputes); a failed checkpoint is recorded with its error
+and the run goes on, exiting non-zero at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import shlex
+import sys
+from contextlib import ExitStack
+from pathlib import Path
+
+from ..checkpoints import EXPERIMENT_A_MODELS
+from ..corpus import load_texts, probe_texts
+from ..locks import exclusive
+from ..pipeline import (
+    DEFAULT_FAMILIES,
+    execute,
+    family_hashes,
+    plan_run,
+    run_device,
+    settings_views,
+    summary_lines,
+)
+from ..store import read_json
+from ..study import StudyMismatchError, check_run_fits
+from ..tasks import PROBE_FAMILIES
+from ..training import load_suite_config, preset_names, train_suite
+from .options import (
+    INPUT_ERRORS,
+    add_embedding_options,
+    add_executor_options,
+    add_probe_options,
+    add_step_options,
+    add_weight_options,
+    executor_from_args,
+    gradient_settings_from_args,
+    landscape_settings_from_args,
+    selection_from_args,
+    settings_from_args,
+    setup_logging,
+    signatures_from_args,
+    weight_settings_from_args,
+)
+
+logger = logging.getLogger("run_experiments")
+
+
+def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--models", nargs="+", metavar="MODEL", default=None,
+                   help="Hub ids (EleutherAI/pythia-70m) or local paths: a folder of "
+                        "step<N>/ or checkpoint-<N>/ model folders is a series, a single "
+                        "model folder a series of one; a folder of checkpoint files "
+                        "(.pt/.pth/.bin/.ckpt/.safetensors state dicts, step in each name) "
+                        "or one such file is a weights-only series "
+                        f"(default: {' '.join(EXPERIMENT_A_MODELS)})")
+    p.add_argument("--preset", metavar="NAME_OR_PATH", default=None,
+                   help="train (if needed) and analyse one of the project's model suites: "
+                        f"{', '.join(preset_names())}, or a JSON file of one "
+                        "(src/toposig/presets/)")
+    p.add_argument("--suite-dir", default="runs",
+                   help="where --preset suites are trained (default: %(default)s)")
+    add_step_options(p)
+    p.add_argument("--out", default="results",
+                   help="results folder: records/, data/; it holds one study, so give "
+                        "your own runs their own folder, e.g. results/my-run (default: "
+                        "%(default)s, the offline default's reference run)")
+    p.add_argument("--extend", action="store_true",
+                   help="add models the study in --out does not hold yet (same settings)")
+    p.add_argument("--force", action="store_true",
+                   help="recompute checkpoints that already have a finished record")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    add_weight_options(p)
+    add_embedding_options(p)
+    add_probe_options(p)
+    add_executor_options(p)
+    return p
+
+
+# Options that change how a run shows itself, not what it computes: left out of the
+# command config.json records.
+DISPLAY_OPTIONS = ("--no-progress", "-v", "--verbose")
+
+
+def recorded_command(argv: list[str], prog: str | None = None) -> str:
+    """The command line as config.json records it: ``python src/run_experiments.py`` (or
+    ``prog``, such as ``toposig run``) and the options, display options and argparse's
+    abbreviations of them left out."""
+    kept = [a for a in argv
+            if not any(a == o or (len(a) > 3 and o.startswith(a)) for o in DISPLAY_OPTIONS)]
+    head = shlex.split(prog) if prog else ["python", "src/run_experiments.py"]
+    return shlex.join([*head, *kept])
+
+
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(prog).parse_args(argv)
+    setup_logging(args.verbose)
+    lock = ExitStack()
+    try:
+        settings = settings_from_args(args)
+        weight_settings = weight_settings_from_args(args)
+        landscape_settings = landscape_settings_from_args(args)
+        gradient_settings = gradient_settings_from_args(args)
+        signatures = signatures_from_args(args)
+        executor = executor_from_args(args)
+        models, suite_dir = args.models, None
+        remote_gpus = args.executor == "ray" and args.gpus_per_task > 0
+        if args.preset:
+            if args.models:
+                raise ValueError("--preset trains and analyses its own models; "
+                                 "leave out --models")
+            suite = load_suite_config(args.preset)
+            families = set(signatures or DEFAULT_FAMILIES)
+            texts = probe = []
+            if "embedding" in families:  # before training: the texts and the study check
+                texts = load_texts(settings.texts, settings.n_texts, settings.min_chars)
+            if families & set(PROBE_FAMILIES):
+                probe = probe_texts(settings.texts, settings.min_chars)
+            lock.enter_context(exclusive(args.out, "results folder"))  # before training
+            _, dtype = run_device(settings, remote_gpus)
+            check_run_fits(
+                args.out,
+                {m.name: str(Path(args.suite_dir) / suite.name / m.name) for m in suite.models},
+                family_hashes(families, settings, weight_settings, landscape_settings,
+                              gradient_settings, texts, probe, dtype),
+                settings_views(settings, weight_settings, landscape_settings,
+                               gradient_settings, dtype, texts),
+                extend=args.extend, sources={m.name: "local" for m in suite.models})
+            suite_dir, _ = train_suite(suite, args.suite_dir, progress=not args.no_progress)
+            models = [str(suite_dir / m.name) for m in suite.models]
+        plan = plan_run(models, selection_from_args(args), settings, weight_settings, signatures,
+                        remote_gpus=remote_gpus,
+                        landscape_settings=landscape_settings,
+                        gradient_settings=gradient_settings)
+        if suite_dir is not None:
+            plan.suite = read_json(suite_dir / "config.json")
+        else:
+            lock.enter_context(exclusive(args.out, "results folder"))
+        plan.command = recorded_command(argv, prog)
+        plan.adopt_study_labels(args.out)
+        check_run_fits(args.out, plan.models, plan.hashes, plan.settings_views(),
+                       extend=args.extend, sources=plan.sources)
+    except INPUT_ERRORS as exc:
+        lock.close()
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    with lock:
+        return _run(plan, args, executor, prog)
+
+
+def _run(plan, args: argparse.Namespace, executor, prog: str | None = None) -> int:
+    """Execute a checked plan while the results folder is locked."""
+    logger.info("%d checkpoints of %d model(s); %s; results under %s",
+                len(plan.checkpoints), len({c.label for c in plan.checkpoints}),
+                " and ".join(plan.all_families), args.out)
+    try:
+        outcome = execute(plan, args.out, force=args.force, progress=not args.no_progress,
+                          executor=executor, extend=args.extend)
+    except KeyboardInterrupt:
+        print("\ninterrupted: every finished checkpoint is saved; rerun the same command "
+              "to continue", file=sys.stderr)
+        return 130
+    except StudyMismatchError as exc:  # found once the records were read
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    analyze = "toposig analyze" if prog else "python src/analyze_results.py"
+    print("\n".join(summary_lines(plan, outcome, args.out, analyze)))
+    return 1 if outcome.failures else 0
+
