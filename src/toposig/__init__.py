@@ -2,6 +2,8 @@
 
 The public API (imported on first use, so ``import toposig`` stays light):
 
+- :func:`measure`: the signature families of a model in memory (a notebook's, or one
+  being trained), without saving it, leaving it as it was; a :class:`Measurement`;
 - :func:`load_results`: a results folder as one tidy :class:`pandas.DataFrame`, a row
   per (model, step, family, layer or matrix) and a column per feature;
 - the pure functions on arrays: :func:`vietoris_rips` (points -> persistence diagrams),
@@ -19,6 +21,8 @@ import importlib
 __version__ = "0.1.0"
 
 _EXPORTS = {
+    "measure": "in_memory",
+    "Measurement": "in_memory",
     "load_results": "table",
     "results_table": "table",
     "vietoris_rips": "homology",

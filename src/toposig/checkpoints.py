@@ -107,7 +107,8 @@ class Checkpoint:
         model: the model as the user named it (Hub id or local series folder).
         label: short unique name used for files (``pythia-70m``).
         step: training step, or ``None`` for a lone model folder without one.
-        source: ``"hub"``, ``"local"`` (a model folder) or ``"file"`` (a state-dict file).
+        source: ``"hub"``, ``"local"`` (a model folder), ``"file"`` (a state-dict file) or
+            ``"memory"`` (a model measured in memory, :func:`toposig.measure`).
         location: Hub id, model folder path or checkpoint file path.
         revision: Hub revision (``step1000``), ``None`` for local folders.
         local_path: where a Hub checkpoint's files were downloaded to (set by the
@@ -306,8 +307,9 @@ def fingerprint(ckpt: Checkpoint) -> str | None:
     (:func:`toposig.content_hash.content_fingerprint`, cached by size and modification
     time). A record is reused only while this matches, so a checkpoint retrained or
     replaced in place is analysed again, and one copied to another machine is not.
-    Hub revisions are identified by their name."""
-    if ckpt.source == "hub":
+    Hub revisions are identified by their name; a model measured in memory
+    (:func:`toposig.measure`) has no files and no fingerprint."""
+    if ckpt.source in ("hub", "memory"):
         return None
     return content_fingerprint(ckpt.location)
 

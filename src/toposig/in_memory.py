@@ -1,0 +1,193 @@
+"""Measure a model that is already in memory: a notebook's model, or one being trained.
+
+:func:`measure` computes the chosen signature families on ``model`` as it is, on its own
+device and in its own precision, with the same code and record schema as the pipeline
+(``run_experiments.py``), and leaves the model as it found it: its train/eval mode, the
+``requires_grad`` flag and ``.grad`` of every parameter, and the CPU and CUDA random
+number generators are restored, and the weights are never written (the loss-surface
+probe evaluates moved weights functionally). Nothing is saved or loaded.
+
+    import toposig
+    m = toposig.measure(model, tokenizer)                  # embedding + weights
+    m.features["h1_total_persistence"], m.perplexity, m.table()
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .checkpoints import Checkpoint
+from .config import EmbeddingSettings, GradientSettings, LandscapeSettings, WeightSettings
+
+FAMILIES = ("embedding", "weights", "landscape", "gradients")
+IN_MEMORY = "<in memory>"
+
+
+@dataclass
+class Measurement:
+    """What :func:`measure` found on one model.
+
+    Attributes:
+        records: family -> its record, as the pipeline stores it (``features``, the
+            quality measure, timings, settings).
+        arrays: family -> its arrays: ``layer<L>_h<q>`` diagrams ((m, 2) birth, death)
+            for the embedding, ``<matrix>:h<q>`` for the weights, the loss ``grid`` for
+            the landscape, ``h<q>`` and ``projected`` for the gradients.
+    """
+
+    records: dict[str, dict] = field(default_factory=dict)
+    arrays: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
+
+    @property
+    def entry(self) -> dict:
+        """The families merged into one aggregate entry (as ``data/all_results.json``)."""
+        from .pipeline import merge_family_records
+
+        return merge_family_records(self.records) or {}
+
+    @property
+    def features(self) -> dict[str, float]:
+        """Every checkpoint-level feature of every family (the analysed layer's for the
+        embedding)."""
+        return dict(self.entry.get("features") or {})
+
+    @property
+    def layer_features(self) -> dict[int, dict[str, float]]:
+        """The embedding's features per layer (every layer with ``layers="all"``)."""
+        emb = self.records.get("embedding") or {}
+        return {int(k): v for k, v in (emb.get("layer_features") or {}).items()}
+
+    @property
+    def perplexity(self) -> float | None:
+        """exp(mean next-token loss) on the texts (``None`` for an encoder)."""
+        return (self.records.get("embedding") or {}).get("perplexity")
+
+    def diagrams(self, layer: int | None = None) -> list[np.ndarray]:
+        """The hidden states' persistence diagrams [H0, H1, ...] at ``layer`` (default:
+        the analysed one), each (m, 2) of (birth, death)."""
+        emb = self.records.get("embedding") or {}
+        layer = emb.get("layer") if layer is None else layer
+        arrays = self.arrays.get("embedding") or {}
+        return [arrays[k] for q in range(8) if (k := f"layer{layer}_h{q}") in arrays]
+
+    def table(self):
+        """The measurement as a tidy :class:`pandas.DataFrame`
+        (:func:`toposig.table.results_table`)."""
+        from .table import results_table
+
+        return results_table([self.entry])
+
+
+@contextlib.contextmanager
+def preserved_state(model) -> Iterator[None]:
+    """Restore ``model``'s mode, parameter flags and gradients and the random number
+    generators after the block, whatever it did to them."""
+    import torch
+
+    params = list(model.parameters())
+    flags = [p.requires_grad for p in params]
+    grads = [p.grad for p in params]
+    training = model.training
+    cpu_rng = torch.get_rng_state()
+    cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+    try:
+        yield
+    finally:
+        for p, flag, grad in zip(params, flags, grads, strict=True):
+            p.requires_grad_(flag)
+            p.grad = grad
+        model.train(training)
+        torch.set_rng_state(cpu_rng)
+        if cuda_rng is not None:
+            torch.cuda.set_rng_state_all(cuda_rng)
+
+
+def _precision(model) -> tuple[str, str]:
+    """The model's device and the precision name of its floating-point weights."""
+    import torch
+
+    param = next(iter(model.parameters()))
+    names = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
+    return str(param.device), names.get(param.dtype, "float32")
+
+
+def measure(model, tokenizer, texts: Sequence[str] | None = None, *,
+            families: Sequence[str] = ("embedding", "weights"), layers: str = "last",
+            step: int | None = None, label: str = "model",
+            settings: EmbeddingSettings | None = None,
+            weight_settings: WeightSettings | None = None,
+            landscape_settings: LandscapeSettings | None = None,
+            gradient_settings: GradientSettings | None = None) -> Measurement:
+    """The signature families of an in-memory model, without saving or reloading it.
+
+    Args:
+        model: a ``transformers`` language model (causal or masked), on any device and in
+            any precision; it is measured as it is and left as it was (see the module).
+        tokenizer: its tokenizer.
+        texts: the texts whose hidden states are analysed (default: the pipeline's, the
+            first 200 WikiText-2 validation rows of at least 100 characters); the
+            landscape and gradient probes cut their windows from the same texts when
+            given, else from WikiText-2 validation.
+        families: any of ``embedding``, ``weights``, ``landscape``, ``gradients``.
+        layers: ``"last"`` or ``"all"`` (the embedding output and every block).
+        step: the training step, kept in the records.
+        label: the model's name in the records.
+        settings, weight_settings, landscape_settings, gradient_settings: the families'
+            settings (defaults as in ``run_experiments.py``; ``settings.layers`` is
+            replaced by ``layers``).
+
+    Returns:
+        A :class:`Measurement`; its records are those the pipeline writes for a
+        checkpoint, with ``source: "memory"`` and no fingerprint.
+
+    Raises:
+        ValueError: an unknown family.
+    """
+    from dataclasses import replace
+
+    from .corpus import load_texts, probe_texts
+    from .embedding import analyse_checkpoint
+    from .loss_probes import analyse_gradients, analyse_landscape
+    from .matrices import count_parameters, model_matrices
+    from .weight_stage import analyse_weights
+
+    unknown = [f for f in families if f not in FAMILIES]
+    if unknown or not families:
+        raise ValueError(f"families are {', '.join(FAMILIES)}; got {', '.join(families)}")
+    settings = replace(settings or EmbeddingSettings(), layers=layers)
+    device, dtype = _precision(model)
+    ckpt = Checkpoint(model=label, label=label, step=step, source="memory",
+                      location=IN_MEMORY)
+    out = Measurement()
+
+    def keep(family: str, result) -> None:
+        out.records[family], out.arrays[family] = result.record, result.arrays
+
+    with preserved_state(model):
+        if "weights" in families:
+            ws = weight_settings or WeightSettings(seed=settings.seed)
+            keep("weights", analyse_weights(
+                ckpt, model_matrices(model, ws.include, ws.exclude), ws,
+                num_parameters=count_parameters(model.parameters()),
+                device=device if device.startswith("cuda") else None))
+        probes = [f for f in ("landscape", "gradients") if f in families]
+        if probes:
+            probe = list(texts) if texts is not None else probe_texts(None, settings.min_chars)
+            stages = {"landscape": (analyse_landscape, landscape_settings
+                                    or LandscapeSettings(seed=settings.seed)),
+                      "gradients": (analyse_gradients, gradient_settings or GradientSettings(
+                          seed=settings.seed, maxdim=settings.maxdim))}
+            for family in probes:
+                stage, s = stages[family]
+                keep(family, stage(ckpt, model, tokenizer, probe, s, device=device))
+        if "embedding" in families:
+            analysed = (list(texts) if texts is not None
+                        else load_texts(None, settings.n_texts, settings.min_chars))
+            keep("embedding", analyse_checkpoint(ckpt, analysed, settings, device=device,
+                                                 dtype=dtype, model=model,
+                                                 tokenizer=tokenizer))
+    return out

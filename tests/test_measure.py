@@ -1,0 +1,80 @@
+"""toposig.measure on an in-memory model: the pipeline's numbers, and the model left as
+it was (mode, weights, requires_grad, gradients, random number generators)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from conftest import causal_lm
+
+import run_experiments
+import toposig
+from toposig.config import EmbeddingSettings, GradientSettings, LandscapeSettings
+from toposig.training import byte_tokenizer
+
+TEXTS = [(f"Text number {i}: " + "the quick brown fox jumps over the lazy dog; " * (2 + i % 3))
+         .strip() for i in range(24)]  # as a texts file gives them: stripped lines
+
+
+@pytest.fixture(scope="module")
+def model():
+    return causal_lm("gpt_neox", seed=3)
+
+
+def test_measure_gives_the_pipelines_records_for_the_same_weights(model, tmp_path):
+    tok = byte_tokenizer()
+    folder = tmp_path / "run" / "step7"
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    (tmp_path / "texts.txt").write_text("\n".join(TEXTS) + "\n")
+    out = tmp_path / "out"
+    assert run_experiments.main(["--models", str(tmp_path / "run"), "--out", str(out),
+                                 "--texts", str(tmp_path / "texts.txt"), "--n-texts",
+                                 str(len(TEXTS)), "--layers", "all", "--no-progress"]) == 0
+    entry = json.loads((out / "data" / "all_results.json").read_text())[0]
+    m = toposig.measure(model, tok, TEXTS, layers="all", step=7,
+                        settings=EmbeddingSettings(n_texts=len(TEXTS)))
+    assert m.perplexity == pytest.approx(entry["perplexity"], rel=1e-9)
+    assert set(m.features) == set(entry["features"])
+    for k, v in entry["features"].items():
+        assert m.features[k] == pytest.approx(v, rel=1e-9, abs=1e-12), k
+    assert m.layer_features.keys() == {int(k) for k in entry["layer_features"]}
+    rec = m.records["embedding"]
+    assert (rec["source"], rec["checkpoint_fingerprint"], rec["step"]) == ("memory", None, 7)
+    assert [d.shape[1] for d in m.diagrams()] == [2, 2]
+    table = m.table()
+    assert set(table["family"]) == {"embedding", "weights"}
+
+
+def test_measure_leaves_the_model_as_it_found_it(model):
+    model.train()
+    frozen = next(iter(model.parameters()))
+    frozen.requires_grad_(False)
+    last = list(model.parameters())[-1]
+    last.grad = torch.ones_like(last)
+    grad = last.grad
+    weights = {n: p.detach().clone() for n, p in model.named_parameters()}
+    torch.manual_seed(11)
+    expected_draw = torch.rand(3)
+    torch.manual_seed(11)
+    toposig.measure(model, byte_tokenizer(), TEXTS[:16],
+                    families=("weights", "landscape", "gradients", "embedding"),
+                    landscape_settings=LandscapeSettings(n_windows=2, window=16, res=3,
+                                                         trace_samples=2, lanczos_maxiter=5),
+                    gradient_settings=GradientSettings(n_windows=8, window=16, proj_dim=8))
+    assert torch.equal(torch.rand(3), expected_draw)  # the generator's state is restored
+    assert model.training
+    assert not frozen.requires_grad and all(
+        p.requires_grad for p in model.parameters() if p is not frozen)
+    assert last.grad is grad and all(p.grad is None for p in model.parameters()
+                                     if p is not last)
+    assert all(torch.equal(weights[n], p) for n, p in model.named_parameters())
+    frozen.requires_grad_(True)
+    last.grad = None
+
+
+def test_an_unknown_family_is_refused(model):
+    with pytest.raises(ValueError, match="families are embedding, weights"):
+        toposig.measure(model, byte_tokenizer(), TEXTS, families=("spectra",))
