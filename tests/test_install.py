@@ -79,3 +79,23 @@ def test_the_toposig_command_trains_runs_and_analyses_a_preset(installed, tmp_pa
     helped = subprocess.run([str(toposig), "train", "--help"], cwd=tmp_path,
                             capture_output=True, text=True, env=env)
     assert helped.returncode == 0 and helped.stdout.startswith("usage: toposig train")
+
+
+def test_the_installed_api_measures_a_model_and_loads_results(installed, tmp_path,
+                                                              wikitext_dir):
+    code = f"""
+import toposig
+from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
+from toposig.training import byte_tokenizer
+cfg = GPTNeoXConfig(vocab_size=264, hidden_size=16, num_hidden_layers=1,
+                    num_attention_heads=2, intermediate_size=64)
+m = toposig.measure(GPTNeoXForCausalLM(cfg), byte_tokenizer())
+df = toposig.load_results({str(PROJECT / "tests" / "fixtures" / "mini_results")!r})
+print(toposig.__file__, round(m.perplexity), len(m.features) > 40, df.shape[0])
+"""
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                         text=True, env=outside(installed, tmp_path, wikitext_dir))
+    assert out.returncode == 0, out.stderr[-2000:]
+    where, ppl, many, rows = out.stdout.split()
+    assert Path(where).is_relative_to(installed)
+    assert 200 < int(ppl) < 400 and many == "True" and int(rows) > 24
