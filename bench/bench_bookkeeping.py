@@ -27,7 +27,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from toposig import pipeline  # noqa: E402
+from toposig import embedding, pipeline  # noqa: E402
+from toposig import plan as planning  # noqa: E402
 from toposig.checkpoints import Checkpoint  # noqa: E402
 from toposig.config import EmbeddingSettings  # noqa: E402
 from toposig.embedding import CheckpointOutput  # noqa: E402
@@ -50,7 +51,7 @@ def synthetic_output(ckpt: Checkpoint, n_matrices: int, rng: np.random.Generator
                  "rows_used": 128, **{f: float(rng.random()) for f in MATRIX_FIELDS}}
                 for i in range(n_matrices)]
     record = {"schema_version": 2, "status": "ok", "family": "weights",
-              **pipeline.checkpoint_fields(ckpt), "checkpoint_loss": float(rng.random()),
+              **embedding.checkpoint_fields(ckpt), "checkpoint_loss": float(rng.random()),
               "checkpoint_loss_key": "val_loss", "num_parameters": 14_000_000,
               "n_matrices": n_matrices, "w_max": 1.0, "ph_backend": "giotto-ph",
               "device": "cpu", "features": {f: float(rng.random()) for f in FEATURES},
@@ -72,10 +73,10 @@ class InstantExecutor:
             done(task)
 
 
-def synthetic_plan(n: int) -> pipeline.RunPlan:
+def synthetic_plan(n: int) -> planning.RunPlan:
     ckpts = [Checkpoint("bench/model", "model", s * 100, "hub", "bench/model", f"step{s * 100}")
              for s in range(n)]
-    return pipeline.RunPlan(ckpts, [], EmbeddingSettings(), "cpu", "float32", "giotto-ph",
+    return planning.RunPlan(ckpts, [], EmbeddingSettings(), "cpu", "float32", "giotto-ph",
                             True, None, "", families=[("weights",)] * n,
                             weights_hash="wbench00000")
 

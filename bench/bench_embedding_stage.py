@@ -29,7 +29,8 @@ TOKENIZER_FILE = ROOT.parent / "shared" / "data" / "pythia-tokenizer" / "20B_tok
 from toposig.config import EmbeddingSettings  # noqa: E402
 from toposig.corpus import load_texts  # noqa: E402
 from toposig.forward import tokenize  # noqa: E402
-from toposig.pipeline import execute, plan_run  # noqa: E402
+from toposig.pipeline import execute  # noqa: E402
+from toposig.plan import plan_run  # noqa: E402
 
 
 def make_pythia14m(folder: Path) -> Path:

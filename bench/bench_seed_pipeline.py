@@ -43,7 +43,8 @@ from bench_embedding_stage import make_pythia14m  # noqa: E402
 
 from toposig.config import EmbeddingSettings  # noqa: E402
 from toposig.corpus import load_texts  # noqa: E402
-from toposig.pipeline import execute, plan_run  # noqa: E402
+from toposig.pipeline import execute  # noqa: E402
+from toposig.plan import plan_run  # noqa: E402
 
 
 def seed_features(cloud: np.ndarray) -> dict[str, float]:

@@ -12,6 +12,7 @@ import transformers as T
 from conftest import causal_lm_config
 
 from toposig import checkpoints as ck
+from toposig import plan as planning
 from toposig.config import MLM_FRACTION
 from toposig.forward import masked_positions, tokenize
 
@@ -126,15 +127,14 @@ def test_an_encoder_in_a_run_does_not_re_key_the_causal_records(bert_series, tmp
                                                                 wikitext_dir):
     from conftest import causal_lm
 
-    from toposig import pipeline
     from toposig.config import EmbeddingSettings
     from toposig.training import byte_tokenizer
 
     causal_lm("gpt2").save_pretrained(tmp_path / "gpt" / "step0")
     byte_tokenizer().save_pretrained(tmp_path / "gpt" / "step0")
     s = EmbeddingSettings(n_texts=12)
-    alone = pipeline.plan_run([str(tmp_path / "gpt")], None, s)
-    mixed = pipeline.plan_run([str(tmp_path / "gpt"), str(bert_series)], None, s)
+    alone = planning.plan_run([str(tmp_path / "gpt")], None, s)
+    mixed = planning.plan_run([str(tmp_path / "gpt"), str(bert_series)], None, s)
     assert alone.settings_hash == mixed.settings_hash
 
 

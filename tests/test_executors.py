@@ -19,6 +19,7 @@ import pytest
 from conftest import FolderHub, make_series, neox_config, pythia_tokenizer
 
 from toposig import pipeline
+from toposig import plan as planning
 from toposig.checkpoints import Checkpoint
 from toposig.executors import RayExecutor, SerialExecutor, make_executor
 from toposig.fetch import Prefetcher, evict_snapshot, hub_snapshot
@@ -48,7 +49,7 @@ def fast_settings():
 
 def hub_plan(tiny_series, local_files_only: bool = False):
     """A plan over the Hub checkpoints, built from the local series' plan (same texts)."""
-    plan = pipeline.plan_run([str(tiny_series)], None, fast_settings())
+    plan = planning.plan_run([str(tiny_series)], None, fast_settings())
     ckpts = [Checkpoint(REPO, "tiny", s, "hub", REPO, f"step{s}") for s in STEPS]
     return dataclasses.replace(plan, checkpoints=ckpts, local_files_only=local_files_only)
 
@@ -157,7 +158,7 @@ def test_evict_snapshot_removes_one_revision_and_keeps_shared_files(hub_root, tm
 
 def test_prefetched_hub_run_equals_the_local_run(tiny_series, hub_root, wikitext_dir, tmp_path):
     local_out, hub_out = tmp_path / "local", tmp_path / "hub"
-    local_plan = pipeline.plan_run([str(tiny_series)], None, fast_settings())
+    local_plan = planning.plan_run([str(tiny_series)], None, fast_settings())
     pipeline.execute(local_plan, local_out, progress=False)
     hub = FolderHub(hub_root, tmp_path / "cache", delay_s=0.2)
     outcome = pipeline.execute(hub_plan(tiny_series), hub_out, progress=False,
@@ -264,7 +265,7 @@ def test_ray_run_equals_the_serial_run_and_a_failing_task_costs_only_itself(
     shutil.copytree(tiny_series, series)
     make_series(series, [200], pythia_tokenizer(tokenizer_file), neox_config())
     (series / "step200" / "model.safetensors").write_bytes(b"not a safetensors file")
-    plan = pipeline.plan_run([str(series)], None, fast_settings())
+    plan = planning.plan_run([str(series)], None, fast_settings())
     serial = pipeline.execute(plan, tmp_path / "serial", progress=False)
     ray_run = pipeline.execute(plan, tmp_path / "ray", progress=False,
                                executor=RayExecutor(cpus_per_task=1, num_cpus=2))

@@ -28,8 +28,8 @@ import analyze_results
 import extract_embeddings
 import run_experiments
 import train_suite
-from toposig.analysis import analyse
 from toposig.locks import exclusive
+from toposig.report import analyse
 from toposig.training import byte_tokenizer
 
 SRC = PROJECT / "src"
@@ -250,12 +250,12 @@ def test_a_figure_that_fails_midway_leaves_the_old_one_whole(tmp_path, monkeypat
     import matplotlib.pyplot as plt
     from matplotlib.figure import Figure
 
-    from toposig.plots import _save
+    from toposig.plots import save_figure
 
     target = tmp_path / "plots" / "f.png"
     fig, ax = plt.subplots()
     ax.plot([0, 1])
-    _save(fig, target)
+    save_figure(fig, target)
     before = target.read_bytes()
 
     def broken(self, f, **kw):
@@ -265,7 +265,7 @@ def test_a_figure_that_fails_midway_leaves_the_old_one_whole(tmp_path, monkeypat
     monkeypatch.setattr(Figure, "savefig", broken)
     fig, _ = plt.subplots()
     with pytest.raises(OSError, match="disk full"):
-        _save(fig, target)
+        save_figure(fig, target)
     assert target.read_bytes() == before
     assert sorted(p.name for p in target.parent.iterdir()) == ["f.png"]
 

@@ -20,6 +20,7 @@ import analyze_results
 import extract_embeddings
 import run_experiments
 from toposig import pipeline, tasks
+from toposig import plan as planning
 from toposig.stats import is_weight_feature
 
 SEVEN_FIGURES = ["summary_figure", "topological_evolution", "spectral_evolution",
@@ -102,7 +103,7 @@ def test_second_run_skips_everything(full_run, tiny_series):
     out, _ = full_run
     before = stable(records_of(out))
     t0 = time.perf_counter()
-    plan = pipeline.plan_run([str(tiny_series)], None, run_experiments_settings([]))
+    plan = planning.plan_run([str(tiny_series)], None, run_experiments_settings([]))
     outcome = pipeline.execute(plan, out, progress=False)
     assert outcome.computed == 0 and outcome.skipped == 3
     assert time.perf_counter() - t0 < 10
@@ -118,7 +119,7 @@ def test_a_checkpoint_replaced_in_place_is_analysed_again(tiny_series, wikitext_
     before = {r["step"]: r for r in records_of(tmp_path / "out")}
     shutil.rmtree(series / "step10")
     save_checkpoint(series / "step10", neox_config(), pythia_tokenizer(tokenizer_file), seed=99)
-    plan = pipeline.plan_run([str(series)], None, run_experiments_settings(FAST[:-1]))
+    plan = planning.plan_run([str(series)], None, run_experiments_settings(FAST[:-1]))
     outcome = pipeline.execute(plan, tmp_path / "out", progress=False)
     assert (outcome.computed, outcome.skipped) == (1, 2)
     after = {r["step"]: r for r in records_of(tmp_path / "out")}
@@ -299,7 +300,7 @@ def test_failed_checkpoints_are_recorded_and_the_run_goes_on(damaged_series, wik
     for step in (1, 2):
         shutil.rmtree(damaged_series / f"step{step}")
         save_checkpoint(damaged_series / f"step{step}", neox_config(), tok, seed=10 + step)
-    plan = pipeline.plan_run([str(damaged_series)], None, run_experiments_settings(FAST[:-1]))
+    plan = planning.plan_run([str(damaged_series)], None, run_experiments_settings(FAST[:-1]))
     outcome = pipeline.execute(plan, out, progress=False)
     assert (outcome.computed, outcome.skipped, outcome.failures) == (2, 2, [])
 
@@ -311,7 +312,7 @@ def test_uncached_hub_checkpoint_offline_is_a_recorded_failure(tiny_series, wiki
 
     monkeypatch.setattr(checkpoints, "hub_revision_names",
                         lambda repo, **kw: (["main", "step0", "step1"], "cache"))
-    monkeypatch.setattr(pipeline, "check_hub_access", lambda ckpts: True)
+    monkeypatch.setattr(planning, "check_hub_access", lambda ckpts: True)
     out = tmp_path / "out"
     code = run_experiments.main(["--models", str(tiny_series), "EleutherAI/pythia-70m",
                                  "--steps", "0", "--out", str(out), *FAST])

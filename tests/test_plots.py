@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from toposig import plots, stats
+from toposig import figures, plots, stats
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 STEPS = (0, 1, 2, 4, 16, 64, 256, 1000)
@@ -122,7 +122,7 @@ def assert_pngs(paths: list[Path], names: tuple[str, ...] = SEVEN,
 def test_plot_all_writes_the_seven_figures_and_the_heatmap_for_an_embedding_run(tmp_path):
     records = synthetic_records()
     out = tmp_path / "plots" / "nested"  # created if missing
-    paths = plots.plot_all(records, synthetic_statistics(records), out)
+    paths = figures.plot_all(records, synthetic_statistics(records), out)
     assert_pngs(paths, (*SEVEN, "correlation_heatmap"))
     assert all(p.parent == out for p in paths)
     assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in paths)
@@ -132,7 +132,7 @@ def test_plot_all_writes_only_the_four_weight_figures_for_a_weights_only_run(tmp
     records = synthetic_weight_records()
     statistics = {"correlations": stats.correlations_with_target(records, "loss")}
     assert statistics["correlations"]["target"] == "loss"
-    paths = plots.plot_all(records, statistics, tmp_path)
+    paths = figures.plot_all(records, statistics, tmp_path)
     assert_pngs(paths, WEIGHT, min_bytes=20_000)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"{n}.png" for n in WEIGHT)
 
@@ -154,8 +154,8 @@ def _stub(records: list[dict], statistics: dict, path: Path) -> Path:
 def test_plot_all_selects_figures_by_the_features_present(tmp_path, monkeypatch, kind,
                                                           with_correlations, expected):
     # every figure replaced by a stub: this checks the selection only, fast
-    monkeypatch.setattr(plots, "FIGURES", dict.fromkeys(plots.FIGURES, _stub))
-    monkeypatch.setattr(plots, "WEIGHT_FIGURES", dict.fromkeys(plots.WEIGHT_FIGURES, _stub))
+    monkeypatch.setattr(figures, "FIGURES", dict.fromkeys(plots.FIGURES, _stub))
+    monkeypatch.setattr(figures, "WEIGHT_FIGURES", dict.fromkeys(plots.WEIGHT_FIGURES, _stub))
     steps = (0, 10)  # two checkpoints: correlations are cheap (and undefined)
     weights = {(r["model_label"], r["step"]): r for r in synthetic_weight_records(steps=steps)}
     if kind == "weight":
@@ -170,7 +170,7 @@ def test_plot_all_selects_figures_by_the_features_present(tmp_path, monkeypatch,
                 r["features"] |= weights[r["model_label"], r["step"]]["features"]
     statistics = ({"correlations": stats.correlations_with_target(records, "loss")}
                   if with_correlations else {})
-    paths = plots.plot_all(records, statistics, tmp_path)
+    paths = figures.plot_all(records, statistics, tmp_path)
     assert [p.stem for p in paths] == list(expected)
 
 
@@ -221,7 +221,7 @@ def test_missing_values_and_a_single_checkpoint_model_do_not_crash(tmp_path):
     statistics = synthetic_statistics(records)
     statistics["wasserstein"]["final-only"] = []
     statistics["correlations"]["pooled"]["h1_n_features"]["spearman_p"] = None
-    assert_pngs(plots.plot_all(records, statistics, tmp_path), (*SEVEN, "correlation_heatmap"))
+    assert_pngs(figures.plot_all(records, statistics, tmp_path), (*SEVEN, "correlation_heatmap"))
 
 
 def test_missing_weight_values_and_a_single_checkpoint_model_do_not_crash(tmp_path):
@@ -239,7 +239,7 @@ def test_missing_weight_values_and_a_single_checkpoint_model_do_not_crash(tmp_pa
     features = ["np_mean", "np_std", "weight_h0_total", "weight_h1_count", "weight_std"]
     statistics = {"correlations": stats.correlations_with_target(records, "loss", features)}
     statistics["correlations"]["pooled"]["np_mean"]["spearman_p"] = None
-    assert_pngs(plots.plot_all(records, statistics, tmp_path), WEIGHT)
+    assert_pngs(figures.plot_all(records, statistics, tmp_path), WEIGHT)
 
 
 @pytest.mark.parametrize("plot", [plots.plot_summary_figure, plots.plot_topology_vs_perplexity,
@@ -291,7 +291,7 @@ def test_heatmap_marks_significance_by_holm_over_the_cells_shown(tmp_path, monke
     statistics = {"correlations": {"target": "perplexity", "per_model": {"m": cell},
                                    "pooled": cell}}
     drawn = []
-    monkeypatch.setattr(plots, "_save", lambda fig, path: drawn.append(fig) or Path(path))
+    monkeypatch.setattr(plots, "save_figure", lambda fig, path: drawn.append(fig) or Path(path))
     plots.plot_correlation_heatmap([], statistics, tmp_path / "h.png")
     ax = drawn[0].axes[0]
     weight = {t.get_text(): t.get_fontweight() for t in ax.texts if t.get_text()[:1] in "+-"}
@@ -318,7 +318,7 @@ def test_summary_and_topological_evolution_draw_the_bootstrap_bands(tmp_path, mo
     for r in records:
         r["features_resampled"] = {"h1_total_persistence": {"std": 0.5}}
     drawn = []
-    monkeypatch.setattr(plots, "_save", lambda fig, path: drawn.append(fig) or Path(path))
+    monkeypatch.setattr(plots, "save_figure", lambda fig, path: drawn.append(fig) or Path(path))
     plots.plot_summary_figure(records, {}, tmp_path / "s.png")
     plots.plot_topological_evolution(records, {}, tmp_path / "t.png")
     for fig in drawn:
@@ -354,10 +354,10 @@ def test_figures_in_vector_formats_keep_text_and_repeat_byte_for_byte(tmp_path):
 def test_plot_all_removes_its_figures_in_formats_it_did_not_write(tmp_path):
     records = synthetic_records(models=("a",))
     statistics = {"correlations": stats.correlations_with_target(records)}
-    plots.plot_all(records, statistics, tmp_path, output=plots.FigureOutput(("pdf",)))
+    figures.plot_all(records, statistics, tmp_path, output=plots.FigureOutput(("pdf",)))
     assert (tmp_path / "summary_figure.pdf").is_file()
     (tmp_path / "notes.pdf").write_bytes(b"mine")
-    plots.plot_all(records, statistics, tmp_path)
+    figures.plot_all(records, statistics, tmp_path)
     assert not list(tmp_path.glob("summary_figure.pdf"))
     assert (tmp_path / "summary_figure.png").is_file()
     assert (tmp_path / "notes.pdf").read_bytes() == b"mine"

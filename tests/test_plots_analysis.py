@@ -10,7 +10,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
-from toposig import phases, plots
+from toposig import figures, phases, plots
 from toposig import plots_analysis as pa
 from toposig.analysis import compute_statistics
 
@@ -130,17 +130,17 @@ def test_plot_all_appends_the_analysis_figures_and_passes_the_results_root(full_
         seen.append(results_root)
         return _stub(records, statistics, path)
 
-    monkeypatch.setattr(plots, "FIGURES", dict.fromkeys(plots.FIGURES, _stub))
-    monkeypatch.setattr(plots, "WEIGHT_FIGURES", dict.fromkeys(plots.WEIGHT_FIGURES, _stub))
+    monkeypatch.setattr(figures, "FIGURES", dict.fromkeys(plots.FIGURES, _stub))
+    monkeypatch.setattr(figures, "WEIGHT_FIGURES", dict.fromkeys(plots.WEIGHT_FIGURES, _stub))
     monkeypatch.setattr(pa, "ANALYSIS_FIGURES", dict.fromkeys(pa.ANALYSIS_FIGURES, recording))
-    paths = plots.plot_all(records, statistics, tmp_path, results_root=root)
+    paths = figures.plot_all(records, statistics, tmp_path, results_root=root)
     stems = [p.stem for p in paths]
     assert stems[:len(plots.FIGURES)] == list(plots.FIGURES)
     assert stems[len(plots.FIGURES):] == [*plots.WEIGHT_FIGURES, *ALWAYS]
     assert seen == [root] * len(ALWAYS)
     # without a results root (older callers): the report figures only, as before
     seen.clear()
-    stems = [p.stem for p in plots.plot_all(records, statistics, tmp_path / "no_root")]
+    stems = [p.stem for p in figures.plot_all(records, statistics, tmp_path / "no_root")]
     assert stems == [*plots.FIGURES, *plots.WEIGHT_FIGURES] and seen == []
 
 
@@ -250,7 +250,7 @@ def test_select_checkpoints_keeps_first_last_and_log_spaced_ones():
 def test_bootstrap_bands_are_shaded_when_records_carry_them(tmp_path):
     records = make_run(tmp_path, models=MODELS[:1], weights=False, resampled=True)
     groups = pa.by_model(records)
-    styles = pa._model_styles(groups)
+    styles = pa.model_styles(groups)
     fig, ax = plt.subplots()
     try:
         assert pa.draw_bootstrap_bands(ax, groups, styles, "rankme", pa._log_step)

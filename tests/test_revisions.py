@@ -11,6 +11,7 @@ from conftest import FolderHub, neox_config, save_checkpoint
 
 from toposig import checkpoints as ck
 from toposig import pipeline
+from toposig import plan as planning
 from toposig import revisions as rv
 from toposig.executors import SerialExecutor
 
@@ -174,8 +175,8 @@ def test_a_hub_series_with_olmo_revisions_runs_end_to_end(fake_hub, wikitext_dir
     from toposig.config import EmbeddingSettings
 
     hub = FolderHub(fake_hub, tmp_path / "cache")
-    monkeypatch.setattr(pipeline, "check_hub_access", lambda ckpts: False)  # the fake is up
-    plan = pipeline.plan_run(["fake-org/suite1"], rv.parse_selection(["0", "20000"]),
+    monkeypatch.setattr(planning, "check_hub_access", lambda ckpts: False)  # the fake is up
+    plan = planning.plan_run(["fake-org/suite1"], rv.parse_selection(["0", "20000"]),
                              EmbeddingSettings(n_texts=12, max_length=24),
                              list_refs=hub.list_repo_refs)
     outcome = pipeline.execute(plan, tmp_path / "out", progress=False,

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from . import controls, homology, phases, prediction, scaling, stats
-from .atomic import atomic_write_json, read_json
+from .atomic import read_json
 from .store import load_arrays
 
 logger = logging.getLogger(__name__)
@@ -368,26 +368,6 @@ def compute_statistics(results_dir: str | Path, records: list[dict],
                                          "(the seed's window)",
         },
     }
-
-
-def analyse(results_dir: str | Path = "results", plots: bool = True,
-            target: str = "auto", seed: int = 0, output=None) -> tuple[dict, list[Path]]:
-    """Write ``data/statistics.json``, ``summary.md`` and the figures (in ``output``'s
-    formats and resolution, a :class:`toposig.plots.FigureOutput`; PNG by default).
-    Returns the statistics and figure paths."""
-    records = load_entries(results_dir)
-    statistics = compute_statistics(results_dir, records, target, seed=seed)
-    atomic_write_json(Path(results_dir) / "data" / "statistics.json", statistics)
-    from .report import write_summary
-
-    write_summary(results_dir, statistics, records)
-    figures: list[Path] = []
-    if plots:
-        from .plots import plot_all
-
-        figures = plot_all(records, statistics, Path(results_dir) / "plots",
-                           results_root=results_dir, output=output)
-    return statistics, figures
 
 
 def summary_lines(statistics: dict, top: int = 8) -> list[str]:

@@ -31,7 +31,7 @@ from .fetch import Download, Fetched, Prefetcher, evict_snapshot, hub_snapshot
 from .tasks import Result, Task, TaskFailure, load_once, run_task
 
 if TYPE_CHECKING:
-    from .pipeline import RunPlan
+    from .plan import RunPlan
 
 logger = logging.getLogger(__name__)
 

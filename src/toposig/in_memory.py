@@ -22,8 +22,8 @@ import numpy as np
 
 from .checkpoints import Checkpoint
 from .config import EmbeddingSettings, GradientSettings, LandscapeSettings, WeightSettings
+from .records import FAMILIES, merge_family_records
 
-FAMILIES = ("embedding", "weights", "landscape", "gradients")
 IN_MEMORY = "<in memory>"
 
 
@@ -45,8 +45,6 @@ class Measurement:
     @property
     def entry(self) -> dict:
         """The families merged into one aggregate entry (as ``data/all_results.json``)."""
-        from .pipeline import merge_family_records
-
         return merge_family_records(self.records) or {}
 
     @property

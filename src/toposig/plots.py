@@ -4,8 +4,10 @@ Embedding space (``FIGURES``, seven figures): hidden-state persistent homology, 
 features, perplexity and diagram distances across training. Weight space
 (``WEIGHT_FIGURES``): neural persistence and weight-row Vietoris–Rips homology across
 training, neural persistence and H0 total persistence against the quality target (loss or
-perplexity), and a heatmap of every feature's Spearman ρ with that target. ``plot_all``
-draws a family only when the records carry its features.
+perplexity), and a heatmap of every feature's Spearman ρ with that target;
+``figures.plot_all`` draws a family only when the records carry its features. The
+helpers every figure module shares (panels, styles, the step axis, ``save_figure`` and
+the :class:`FigureOutput` it writes with) are public here.
 
 Every figure is drawn from the records (one dict per model and checkpoint, as written by
 the store) and the statistics computed by ``analysis.compute_statistics``. Records are
@@ -40,7 +42,7 @@ from matplotlib.ticker import MaxNLocator, NullLocator
 from .controls import holm
 from .homology import FEATURE_NAMES
 from .spectral import SPECTRAL_NAMES
-from .stats import WEIGHT_STATISTICS, by_model, feature_family, is_topological, is_weight_feature
+from .stats import WEIGHT_STATISTICS, by_model, feature_family, is_topological
 
 matplotlib.use("Agg")  # pyplot picks its backend lazily, so this still takes effect
 
@@ -145,7 +147,7 @@ class Style:
 # --------------------------------------------------------------------------- data helpers
 
 
-def _finite(value: object) -> float | None:
+def finite_or_none(value: object) -> float | None:
     """``value`` as a float, or None when it is missing, non-numeric or non-finite."""
     if value is None or isinstance(value, bool):
         return None
@@ -156,29 +158,29 @@ def _finite(value: object) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def _step(record: dict) -> float:
+def step_of(record: dict) -> float:
     """The record's step; a missing step (a lone final checkpoint) counts as 0."""
-    step = _finite(record.get("step"))
+    step = finite_or_none(record.get("step"))
     return 0.0 if step is None else step
 
 
-def _value(record: dict, key: str) -> float | None:
+def value_of(record: dict, key: str) -> float | None:
     """A feature of the record, or a top-level field such as ``perplexity``."""
     features = record.get("features") or {}
-    return _finite(features[key] if key in features else record.get(key))
+    return finite_or_none(features[key] if key in features else record.get(key))
 
 
-def _model_styles(labels: Iterable[str]) -> dict[str, Style]:
+def model_styles(labels: Iterable[str]) -> dict[str, Style]:
     colors = plt.get_cmap("tab10").colors
     return {label: Style(to_hex(colors[i % len(colors)]), MARKERS[i % len(MARKERS)])
             for i, label in enumerate(labels)}
 
 
-def _record_series(groups: dict[str, list[dict]], key: str) -> Series:
+def record_series(groups: dict[str, list[dict]], key: str) -> Series:
     """Per model, (steps, values) of ``key``, missing values dropped."""
     out: Series = {}
     for label, recs in groups.items():
-        pts = [(_step(r), v) for r in recs if (v := _value(r, key)) is not None]
+        pts = [(step_of(r), v) for r in recs if (v := value_of(r, key)) is not None]
         out[label] = (np.array([p[0] for p in pts]), np.array([p[1] for p in pts]))
     return out
 
@@ -190,9 +192,9 @@ def _wasserstein_series(statistics: dict, labels: Iterable[str], key: str,
     table = (statistics or {}).get("wasserstein") or {}
     out: Series = {}
     for label in labels:
-        pts = sorted((_finite(row.get("step_to")) or 0.0, v / (_gap(row) if per_step else 1))
+        pts = sorted((finite_or_none(row.get("step_to")) or 0.0, v / (_gap(row) if per_step else 1))
                      for row in table.get(label) or []
-                     if (v := _finite(row.get(key))) is not None
+                     if (v := finite_or_none(row.get(key))) is not None
                      and (not per_step or _gap(row) > 0))
         out[label] = (np.array([p[0] for p in pts]), np.array([p[1] for p in pts]))
     return out
@@ -200,7 +202,7 @@ def _wasserstein_series(statistics: dict, labels: Iterable[str], key: str,
 
 def _gap(row: dict) -> float:
     """Training steps between the two checkpoints of a distance row (0 when unknown)."""
-    a, b = _finite(row.get("step_from")), _finite(row.get("step_to"))
+    a, b = finite_or_none(row.get("step_from")), finite_or_none(row.get("step_to"))
     return b - a if a is not None and b is not None else 0.0
 
 
@@ -212,7 +214,7 @@ def _gaps_differ(statistics: dict, labels: Iterable[str]) -> bool:
 
 
 def _all_steps(records: Sequence[dict]) -> list[float]:
-    return [_step(r) for r in records]
+    return [step_of(r) for r in records]
 
 
 BAND_LABEL = "value ± 1.96 bootstrap s.e. over texts"
@@ -227,10 +229,10 @@ def bootstrap_band(record: dict, key: str) -> tuple[float, float] | None:
     the resamples measure.
     """
     entry = (record.get("features_resampled") or {}).get(key)
-    value = _finite((record.get("features") or {}).get(key))
+    value = finite_or_none((record.get("features") or {}).get(key))
     if not isinstance(entry, dict) or value is None:
         return None
-    std = _finite(entry.get("std"))
+    std = finite_or_none(entry.get("std"))
     return None if std is None else (value - 1.96 * std, value + 1.96 * std)
 
 
@@ -267,7 +269,7 @@ def step_axis_scale(steps: Iterable[float | None]) -> str:
     The ratio is max(step) / max(smallest positive step, 1); steps include 0, so a log
     axis is impossible and symlog (linear below 1) is used instead.
     """
-    vals = [x for s in steps if (x := _finite(s)) is not None]
+    vals = [x for s in steps if (x := finite_or_none(s)) is not None]
     positive = [x for x in vals if x > 0]
     if not positive:
         return "linear"
@@ -282,7 +284,7 @@ def set_step_axis(ax: Axes, steps: Iterable[float | None]) -> str:
     panels of one figure line up even where a series starts later (distances to the
     previous checkpoint) or has gaps.
     """
-    vals = [x for s in steps if (x := _finite(s)) is not None]
+    vals = [x for s in steps if (x := finite_or_none(s)) is not None]
     scale = step_axis_scale(vals)
     if scale == "symlog":
         ax.set_xscale("symlog", linthresh=1)
@@ -303,7 +305,7 @@ def set_step_axis(ax: Axes, steps: Iterable[float | None]) -> str:
 # ------------------------------------------------------------------------------ panels
 
 
-def _no_data(ax: Axes, message: str = "no data") -> None:
+def no_data(ax: Axes, message: str = "no data") -> None:
     ax.text(0.5, 0.5, message, transform=ax.transAxes, ha="center", va="center",
             fontsize=10, color="0.45")
 
@@ -347,7 +349,7 @@ def _model_legend(fig: Figure, styles: dict[str, Style]) -> None:
                    framealpha=0.9)
 
 
-def _line_panel(ax: Axes, series: Series, styles: dict[str, Style], *, title: str,
+def line_panel(ax: Axes, series: Series, styles: dict[str, Style], *, title: str,
                 ylabel: str, steps: Sequence[float], logy: bool = False,
                 dashed: Series | None = None, style_key: tuple[str, str] = ("", ""),
                 empty: str = "no data", extra_handles: Sequence[Line2D | Patch] = (),
@@ -386,7 +388,7 @@ def _line_panel(ax: Axes, series: Series, styles: dict[str, Style], *, title: st
     ax.set_title(title)
     ax.grid(True, which="major", alpha=0.3)
     if not (drawn or dashed_drawn):
-        _no_data(ax, empty)
+        no_data(ax, empty)
         return
     if logy:
         _log_y_if_positive(ax, series)
@@ -400,13 +402,13 @@ def _feature_panel(ax: Axes, groups: dict[str, list[dict]], styles: dict[str, St
     """``key`` per model vs step, with its bootstrap band over texts where records carry
     one (``features_resampled``)."""
     title, ylabel = FEATURE_LABELS.get(key, (key, key))
-    band = draw_bootstrap_bands(ax, groups, styles, key, _step)
-    _line_panel(ax, _record_series(groups, key), styles, title=title, ylabel=ylabel,
+    band = draw_bootstrap_bands(ax, groups, styles, key, step_of)
+    line_panel(ax, record_series(groups, key), styles, title=title, ylabel=ylabel,
                 steps=steps, logy=logy, model_legend=model_legend,
                 extra_handles=[bootstrap_band_handle()] if band else [])
 
 
-def _grid(n_panels: int, ncols: int, figsize: tuple[float, float] = GRID_FIGSIZE
+def panel_grid(n_panels: int, ncols: int, figsize: tuple[float, float] = GRID_FIGSIZE
           ) -> tuple[Figure, list[Axes]]:
     """A constrained-layout grid; panels beyond ``n_panels`` are hidden."""
     nrows = math.ceil(n_panels / ncols)
@@ -460,7 +462,7 @@ def figure_output(output: FigureOutput) -> Iterator[FigureOutput]:
         _OUTPUT.reset(token)
 
 
-def _save(fig: Figure, path: str | Path) -> Path:
+def save_figure(fig: Figure, path: str | Path) -> Path:
     """Write a figure in each format of the current :class:`FigureOutput` (``path`` with
     that suffix), each atomically (a temporary file in the same folder, then a rename),
     so a kill never leaves a cut-short image in place. Returns the first format's path."""
@@ -488,14 +490,14 @@ def _save(fig: Figure, path: str | Path) -> Path:
     return path.with_suffix(f".{output.formats[0]}")
 
 
-def _feature_grid(records: Sequence[dict], keys: Sequence[str], path: str | Path,
+def feature_grid(records: Sequence[dict], keys: Sequence[str], path: str | Path,
                   suptitle: str, ncols: int = 3, note: str = "") -> Path:
     """One panel per feature vs step; ``note`` fills the first spare grid cell, if any."""
     groups = by_model(records)
-    styles = _model_styles(groups)
+    styles = model_styles(groups)
     steps = _all_steps(records)
     n_cells = len(keys) + (1 if note and len(keys) % ncols else 0)
-    fig, axes = _grid(n_cells, ncols)
+    fig, axes = panel_grid(n_cells, ncols)
     for ax, key in zip(axes, keys, strict=False):
         _feature_panel(ax, groups, styles, key, steps, model_legend=False)
     _model_legend(fig, styles)
@@ -504,7 +506,7 @@ def _feature_grid(records: Sequence[dict], keys: Sequence[str], path: str | Path
         axes[-1].text(0.02, 0.95, note, transform=axes[-1].transAxes, ha="left", va="top",
                       fontsize=10, linespacing=1.5, wrap=True)
     fig.suptitle(suptitle)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 # ----------------------------------------------------------------------------- figures
@@ -512,7 +514,7 @@ def _feature_grid(records: Sequence[dict], keys: Sequence[str], path: str | Path
 FigureFn = Callable[[Sequence[dict], dict, str | Path], Path]
 
 
-def _styled(plot: FigureFn) -> FigureFn:
+def styled(plot: FigureFn) -> FigureFn:
     """Draw the figure under the module's font sizes without touching global rcParams."""
 
     @functools.wraps(plot)
@@ -523,42 +525,42 @@ def _styled(plot: FigureFn) -> FigureFn:
     return wrapper
 
 
-@_styled
+@styled
 def plot_summary_figure(records: Sequence[dict], statistics: dict, path: str | Path) -> Path:
     """Perplexity, H1 total persistence (with its bootstrap band), RankMe and the H1
     Wasserstein distance to the previous checkpoint (per step of gap when gaps differ) vs
     step (2 × 2)."""
     groups = by_model(records)
-    styles = _model_styles(groups)
+    styles = model_styles(groups)
     steps = _all_steps(records)
-    fig, axes = _grid(4, 2)
+    fig, axes = panel_grid(4, 2)
     _feature_panel(axes[0], groups, styles, "perplexity", steps, logy=True)
     _feature_panel(axes[1], groups, styles, "h1_total_persistence", steps)
     _feature_panel(axes[2], groups, styles, "rankme", steps)
     per_step = _gaps_differ(statistics, groups)
-    _line_panel(axes[3], _wasserstein_series(statistics, groups, "h1_wasserstein", per_step),
+    line_panel(axes[3], _wasserstein_series(statistics, groups, "h1_wasserstein", per_step),
                 styles, title="H1 Wasserstein distance to previous checkpoint"
                 + (", per step of gap" if per_step else ""),
                 ylabel="W₁ (L∞ ground metric)" + (" / steps between checkpoints"
                                                    if per_step else ""),
                 steps=steps, logy=per_step, empty=NO_PAIRS)
     fig.suptitle("Summary: quality, topology and spectrum across training")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
-@_styled
+@styled
 def plot_topological_evolution(records: Sequence[dict], statistics: dict,
                                path: str | Path) -> Path:
     """Six persistent-homology features of the hidden states vs step (2 × 3)."""
-    return _feature_grid(records, TOPOLOGICAL_EVOLUTION, path,
+    return feature_grid(records, TOPOLOGICAL_EVOLUTION, path,
                          "Persistent-homology features across training")
 
 
-@_styled
+@styled
 def plot_spectral_evolution(records: Sequence[dict], statistics: dict,
                             path: str | Path) -> Path:
     """RankMe, covariance effective rank, participation ratio, decay α, stable rank vs step."""
-    return _feature_grid(records, SPECTRAL_NAMES, path,
+    return feature_grid(records, SPECTRAL_NAMES, path,
                          "Spectral features of the hidden states across training",
                          note=SPECTRAL_NOTE)
 
@@ -572,7 +574,7 @@ def _correlation_text(corr: dict | None) -> str:
     return f"pooled Spearman ρ = {r:+.2f}, p = {p_text} (n = {n})"
 
 
-@_styled
+@styled
 def plot_topology_vs_perplexity(records: Sequence[dict], statistics: dict,
                                 path: str | Path) -> Path:
     """H1 features against perplexity (log x), one colour per model, pooled Spearman noted.
@@ -581,18 +583,18 @@ def plot_topology_vs_perplexity(records: Sequence[dict], statistics: dict,
     pooled Spearman correlation from ``statistics`` is the second line of each title.
     """
     groups = by_model(records)
-    styles = _model_styles(groups)
+    styles = model_styles(groups)
     pooled = ((statistics or {}).get("correlations") or {}).get("pooled") or {}
     present = {k for r in records for k in (r.get("features") or {})}
     keys = [k for k in H1_VS_PERPLEXITY if k in present] or list(H1_VS_PERPLEXITY[:4])
-    fig, axes = _grid(len(keys), 3 if len(keys) > 4 else 2)
+    fig, axes = panel_grid(len(keys), 3 if len(keys) > 4 else 2)
     for ax, key in zip(axes, keys, strict=True):
         title, ylabel = FEATURE_LABELS.get(key, (key, key))
         drawn = []
         for label, recs in groups.items():
             pts = [(x, y) for r in recs
-                   if (x := _value(r, "perplexity")) is not None and x > 0
-                   and (y := _value(r, key)) is not None]
+                   if (x := value_of(r, "perplexity")) is not None and x > 0
+                   and (y := value_of(r, key)) is not None]
             if not pts:
                 continue
             st = styles[label]
@@ -606,13 +608,13 @@ def plot_topology_vs_perplexity(records: Sequence[dict], statistics: dict,
         ax.set_ylabel(ylabel)
         ax.grid(True, which="major", alpha=0.3)
         if not drawn:
-            _no_data(ax)
+            no_data(ax)
             continue
         if _spans_decade(drawn):
             ax.set_xscale("log")
     _model_legend(fig, styles)
     fig.suptitle("H1 topology of the hidden states against perplexity")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def _topological_order(name: str) -> tuple[str, int, str]:
@@ -635,7 +637,7 @@ def _correlation_features(correlations: dict) -> tuple[list[str], list[str]]:
 
 def _spearman(table: dict, feature: str) -> tuple[float | None, float | None]:
     corr = table.get(feature) or {}
-    return _finite(corr.get("spearman_r")), _finite(corr.get("spearman_p"))
+    return finite_or_none(corr.get("spearman_r")), finite_or_none(corr.get("spearman_p"))
 
 
 def family_separators(ax: Axes, groups: Sequence[tuple[str, Sequence[str]]], *,
@@ -668,7 +670,7 @@ def _family_bands(ax: Axes, n_topo: int, n_spectral: int) -> None:
         ax.axhline(n_topo - 0.5, color="0.3", linewidth=1.0)
 
 
-@_styled
+@styled
 def plot_topo_vs_spectral_correlations(records: Sequence[dict], statistics: dict,
                                        path: str | Path) -> Path:
     """|Spearman ρ| of each feature with perplexity, one bar per model, grouped by feature.
@@ -681,7 +683,7 @@ def plot_topo_vs_spectral_correlations(records: Sequence[dict], statistics: dict
     per_model = correlations.get("per_model") or {}
     pooled = correlations.get("pooled") or {}
     all_labels = list(dict.fromkeys([*by_model(records), *per_model]))
-    styles = _model_styles(all_labels)
+    styles = model_styles(all_labels)
     topo, spectral = _correlation_features(correlations)
     features = topo + spectral
     # models without a single defined ρ (e.g. one checkpoint) get no bar slot
@@ -692,9 +694,9 @@ def plot_topo_vs_spectral_correlations(records: Sequence[dict], statistics: dict
     target = correlations.get("target", "perplexity")
     ax.set_title(f"Strength of the rank correlation of each feature with {_target_name(target)}")
     if not features or not labels:
-        _no_data(ax, "no correlation is defined (fewer than 3 checkpoints per model?)")
+        no_data(ax, "no correlation is defined (fewer than 3 checkpoints per model?)")
         ax.set_axis_off()
-        return _save(fig, path)
+        return save_figure(fig, path)
 
     group_h = 0.8
     bar_h = group_h / len(labels)
@@ -735,24 +737,24 @@ def plot_topo_vs_spectral_correlations(records: Sequence[dict], statistics: dict
                       label=f"p ≥ {SIGNIFICANCE:g} (not significant)")]
     fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 5),
                framealpha=0.9)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
-@_styled
+@styled
 def plot_wasserstein_rate(records: Sequence[dict], statistics: dict, path: str | Path) -> Path:
     """H0 and H1 Wasserstein distance to the previous checkpoint vs step (L∞ solid, L2
     dashed); per step of gap when checkpoints are unevenly spaced."""
     groups = by_model(records)
     labels = list(dict.fromkeys([*groups, *((statistics or {}).get("wasserstein") or {})]))
-    styles = _model_styles(labels)
-    fig, axes = _grid(2, 2, figsize=(12.0, 5.5))
+    styles = model_styles(labels)
+    fig, axes = panel_grid(2, 2, figsize=(12.0, 5.5))
     per_step = _gaps_differ(statistics, labels)
     for ax, q in zip(axes, (0, 1), strict=True):
         solid = _wasserstein_series(statistics, labels, f"h{q}_wasserstein", per_step)
         dashed = _wasserstein_series(statistics, labels, f"h{q}_wasserstein_persim_l2",
                                      per_step)
         steps = [x for xs, _ in [*solid.values(), *dashed.values()] for x in xs]
-        _line_panel(ax, solid, styles, title=f"H{q}: distance to the previous checkpoint",
+        line_panel(ax, solid, styles, title=f"H{q}: distance to the previous checkpoint",
                     ylabel=f"H{q} W₁ (diagram units)"
                     + (" per step of gap" if per_step else ""),
                     steps=steps or _all_steps(records), logy=per_step, dashed=dashed,
@@ -761,18 +763,18 @@ def plot_wasserstein_rate(records: Sequence[dict], statistics: dict, path: str |
                  "at the later step\n"
                  + ("divided by the steps between them (gaps differ); " if per_step else "")
                  + "solid: L∞ ground metric, dashed: L2")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
-@_styled
+@styled
 def plot_perplexity_curves(records: Sequence[dict], statistics: dict, path: str | Path) -> Path:
     """Perplexity vs step per model, log y."""
     groups = by_model(records)
     fig, ax = plt.subplots(figsize=(9.0, 5.5), layout="constrained")
-    _line_panel(ax, _record_series(groups, "perplexity"), _model_styles(groups),
+    line_panel(ax, record_series(groups, "perplexity"), model_styles(groups),
                 title="Perplexity across training", ylabel="perplexity (log scale)",
                 steps=_all_steps(records), logy=True)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 # ------------------------------------------------------------------------ weight space
@@ -786,9 +788,9 @@ def _band_panel(ax: Axes, groups: dict[str, list[dict]], styles: dict[str, Style
     band = extrema = False
     for label, recs in groups.items():
         color = styles[label].color
-        pts = [(_step(r), m, s) for r in recs
-               if (m := _value(r, f"{prefix}_mean")) is not None
-               and (s := _value(r, f"{prefix}_std")) is not None]
+        pts = [(step_of(r), m, s) for r in recs
+               if (m := value_of(r, f"{prefix}_mean")) is not None
+               and (s := value_of(r, f"{prefix}_std")) is not None]
         if pts:
             x, m, s = (np.array(c) for c in zip(*pts, strict=True))
             if x.size > 1:
@@ -797,7 +799,7 @@ def _band_panel(ax: Axes, groups: dict[str, list[dict]], styles: dict[str, Style
                 ax.errorbar(x, m, yerr=s, fmt="none", ecolor=color, alpha=0.5, capsize=4)
             band = True
         for key in (f"{prefix}_min", f"{prefix}_max"):
-            xs, ys = _record_series({label: recs}, key)[label]
+            xs, ys = record_series({label: recs}, key)[label]
             if xs.size:
                 ax.plot(xs, ys, color=color, linestyle=":", linewidth=0.9, alpha=0.8)
                 extrema = True
@@ -806,11 +808,11 @@ def _band_panel(ax: Axes, groups: dict[str, list[dict]], styles: dict[str, Style
     if extrema:
         extra.append(Line2D([], [], color="0.25", linestyle=":", linewidth=0.9,
                             label="min / max over matrices"))
-    _line_panel(ax, _record_series(groups, f"{prefix}_mean"), styles, title=title,
+    line_panel(ax, record_series(groups, f"{prefix}_mean"), styles, title=title,
                 ylabel=ylabel, steps=steps, extra_handles=extra)
 
 
-@_styled
+@styled
 def plot_neural_persistence_evolution(records: Sequence[dict], statistics: dict,
                                       path: str | Path) -> Path:
     """Neural persistence vs step (1 × 2): Rieck et al.'s normalised NP, the seed's variant.
@@ -819,9 +821,9 @@ def plot_neural_persistence_evolution(records: Sequence[dict], statistics: dict,
     deviation over them and dotted lines their min and max (where recorded).
     """
     groups = by_model(records)
-    styles = _model_styles(groups)
+    styles = model_styles(groups)
     steps = _all_steps(records)
-    fig, axes = _grid(2, 2, figsize=(12.0, 5.0))
+    fig, axes = panel_grid(2, 2, figsize=(12.0, 5.0))
     _band_panel(axes[0], groups, styles, "np", steps, title=FEATURE_LABELS["np_mean"][0],
                 ylabel=FEATURE_LABELS["np_mean"][1])
     _band_panel(axes[1], groups, styles, "np_seed", steps,
@@ -829,10 +831,10 @@ def plot_neural_persistence_evolution(records: Sequence[dict], statistics: dict,
                 ylabel=FEATURE_LABELS["np_seed_mean"][1])
     fig.suptitle("Neural persistence of the weight matrices across training "
                  "(mean over matrices)")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
-@_styled
+@styled
 def plot_vr_persistence_evolution(records: Sequence[dict], statistics: dict,
                                   path: str | Path) -> Path:
     """Weight-row Vietoris–Rips homology vs step (2 × 2), summed over weight matrices.
@@ -841,20 +843,20 @@ def plot_vr_persistence_evolution(records: Sequence[dict], statistics: dict,
     solid, H1 dashed).
     """
     groups = by_model(records)
-    styles = _model_styles(groups)
+    styles = model_styles(groups)
     steps = _all_steps(records)
-    fig, axes = _grid(4, 2)
+    fig, axes = panel_grid(4, 2)
     for ax, key in zip(axes, ("weight_h0_total", "weight_h1_total", "weight_h1_count"),
                        strict=False):
         _feature_panel(ax, groups, styles, key, steps)
     title, ylabel = FEATURE_LABELS["weight_h0_entropy_mean"]
-    _line_panel(axes[3], _record_series(groups, "weight_h0_entropy_mean"), styles,
+    line_panel(axes[3], record_series(groups, "weight_h0_entropy_mean"), styles,
                 title=title, ylabel=ylabel, steps=steps,
-                dashed=_record_series(groups, "weight_h1_entropy_mean"),
+                dashed=record_series(groups, "weight_h1_entropy_mean"),
                 style_key=("H0", "H1"))
     fig.suptitle("Vietoris–Rips homology of the weight rows across training "
                  "(summed over weight matrices)")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def _target(records: Sequence[dict], statistics: dict) -> str:
@@ -864,7 +866,7 @@ def _target(records: Sequence[dict], statistics: dict) -> str:
     if target:
         return str(target)
     return next((t for t in ("perplexity", "loss", "mlm_loss")
-                 if any(_value(r, t) is not None for r in records)), "loss")
+                 if any(value_of(r, t) is not None for r in records)), "loss")
 
 
 def _target_name(target: str) -> str:
@@ -882,7 +884,8 @@ def _target_label(target: str, log: bool) -> str:
 def _rho_text(corr: dict | None) -> str:
     """Short per-model Spearman annotation: ``ρ = +0.83, p = 0.012 (n = 8)``."""
     corr = corr or {}
-    r, p, n = _finite(corr.get("spearman_r")), _finite(corr.get("spearman_p")), corr.get("n")
+    r, p = finite_or_none(corr.get("spearman_r")), finite_or_none(corr.get("spearman_p"))
+    n = corr.get("n")
     n_text = f"n = {n if n is not None else 0}"
     if r is None:
         return f"ρ n/a ({n_text})"
@@ -898,13 +901,13 @@ def _quality_scatter(ax: Axes, groups: dict[str, list[dict]], styles: dict[str, 
     """
     per_model = correlations.get("per_model") or {}
     pooled = correlations.get("pooled") or {}
-    all_steps = [_step(r) for recs in groups.values() for r in recs]
+    all_steps = [step_of(r) for recs in groups.values() for r in recs]
     top = math.log1p(max([*all_steps, 0.0]))
     handles: list[Line2D] = []
     ys_drawn: list[float] = []
     for label, recs in groups.items():
-        pts = [(x, y, _step(r)) for r in recs
-               if (x := _value(r, key)) is not None and (y := _value(r, target)) is not None]
+        pts = [(x, y, step_of(r)) for r in recs
+               if (x := value_of(r, key)) is not None and (y := value_of(r, target)) is not None]
         if not pts:
             continue
         st = styles[label]
@@ -925,7 +928,7 @@ def _quality_scatter(ax: Axes, groups: dict[str, list[dict]], styles: dict[str, 
     ax.set_ylabel(_target_label(target, log))
     ax.grid(True, which="major", alpha=0.3)
     if not handles:
-        _no_data(ax)
+        no_data(ax)
         return
     if log:
         ax.set_yscale("log")
@@ -935,7 +938,7 @@ def _quality_scatter(ax: Axes, groups: dict[str, list[dict]], styles: dict[str, 
               framealpha=0.9, fontsize=8.5)
 
 
-@_styled
+@styled
 def plot_np_vs_loss_scatter(records: Sequence[dict], statistics: dict,
                             path: str | Path) -> Path:
     """The quality target (loss or perplexity) against neural persistence and against
@@ -945,17 +948,17 @@ def plot_np_vs_loss_scatter(records: Sequence[dict], statistics: dict,
     points are joined in training order.
     """
     groups = by_model(records)
-    styles = _model_styles(groups)
+    styles = model_styles(groups)
     target = _target(records, statistics)
     correlations = (statistics or {}).get("correlations") or {}
-    fig, axes = _grid(2, 2, figsize=(12.0, 6.0))
+    fig, axes = panel_grid(2, 2, figsize=(12.0, 6.0))
     for ax, key in zip(axes, ("np_mean", "weight_h0_total"), strict=True):
         _quality_scatter(ax, groups, styles, key, target, correlations)
     fig.suptitle(f"Model quality ({target}) against weight-space topology")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
-def _heatmap_order(name: str) -> tuple:
+def heatmap_order(name: str) -> tuple:
     """Sort key of a feature within its family: the family's display order, then name."""
     family = feature_family(name)
     if family == "embedding_topological":
@@ -974,13 +977,13 @@ def _heatmap_features(correlations: dict) -> list[tuple[str, list[str]]]:
         names.extend(k for k in table if k not in names)
     groups = []
     for family, label in HEATMAP_FAMILIES:
-        members = sorted((k for k in names if feature_family(k) == family), key=_heatmap_order)
+        members = sorted((k for k in names if feature_family(k) == family), key=heatmap_order)
         if members:
             groups.append((label, members))
     return groups
 
 
-@_styled
+@styled
 def plot_correlation_heatmap(records: Sequence[dict], statistics: dict,
                              path: str | Path) -> Path:
     """Spearman ρ of every feature with the quality target: rows features, grouped by
@@ -1008,9 +1011,9 @@ def plot_correlation_heatmap(records: Sequence[dict], statistics: dict,
                  f"bold: Holm-adjusted p < {SIGNIFICANCE:g} over the tests shown, as in "
                  "the tables", fontsize=11)
     if not features or not columns:
-        _no_data(ax, "no correlations")
+        no_data(ax, "no correlations")
         ax.set_axis_off()
-        return _save(fig, path)
+        return save_figure(fig, path)
 
     cmap = plt.get_cmap("RdBu_r")
     norm = Normalize(-1.0, 1.0)
@@ -1060,7 +1063,7 @@ def plot_correlation_heatmap(records: Sequence[dict], statistics: dict,
                Patch(facecolor="0.86", edgecolor="0.6",
                      label="n/a: ρ undefined (< 3 points or constant)")]
     fig.legend(handles=handles, loc="outside lower center", ncol=2, framealpha=0.9)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 FIGURES: dict[str, FigureFn] = {
@@ -1081,68 +1084,3 @@ WEIGHT_FIGURES: dict[str, FigureFn] = {
     "correlation_heatmap": plot_correlation_heatmap,
 }
 HEATMAP = "correlation_heatmap"
-
-
-def _has_embedding(records: Sequence[dict]) -> bool:
-    """Some record has a hidden-state feature (topological or spectral) or a perplexity."""
-    return any(
-        _value(r, "perplexity") is not None
-        or any(feature_family(k).startswith("embedding_") and _finite(v) is not None
-               for k, v in (r.get("features") or {}).items())
-        for r in records)
-
-
-def _has_weight(records: Sequence[dict]) -> bool:
-    """Some record has a weight-space feature (``np_*`` or ``weight_*``)."""
-    return any(is_weight_feature(k) and _finite(v) is not None
-               for r in records for k, v in (r.get("features") or {}).items())
-
-
-def _has_correlations(statistics: dict) -> bool:
-    correlations = (statistics or {}).get("correlations") or {}
-    return bool(correlations.get("pooled")) or any(
-        (correlations.get("per_model") or {}).values())
-
-
-def plot_all(records: list[dict], statistics: dict, out_dir: str | Path,
-             results_root: str | Path | None = None,
-             output: FigureOutput | None = None) -> list[Path]:
-    """Write the figures as ``<name>.png`` into ``out_dir`` (or in ``output``'s formats
-    and resolution); returns their paths (in the first format).
-
-    The seven embedding figures (``FIGURES``) are drawn when some record has a hidden-state
-    feature or a perplexity, the weight figures (``WEIGHT_FIGURES``) when some record has a
-    weight-space feature; the correlation heatmap whenever the statistics hold correlations.
-    Given ``results_root`` (the folder the records' ``arrays_file`` paths are relative to),
-    the analysis figures of ``plots_analysis`` that apply follow; then, when records have
-    them, the landscape and gradient figures of ``plots_probes``. A figure of these sets
-    left in ``out_dir`` by an earlier analysis that this one does not draw is removed, so
-    the folder shows only figures of these records; other files are not touched.
-    """
-    with figure_output(output or current_output()):
-        return _plot_all(records, statistics, Path(out_dir), results_root)
-
-
-def _plot_all(records: list[dict], statistics: dict, out: Path,
-              results_root: str | Path | None) -> list[Path]:
-    out.mkdir(parents=True, exist_ok=True)
-    chosen: dict[str, FigureFn] = dict(FIGURES) if _has_embedding(records) else {}
-    if _has_weight(records):
-        chosen |= {k: v for k, v in WEIGHT_FIGURES.items() if k != HEATMAP}
-    if _has_correlations(statistics):
-        chosen[HEATMAP] = WEIGHT_FIGURES[HEATMAP]
-    paths = [plot(records, statistics, out / f"{name}.png") for name, plot in chosen.items()]
-    from .plots_analysis import ANALYSIS_FIGURES, plot_analysis_figures  # imports this module
-    from .plots_probes import PROBE_FIGURES, plot_probe_figures
-
-    paths += (plot_analysis_figures(records, statistics, out, results_root)
-              + plot_probe_figures(records, statistics, out, results_root))
-    formats = current_output().formats
-    written = {Path(p).with_suffix(f".{fmt}").name for p in paths for fmt in formats}
-    for name in [*FIGURES, *WEIGHT_FIGURES, *ANALYSIS_FIGURES, *PROBE_FIGURES]:
-        for fmt in FIGURE_FORMATS:  # drawn for records gone since, or in another format
-            stale = out / f"{name}.{fmt}"
-            if stale.name not in written and stale.is_file():
-                stale.unlink()
-                logger.info("removed %s: this analysis did not draw it", stale)
-    return paths

@@ -8,7 +8,7 @@ from the records (as written by the store), the statistics of
 the results root. A missing section, field or file gives a "no data" panel rather than an
 error, except :func:`plot_layer_heatmaps`, which returns None (and writes nothing) when no
 record has ``layer_features``. :func:`plot_analysis_figures` draws the ones that apply;
-``plots.plot_all`` calls it after the report figures when it is given the results root.
+``figures.plot_all`` calls it after the report figures when it is given the results root.
 
 Models keep the colours and markers of ``plots`` (first-seen order of ``model_label``).
 """
@@ -36,19 +36,19 @@ from .plots import (
     RC_PARAMS,
     SIGNIFICANCE,
     Style,
-    _finite,
-    _grid,
-    _heatmap_order,
-    _line_panel,
-    _model_styles,
-    _no_data,
-    _record_series,
-    _save,
-    _step,
-    _value,
     bootstrap_band_handle,
     draw_bootstrap_bands,
     family_separators,
+    finite_or_none,
+    heatmap_order,
+    line_panel,
+    model_styles,
+    no_data,
+    panel_grid,
+    record_series,
+    save_figure,
+    step_of,
+    value_of,
 )
 from .stats import by_model, feature_family
 
@@ -87,7 +87,7 @@ QUALITY_LABELS = {"final_loss": ("Final loss", "final loss (nats / token)"),
                   "final_perplexity": ("Final perplexity", "final perplexity")}
 
 
-def _styled(plot: AnalysisFigureFn) -> AnalysisFigureFn:
+def analysis_styled(plot: AnalysisFigureFn) -> AnalysisFigureFn:
     """Draw under the report's font sizes; ``None`` records/statistics count as empty."""
 
     @functools.wraps(plot)
@@ -116,9 +116,9 @@ def _empty_figure(path: str | Path, title: str, message: str,
                   figsize: tuple[float, float] = (9.0, 4.0)) -> Path:
     fig, ax = plt.subplots(figsize=figsize, layout="constrained")
     ax.set_title(title)
-    _no_data(ax, message)
+    no_data(ax, message)
     ax.set_axis_off()
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def _log1p_safe(x):
@@ -139,7 +139,7 @@ def _step_ticks(max_step: float) -> list[float]:
 
 
 def _num_parameters(recs: list[dict]) -> float | None:
-    return next((n for r in reversed(recs) if (n := _finite(r.get("num_parameters")))), None)
+    return next((n for r in reversed(recs) if (n := finite_or_none(r.get("num_parameters")))), None)
 
 
 def _spread_models(groups: dict[str, list[dict]], limit: int = MAX_MODEL_COLUMNS) -> list[str]:
@@ -166,7 +166,7 @@ def _heat_ticks(ax: Axes, steps: Sequence[float], axis: str = "y") -> None:
 # ------------------------------------------------------------------ training curves
 
 
-@_styled
+@analysis_styled
 def plot_training_curves(records: list[dict], statistics: dict, path: str | Path,
                          results_root: str | Path | None = None) -> Path:
     """The quality target per model across training (1 × 2): the validation loss stored
@@ -177,25 +177,25 @@ def plot_training_curves(records: list[dict], statistics: dict, path: str | Path
     texts is shaded.
     """
     groups = by_model(records)
-    styles = _model_styles(groups)
-    steps = [_step(r) for r in records]
-    fig, axes = _grid(2, 2, figsize=(12.0, 5.0))
+    styles = model_styles(groups)
+    steps = [step_of(r) for r in records]
+    fig, axes = panel_grid(2, 2, figsize=(12.0, 5.0))
     measured = (("mlm_loss", "Masked-LM loss on the analysed texts (an encoder's)",
                  "masked-LM loss (nats / masked token)", False, "no masked-LM loss")
-                if any(_finite(r.get("mlm_loss")) is not None for r in records)
-                and not any(_finite(r.get("perplexity")) is not None for r in records)
+                if any(finite_or_none(r.get("mlm_loss")) is not None for r in records)
+                and not any(finite_or_none(r.get("perplexity")) is not None for r in records)
                 else ("perplexity", "Perplexity on the analysed texts",
                       "perplexity (log scale)", True, "no perplexity"))
     for ax, key, title, ylabel, logy, empty in (
             (axes[0], "loss", "Validation loss stored with the checkpoint",
              "loss (nats / token)", False, "no stored validation loss"),
             (axes[1], *measured)):
-        band = draw_bootstrap_bands(ax, groups, styles, key, _step)
-        _line_panel(ax, _record_series(groups, key), styles, title=title, ylabel=ylabel,
+        band = draw_bootstrap_bands(ax, groups, styles, key, step_of)
+        line_panel(ax, record_series(groups, key), styles, title=title, ylabel=ylabel,
                     steps=steps, logy=logy, empty=empty,
                     extra_handles=[bootstrap_band_handle()] if band else [])
     fig.suptitle("Training curves: model quality across training")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 # -------------------------------------------------------------- controlled summary
@@ -206,15 +206,15 @@ def _control_cell(entry: dict | None, control: str) -> tuple[str, float | None]:
     if not entry:
         return "undefined", None
     if control == "raw":
-        r, p = _finite(entry.get("spearman_r")), _finite(entry.get("holm_p"))
+        r, p = finite_or_none(entry.get("spearman_r")), finite_or_none(entry.get("holm_p"))
     elif control == "partial_log_step":
-        r, p = _finite(entry.get("partial_r")), _finite(entry.get("partial_holm_p"))
+        r, p = finite_or_none(entry.get("partial_r")), finite_or_none(entry.get("partial_holm_p"))
         if entry.get("partial_undefined") is not None:
             return "undefined", None
     elif control == "first_differences":
-        r, p = _finite(entry.get("diff_r")), _finite(entry.get("diff_holm_p"))
+        r, p = finite_or_none(entry.get("diff_r")), finite_or_none(entry.get("diff_holm_p"))
     else:
-        r, p = _finite(entry.get("beyond_r")), _finite(entry.get("beyond_holm_p"))
+        r, p = finite_or_none(entry.get("beyond_r")), finite_or_none(entry.get("beyond_holm_p"))
     if r is None or p is None:
         return "undefined", r
     flags = entry.get("significant") or {}
@@ -229,7 +229,7 @@ def _control_rows(controlled: dict) -> list[tuple[str, list[str]]]:
         names.extend(k for k in table if k not in names)
     groups = []
     for family, label in CONTROL_FAMILIES:
-        members = sorted((k for k in names if feature_family(k) == family), key=_heatmap_order)
+        members = sorted((k for k in names if feature_family(k) == family), key=heatmap_order)
         if members:
             groups.append((label, members))
     return groups
@@ -246,7 +246,7 @@ def _targets_text(controlled: dict) -> str:
                      for side, t in sorted(by_side.items()))
 
 
-@_styled
+@analysis_styled
 def plot_controls_summary(records: list[dict], statistics: dict, path: str | Path,
                           results_root: str | Path | None = None) -> Path:
     """Which feature–quality correlations survive the controls: rows features (grouped by
@@ -322,7 +322,7 @@ def plot_controls_summary(records: list[dict], statistics: dict, path: str | Pat
                            "after the control)")]
     fig.legend(handles=handles, loc="outside lower center", ncol=2, framealpha=0.9,
                fontsize=8.5)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 # ------------------------------------------------------------------------ phase fits
@@ -340,7 +340,7 @@ def piecewise_line(fit: dict, x: np.ndarray) -> np.ndarray:
 
 
 def _usable_fit(fit: object) -> bool:
-    return (isinstance(fit, dict) and _finite(fit.get("intercept")) is not None
+    return (isinstance(fit, dict) and finite_or_none(fit.get("intercept")) is not None
             and bool(fit.get("slopes"))
             and len(fit["slopes"]) == len(fit.get("breakpoints") or []) + 1)
 
@@ -357,7 +357,7 @@ def _phase_features(phases: dict) -> list[str]:
 
 
 def _log_step(record: dict) -> float:
-    return math.log1p(max(_step(record), 0.0))
+    return math.log1p(max(step_of(record), 0.0))
 
 
 def _add_step_axis(ax: Axes, max_step: float) -> None:
@@ -368,7 +368,7 @@ def _add_step_axis(ax: Axes, max_step: float) -> None:
     sec.tick_params(labelsize=8)
 
 
-@_styled
+@analysis_styled
 def plot_phase_fits(records: list[dict], statistics: dict, path: str | Path,
                     results_root: str | Path | None = None) -> Path:
     """Three-segment continuous fits of features against log(1 + step), per model.
@@ -384,10 +384,10 @@ def plot_phase_fits(records: list[dict], statistics: dict, path: str | Path,
         return _empty_figure(path, title, "no piecewise fits in the statistics")
     groups = by_model(records)
     labels = list(dict.fromkeys([*groups, *phases]))
-    styles = _model_styles(labels)
-    max_step = max([_step(r) for r in records] or [0.0])
+    styles = model_styles(labels)
+    max_step = max([step_of(r) for r in records] or [0.0])
     ncols = 1 if len(features) == 1 else 2
-    fig, axes = _grid(len(features), ncols,
+    fig, axes = panel_grid(len(features), ncols,
                       figsize=(12.0 if ncols == 2 else 7.5,
                                4.6 * math.ceil(len(features) / ncols) + 0.6))
     for ax, feature in zip(axes, features, strict=True):
@@ -396,7 +396,7 @@ def plot_phase_fits(records: list[dict], statistics: dict, path: str | Path,
         for label in labels:
             st = styles[label]
             recs = [r for r in groups.get(label, []) if r.get("step") is not None]
-            pts = [(_log_step(r), v) for r in recs if (v := _value(r, feature)) is not None]
+            pts = [(_log_step(r), v) for r in recs if (v := value_of(r, feature)) is not None]
             if pts:
                 x, y = zip(*pts, strict=True)
                 ax.scatter(x, y, color=st.color, marker=st.marker, s=26, zorder=3,
@@ -413,7 +413,7 @@ def plot_phase_fits(records: list[dict], statistics: dict, path: str | Path,
                 for b in fit.get("breakpoints") or []:
                     ax.axvline(float(b), color=st.color, linestyle=":", linewidth=1.3,
                                alpha=0.9)
-                r2 = _finite(fit.get("r2"))
+                r2 = finite_or_none(fit.get("r2"))
                 b_steps = fit.get("breakpoint_steps") or [math.expm1(float(b))
                                                           for b in fit["breakpoints"]]
                 text += (f": R² = {r2:.2f}" if r2 is not None else "") + (
@@ -430,7 +430,7 @@ def plot_phase_fits(records: list[dict], statistics: dict, path: str | Path,
         ax.set_ylabel(ylabel)
         ax.grid(True, alpha=0.3)
         if not handles:
-            _no_data(ax)
+            no_data(ax)
             continue
         _add_step_axis(ax, max_step)
         handles.append(Line2D([], [], color="0.3", linestyle=":", label="breakpoints"))
@@ -441,7 +441,7 @@ def plot_phase_fits(records: list[dict], statistics: dict, path: str | Path,
         ax.legend(handles=handles, loc="upper center", fontsize=8, framealpha=0.9)
     fig.suptitle(f"{title}\n(points: checkpoints; lines: fitted continuous "
                  "piecewise-linear model)")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 # ----------------------------------------------------------------------------- scaling
@@ -450,10 +450,10 @@ def plot_phase_fits(records: list[dict], statistics: dict, path: str | Path,
 def _final_value(record: dict, name: str) -> float | None:
     if name == "final_loss":
         return next((v for k in ("loss", "mean_nll", "mlm_loss")
-                     if (v := _finite(record.get(k))) is not None), None)
+                     if (v := finite_or_none(record.get(k))) is not None), None)
     if name == "final_perplexity":
-        return _finite(record.get("perplexity"))
-    return _value(record, name)
+        return finite_or_none(record.get("perplexity"))
+    return value_of(record, name)
 
 
 def _p_text(p: float | None) -> str:
@@ -464,7 +464,7 @@ def _scaling_panel(ax: Axes, name: str, fit: dict, groups: dict[str, list[dict]]
                    sizes: dict, styles: dict[str, Style]) -> None:
     pts = []
     for label, recs in groups.items():
-        n = _finite(sizes.get(label)) or _num_parameters(recs)
+        n = finite_or_none(sizes.get(label)) or _num_parameters(recs)
         v = _final_value(recs[-1], name) if recs else None
         if n is not None and n > 0 and v is not None:
             pts.append((label, n, v))
@@ -473,19 +473,20 @@ def _scaling_panel(ax: Axes, name: str, fit: dict, groups: dict[str, list[dict]]
         ylabel = f"final {ylabel}"
     ax.set_xlabel("parameters N (log scale)")
     ax.grid(True, which="both", alpha=0.25)
-    a, b, c = (_finite(fit.get(k)) for k in ("a", "b", "c"))
+    a, b, c = (finite_or_none(fit.get(k)) for k in ("a", "b", "c"))
     if a is not None and b is not None:
-        r2, rho = _finite(fit.get("r2")), _finite(fit.get("spearman_r"))
+        r2, rho = finite_or_none(fit.get("r2")), finite_or_none(fit.get("spearman_r"))
         form = f"a·N^b + c, a = {a:.3g}, c = {c:.3g}" if c else f"a·N^b, a = {a:.3g}"
         note = (f"b = {b:+.3f} ({form}), R² = {'n/a' if r2 is None else f'{r2:.3f}'}\n"
                 f"Spearman ρ = {'n/a' if rho is None else f'{rho:+.2f}'}, "
-                f"p = {_p_text(_finite(fit.get('spearman_p')))} (n = {fit.get('n', len(pts))})")
+                f"p = {_p_text(finite_or_none(fit.get('spearman_p')))} "
+                f"(n = {fit.get('n', len(pts))})")
     else:
         note = f"no fit: {fit.get('reason', 'undefined')}"
     ax.set_title(f"{title}\n{note}", fontsize=9.5)
     if not pts:
         ax.set_ylabel(ylabel)
-        _no_data(ax)
+        no_data(ax)
         return
     for label, n, v in pts:
         st = styles[label]
@@ -509,7 +510,7 @@ def _scaling_panel(ax: Axes, name: str, fit: dict, groups: dict[str, list[dict]]
         ax.plot(grid[ok], curve[ok], color="0.2", linewidth=1.2, linestyle="--", zorder=2)
 
 
-@_styled
+@analysis_styled
 def plot_scaling_relationships(records: list[dict], statistics: dict, path: str | Path,
                                results_root: str | Path | None = None) -> Path:
     """Final loss and up to five final-checkpoint features against parameter count
@@ -523,43 +524,47 @@ def plot_scaling_relationships(records: list[dict], statistics: dict, path: str 
                              f"{scaling.get('reason', 'no scaling section in the statistics')}")
     features = [f for f in fits if f not in ("final_loss", "final_perplexity")
                 and isinstance(fits[f], dict)]
-    features.sort(key=lambda f: _finite(fits[f].get("b")) is None)  # fitted first
+    features.sort(key=lambda f: finite_or_none(fits[f].get("b")) is None)  # fitted first
     names = ([*(["final_loss"] if "final_loss" in fits else []),
               *features[:MAX_SCALING_FEATURES]])
     groups = by_model(records)
     labels = list(dict.fromkeys([*groups, *(scaling.get("num_parameters") or {})]))
-    styles = _model_styles(labels)
+    styles = model_styles(labels)
     sizes = scaling.get("num_parameters") or {}
     ncols = min(3, len(names))
-    fig, axes = _grid(len(names), ncols, figsize=(4.4 * ncols + 0.6,
+    fig, axes = panel_grid(len(names), ncols, figsize=(4.4 * ncols + 0.6,
                                                   4.1 * math.ceil(len(names) / ncols) + 1.0))
     for ax, name in zip(axes, names, strict=True):
         _scaling_panel(ax, name, fits[name], groups, sizes, styles)
     handles = [Line2D([], [], color=styles[lb].color, marker=styles[lb].marker,
                       linestyle="none", markersize=8,
-                      label=f"{lb} ({_step_label(n)} params)" if (n := _finite(sizes.get(lb)))
-                      else lb)
+                      label=(f"{lb} ({_step_label(n)} params)"
+                             if (n := finite_or_none(sizes.get(lb))) else lb))
                for lb in labels if lb in groups]
     handles.append(Line2D([], [], color="0.2", linestyle="--", label="power-law fit"))
     fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 5))
     fig.suptitle(f"{title}: power law a·N^b fitted in log–log space\n(Spearman p exact "
                  "over all orderings; with n models it cannot fall below 2/n!)")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 # -------------------------------------------------------------------------- prediction
 
 
 def _fraction_order(fractions: dict) -> list[str]:
-    return sorted(fractions, key=lambda k: _finite(k) if _finite(k) is not None else math.inf)
+    def key(k) -> float:
+        value = finite_or_none(k)
+        return value if value is not None else math.inf
+
+    return sorted(fractions, key=key)
 
 
 def _fraction_label(key: str) -> str:
-    f = _finite(key)
+    f = finite_or_none(key)
     return key if f is None else f"first {f:.0%}"
 
 
-@_styled
+@analysis_styled
 def plot_prediction_comparison(records: list[dict], statistics: dict, path: str | Path,
                                results_root: str | Path | None = None) -> Path:
     """Early prediction of the final loss (1 × 2): MAE over models per method and early
@@ -575,19 +580,19 @@ def plot_prediction_comparison(records: list[dict], statistics: dict, path: str 
     colors = {m: METHOD_COLORS.get(m, "0.5") for m in methods}
     keys = _fraction_order(fractions)
     truth = {k: v for k, v in (prediction.get("true_final_loss") or {}).items()
-             if _finite(v) is not None}
+             if finite_or_none(v) is not None}
     fig, (left, right) = plt.subplots(1, 2, figsize=(14.0, 6.0), layout="constrained",
                                       gridspec_kw={"width_ratios": [1.0, 1.25]})
 
     # MAE bars
     width = 0.8 / max(1, len(methods))
     tops = [v for k in keys for v in ((fractions[k].get("mae") or {}).values())
-            if _finite(v) is not None]
+            if finite_or_none(v) is not None]
     top = max(tops, default=1.0) or 1.0
     for j, method in enumerate(methods):
         for i, key in enumerate(keys):
             entry = fractions[key] or {}
-            mae = _finite((entry.get("mae") or {}).get(method))
+            mae = finite_or_none((entry.get("mae") or {}).get(method))
             x = i - 0.4 + (j + 0.5) * width
             if mae is None:
                 left.text(x, 0.01 * top, "n/a", ha="center", va="bottom", fontsize=8,
@@ -595,7 +600,7 @@ def plot_prediction_comparison(records: list[dict], statistics: dict, path: str 
                 continue
             left.bar(x, mae, width=width * 0.92, color=colors[method],
                      label=METHOD_LABELS.get(method, method) if i == 0 else None)
-            imp = _finite((entry.get("improvement_over_loss_only") or {}).get(method))
+            imp = finite_or_none((entry.get("improvement_over_loss_only") or {}).get(method))
             n_used = (entry.get("n_models") or {}).get(method)
             note = f"{mae:.2f}"
             if method != "loss_only" and imp is not None:
@@ -615,10 +620,10 @@ def plot_prediction_comparison(records: list[dict], statistics: dict, path: str 
     models = list(dict.fromkeys([*truth, *(m for k in keys
                                            for m in (fractions[k].get("per_model") or {}))]))
     if not models:
-        _no_data(right)
+        no_data(right)
     span = 0.8
     for i, model in enumerate(models):
-        true = _finite(truth.get(model))
+        true = finite_or_none(truth.get(model))
         if true is not None:
             right.hlines(true, i - span / 2, i + span / 2, color="black", linewidth=2.2,
                          zorder=4)
@@ -626,7 +631,7 @@ def plot_prediction_comparison(records: list[dict], statistics: dict, path: str 
             x0 = i - span / 2 + (j + 0.5) * span / len(methods)
             for f_index, key in enumerate(keys):
                 row = ((fractions[key].get("per_model") or {}).get(model) or {}).get(method)
-                value = _finite((row or {}).get("prediction"))
+                value = finite_or_none((row or {}).get("prediction"))
                 if value is None:
                     continue
                 dx = (f_index - (len(keys) - 1) / 2) * span / len(methods) / (len(keys) + 1)
@@ -649,7 +654,7 @@ def plot_prediction_comparison(records: list[dict], statistics: dict, path: str 
                fontsize=9, framealpha=0.9)
     feature = prediction.get("feature")
     fig.suptitle(f"{title}" + (f" (topology feature: {feature})" if feature else ""))
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 # ------------------------------------------------------------------ diagram figures
@@ -687,7 +692,7 @@ def _diagram_series(records: list[dict], results_root: str | Path | None
         return {}
     out = {}
     for label, recs in by_model(records).items():
-        rows = [(_step(r), dgms) for r in recs if (dgms := record_diagrams(results_root, r))]
+        rows = [(step_of(r), dgms) for r in recs if (dgms := record_diagrams(results_root, r))]
         if rows:
             out[label] = rows
     return out
@@ -702,7 +707,7 @@ def _scale_max(series: dict, q: int) -> float:
     return top if top > 0 else 1.0
 
 
-@_styled
+@analysis_styled
 def plot_betti_curves(records: list[dict], statistics: dict, path: str | Path,
                       results_root: str | Path | None = None) -> Path:
     """CROCKER plot: Betti numbers of the hidden-state diagrams over filtration scale (x)
@@ -743,7 +748,7 @@ def plot_betti_curves(records: list[dict], statistics: dict, path: str | Path,
     shown = "" if len(labels) == len(series) else f" ({len(labels)} of {len(series)} models)"
     fig.suptitle(f"{title}{shown}: bars with birth ≤ scale < death, hidden states of the "
                  "analysed layer")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def select_checkpoints(steps: Sequence[float], k: int = MAX_DIAGRAM_CHECKPOINTS) -> list[int]:
@@ -762,7 +767,7 @@ def select_checkpoints(steps: Sequence[float], k: int = MAX_DIAGRAM_CHECKPOINTS)
     return sorted(chosen)
 
 
-@_styled
+@analysis_styled
 def plot_persistence_diagrams(records: list[dict], statistics: dict, path: str | Path,
                               results_root: str | Path | None = None) -> Path:
     """H0 and H1 persistence diagrams (rows) of the largest model at up to five
@@ -812,7 +817,7 @@ def plot_persistence_diagrams(records: list[dict], statistics: dict, path: str |
             if c_i == 0:
                 ax.set_ylabel("death (distance)")
             if d is None or not d.size:
-                _no_data(ax)
+                no_data(ax)
     handles = [Line2D([], [], color="C0", marker="o", linestyle="none", label="H0 bar"),
                Line2D([], [], color="C1", marker="o", linestyle="none", label="H1 bar"),
                Line2D([], [], color="crimson", marker="^", linestyle="none",
@@ -821,7 +826,7 @@ def plot_persistence_diagrams(records: list[dict], statistics: dict, path: str |
     fig.legend(handles=handles, loc="outside lower center", ncol=4)
     fig.suptitle(f"{title}: {label}, the largest model "
                  f"({_step_label(_num_parameters(groups[label]) or 0)} parameters)")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 # ------------------------------------------------------------------- layer heatmaps
@@ -832,7 +837,7 @@ def _has_layer_features(records: Sequence[dict]) -> bool:
                for r in records)
 
 
-@_styled
+@analysis_styled
 def plot_layer_heatmaps(records: list[dict], statistics: dict, path: str | Path,
                         results_root: str | Path | None = None) -> Path | None:
     """Per model (columns, up to four), a layer × checkpoint heatmap of H1 total
@@ -859,7 +864,7 @@ def plot_layer_heatmaps(records: list[dict], statistics: dict, path: str | Path,
             for j, r in enumerate(recs):
                 for i, layer in enumerate(layers):
                     feats = r["layer_features"].get(str(layer)) or {}
-                    v = _finite(feats.get(feature)) if isinstance(feats, dict) else None
+                    v = finite_or_none(feats.get(feature)) if isinstance(feats, dict) else None
                     if v is not None:
                         matrix[i, j] = v
             ax.set_title(f"{label}: {name}", fontsize=10)
@@ -867,15 +872,15 @@ def plot_layer_heatmaps(records: list[dict], statistics: dict, path: str | Path,
             if col == 0:
                 ax.set_ylabel("layer (0 = embeddings)")
             if not np.isfinite(matrix).any():
-                _no_data(ax)
+                no_data(ax)
                 continue
             im = ax.imshow(np.ma.masked_invalid(matrix), aspect="auto", origin="lower",
                            cmap=cmap, interpolation="nearest")
-            _heat_ticks(ax, [_step(r) for r in recs], axis="x")
+            _heat_ticks(ax, [step_of(r) for r in recs], axis="x")
             ax.set_yticks(range(len(layers)), [str(x) for x in layers])
             fig.colorbar(im, ax=ax, label=unit, shrink=0.9, pad=0.02)
     fig.suptitle("Per-layer topology and spectrum across training (grey: not recorded)")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 # ----------------------------------------------------------------------------- all
@@ -913,7 +918,7 @@ def analysis_figures_wanted(records: Sequence[dict], statistics: dict,
     out = []
     for name in ANALYSIS_FIGURES:
         if name == "training_curves":
-            ok = any(_finite(r.get(k)) is not None for r in records
+            ok = any(finite_or_none(r.get(k)) is not None for r in records
                      for k in ("loss", "perplexity", "mlm_loss"))
         elif name in SECTION_OF:
             ok = SECTION_OF[name] in statistics

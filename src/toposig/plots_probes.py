@@ -20,9 +20,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.lines import Line2D
 
-from .plots import _feature_grid, _save, _styled
-from .plots_analysis import _styled as _styled_with_root
-from .plots_analysis import select_checkpoints
+from .plots import feature_grid, save_figure, styled
+from .plots_analysis import analysis_styled, select_checkpoints
 from .stats import by_model, feature_family
 from .store import load_arrays
 
@@ -46,12 +45,12 @@ def has_probe_features(records: Sequence[dict]) -> bool:
                for r in records for k in (r.get("features") or {}))
 
 
-@_styled
+@styled
 def plot_loss_probe_evolution(records: Sequence[dict], statistics: dict,
                               path: str | Path) -> Path:
     """Curvature, loss-surface and gradient features vs step (up to 3 × 3 panels)."""
     keys = _present(records, EVOLUTION_FEATURES)
-    return _feature_grid(records, keys, path,
+    return feature_grid(records, keys, path,
                          "Curvature, loss surface and per-example gradients across training",
                          note=("probe batch: fixed seeded token windows;\nλ₁: top Hessian "
                                "eigenvalue (Lanczos);\ngradients: projected, Vietoris–Rips"))
@@ -79,7 +78,7 @@ def _surface_panels(records: Sequence[dict], results_root: str | Path
     return rows[-MAX_SURFACE_ROWS:]
 
 
-@_styled_with_root
+@analysis_styled
 def plot_loss_landscapes(records: Sequence[dict], statistics: dict, path: str | Path,
                          results_root: str | Path | None = None) -> Path | None:
     """Filled contours of the loss surface of up to five models at three checkpoints."""
@@ -125,7 +124,7 @@ def plot_loss_landscapes(records: Sequence[dict], statistics: dict, path: str | 
              "random": "plane of two filter-normalised random directions"}.get(
                  dirs, "plane of two directions")
     fig.suptitle(f"Loss surface around checkpoints, in the {plane}")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 PROBE_FIGURES = ("loss_probe_evolution", "loss_landscapes")

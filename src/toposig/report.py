@@ -34,7 +34,8 @@ import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from .atomic import atomic_write_bytes
+from .analysis import compute_statistics, load_entries
+from .atomic import atomic_write_bytes, atomic_write_json
 from .stats import by_model, feature_family
 
 DASH = "—"
@@ -843,3 +844,21 @@ def write_summary(results_dir: str | Path, statistics: dict, records: list[dict]
     path = Path(results_dir) / "summary.md"
     atomic_write_bytes(path, summary_markdown(statistics, records).encode("utf-8"))
     return path
+
+
+def analyse(results_dir: str | Path = "results", plots: bool = True,
+            target: str = "auto", seed: int = 0, output=None) -> tuple[dict, list[Path]]:
+    """Write ``data/statistics.json``, ``summary.md`` and the figures (in ``output``'s
+    formats and resolution, a :class:`toposig.plots.FigureOutput`; PNG by default).
+    Returns the statistics and figure paths."""
+    records = load_entries(results_dir)
+    statistics = compute_statistics(results_dir, records, target, seed=seed)
+    atomic_write_json(Path(results_dir) / "data" / "statistics.json", statistics)
+    write_summary(results_dir, statistics, records)
+    figures: list[Path] = []
+    if plots:
+        from .figures import plot_all  # matplotlib only when figures are drawn
+
+        figures = plot_all(records, statistics, Path(results_dir) / "plots",
+                           results_root=results_dir, output=output)
+    return statistics, figures

@@ -20,19 +20,16 @@ import logging
 from pathlib import Path
 
 from .atomic import read_json
+from .records import FAMILIES
 from .store import arrays_damage
 
 logger = logging.getLogger(__name__)
 
-FAMILIES = ("embedding", "weights", "landscape", "gradients")
 # Where each family's settings hash and settings sit in config.json.
 HASH_KEYS = {"embedding": "settings_hash", "weights": "weights_hash",
              "landscape": "landscape_hash", "gradients": "gradients_hash"}
 SETTINGS_KEYS = {"embedding": "settings", "weights": "weight_settings",
                  "landscape": "landscape_settings", "gradients": "gradient_settings"}
-# The fields that say which checkpoint a record belongs to, in record order.
-IDENTITY = ("model", "model_label", "step", "source", "location", "revision",
-            "checkpoint_fingerprint")
 
 
 class StudyMismatchError(ValueError):

@@ -29,10 +29,11 @@ from .matrices import (
     state_dict_matrices,
     state_dict_parameters,
 )
+from .records import PROBE_FAMILIES
 from .weight_stage import analyse_weights
 
 if TYPE_CHECKING:
-    from .pipeline import RunPlan
+    from .plan import RunPlan
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +75,6 @@ class TaskFailure(Exception):
                    "".join(tb[-3:]))
 
 
-PROBE_FAMILIES = ("landscape", "gradients")
 
 
 def load_once(ckpt: Checkpoint, families: tuple[str, ...], plan: RunPlan, emit: Emit) -> None:

@@ -17,9 +17,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..analysis import ResultsMissingError, analyse, summary_lines
+from ..analysis import ResultsMissingError, summary_lines
 from ..locks import FolderLockedError, exclusive
 from ..plots import DPI, FigureOutput
+from ..report import analyse
 from ..table import EXPORT_FORMATS, export_table, load_results
 from .options import setup_logging
 

@@ -18,7 +18,7 @@ import sys
 
 from ..checkpoints import SeriesError
 from ..embedding import analyse_checkpoint
-from ..pipeline import plan_run
+from ..plan import plan_run
 from ..revisions import parse_selection
 from ..store import ResultStore, clean_floats
 from .options import INPUT_ERRORS, add_embedding_options, settings_from_args, setup_logging

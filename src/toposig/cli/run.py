@@ -35,18 +35,11 @@ from pathlib import Path
 from ..checkpoints import EXPERIMENT_A_MODELS
 from ..corpus import load_texts, probe_texts
 from ..locks import exclusive
-from ..pipeline import (
-    DEFAULT_FAMILIES,
-    execute,
-    family_hashes,
-    plan_run,
-    run_device,
-    settings_views,
-    summary_lines,
-)
+from ..pipeline import execute, summary_lines
+from ..plan import family_hashes, plan_run, run_device, settings_views
+from ..records import DEFAULT_FAMILIES, PROBE_FAMILIES
 from ..store import read_json
 from ..study import StudyMismatchError, check_run_fits
-from ..tasks import PROBE_FAMILIES
 from ..training import load_suite_config, preset_names, train_suite
 from .options import (
     INPUT_ERRORS,
