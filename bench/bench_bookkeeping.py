@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """A run's bookkeeping cost against its checkpoint count: linear, not quadratic.
 
-Runs :func:`toposig.pipeline.execute` on synthetic weight-family results (an executor
+Runs :func:`toposig.run.pipeline.execute` on synthetic weight-family results (an executor
 that hands back a realistic record, 24 matrices with their features and row diagrams,
 for each checkpoint at once, so only the bookkeeping is timed: the record and arrays
 writes, the aggregates, the run config) for N and 10 N checkpoints, and prints the time
@@ -27,12 +27,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from toposig import embedding, pipeline  # noqa: E402
-from toposig import plan as planning  # noqa: E402
-from toposig.checkpoints import Checkpoint  # noqa: E402
 from toposig.config import EmbeddingSettings  # noqa: E402
-from toposig.embedding import CheckpointOutput  # noqa: E402
-from toposig.store import ResultStore  # noqa: E402
+from toposig.model import embedding  # noqa: E402
+from toposig.model.embedding import CheckpointOutput  # noqa: E402
+from toposig.run import pipeline  # noqa: E402
+from toposig.run import plan as planning  # noqa: E402
+from toposig.run.store import ResultStore  # noqa: E402
+from toposig.sources.checkpoints import Checkpoint  # noqa: E402
 
 FEATURES = ("np_mean", "np_std", "np_min", "np_max", "np_seed_mean", "np_seed_std",
             "weight_h0_total", "weight_h1_total", "weight_h0_count", "weight_h1_count",

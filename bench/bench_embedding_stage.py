@@ -27,10 +27,10 @@ sys.path.insert(0, str(ROOT / "src"))
 TOKENIZER_FILE = ROOT.parent / "shared" / "data" / "pythia-tokenizer" / "20B_tokenizer.json"
 
 from toposig.config import EmbeddingSettings  # noqa: E402
-from toposig.corpus import load_texts  # noqa: E402
-from toposig.forward import tokenize  # noqa: E402
-from toposig.pipeline import execute  # noqa: E402
-from toposig.plan import plan_run  # noqa: E402
+from toposig.model.forward import tokenize  # noqa: E402
+from toposig.run.pipeline import execute  # noqa: E402
+from toposig.run.plan import plan_run  # noqa: E402
+from toposig.sources.corpus import load_texts  # noqa: E402
 
 
 def make_pythia14m(folder: Path) -> Path:

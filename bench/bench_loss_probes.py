@@ -37,17 +37,17 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_embedding_stage import make_pythia14m  # noqa: E402
 
-from toposig import curvature, gradients  # noqa: E402
-from toposig.checkpoints import resolve_series  # noqa: E402
 from toposig.config import GradientSettings, LandscapeSettings  # noqa: E402
-from toposig.corpus import probe_texts  # noqa: E402
-from toposig.loss_probes import (  # noqa: E402
+from toposig.model import curvature, gradients  # noqa: E402
+from toposig.model.loss_probes import (  # noqa: E402
     analyse_gradients,
     analyse_landscape,
     batch_loss,
     probe_windows,
 )
-from toposig.training import byte_tokenizer, load_suite_config, model_config  # noqa: E402
+from toposig.model.training import byte_tokenizer, load_suite_config, model_config  # noqa: E402
+from toposig.sources.checkpoints import resolve_series  # noqa: E402
+from toposig.sources.corpus import probe_texts  # noqa: E402
 
 
 def power_iteration_top2(hvp, dim: int, tol: float, seed: int, max_iter: int = 500

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Time the installed Vietoris-Rips backends (H0 + H1) and check they agree exactly.
 
-Confirms the order of ``toposig.homology.BACKEND_PREFERENCE`` that ``--ph-backend auto``
+Confirms the order of ``toposig.features.homology.BACKEND_PREFERENCE`` that ``--ph-backend auto``
 uses. Gaussian clouds, best of ``--repeats`` runs after a warm-up.
 
     python bench/bench_ph_backends.py [--sizes 200 1000] [--dim 50] [--repeats 3]
@@ -18,7 +18,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from toposig import homology  # noqa: E402
+from toposig.features import homology  # noqa: E402
 
 
 def main() -> int:

@@ -9,7 +9,7 @@ The seed pipeline, as its report describes it (rewritten here from that descript
 3. load the checkpoint a second time and compute perplexity one text at a time
    (``model(ids, labels=ids)`` per text), in float16 as the seed ran it.
 
-Ours (``toposig.pipeline.execute``): one load, one batched forward pass that yields the
+Ours (``toposig.run.pipeline.execute``): one load, one batched forward pass that yields the
 pooled states of **every** layer and the token loss, features of every layer
 (``--layers all``), record and diagrams written atomically.
 
@@ -42,9 +42,9 @@ sys.path.insert(0, str(ROOT / "bench"))
 from bench_embedding_stage import make_pythia14m  # noqa: E402
 
 from toposig.config import EmbeddingSettings  # noqa: E402
-from toposig.corpus import load_texts  # noqa: E402
-from toposig.pipeline import execute  # noqa: E402
-from toposig.plan import plan_run  # noqa: E402
+from toposig.run.pipeline import execute  # noqa: E402
+from toposig.run.plan import plan_run  # noqa: E402
+from toposig.sources.corpus import load_texts  # noqa: E402
 
 
 def seed_features(cloud: np.ndarray) -> dict[str, float]:

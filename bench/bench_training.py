@@ -20,7 +20,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from toposig import training as T  # noqa: E402
+from toposig.model import training as T  # noqa: E402
 
 
 def time_model(spec: T.ModelSpec, c: T.SuiteConfig, steps: int) -> float:

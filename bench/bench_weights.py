@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Neural persistence against the straightforward union-find, and a Pythia-410m checkpoint.
 
-1. Neural persistence of one matrix (default 2048 x 512): ``toposig.weights`` against
+1. Neural persistence of one matrix (default 2048 x 512): ``toposig.features.weights`` against
    the straightforward way (a union-find class with a NumPy parent array and recursive
    path compression, in the style of the reference implementation, over every edge of
    the bipartite graph sorted by weight, in Python), and against a tighter hand-inlined
@@ -27,7 +27,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from toposig import homology, weights  # noqa: E402
+from toposig.features import (
+    homology,  # noqa: E402
+    weights,  # noqa: E402
+)
 
 PYTHIA_410M_LAYER = (("attention.query_key_value", (3072, 1024)),
                      ("attention.dense", (1024, 1024)),
@@ -115,7 +118,7 @@ def bench_matrix(shape: tuple[int, int], repeats: int) -> None:
     assert abs(fast - slow) < 1e-9 and abs(fast - tight) < 1e-9, (fast, slow, tight)
     print(f"neural persistence of one {shape[0]} x {shape[1]} matrix "
           f"({shape[0] * shape[1]:,} edges), NP = {fast:.6f} (all three agree to 1e-9)")
-    print(f"  toposig.weights (threshold Kruskal)    {fast_s * 1e3:9.1f} ms")
+    print(f"  toposig.features.weights (threshold Kruskal)    {fast_s * 1e3:9.1f} ms")
     print(f"  dense Prim fallback alone              {prim_s * 1e3:9.1f} ms")
     print(f"  union-find object, all edges (ref.)    {slow_s * 1e3:9.1f} ms   "
           f"ratio {slow_s / fast_s:7.1f}x  (target >= 100x)")

@@ -20,7 +20,7 @@ import pytest
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-# the checkpoint file-hash cache of the tests, not the user's (toposig.content_hash)
+# the checkpoint file-hash cache of the tests, not the user's (toposig.files.content_hash)
 os.environ["TOPOSIG_CACHE_DIR"] = tempfile.mkdtemp(prefix="toposig-test-cache-")
 
 PROJECT = Path(__file__).resolve().parents[1]

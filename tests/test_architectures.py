@@ -16,8 +16,8 @@ import pytest
 import torch
 from conftest import ARCHITECTURES, causal_lm
 
-from toposig.forward import OutputHead, forward_pass, next_token_targets, tokenize
-from toposig.training import byte_tokenizer
+from toposig.model.forward import OutputHead, forward_pass, next_token_targets, tokenize
+from toposig.model.training import byte_tokenizer
 
 TEXTS = [
     "Persistent homology tracks how loops appear and vanish across scales.",
@@ -96,7 +96,7 @@ def test_every_head_mode_gives_the_models_loss(mode, tok, monkeypatch):
 
 def test_chunks_of_the_head_equal_one_pass(tok, monkeypatch):
     """Logits made a few rows at a time equal the whole batch's."""
-    import toposig.forward as fw
+    import toposig.model.forward as fw
 
     model = causal_lm("granite")
     ids, mask = tokenize(tok, TEXTS, max_length=24)
@@ -110,7 +110,7 @@ def test_chunks_of_the_head_equal_one_pass(tok, monkeypatch):
 def test_pipeline_perplexity_is_the_models_own_loss(arch, tmp_path, wikitext_dir):
     """Done-when: a local series of tiny random checkpoints, run end to end."""
     from run_experiments import main
-    from toposig.corpus import load_texts
+    from toposig.sources.corpus import load_texts
 
     series = tmp_path / arch
     models = {}
@@ -135,7 +135,7 @@ def test_pipeline_perplexity_is_the_models_own_loss(arch, tmp_path, wikitext_dir
 
 def test_a_model_without_an_output_head_module_gets_its_own_labels_loss(tok, monkeypatch):
     """When the head is not a module the forward calls, the model's own loss is used."""
-    from toposig.embedding import check_vocab
+    from toposig.model.embedding import check_vocab
 
     model = causal_lm("llama")
     ids, mask = tokenize(tok, TEXTS, max_length=24)

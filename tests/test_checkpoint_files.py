@@ -9,9 +9,9 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from toposig import checkpoint_files as cf
-from toposig.checkpoints import SeriesError, fingerprint, resolve_series
-from toposig.revisions import StepSelection
+from toposig.sources import checkpoint_files as cf
+from toposig.sources.checkpoints import SeriesError, fingerprint, resolve_series
+from toposig.sources.revisions import StepSelection
 
 
 def state_dict(seed: int = 0) -> dict[str, torch.Tensor]:

@@ -8,9 +8,9 @@ from types import SimpleNamespace
 import pytest
 from conftest import neox_config, save_checkpoint
 
-from toposig import checkpoints as ck
-from toposig import corpus
-from toposig import revisions as rv
+from toposig.sources import checkpoints as ck
+from toposig.sources import corpus
+from toposig.sources import revisions as rv
 
 
 def test_named_schedules():

@@ -9,9 +9,9 @@ import shutil
 from conftest import neox_config, save_checkpoint
 
 import run_experiments
-from toposig import content_hash
-from toposig.content_hash import content_fingerprint
-from toposig.training import byte_tokenizer
+from toposig.files import content_hash
+from toposig.files.content_hash import content_fingerprint
+from toposig.model.training import byte_tokenizer
 
 FAST = ["--n-texts", "12", "--max-length", "24", "--no-progress"]
 

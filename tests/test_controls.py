@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from toposig import controls
+from toposig.analysis import controls
 
 
 def shared_trend_walks(n: int = 60, seed: int = 0):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from toposig import curvature
+from toposig.model import curvature
 
 
 def symmetric_with_spectrum(values: np.ndarray, seed: int = 0) -> np.ndarray:

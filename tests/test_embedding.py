@@ -9,8 +9,8 @@ import pytest
 from conftest import make_series, neox_config, pythia_tokenizer
 
 import run_experiments
-from toposig import embedding
 from toposig.config import EmbeddingSettings, settings_hash
+from toposig.model import embedding
 
 
 def circle_cloud(n: int = 80, radius: float = 1.0, seed: int = 0) -> np.ndarray:

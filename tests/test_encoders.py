@@ -11,10 +11,10 @@ import torch
 import transformers as T
 from conftest import causal_lm_config
 
-from toposig import checkpoints as ck
-from toposig import plan as planning
 from toposig.config import MLM_FRACTION
-from toposig.forward import masked_positions, tokenize
+from toposig.model.forward import masked_positions, tokenize
+from toposig.run import plan as planning
+from toposig.sources import checkpoints as ck
 
 
 def bert_tokenizer():
@@ -68,8 +68,8 @@ def test_an_encoder_series_is_measured_with_its_masked_lm_loss(bert_series, tmp_
                                                                wikitext_dir):
     from analyze_results import main as analyze
     from run_experiments import main
-    from toposig.corpus import load_texts
-    from toposig.embedding import masked_lm_objective
+    from toposig.model.embedding import masked_lm_objective
+    from toposig.sources.corpus import load_texts
 
     out = tmp_path / "out"
     assert main(["--models", str(bert_series), "--out", str(out), "--n-texts", "12",
@@ -128,7 +128,7 @@ def test_an_encoder_in_a_run_does_not_re_key_the_causal_records(bert_series, tmp
     from conftest import causal_lm
 
     from toposig.config import EmbeddingSettings
-    from toposig.training import byte_tokenizer
+    from toposig.model.training import byte_tokenizer
 
     causal_lm("gpt2").save_pretrained(tmp_path / "gpt" / "step0")
     byte_tokenizer().save_pretrained(tmp_path / "gpt" / "step0")
@@ -158,7 +158,7 @@ def test_missing_language_model_weights_are_a_recorded_failure(tmp_path):
     random one."""
     from safetensors.torch import load_file, save_file
 
-    from toposig.checkpoints import Checkpoint, UnsupportedModelError, load_model
+    from toposig.sources.checkpoints import Checkpoint, UnsupportedModelError, load_model
 
     tok = bert_tokenizer()
     folder = tmp_path / "bert"

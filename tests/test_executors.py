@@ -18,12 +18,12 @@ from pathlib import Path
 import pytest
 from conftest import FolderHub, make_series, neox_config, pythia_tokenizer
 
-from toposig import pipeline
-from toposig import plan as planning
-from toposig.checkpoints import Checkpoint
-from toposig.executors import RayExecutor, SerialExecutor, make_executor
-from toposig.fetch import Prefetcher, evict_snapshot, hub_snapshot
-from toposig.tasks import TaskFailure
+from toposig.run import pipeline
+from toposig.run import plan as planning
+from toposig.run.executors import RayExecutor, SerialExecutor, make_executor
+from toposig.run.tasks import TaskFailure
+from toposig.sources.checkpoints import Checkpoint
+from toposig.sources.fetch import Prefetcher, evict_snapshot, hub_snapshot
 
 FAST = ["--n-texts", "40", "--max-length", "32"]
 VOLATILE = {"timings_s", "finished_at"}

@@ -28,9 +28,9 @@ import analyze_results
 import extract_embeddings
 import run_experiments
 import train_suite
-from toposig.locks import exclusive
-from toposig.report import analyse
-from toposig.training import byte_tokenizer
+from toposig.files.locks import exclusive
+from toposig.model.training import byte_tokenizer
+from toposig.report.summary import analyse
 
 SRC = PROJECT / "src"
 FAST = ["--n-texts", "12", "--max-length", "24", "--no-progress"]
@@ -141,7 +141,7 @@ def test_a_killed_training_resumes_with_a_whole_log(tmp_path, wikitext_dir):
 
 
 def test_a_torn_last_log_line_is_dropped_on_resume(tmp_path):
-    from toposig.training import _truncate_log
+    from toposig.model.training import _truncate_log
 
     log = tmp_path / "train_log.jsonl"
     log.write_text('{"step": 1, "loss": 5.0}\n{"step": 2, "loss": 4.9}\n{"step": 3, "lo')
@@ -150,7 +150,7 @@ def test_a_torn_last_log_line_is_dropped_on_resume(tmp_path):
 
 
 def test_the_trainer_cleans_only_its_own_temporaries(tmp_path):
-    from toposig.training import STATE_FILE, _remove_partial_writes
+    from toposig.model.training import STATE_FILE, _remove_partial_writes
 
     (tmp_path / ".step10.abc123").mkdir()
     (tmp_path / f".{STATE_FILE}.xyz").write_text("partial")
@@ -250,7 +250,7 @@ def test_a_figure_that_fails_midway_leaves_the_old_one_whole(tmp_path, monkeypat
     import matplotlib.pyplot as plt
     from matplotlib.figure import Figure
 
-    from toposig.plots import save_figure
+    from toposig.report.plots import save_figure
 
     target = tmp_path / "plots" / "f.png"
     fig, ax = plt.subplots()

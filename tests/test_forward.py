@@ -10,7 +10,7 @@ import torch
 from conftest import neox_config, pythia_tokenizer
 from transformers import GPTNeoXForCausalLM
 
-from toposig.forward import NonFiniteError, forward_pass, tokenize
+from toposig.model.forward import NonFiniteError, forward_pass, tokenize
 
 TEXTS = [
     "The quick brown fox jumps over the lazy dog.",

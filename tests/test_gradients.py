@@ -7,8 +7,8 @@ import pytest
 import torch
 from conftest import neox_config, pythia_tokenizer
 
-from toposig import gradients
-from toposig.loss_probes import batch_loss, probe_windows
+from toposig.model import gradients
+from toposig.model.loss_probes import batch_loss, probe_windows
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy.optimize import linear_sum_assignment
 
-from toposig import homology
+from toposig.features import homology
 
 
 def circle(n: int, noise: float = 0.0, seed: int = 0, dim: int = 2) -> np.ndarray:

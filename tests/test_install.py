@@ -46,7 +46,7 @@ def outside(site: Path, cwd: Path, datasets: Path | None = None) -> dict:
 
 def test_the_installed_package_carries_its_presets_and_is_not_the_checkout(installed,
                                                                            tmp_path):
-    code = ("import toposig, toposig.training as t; print(toposig.__file__); "
+    code = ("import toposig, toposig.model.training as t; print(toposig.__file__); "
             "print(t.preset_names())")
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, check=True,
                          capture_output=True, text=True, env=outside(installed, tmp_path))
@@ -86,7 +86,7 @@ def test_the_installed_api_measures_a_model_and_loads_results(installed, tmp_pat
     code = f"""
 import toposig
 from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
-from toposig.training import byte_tokenizer
+from toposig.model.training import byte_tokenizer
 cfg = GPTNeoXConfig(vocab_size=264, hidden_size=16, num_hidden_layers=1,
                     num_attention_heads=2, intermediate_size=64)
 m = toposig.measure(GPTNeoXForCausalLM(cfg), byte_tokenizer())

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from toposig import landscape
+from toposig.features import landscape
 
 
 def two_basins() -> np.ndarray:

@@ -11,10 +11,10 @@ from conftest import pythia_tokenizer
 
 import analyze_results
 import run_experiments
-from toposig import tasks
-from toposig.corpus import probe_texts
-from toposig.loss_probes import batch_loss, probe_windows
-from toposig.store import load_arrays
+from toposig.model.loss_probes import batch_loss, probe_windows
+from toposig.run import tasks
+from toposig.run.store import load_arrays
+from toposig.sources.corpus import probe_texts
 
 # Small enough for the test suite: 2 windows of 16 tokens, a 5 x 5 grid, 6 gradients.
 FAST = ["--no-progress", "--probe-length", "16", "--landscape-windows", "2",

@@ -11,8 +11,8 @@ from conftest import ARCHITECTURES, causal_lm
 from torch import nn
 from transformers.pytorch_utils import Conv1D
 
-from toposig import weights
-from toposig.matrices import (
+from toposig.features import weights
+from toposig.model.matrices import (
     count_parameters,
     model_matrices,
     state_dict_matrices,

@@ -12,7 +12,7 @@ from conftest import causal_lm
 import run_experiments
 import toposig
 from toposig.config import EmbeddingSettings, GradientSettings, LandscapeSettings
-from toposig.training import byte_tokenizer
+from toposig.model.training import byte_tokenizer
 
 TEXTS = [(f"Text number {i}: " + "the quick brown fox jumps over the lazy dog; " * (2 + i % 3))
          .strip() for i in range(24)]  # as a texts file gives them: stripped lines

@@ -19,9 +19,9 @@ from conftest import PROJECT, make_series, neox_config, pythia_tokenizer, save_c
 import analyze_results
 import extract_embeddings
 import run_experiments
-from toposig import pipeline, tasks
-from toposig import plan as planning
-from toposig.stats import is_weight_feature
+from toposig.analysis.stats import is_weight_feature
+from toposig.run import pipeline, tasks
+from toposig.run import plan as planning
 
 SEVEN_FIGURES = ["summary_figure", "topological_evolution", "spectral_evolution",
                  "topology_vs_perplexity", "topo_vs_spectral_correlations", "wasserstein_rate",
@@ -216,7 +216,7 @@ def assert_aggregates_are_the_records(out: Path) -> None:
 
 def test_aggregates_are_written_at_start_and_end_and_rebuilt_when_stale(
         tiny_series, wikitext_dir, tmp_path, monkeypatch):
-    from toposig.store import ResultStore
+    from toposig.run.store import ResultStore
 
     writes = []
     real = ResultStore.write_aggregates
@@ -308,7 +308,7 @@ def test_failed_checkpoints_are_recorded_and_the_run_goes_on(damaged_series, wik
 def test_uncached_hub_checkpoint_offline_is_a_recorded_failure(tiny_series, wikitext_dir,
                                                                 tmp_path, monkeypatch, capsys):
     """A revision the cache knows of (its refs) but holds no files for."""
-    from toposig import checkpoints
+    from toposig.sources import checkpoints
 
     monkeypatch.setattr(checkpoints, "hub_revision_names",
                         lambda repo, **kw: (["main", "step0", "step1"], "cache"))

@@ -7,7 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from toposig import figures, plots, stats
+from toposig.analysis import stats
+from toposig.report import figures, plots
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 STEPS = (0, 1, 2, 4, 16, 64, 256, 1000)

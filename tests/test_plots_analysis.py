@@ -10,9 +10,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
-from toposig import figures, phases, plots
-from toposig import plots_analysis as pa
-from toposig.analysis import compute_statistics
+from toposig.analysis import phases
+from toposig.analysis.statistics import compute_statistics
+from toposig.report import figures, plots
+from toposig.report import plots_analysis as pa
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 STEPS = (0, 1, 4, 16, 64, 256, 1000)

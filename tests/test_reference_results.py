@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from toposig.analysis import records_digest
-from toposig.report import summary_markdown
+from toposig.analysis.statistics import records_digest
+from toposig.report.summary import summary_markdown
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"
@@ -66,9 +66,9 @@ def test_the_aggregates_hold_every_record_of_the_study_and_nothing_else():
 
 @pytest.mark.parametrize("folder", [RESULTS, RESULTS / "seed004"])
 def test_every_committed_figure_is_one_the_analysis_draws(folder):
-    from toposig.plots import FIGURES, WEIGHT_FIGURES
-    from toposig.plots_analysis import ANALYSIS_FIGURES
-    from toposig.plots_probes import PROBE_FIGURES
+    from toposig.report.plots import FIGURES, WEIGHT_FIGURES
+    from toposig.report.plots_analysis import ANALYSIS_FIGURES
+    from toposig.report.plots_probes import PROBE_FIGURES
 
     names = {f"{n}.png" for n in [*FIGURES, *WEIGHT_FIGURES, *ANALYSIS_FIGURES,
                                   *PROBE_FIGURES]}

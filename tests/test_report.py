@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from toposig import report
-from toposig.analysis import compute_statistics
-from toposig.stats import by_model
-from toposig.store import atomic_write_json
+from toposig.analysis.statistics import compute_statistics
+from toposig.analysis.stats import by_model
+from toposig.report import summary as report
+from toposig.run.store import atomic_write_json
 
 DATA = Path(__file__).resolve().parents[1] / "results" / "data"
 

@@ -9,11 +9,11 @@ from types import SimpleNamespace
 import pytest
 from conftest import FolderHub, neox_config, save_checkpoint
 
-from toposig import checkpoints as ck
-from toposig import pipeline
-from toposig import plan as planning
-from toposig import revisions as rv
-from toposig.executors import SerialExecutor
+from toposig.run import pipeline
+from toposig.run import plan as planning
+from toposig.run.executors import SerialExecutor
+from toposig.sources import checkpoints as ck
+from toposig.sources import revisions as rv
 
 # (scheme, names as suites spell them, their steps)
 SCHEMES = [
@@ -111,7 +111,7 @@ def test_select_by_step_name_all_and_default():
 
 @pytest.fixture(scope="module")
 def model_folder(tmp_path_factory):
-    from toposig.training import byte_tokenizer
+    from toposig.model.training import byte_tokenizer
 
     folder = tmp_path_factory.mktemp("one") / "model"
     save_checkpoint(folder, neox_config(hidden=8, layers=1, heads=2, vocab=264),
@@ -226,7 +226,7 @@ def test_a_step_folder_without_a_model_is_named_in_a_warning(model_folder, tmp_p
 def test_local_olmo_and_amber_series_run_end_to_end(names, tmp_path, wikitext_dir):
     """Done-when: sub-folders named step1000-tokens4B/ or ckpt_<N>/ run end to end."""
     from run_experiments import main
-    from toposig.training import byte_tokenizer
+    from toposig.model.training import byte_tokenizer
 
     for i, name in enumerate(names):
         save_checkpoint(tmp_path / "run" / name, neox_config(hidden=8, layers=1, heads=2,

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from toposig import spectral
+from toposig.features import spectral
 
 
 def cloud_with_eigenvalues(lam: np.ndarray, n: int = 500, seed: int = 0) -> np.ndarray:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from toposig import stats
+from toposig.analysis import stats
 
 
 def test_correlation_matches_scipy_for_large_n():

@@ -11,8 +11,8 @@ from conftest import neox_config, save_checkpoint
 
 import analyze_results
 import run_experiments
-from toposig.study import StudyMismatchError, check_run_fits, merge_study
-from toposig.training import byte_tokenizer
+from toposig.model.training import byte_tokenizer
+from toposig.run.study import StudyMismatchError, check_run_fits, merge_study
 
 FAST = ["--n-texts", "12", "--max-length", "24", "--no-progress"]
 

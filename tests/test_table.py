@@ -13,8 +13,8 @@ import pytest
 
 import analyze_results
 import toposig
-from toposig import homology, spectral, weights
-from toposig.table import export_table, results_table
+from toposig.analysis.table import export_table, results_table
+from toposig.features import homology, spectral, weights
 
 FIXTURE = Path(__file__).parent / "fixtures" / "mini_results"
 

@@ -11,7 +11,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import train_suite
-from toposig import training as T
+from toposig.model import training as T
 
 
 def suite(name="unit", steps=20, **kw) -> T.SuiteConfig:

@@ -13,9 +13,10 @@ from safetensors.torch import load_file
 
 import analyze_results
 import run_experiments
-from toposig import tasks, weights
 from toposig.config import WeightSettings, weights_hash
-from toposig.store import load_arrays
+from toposig.features import weights
+from toposig.run import tasks
+from toposig.run.store import load_arrays
 
 QUIET = ["--no-progress"]
 LINEAR_SUFFIXES = ("attention.query_key_value.weight", "attention.dense.weight",

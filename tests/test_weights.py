@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from toposig import weights
+from toposig.features import weights
 
 
 def union_find_np(matrix: np.ndarray, w_max: float | None = None) -> dict[str, float]:

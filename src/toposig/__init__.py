@@ -23,13 +23,13 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "measure": "in_memory",
     "Measurement": "in_memory",
-    "load_results": "table",
-    "results_table": "table",
-    "vietoris_rips": "homology",
-    "diagram_features": "homology",
-    "spectral_features": "spectral",
-    "neural_persistence": "weights",
-    "weight_signatures": "weights",
+    "load_results": "analysis.table",
+    "results_table": "analysis.table",
+    "vietoris_rips": "features.homology",
+    "diagram_features": "features.homology",
+    "spectral_features": "features.spectral",
+    "neural_persistence": "features.weights",
+    "weight_signatures": "features.weights",
 }
 __all__ = sorted(_EXPORTS)
 

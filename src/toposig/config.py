@@ -229,7 +229,7 @@ class LandscapeSettings:
         dirs: ``hessian`` (top two eigenvectors) or ``random`` (two filter-normalised
             random directions, Li et al. 2018).
         span: the grid covers steps of −span … span along each direction, in units of
-            the weights' own norm (see :mod:`toposig.landscape`).
+            the weights' own norm (see :mod:`toposig.features.landscape`).
         seed: seeds the windows, the Lanczos start, the probes and random directions.
     """
 

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .checkpoints import Checkpoint
-from .config import EmbeddingSettings, GradientSettings, LandscapeSettings, WeightSettings
-from .records import FAMILIES, merge_family_records
+from toposig.config import EmbeddingSettings, GradientSettings, LandscapeSettings, WeightSettings
+from toposig.records import FAMILIES, merge_family_records
+from toposig.sources.checkpoints import Checkpoint
 
 IN_MEMORY = "<in memory>"
 
@@ -74,8 +74,8 @@ class Measurement:
 
     def table(self):
         """The measurement as a tidy :class:`pandas.DataFrame`
-        (:func:`toposig.table.results_table`)."""
-        from .table import results_table
+        (:func:`toposig.analysis.table.results_table`)."""
+        from toposig.analysis.table import results_table
 
         return results_table([self.entry])
 
@@ -147,11 +147,11 @@ def measure(model, tokenizer, texts: Sequence[str] | None = None, *,
     """
     from dataclasses import replace
 
-    from .corpus import load_texts, probe_texts
-    from .embedding import analyse_checkpoint
-    from .loss_probes import analyse_gradients, analyse_landscape
-    from .matrices import count_parameters, model_matrices
-    from .weight_stage import analyse_weights
+    from toposig.model.embedding import analyse_checkpoint
+    from toposig.model.loss_probes import analyse_gradients, analyse_landscape
+    from toposig.model.matrices import count_parameters, model_matrices
+    from toposig.model.weight_stage import analyse_weights
+    from toposig.sources.corpus import load_texts, probe_texts
 
     unknown = [f for f in families if f not in FAMILIES]
     if unknown or not families:

@@ -5,7 +5,7 @@ aggregate entry (``data/all_results.json``). Plain data, no I/O.
 
 from __future__ import annotations
 
-from .config import SCHEMA_VERSION
+from toposig.config import SCHEMA_VERSION
 
 # The signature families, in the order records and figures list them.
 FAMILIES = ("embedding", "weights", "landscape", "gradients")

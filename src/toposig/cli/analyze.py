@@ -17,12 +17,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..analysis import ResultsMissingError, summary_lines
-from ..locks import FolderLockedError, exclusive
-from ..plots import DPI, FigureOutput
-from ..report import analyse
-from ..table import EXPORT_FORMATS, export_table, load_results
-from .options import setup_logging
+from toposig.analysis.statistics import ResultsMissingError, summary_lines
+from toposig.analysis.table import EXPORT_FORMATS, export_table, load_results
+from toposig.cli.options import setup_logging
+from toposig.files.locks import FolderLockedError, exclusive
+from toposig.report.plots import DPI, FigureOutput
+from toposig.report.summary import analyse
 
 
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:

@@ -16,12 +16,17 @@ import argparse
 import json
 import sys
 
-from ..checkpoints import SeriesError
-from ..embedding import analyse_checkpoint
-from ..plan import plan_run
-from ..revisions import parse_selection
-from ..store import ResultStore, clean_floats
-from .options import INPUT_ERRORS, add_embedding_options, settings_from_args, setup_logging
+from toposig.cli.options import (
+    INPUT_ERRORS,
+    add_embedding_options,
+    settings_from_args,
+    setup_logging,
+)
+from toposig.model.embedding import analyse_checkpoint
+from toposig.run.plan import plan_run
+from toposig.run.store import ResultStore, clean_floats
+from toposig.sources.checkpoints import SeriesError
+from toposig.sources.revisions import parse_selection
 
 
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:

@@ -5,9 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 
-from ..checkpoint_files import CHECKPOINT_SUFFIXES
-from ..checkpoints import HubUnavailableError, SeriesError
-from ..config import (
+from toposig.config import (
     DTYPE_CHOICES,
     LANDSCAPE_DIRS,
     LAYER_CHOICES,
@@ -20,11 +18,13 @@ from ..config import (
     WeightSettings,
     parse_signatures,
 )
-from ..corpus import DataMissingError
-from ..executors import EXECUTOR_CHOICES
-from ..locks import FolderLockedError
-from ..revisions import RevisionError, StepSelection, parse_selection
-from ..weights import DEFAULT_EXCLUDE
+from toposig.features.weights import DEFAULT_EXCLUDE
+from toposig.files.locks import FolderLockedError
+from toposig.run.executors import EXECUTOR_CHOICES
+from toposig.sources.checkpoint_files import CHECKPOINT_SUFFIXES
+from toposig.sources.checkpoints import HubUnavailableError, SeriesError
+from toposig.sources.corpus import DataMissingError
+from toposig.sources.revisions import RevisionError, StepSelection, parse_selection
 
 _DEFAULTS = EmbeddingSettings()
 _WEIGHT_DEFAULTS = WeightSettings()
@@ -204,7 +204,7 @@ def add_executor_options(p: argparse.ArgumentParser) -> None:
 
 def executor_from_args(args: argparse.Namespace):
     """The executor the options ask for; raises ValueError/ImportError before any work."""
-    from ..executors import make_executor
+    from toposig.run.executors import make_executor
 
     if args.executor != "ray" and (args.ray_address or args.gpus_per_task
                                    or args.cpus_per_task != 1.0):

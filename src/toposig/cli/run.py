@@ -32,16 +32,7 @@ import sys
 from contextlib import ExitStack
 from pathlib import Path
 
-from ..checkpoints import EXPERIMENT_A_MODELS
-from ..corpus import load_texts, probe_texts
-from ..locks import exclusive
-from ..pipeline import execute, summary_lines
-from ..plan import family_hashes, plan_run, run_device, settings_views
-from ..records import DEFAULT_FAMILIES, PROBE_FAMILIES
-from ..store import read_json
-from ..study import StudyMismatchError, check_run_fits
-from ..training import load_suite_config, preset_names, train_suite
-from .options import (
+from toposig.cli.options import (
     INPUT_ERRORS,
     add_embedding_options,
     add_executor_options,
@@ -57,6 +48,15 @@ from .options import (
     signatures_from_args,
     weight_settings_from_args,
 )
+from toposig.files.locks import exclusive
+from toposig.model.training import load_suite_config, preset_names, train_suite
+from toposig.records import DEFAULT_FAMILIES, PROBE_FAMILIES
+from toposig.run.pipeline import execute, summary_lines
+from toposig.run.plan import family_hashes, plan_run, run_device, settings_views
+from toposig.run.store import read_json
+from toposig.run.study import StudyMismatchError, check_run_fits
+from toposig.sources.checkpoints import EXPERIMENT_A_MODELS
+from toposig.sources.corpus import load_texts, probe_texts
 
 logger = logging.getLogger("run_experiments")
 

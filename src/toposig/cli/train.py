@@ -16,10 +16,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..corpus import DataMissingError
-from ..locks import FolderLockedError
-from ..training import TrainingConfigError, load_suite_config, preset_names, train_suite
-from .options import setup_logging
+from toposig.cli.options import setup_logging
+from toposig.files.locks import FolderLockedError
+from toposig.model.training import TrainingConfigError, load_suite_config, preset_names, train_suite
+from toposig.sources.corpus import DataMissingError
 
 
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:

@@ -1,0 +1,317 @@
+"""Correlations a reviewer would accept: uncertainty, multiple testing, and confounds.
+
+Every quantity that drifts during training correlates with the loss, so a raw Spearman
+ρ between a feature and perplexity says little on its own. For each feature × model this
+module adds:
+
+- a percentile bootstrap 95% CI of Spearman ρ over checkpoints (seeded resamples);
+- Holm's step-down correction across every feature × model tested (separately for the
+  raw, partial and first-difference tests);
+- the partial Spearman correlation controlling for training progress, log(1 + step)
+  (pooled over models, also for model size, log(num_parameters)): the Pearson
+  correlation of the rank residuals after regressing each rank vector on the ranks of
+  the controls, with a t-test;
+- the Spearman correlation of first differences between consecutive checkpoints: two
+  series that merely share a trend lose their correlation here;
+- beyond the baseline: the partial Spearman correlation of first differences controlling
+  for the first differences of the same space's non-topological baseline (the weights'
+  Frobenius norm for weight topology, the hidden states' mean norm for embedding
+  topology, the Hessian trace for the loss surface's merge tree, the mean gradient norm
+  for gradient topology): does the feature track the loss's checkpoint-to-checkpoint
+  changes beyond what the plain quantity already does?
+
+Pure functions on arrays and records.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+from scipy import stats as sps
+
+from toposig.analysis.stats import MIN_POINTS, by_model, correlation, feature_values
+
+ALPHA = 0.05
+N_BOOTSTRAP = 1000
+CONTROLS = ("raw", "partial_log_step", "first_differences", "beyond_baseline")
+# The non-topological quantity of the same space that a topological feature must beat.
+WEIGHT_BASELINE = "weight_l2_norm"
+EMBEDDING_BASELINE = "mean_norm"
+LANDSCAPE_BASELINE = "hessian_trace"
+GRADIENT_BASELINE = "grad_norm_mean"
+
+
+def baseline_of(feature: str) -> str | None:
+    """The baseline a feature is tested beyond: the Frobenius norm of the weights for
+    weight-space topology (``np_*``, ``weight_h*``), the mean norm of the hidden states
+    for embedding-space topology (``h*_``), the Hessian trace (the surface's plain
+    curvature) for the loss surface's merge tree (``landscape_*``), the mean gradient
+    norm for gradient-space topology (``grad_h*``); ``None`` for the baselines
+    themselves, the spectral and curvature features and anything else."""
+    if feature.startswith("np_") or feature.startswith("weight_h"):
+        return WEIGHT_BASELINE
+    if feature.startswith(("h0_", "h1_", "h2_")):
+        return EMBEDDING_BASELINE
+    if feature.startswith("landscape_"):
+        return LANDSCAPE_BASELINE
+    if feature.startswith(("grad_h0_", "grad_h1_", "grad_h2_")):
+        return GRADIENT_BASELINE
+    return None
+
+
+def _clean(*arrays: Sequence[float | None]) -> list[np.ndarray]:
+    """Float arrays with every position where any array is missing or non-finite dropped."""
+    arrs = [np.array([np.nan if v is None else v for v in a], dtype=np.float64) for a in arrays]
+    keep = np.logical_and.reduce([np.isfinite(a) for a in arrs])
+    return [a[keep] for a in arrs]
+
+
+def bootstrap_spearman_ci(x: Sequence[float], y: Sequence[float], n_resamples: int = N_BOOTSTRAP,
+                          seed: int = 0, level: float = 0.95) -> tuple[float | None, float | None]:
+    """Percentile bootstrap CI of Spearman ρ, resampling (x, y) pairs with replacement.
+
+    Resamples in which either variable is constant (ρ undefined) are left out; ``None``
+    when fewer than three pairs or fewer than half the resamples are usable.
+    """
+    xa, ya = _clean(x, y)
+    n = xa.size
+    if n < MIN_POINTS:
+        return None, None
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, n, size=(n_resamples, n))
+    rx = sps.rankdata(xa[idx], axis=1)
+    ry = sps.rankdata(ya[idx], axis=1)
+    rx -= rx.mean(axis=1, keepdims=True)
+    ry -= ry.mean(axis=1, keepdims=True)
+    den = np.sqrt((rx * rx).sum(axis=1) * (ry * ry).sum(axis=1))
+    ok = den > 0
+    if ok.sum() < n_resamples / 2:
+        return None, None
+    rho = (rx * ry).sum(axis=1)[ok] / den[ok]
+    tail = (1 - level) / 2 * 100
+    lo, hi = np.percentile(rho, [tail, 100 - tail])
+    return float(lo), float(hi)
+
+
+def partial_spearman(x: Sequence[float], y: Sequence[float],
+                     *controls_: Sequence[float | None]) -> tuple[float | None, float | None, int]:
+    """Spearman correlation of x and y controlling for one or more variables, with p.
+
+    Ranks of x and y are each regressed on the ranks of the controls (with intercept);
+    the result is the Pearson correlation of the residuals, tested with
+    t = r·sqrt(df/(1−r²)), df = n − 2 − (number of controls). Returns ``(r, p, n)``;
+    ``(None, None, n)`` when undefined (too few points, or x or y is fully explained by
+    the controls' ranks, e.g. a loss that falls monotonically with the step).
+    """
+    arrays = _clean(x, y, *controls_)
+    xa, ya, zs = arrays[0], arrays[1], arrays[2:]
+    n = xa.size
+    k = len(zs)
+    if n < MIN_POINTS + k:
+        return None, None, n
+    design = np.column_stack([np.ones(n), *(sps.rankdata(z) for z in zs)])
+    rx, ry = sps.rankdata(xa), sps.rankdata(ya)
+    res_x = rx - design @ np.linalg.lstsq(design, rx, rcond=None)[0]
+    res_y = ry - design @ np.linalg.lstsq(design, ry, rcond=None)[0]
+    den = math.sqrt(float(res_x @ res_x) * float(res_y @ res_y))
+    if den < 1e-9 * n:  # x or y is (rank-)explained by the controls: nothing left
+        return None, None, n
+    r = max(-1.0, min(1.0, float(res_x @ res_y) / den))
+    df = n - 2 - k
+    if abs(r) >= 1.0:
+        return r, 0.0, n
+    t = r * math.sqrt(df / (1 - r * r))
+    return r, float(2 * sps.t.sf(abs(t), df)), n
+
+
+def first_difference_spearman(x: Sequence[float], y: Sequence[float]) -> dict:
+    """Spearman (and Pearson) of consecutive differences of two step-ordered series.
+
+    Pairs are formed only between consecutive checkpoints where both values exist.
+    """
+    xa, ya = _clean(x, y)
+    return correlation(np.diff(xa).tolist(), np.diff(ya).tolist())
+
+
+def holm(pvalues: Sequence[float | None]) -> list[float | None]:
+    """Holm–Bonferroni adjusted p-values (step-down, monotone); ``None`` stays ``None``."""
+    present = [(p, i) for i, p in enumerate(pvalues) if p is not None and math.isfinite(p)]
+    m = len(present)
+    out: list[float | None] = [None] * len(pvalues)
+    running = 0.0
+    for rank, (p, i) in enumerate(sorted(present)):
+        running = max(running, min(1.0, (m - rank) * p))
+        out[i] = running
+    return out
+
+
+def controlled_correlations(records: Sequence[dict], targets: dict[str, str],
+                            n_resamples: int = N_BOOTSTRAP, seed: int = 0) -> dict:
+    """Every feature × model correlation with its target, under each control.
+
+    Args:
+        records: aggregate entries (``model_label``, ``step``, ``features``, targets).
+        targets: feature name -> the record field it is correlated with (``perplexity``
+            for embedding features, ``loss`` for weight features).
+        n_resamples: bootstrap resamples per correlation.
+        seed: seeds the bootstrap (each test gets its own stream from it).
+
+    Returns:
+        ``{"per_model": {label: {feature: entry}}, "pooled": {feature: entry},
+        "summary": {feature: {...}}, ...}``
+        where an entry holds ``target``, ``n``, Spearman/Pearson r and p, ``ci_low`` /
+        ``ci_high``, ``holm_p``, ``partial_r`` / ``partial_p`` / ``partial_holm_p``,
+        ``diff_r`` / ``diff_p`` / ``diff_holm_p`` and ``significant`` under each
+        control (Holm-adjusted p < 0.05, the same sign as the raw ρ for the controls).
+        ``summary`` counts, per feature, the models where it stays significant. The
+        pooled tests (all models' checkpoints together, when there are several models)
+        share the Holm family; pooled, the partial control is defined even when each
+        model's quality is monotone in its step, because models differ at equal steps.
+    """
+    groups = by_model(records)
+    per_model: dict[str, dict[str, dict]] = {}
+    flat: list[dict] = []
+    for m_index, (label, recs) in enumerate(groups.items()):
+        per_model[label] = {}
+        for f_index, (feature, target) in enumerate(targets.items()):
+            entry = _controlled_entry([recs], feature, target, n_resamples,
+                                      _stream(seed, m_index, f_index))
+            per_model[label][feature] = entry
+            flat.append(entry)
+    pooled: dict[str, dict] = {}
+    if len(groups) > 1:
+        for f_index, (feature, target) in enumerate(targets.items()):
+            pooled[feature] = _controlled_entry(list(groups.values()), feature, target,
+                                                n_resamples, _stream(seed, len(groups), f_index))
+            flat.append(pooled[feature])
+    for key, out in (("spearman_p", "holm_p"), ("partial_p", "partial_holm_p"),
+                     ("diff_p", "diff_holm_p"), ("beyond_p", "beyond_holm_p")):
+        for entry, adj in zip(flat, holm([e[key] for e in flat]), strict=True):
+            entry[out] = adj
+    for entry in flat:
+        entry["significant"] = _significance(entry)
+    return {
+        "alpha": ALPHA,
+        "n_bootstrap": n_resamples,
+        "pooled": pooled,
+        "seed": seed,
+        "controls": list(CONTROLS),
+        "n_tests": len(flat),
+        "targets": dict(targets),
+        "per_model": per_model,
+        "summary": _summary(per_model, pooled, targets),
+    }
+
+
+def _controlled_entry(groups: list[list[dict]], feature: str, target: str, n_resamples: int,
+                      seed: int) -> dict:
+    """One feature's tests over the records of one model, or pooled over several models
+    (then first differences are taken within each model and concatenated)."""
+    recs = [r for g in groups for r in g]
+    x = feature_values(recs, feature)
+    y = [r.get(target) for r in recs]
+    steps = [math.log1p(r["step"]) if r.get("step") is not None else None for r in recs]
+    raw = correlation(x, y)
+    lo, hi = bootstrap_spearman_ci(x, y, n_resamples, seed=seed)
+    controlled = [steps]
+    sizes = [r.get("num_parameters") for r in recs]
+    if len(groups) > 1 and all(v is not None for v in sizes) and len(set(sizes)) > 1:
+        controlled.append([math.log(v) for v in sizes])  # pooled: model size too
+    pr, pp, _ = partial_spearman(x, y, *controlled)
+    why = None
+    if pr is None and raw["n"] >= MIN_POINTS + 1:
+        why = _why_partial_undefined(x, y, steps)
+    diff = correlation(*_within_model_diffs(groups, feature, target))
+    baseline = baseline_of(feature)
+    beyond_r = beyond_p = None
+    if baseline is not None and any(v is not None for v in feature_values(recs, baseline)):
+        beyond_r, beyond_p, _ = partial_spearman(
+            *_within_model_diffs(groups, feature, target, baseline))
+    else:
+        baseline = None
+    return {
+        "target": target,
+        "n": raw["n"],
+        "spearman_r": raw.get("spearman_r"),
+        "spearman_p": raw.get("spearman_p"),
+        "pearson_r": raw.get("pearson_r"),
+        "pearson_p": raw.get("pearson_p"),
+        "ci_low": lo,
+        "ci_high": hi,
+        "partial_r": pr,
+        "partial_p": pp,
+        "partial_undefined": why,
+        "partial_controls": ["log(1 + step)", "log(num_parameters)"][: len(controlled)],
+        "diff_r": diff.get("spearman_r"),
+        "diff_p": diff.get("spearman_p"),
+        "diff_n": diff["n"],
+        "baseline": baseline,
+        "beyond_r": beyond_r,
+        "beyond_p": beyond_p,
+    }
+
+
+def _within_model_diffs(groups: list[list[dict]], feature: str, target: str,
+                        *more: str) -> list[list[float]]:
+    """Consecutive differences of the feature, the target (and any further features),
+    taken within each model over checkpoints where all of them exist, concatenated."""
+    out: list[list[float]] = [[] for _ in range(2 + len(more))]
+    for g in groups:
+        series = _clean(feature_values(g, feature), [r.get(target) for r in g],
+                        *(feature_values(g, m) for m in more))
+        for acc, a in zip(out, series, strict=True):
+            acc.extend(np.diff(a).tolist())
+    return out
+
+
+def _why_partial_undefined(x, y, z) -> str:
+    xa, ya, za = _clean(x, y, z)
+    rz = sps.rankdata(za)
+    for name, a in (("the target", ya), ("the feature", xa)):
+        if np.ptp(a) == 0:
+            return f"{name} is constant"
+        if abs(sps.spearmanr(a, rz).statistic) > 1 - 1e-9:
+            return f"{name} is a monotone function of the step: no variation is left " \
+                   "once training progress is controlled for"
+    return "no variation left after the control"
+
+
+def _stream(seed: int, *keys: int) -> int:
+    return int(np.random.SeedSequence([seed, *keys]).generate_state(1)[0])
+
+
+def _significance(e: dict) -> dict[str, bool]:
+    def sig(p, r) -> bool:
+        same_sign = (r is not None and e["spearman_r"] is not None
+                     and np.sign(r) == np.sign(e["spearman_r"]))
+        return p is not None and p < ALPHA and same_sign
+
+    return {
+        "raw": e["holm_p"] is not None and e["holm_p"] < ALPHA,
+        "partial_log_step": sig(e["partial_holm_p"], e["partial_r"]),
+        "first_differences": sig(e["diff_holm_p"], e["diff_r"]),
+        # None: not applicable (the feature is itself a baseline, or has none)
+        "beyond_baseline": (sig(e["beyond_holm_p"], e["beyond_r"])
+                            if e["baseline"] is not None else None),
+    }
+
+
+def _summary(per_model: dict[str, dict[str, dict]], pooled: dict[str, dict],
+             targets: dict[str, str]) -> dict:
+    """Per feature: in how many models it is significant under each control."""
+    out = {}
+    for feature, target in targets.items():
+        entries = [t[feature] for t in per_model.values() if feature in t]
+        out[feature] = {
+            "target": target,
+            "n_models": len(entries),
+            **{f"significant_{c}": sum(bool(e["significant"][c]) for e in entries)
+               for c in CONTROLS},
+            "all_controls": sum(all(v for v in e["significant"].values() if v is not None)
+                                for e in entries),
+            "partial_undefined": sum(e["partial_undefined"] is not None for e in entries),
+            "pooled": pooled[feature]["significant"] if feature in pooled else None,
+        }
+    return out

@@ -1,0 +1,401 @@
+"""Stage 3: results/data/ -> statistics.json and figures.
+
+Reads the aggregate written by the run (``data/all_results.json``) and the diagrams
+beside each record, computes the correlations of every feature with perplexity (per
+model and pooled) and the Wasserstein distances between consecutive checkpoints'
+diagrams, and writes ``data/statistics.json`` and ``plots/*.png``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+from pathlib import Path
+
+import numpy as np
+
+from toposig.analysis import controls, phases, prediction, scaling, stats
+from toposig.features import homology
+from toposig.files.atomic import read_json
+from toposig.run.store import load_arrays
+
+logger = logging.getLogger(__name__)
+
+
+class ResultsMissingError(FileNotFoundError):
+    """No aggregate results where the analysis looked."""
+
+
+def load_entries(results_dir: str | Path) -> list[dict]:
+    """The aggregate entries (one per finished checkpoint) of the study in ``results_dir``."""
+    path = Path(results_dir) / "data" / "all_results.json"
+    if not path.is_file():
+        raise ResultsMissingError(
+            f"{path} does not exist: run `python src/run_experiments.py --out {results_dir}` "
+            "first, or pass --results with the folder a run wrote to"
+        )
+    records = [r for r in read_json(path) if r.get("status") == "ok"]
+    if not records:
+        raise ResultsMissingError(f"{path} holds no finished checkpoint to analyse")
+    return records
+
+
+def diagrams_of(results_dir: str | Path, record: dict) -> list:
+    """``[H0, H1, ...]`` of the record's analysed (default) layer."""
+    arrays = load_arrays(results_dir, record)
+    layer = record["layer"]
+    out = []
+    q = 0
+    while f"layer{layer}_h{q}" in arrays:
+        out.append(arrays[f"layer{layer}_h{q}"])
+        q += 1
+    return out
+
+
+def wasserstein_series(results_dir: str | Path, records: list[dict]) -> dict[str, list[dict]]:
+    """Per model, distances between each checkpoint's diagrams and the previous one's."""
+    out: dict[str, list[dict]] = {}
+    for label, recs in stats.by_model(records).items():
+        recs = [r for r in recs if r.get("arrays_file")]
+        if len(recs) < 2:
+            out[label] = []
+            continue
+        rows = stats.consecutive_distances([diagrams_of(results_dir, r) for r in recs])
+        out[label] = [
+            {"step_from": a["step"], "step_to": b["step"], **row}
+            for a, b, row in zip(recs[:-1], recs[1:], rows, strict=True)
+        ]
+    return out
+
+
+# Quality measures, in order of preference: perplexity on the analysed texts (causal
+# LMs), the loss stored with the checkpoint, the masked-LM loss on the analysed texts
+# (encoders, which have no perplexity).
+TARGETS = ("perplexity", "loss", "mlm_loss")
+
+
+def choose_target(records: list[dict], target: str = "auto") -> str:
+    """The quality measure to correlate with: ``perplexity`` (measured on the analysed
+    texts) when every record has it, else ``loss`` (stored with the checkpoint) when
+    every record has that, else ``mlm_loss`` (an encoder's masked-LM loss on the analysed
+    texts) when every record has that, else whichever more records have.
+
+    Raises:
+        ValueError: an explicit ``target`` that no record has, or an unknown name.
+    """
+    if target not in ("auto", *TARGETS):
+        raise ValueError(f"--target must be auto, {', '.join(TARGETS)}, got {target!r}")
+    counts = {t: sum(r.get(t) is not None for r in records) for t in TARGETS}
+    if target != "auto":
+        if counts[target] == 0:
+            raise ValueError(f"no record has a {target}; records have: "
+                             f"{', '.join(t for t in TARGETS if counts[t]) or 'none'}")
+        return target
+    for t in TARGETS:
+        if counts[t] == len(records):
+            return t
+    return max(TARGETS, key=lambda t: counts[t])
+
+
+def model_summaries(records: list[dict]) -> dict[str, dict]:
+    """Per model: checkpoints analysed and the final checkpoint's quality and features."""
+    out = {}
+    for label, recs in stats.by_model(records).items():
+        last = recs[-1]
+        out[label] = {
+            "model": last["model"],
+            "n_checkpoints": len(recs),
+            "steps": [r["step"] for r in recs],
+            "num_parameters": last.get("num_parameters"),
+            "final_step": last["step"],
+            "final_perplexity": last.get("perplexity"),
+            "final_loss": last.get("loss"),
+            "final_features": last.get("features", {}),
+        }
+        if last.get("mlm_loss") is not None:
+            out[label]["final_mlm_loss"] = last["mlm_loss"]
+    return out
+
+
+def feature_families(records: list[dict]) -> dict[str, list[str]]:
+    """Feature names grouped by :func:`stats.feature_family` (only non-empty groups)."""
+    out: dict[str, list[str]] = {}
+    for f in stats.feature_names(records):
+        out.setdefault(stats.feature_family(f), []).append(f)
+    return out
+
+
+def weight_wasserstein_series(results_dir: str | Path, records: list[dict]
+                              ) -> dict[str, list[dict]]:
+    """Per model, distances between consecutive checkpoints' weight-row diagrams, summed
+    over the matrices both checkpoints have (``weight_h{q}_wasserstein``, L∞ ground)."""
+    out: dict[str, list[dict]] = {}
+    for label, recs in stats.by_model(records).items():
+        recs = [r for r in recs if (r.get("weights") or {}).get("arrays_file")]
+        rows = []
+        prev = None
+        for r in recs:
+            cur = load_arrays(results_dir, r["weights"])
+            if prev is not None:
+                row: dict = {"step_from": prev[0]["step"], "step_to": r["step"]}
+                for key in sorted(set(prev[1]) & set(cur)):
+                    q = key.rsplit(":h", 1)[1]
+                    name = f"weight_h{q}_wasserstein"
+                    row[name] = row.get(name, 0.0) + homology.wasserstein(prev[1][key],
+                                                                                cur[key])
+                rows.append(row)
+            prev = (r, cur)
+        out[label] = rows
+    return out
+
+
+def feature_targets(records: list[dict], features: list[str]) -> dict[str, str]:
+    """The quality measure each feature is tested against: perplexity for embedding
+    features and loss for weight features (as the two seed studies did) and for the
+    loss-derived curvature, landscape and gradient features, each falling back to the
+    other where records lack it."""
+    has = {t: any(r.get(t) is not None for r in records) for t in TARGETS}
+    out = {}
+    for f in features:
+        prefer = ("loss", "perplexity", "mlm_loss") if stats.prefers_loss(f) else TARGETS
+        chosen = next((t for t in prefer if has[t]), None)
+        if chosen is not None:
+            out[f] = chosen
+    return out
+
+
+PHASE_FEATURES = ("h1_total_persistence", "h0_total_persistence", "rankme", "np_mean",
+                  "weight_h0_total", "weight_h1_total")
+SCALING_FEATURES = ("h0_total_persistence", "h1_total_persistence", "rankme", "np_mean",
+                    "np_seed_mean", "weight_h0_total", "weight_h1_total", "weight_l2_norm")
+
+
+def phase_analysis(records: list[dict]) -> dict[str, dict]:
+    """Per model: three-segment fits of features against log(1 + step) (breakpoints in
+    steps), and the seed paper's neural-persistence rate-of-change phases."""
+    out: dict[str, dict] = {}
+    for label, recs in stats.by_model(records).items():
+        recs = [r for r in recs if r.get("step") is not None]
+        x = [math.log1p(r["step"]) for r in recs]
+        fits = {}
+        for f in PHASE_FEATURES:
+            y = stats.feature_values(recs, f)
+            if sum(v is not None for v in y) < 6:
+                continue
+            try:
+                fit = phases.piecewise_linear_fit(x, y)
+            except ValueError as exc:
+                fits[f] = {"reason": str(exc)}
+                continue
+            fits[f] = {**fit, "breakpoint_steps": phases.breakpoint_steps(fit)}
+        model: dict = {"piecewise_log_step": fits}
+        if any(v is not None for v in stats.feature_values(recs, "np_mean")):
+            model["np_rate_of_change"] = phases.rate_of_change_phases(
+                [r["step"] for r in recs], stats.feature_values(recs, "np_mean"))
+        out[label] = model
+    return out
+
+
+def stability_analysis(records: list[dict]) -> dict[str, dict]:
+    """Per model and PH feature: are checkpoint-to-checkpoint changes larger than the
+    spread over bootstrap resamples of the texts (``features_resampled``)?
+
+    For consecutive checkpoints a and b a change is *resolved* when
+    |F_b − F_a| > 1.96·sqrt(se_a² + se_b²), se the bootstrap standard deviation. Reports
+    the median standard error, the median |change|, their ratio, and the share of
+    resolved changes. Empty when the run had no resamples.
+    """
+    out: dict[str, dict] = {}
+    for label, recs in stats.by_model(records).items():
+        recs = [r for r in recs if r.get("features_resampled")]
+        if len(recs) < 2:
+            continue
+        table = {}
+        for f in recs[0]["features_resampled"]:
+            vals = [(r.get("features", {}).get(f), (r["features_resampled"].get(f) or {})
+                     .get("std")) for r in recs]
+            if any(v is None or se is None for v, se in vals):
+                continue
+            v = np.array([x for x, _ in vals], dtype=float)
+            se = np.array([y for _, y in vals], dtype=float)
+            change = np.abs(np.diff(v))
+            bound = 1.96 * np.sqrt(se[:-1] ** 2 + se[1:] ** 2)
+            med_se = float(np.median(se))
+            table[f] = {
+                "median_se": med_se,
+                "median_abs_change": float(np.median(change)),
+                "change_to_se": float(np.median(change) / med_se) if med_se > 0 else None,
+                "resolved_share": float(np.mean(change > bound)),
+                "range_to_se": float(np.ptp(v) / med_se) if med_se > 0 else None,
+                "n_pairs": int(change.size),
+            }
+        out[label] = table
+    return out
+
+
+def quality_loss(record: dict) -> float | None:
+    """The loss a record's quality is measured by: the stored loss, else ln(perplexity),
+    else an encoder's masked-LM loss."""
+    for key in ("loss", "mean_nll", "mlm_loss"):
+        if record.get(key) is not None:
+            return record[key]
+    return None
+
+
+def scaling_analysis(records: list[dict]) -> dict:
+    """Power laws of final-checkpoint features and final loss against parameter count,
+    when three or more model sizes are present."""
+    groups = stats.by_model(records)
+    finals = {label: recs[-1] for label, recs in groups.items()
+              if recs[-1].get("num_parameters")}
+    sizes = {label: r["num_parameters"] for label, r in finals.items()}
+    if len(set(sizes.values())) < 3:
+        return {"reason": f"needs three or more model sizes, found {len(set(sizes.values()))}"}
+    final = {label: {**(r.get("features") or {}), "final_loss": quality_loss(r),
+                     "final_perplexity": r.get("perplexity")}
+             for label, r in finals.items()}
+    names = ["final_loss", "final_perplexity",
+             *(f for f in SCALING_FEATURES if any(f in v for v in final.values()))]
+    return {"n_models": len(finals), "num_parameters": sizes,
+            "fits": scaling.scaling_table(final, sizes, names)}
+
+
+# Features each given their own topology-only and ridge predictors (prediction_by_feature).
+PREDICTION_FEATURES = ("np_mean", "weight_h0_total", "h1_total_persistence",
+                       "h0_total_persistence", "rankme", "hessian_eig_1", "hessian_trace",
+                       "landscape_basin_depth", "landscape_n_minima",
+                       "grad_h0_total_persistence", "grad_h1_total_persistence",
+                       "grad_norm_mean", "grad_cosine_mean")
+
+
+def _prediction_series(records: list[dict]) -> dict[str, dict]:
+    series = {}
+    for label, recs in stats.by_model(records).items():
+        recs = [r for r in recs if r.get("step") is not None]
+        series[label] = {"steps": [r["step"] for r in recs],
+                         "loss": [quality_loss(r) for r in recs],
+                         "features": {f: stats.feature_values(recs, f)
+                                      for f in stats.feature_names(recs)}}
+    return series
+
+
+def prediction_analysis(records: list[dict]) -> dict:
+    """Final loss from the first 20/30/50% of each model's checkpoints (seed paper table
+    5, with leave-one-model-out ridge regression on early features)."""
+    series = _prediction_series(records)
+    names = stats.feature_names(records)
+    feature = next((f for f in ("np_mean", "h1_total_persistence") if f in names), None)
+    if feature is None or not series:
+        return {"reason": "no neural persistence or H1 feature to predict from"}
+    return prediction.prediction_table(series, feature=feature)
+
+
+def prediction_by_feature(records: list[dict]) -> dict[str, dict]:
+    """Table 5 with each of :data:`PREDICTION_FEATURES` that the records have in place of
+    neural persistence: per fraction, the MAE, models and improvement over loss-only of
+    every method (per-model predictions left out)."""
+    series = _prediction_series(records)
+    names = set(stats.feature_names(records))
+    out = {}
+    for f in PREDICTION_FEATURES:
+        if f in names and series:
+            table = prediction.prediction_table(series, feature=f)
+            out[f] = {fr: {k: v for k, v in row.items() if k != "per_model"}
+                      for fr, row in table["fractions"].items()}
+    return out
+
+
+def records_digest(records: list[dict]) -> str:
+    """SHA-256 of the records as canonical JSON (sorted keys): which records the
+    statistics were computed from, with no clock or path in it, so that the same records
+    give the same ``statistics.json`` byte for byte."""
+    text = json.dumps(records, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def compute_statistics(results_dir: str | Path, records: list[dict],
+                       target: str = "auto", seed: int = 0,
+                       n_bootstrap: int = controls.N_BOOTSTRAP) -> dict:
+    target = choose_target(records, target)
+    families = feature_families(records)
+    has_embedding = any(r.get("arrays_file") for r in records)
+    return {
+        "records_sha256": records_digest(records),
+        "settings_hash": sorted({r.get("settings_hash") for r in records} - {None}),
+        "models": model_summaries(records),
+        "features": families,
+        "target": target,
+        "correlations": stats.correlations_with_target(records, target),
+        "correlations_by_target": {
+            t: stats.correlations_with_target(records, t)
+            for t in TARGETS if t != target and any(r.get(t) is not None for r in records)
+        },
+        "controlled": controls.controlled_correlations(
+            records, feature_targets(records, stats.feature_names(records)),
+            n_resamples=n_bootstrap, seed=seed),
+        "phases": phase_analysis(records),
+        "stability": stability_analysis(records),
+        "scaling": scaling_analysis(records),
+        "prediction": prediction_analysis(records),
+        "prediction_by_feature": prediction_by_feature(records),
+        "wasserstein": wasserstein_series(results_dir, records) if has_embedding else {},
+        "weight_wasserstein": weight_wasserstein_series(results_dir, records),
+        "notes": {
+            "controlled": "per feature x model: Spearman with a percentile bootstrap 95% CI "
+                          "over checkpoints, Holm-adjusted p over all features x models, "
+                          "partial Spearman controlling for log(1 + step), Spearman of "
+                          "first differences; 'significant' = Holm-adjusted p < 0.05 (and "
+                          "the raw sign, for the controls). Embedding features are tested "
+                          "against perplexity, weight features against the stored loss",
+            "target": "correlations are with this quality measure; perplexity is measured "
+                      "on the analysed texts, loss is what the checkpoint stored (its "
+                      "loss_key says which: val_loss, loss, ...)",
+            "perplexity": "exp(mean next-token NLL over every non-padding target token); "
+                          "token counts per record in n_loss_tokens",
+            "neural_persistence": "np_*: normalised neural persistence (Rieck et al. 2019: "
+                                  "global max-|w| scaling, p = 2, divided by sqrt(n - 1)) "
+                                  "over a checkpoint's matrices; np_seed_*: the seed "
+                                  "paper's variant (per-matrix max, p = 1, / (n - 1))",
+            "weight_homology": "weight_h{q}_total: sum over matrices of the H_q total "
+                               "persistence of the rows (<= max_rows sampled rows per "
+                               "matrix, Euclidean distance in weight space)",
+            "pearson_log": "Pearson correlation with ln(perplexity), i.e. the mean token loss",
+            "wasserstein": "order 1 between consecutive checkpoints' diagrams of the analysed "
+                           "layer; *_wasserstein uses the L-infinity ground metric (Hera), "
+                           "*_persim_l2 is persim.wasserstein (L2 ground metric, the seed's)",
+            "eigenspectrum_decay_alpha": "fitted on the top min(50, rank) eigenvalues "
+                                         "(the seed's window)",
+        },
+    }
+
+
+def summary_lines(statistics: dict, top: int = 8) -> list[str]:
+    """Strongest pooled correlations with the target, one line each."""
+    target = statistics["correlations"]["target"]
+    pooled = statistics["correlations"]["pooled"]
+    ranked = sorted(
+        ((f, c) for f, c in pooled.items() if c.get("spearman_r") is not None),
+        key=lambda fc: -abs(fc[1]["spearman_r"]),
+    )
+    lines = [f"{len(statistics['models'])} model(s): " + ", ".join(
+        f"{k} ({v['n_checkpoints']} ckpts, final {target} {_final(v, target)})"
+        for k, v in statistics["models"].items())]
+    if ranked:
+        lines.append(f"strongest pooled Spearman correlations with {target} (top {top}):")
+        for f, c in ranked[:top]:
+            lines.append(f"  {f:<32} rho={c['spearman_r']:+.3f}  p={c['spearman_p']:.2g}  "
+                         f"n={c['n']}")
+    else:
+        lines.append("no correlation is defined (fewer than 3 checkpoints, or constant values)")
+    summary = statistics.get("controlled", {}).get("summary", {})
+    robust = [f for f, s in summary.items() if s["n_models"] and s["all_controls"] == s["n_models"]]
+    lines.append(f"significant in every model after Holm, partial (log step) and first-difference "
+                 f"controls: {', '.join(robust) if robust else 'none'}")
+    return lines
+
+
+def _final(model: dict, target: str) -> str:
+    value = model.get(f"final_{target}")
+    return "-" if value is None else f"{value:.3f}"

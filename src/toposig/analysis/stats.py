@@ -1,0 +1,208 @@
+"""Statistics on checkpoint series: correlations with model quality, diagram-distance rates.
+
+Pure functions on NumPy arrays and lists of records (dicts as written by the store).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+from scipy import stats as sps
+
+from toposig.features import homology
+from toposig.features.spectral import SPECTRAL_NAMES
+
+MIN_POINTS = 3
+EXACT_SPEARMAN_MAX_N = 8  # exact permutation p-values up to 8! = 40,320 orderings
+
+
+def _nan_to_none(x: float) -> float | None:
+    return None if x is None or not math.isfinite(x) else float(x)
+
+
+def correlation(x: Sequence[float], y: Sequence[float]) -> dict:
+    """Spearman and Pearson correlation of ``x`` with ``y``, with two-sided p-values.
+
+    Pairs where either value is missing or non-finite are dropped. ``pearson_log_*`` is
+    Pearson against ``ln y`` (for perplexity: against the mean token loss), which is not
+    dominated by the huge values at initialisation. Values are ``None`` where undefined
+    (fewer than three pairs, or a constant series).
+    """
+    xa = np.array([np.nan if v is None else v for v in x], dtype=np.float64)
+    ya = np.array([np.nan if v is None else v for v in y], dtype=np.float64)
+    keep = np.isfinite(xa) & np.isfinite(ya)
+    xa, ya = xa[keep], ya[keep]
+    out: dict = {"n": int(xa.size)}
+    names = ("spearman_r", "spearman_p", "pearson_r", "pearson_p", "pearson_log_r",
+             "pearson_log_p")
+    if xa.size < MIN_POINTS or np.ptp(xa) == 0 or np.ptp(ya) == 0:
+        return out | {k: None for k in names}
+    s = sps.spearmanr(xa, ya)
+    s_p, method = spearman_p(xa, ya, s.statistic, s.pvalue)
+    p = sps.pearsonr(xa, ya)
+    pos = ya > 0
+    if pos.sum() >= MIN_POINTS and np.ptp(xa[pos]) > 0:
+        pl = sps.pearsonr(xa[pos], np.log(ya[pos]))
+        pl_r, pl_p = pl.statistic, pl.pvalue
+    else:
+        pl_r = pl_p = math.nan
+    vals = (s.statistic, s_p, p.statistic, p.pvalue, pl_r, pl_p)
+    out["spearman_p_method"] = method
+    return out | {k: _nan_to_none(float(v)) for k, v in zip(names, vals, strict=True)}
+
+
+def spearman_p(x: np.ndarray, y: np.ndarray, rho: float, t_p: float) -> tuple[float, str]:
+    """Spearman's two-sided p-value and how it was found.
+
+    Exact over all orderings for n <= 8; for a perfect rank order without ties it is
+    exactly 2/n! (only the order and its reverse reach |rho| = 1), where the
+    t-approximation says 0; otherwise the t-approximation.
+    """
+    if x.size <= EXACT_SPEARMAN_MAX_N:
+        return spearman_exact_p(x, y), "exact"
+    no_ties = np.unique(x).size == x.size and np.unique(y).size == y.size
+    if abs(rho) >= 1 - 1e-12 and no_ties:
+        return math.exp(math.log(2) - math.lgamma(x.size + 1)), "exact (perfect rank order)"
+    return t_p, "t-approximation"
+
+
+def spearman_exact_p(x: np.ndarray, y: np.ndarray) -> float:
+    """Two-sided permutation p-value of Spearman's rho over all n! orderings of ``y``.
+
+    The t-approximation scipy uses is wrong for small n (it gives p = 0 for a perfect
+    rank correlation of three points, whose exact p is 1/3).
+    """
+    from itertools import permutations
+
+    rx = sps.rankdata(x) - (x.size + 1) / 2
+    ry = sps.rankdata(y) - (y.size + 1) / 2
+    perms = np.array(list(permutations(range(y.size))))
+    rhos = (ry[perms] @ rx) / np.sqrt((rx @ rx) * (ry @ ry))
+    observed = float(rx @ ry) / np.sqrt((rx @ rx) * (ry @ ry))
+    return float(np.mean(np.abs(rhos) >= abs(observed) - 1e-12))
+
+
+def feature_names(records: Sequence[dict]) -> list[str]:
+    """Numeric feature keys present in the records' ``features``, grouped by family.
+
+    Order: embedding topological, embedding spectral, weight topological, weight
+    statistics, curvature, landscape topological, gradient topological, gradient
+    statistics, other.
+    """
+    keys: list[str] = []
+    for r in records:
+        for k, v in r.get("features", {}).items():
+            if k not in keys and isinstance(v, (int, float)):
+                keys.append(k)
+    topo = sorted(k for k in keys if is_topological(k))
+    spec = [k for k in SPECTRAL_NAMES if k in keys]
+    weight_topo = sorted(k for k in keys if feature_family(k) == "weight_topological")
+    weight_stats = [k for k in WEIGHT_STATISTICS if k in keys]
+    probes = [k for fam in PROBE_FAMILIES for k in keys if feature_family(k) == fam]
+    grouped = topo + spec + weight_topo + weight_stats + probes
+    return grouped + sorted(k for k in keys if k not in grouped)
+
+
+def is_topological(name: str) -> bool:
+    """Embedding-space persistent-homology features (``h0_*``, ``h1_*``, ``h2_*``)."""
+    return name.startswith(("h0_", "h1_", "h2_"))
+
+
+WEIGHT_STATISTICS: tuple[str, ...] = ("weight_l2_norm", "weight_std", "weight_max_abs",
+                                      "weight_mean_abs")
+
+
+def is_weight_feature(name: str) -> bool:
+    """Weight-space features: neural persistence (``np_*``) and ``weight_*``."""
+    return name.startswith(("np_", "weight_"))
+
+
+# Families of the landscape and gradient signatures, in table order.
+PROBE_FAMILIES: tuple[str, ...] = ("curvature", "landscape_topological",
+                                   "gradient_topological", "gradient_statistics")
+
+
+def feature_family(name: str) -> str:
+    """``embedding_topological``, ``embedding_spectral``, ``weight_topological`` (neural
+    persistence and weight-row homology), ``weight_statistics`` (the non-topological
+    weight baseline), ``curvature`` (``hessian_*``), ``landscape_topological``
+    (``landscape_*``, the loss surface's merge tree), ``gradient_topological``
+    (``grad_h*``), ``gradient_statistics`` (the other ``grad_*``) or ``other``."""
+    if is_topological(name):
+        return "embedding_topological"
+    if name in SPECTRAL_NAMES:
+        return "embedding_spectral"
+    if name in WEIGHT_STATISTICS:
+        return "weight_statistics"
+    if is_weight_feature(name):
+        return "weight_topological"
+    if name.startswith("hessian_"):
+        return "curvature"
+    if name.startswith("landscape_"):
+        return "landscape_topological"
+    if name.startswith(("grad_h0_", "grad_h1_", "grad_h2_")):
+        return "gradient_topological"
+    if name.startswith("grad_"):
+        return "gradient_statistics"
+    return "other"
+
+
+def prefers_loss(name: str) -> bool:
+    """Features tested against the loss rather than perplexity: the weight-space ones
+    (as the seed paper did) and the loss-derived curvature, landscape and gradients."""
+    return is_weight_feature(name) or feature_family(name) in PROBE_FAMILIES
+
+
+def by_model(records: Sequence[dict]) -> dict[str, list[dict]]:
+    """Records grouped by ``model_label``, each group sorted by step, in first-seen order."""
+    groups: dict[str, list[dict]] = {}
+    for r in records:
+        groups.setdefault(r["model_label"], []).append(r)
+    return {k: sorted(v, key=lambda r: (r["step"] is None, r["step"] or 0))
+            for k, v in groups.items()}
+
+
+def feature_values(records: Sequence[dict], name: str) -> list[float | None]:
+    return [r.get("features", {}).get(name) for r in records]
+
+
+def correlations_with_target(
+    records: Sequence[dict], target: str = "perplexity", features: list[str] | None = None
+) -> dict:
+    """Correlation of every feature with ``target`` per model and pooled over models.
+
+    Returns:
+        ``{"per_model": {label: {feature: correlation}}, "pooled": {feature: correlation}}``.
+    """
+    features = features or feature_names(records)
+    per_model = {
+        label: {f: correlation(feature_values(recs, f), [r.get(target) for r in recs])
+                for f in features}
+        for label, recs in by_model(records).items()
+    }
+    pooled = {f: correlation(feature_values(records, f), [r.get(target) for r in records])
+              for f in features}
+    return {"target": target, "per_model": per_model, "pooled": pooled}
+
+
+def consecutive_distances(diagrams: Sequence[Sequence[np.ndarray]]) -> list[dict[str, float]]:
+    """Wasserstein distances between consecutive checkpoints' diagrams, per dimension.
+
+    Args:
+        diagrams: per checkpoint, in step order, its diagrams ``[H0, H1, ...]``.
+
+    Returns:
+        One dict per consecutive pair: ``h{q}_wasserstein`` (order 1, L∞ ground metric,
+        Hera) and ``h{q}_wasserstein_persim_l2`` (``persim.wasserstein``, L2 ground
+        metric: the seed's values).
+    """
+    out = []
+    for a, b in zip(diagrams[:-1], diagrams[1:], strict=True):
+        row: dict[str, float] = {}
+        for q, (da, db) in enumerate(zip(a, b, strict=True)):
+            row[f"h{q}_wasserstein"] = homology.wasserstein(da, db)
+            row[f"h{q}_wasserstein_persim_l2"] = homology.wasserstein_persim(da, db)
+        out.append(row)
+    return out

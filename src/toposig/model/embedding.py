@@ -1,0 +1,325 @@
+"""The embedding stage for one checkpoint: load, one forward pass, features, a record.
+
+:func:`layer_features` is pure (arrays in, numbers out); :func:`analyse_checkpoint` is
+the edge that loads the model and tokenizer and times each part.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+import numpy as np
+
+from toposig.config import (
+    AUTOCAST,
+    CPU_BATCH_SIZE,
+    MLM_FRACTION,
+    MLM_SEED,
+    SCHEMA_VERSION,
+    EmbeddingSettings,
+)
+from toposig.features import homology, spectral
+from toposig.model.forward import MaskedLM, forward_pass, masked_positions, tokenize
+from toposig.sources.checkpoints import (
+    MASKED,
+    Checkpoint,
+    fingerprint,
+    load_model,
+    load_tokenizer,
+    model_kind,
+)
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class LayerResult:
+    """Features and diagrams of one layer's point cloud."""
+
+    features: dict[str, float]
+    diagrams: list[np.ndarray]
+    backend: str
+
+
+SCALED_NAMES = ("total_persistence", "mean_persistence", "max_persistence", "std_persistence")
+
+
+def median_pairwise_distance(cloud: np.ndarray) -> float:
+    """Median Euclidean distance between distinct points of a cloud (n, d)."""
+    from scipy.spatial.distance import pdist
+
+    return float(np.median(pdist(np.asarray(cloud, dtype=np.float64))))
+
+
+def ph_features(cloud: np.ndarray, pca_dim: int, maxdim: int, backend: str
+                ) -> tuple[dict[str, float], list[np.ndarray], str, float]:
+    """PCA → Vietoris–Rips → diagram features, raw and scale-normalised.
+
+    Scale-normalised features are those of the cloud divided by its median pairwise
+    distance ``m``: lifetimes divide by ``m``, so ``h{q}_{total,mean,max,std}_persistence``
+    get a ``_scaled`` twin (counts and entropy do not change with scale). Growth of the
+    embedding norm then does not pass for a change of topology.
+
+    Returns:
+        ``(features, diagrams, backend used, explained variance)``.
+    """
+    scores, explained = spectral.pca_project(cloud, pca_dim)
+    diagrams, used = homology.vietoris_rips(scores, maxdim=maxdim, backend=backend)
+    feats = homology.diagrams_features(diagrams)
+    scale = median_pairwise_distance(cloud)
+    if scale > 0:
+        scaled = homology.diagrams_features([d / scale for d in diagrams])
+        for q in range(len(diagrams)):
+            for name in SCALED_NAMES:
+                feats[f"h{q}_{name}_scaled"] = scaled[f"h{q}_{name}"]
+    feats["median_pairwise_distance"] = scale
+    feats["pca_components"] = float(scores.shape[1])
+    return feats, diagrams, used, explained
+
+
+def layer_features(cloud: np.ndarray, pca_dim: int, maxdim: int, backend: str) -> LayerResult:
+    """PCA → Vietoris–Rips → diagram features, plus spectral features of the raw cloud.
+
+    Args:
+        cloud: (n_texts, hidden) pooled hidden states.
+        pca_dim: requested PCA components.
+        maxdim: highest homology dimension.
+        backend: PH backend name or ``"auto"``.
+
+    Returns:
+        Features keyed ``h{q}_{name}`` (and the ``_scaled`` ones of :func:`ph_features`),
+        the spectral names, ``pca_explained_variance``, ``pca_components``,
+        ``median_pairwise_distance`` and ``mean_norm``; the diagrams (in PCA units, which
+        are the cloud's own Euclidean units restricted to the top components) and the
+        backend used.
+    """
+    feats, diagrams, used, explained = ph_features(cloud, pca_dim, maxdim, backend)
+    feats.update(spectral.spectral_features(cloud))
+    feats["pca_explained_variance"] = explained
+    feats["mean_norm"] = float(np.linalg.norm(cloud, axis=1).mean())
+    return LayerResult(feats, diagrams, used)
+
+
+def resampled_features(cloud: np.ndarray, pca_dim: int, maxdim: int, backend: str,
+                       n_resamples: int, seed: int) -> dict[str, dict[str, float]]:
+    """Spread of the PH features over bootstrap resamples of the texts.
+
+    Each resample draws n texts with replacement (a generator seeded by ``seed`` alone,
+    so every checkpoint sees the same resamples) and recomputes :func:`ph_features`.
+    Duplicated texts add only zero-length H0 bars, which are dropped, so counts reflect
+    the distinct texts drawn (about 63%); read the persistence features.
+
+    Returns:
+        feature -> ``{"mean", "std", "p2_5", "p97_5"}`` over the resamples.
+    """
+    rng = np.random.default_rng(seed)
+    n = cloud.shape[0]
+    rows: list[dict[str, float]] = []
+    for _ in range(n_resamples):
+        idx = rng.integers(0, n, size=n)
+        rows.append(ph_features(cloud[idx], pca_dim, maxdim, backend)[0])
+    out = {}
+    for key in rows[0]:
+        vals = np.array([r.get(key, np.nan) for r in rows], dtype=np.float64)
+        vals = vals[np.isfinite(vals)]
+        if vals.size:
+            lo, hi = np.percentile(vals, [2.5, 97.5])
+            out[key] = {"mean": float(vals.mean()), "std": float(vals.std()),
+                        "p2_5": float(lo), "p97_5": float(hi)}
+    return out
+
+
+def resolve_device(device: str) -> str:
+    import torch
+
+    if device != "auto":
+        if device.startswith("cuda") and not torch.cuda.is_available():
+            raise ValueError(f"--device {device} asked for, but CUDA is not available here")
+        return device
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def resolve_dtype(dtype: str, device: str) -> str:
+    """``auto`` → ``bf16-autocast`` on CUDA, ``float32`` elsewhere."""
+    if dtype != "auto":
+        return dtype
+    return "bf16-autocast" if device.startswith("cuda") else "float32"
+
+
+def weight_dtype(dtype: str):
+    """The torch dtype the model's weights are loaded in for a resolved ``dtype``."""
+    import torch
+
+    return torch.float32 if dtype == AUTOCAST else getattr(torch, dtype)
+
+
+def resolve_batch_size(batch_size: int | str, device: str, n_texts: int) -> int:
+    """``auto`` → every text in one batch on a GPU (the forward pass halves it on
+    out-of-memory errors), :data:`~toposig.config.CPU_BATCH_SIZE` elsewhere."""
+    if batch_size != "auto":
+        return int(batch_size)
+    return max(n_texts, 1) if device.startswith("cuda") else CPU_BATCH_SIZE
+
+
+@dataclass
+class CheckpointOutput:
+    """A finished checkpoint: its JSON record and the arrays saved beside it."""
+
+    record: dict
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+def analysed_layers(n_hidden_states: int, layers: str) -> list[int]:
+    return list(range(n_hidden_states)) if layers == "all" else [n_hidden_states - 1]
+
+
+def analyse_checkpoint(
+    ckpt: Checkpoint,
+    texts: list[str],
+    settings: EmbeddingSettings,
+    *,
+    device: str,
+    dtype: str,
+    local_files_only: bool = False,
+    model=None,
+    tokenizer=None,
+    load_s: float = 0.0,
+) -> CheckpointOutput:
+    """Load one checkpoint once, run one forward pass, compute every feature.
+
+    Args:
+        model: the checkpoint's model already loaded on ``device`` in ``dtype`` (the
+            pipeline loads once for both signature families), or ``None`` to load it.
+        tokenizer: the checkpoint's tokenizer already loaded (with the override of
+            ``settings.tokenizer``), or ``None`` to load it.
+        load_s: seconds already spent loading ``model`` (for the record's timings).
+
+    Raises whatever loading or the forward pass raises (missing revision, unreadable
+    weights, :class:`~toposig.model.forward.NonFiniteError`); the caller records it.
+    """
+
+    t0 = time.perf_counter() - load_s
+    if tokenizer is None:
+        tokenizer = load_tokenizer(ckpt, settings.tokenizer,
+                                   local_files_only=local_files_only,
+                                   trust_remote_code=settings.trust_remote_code)
+    if model is None:
+        model = load_model(ckpt, weight_dtype(dtype), device,
+                           local_files_only=local_files_only,
+                           trust_remote_code=settings.trust_remote_code)
+    t_load = time.perf_counter()
+
+    ids, mask = tokenize(tokenizer, texts, settings.max_length)
+    check_vocab(model, ids)
+    masked_lm = masked_lm_objective(model, tokenizer, ids, mask)
+    fwd = forward_pass(model, ids, mask, device=device,
+                       batch_size=resolve_batch_size(settings.batch_size, device, len(texts)),
+                       autocast_bf16=dtype == AUTOCAST, masked_lm=masked_lm)
+    t_fwd = time.perf_counter()
+
+    layers = analysed_layers(len(fwd.pooled), settings.layers)
+    per_layer: dict[int, LayerResult] = {
+        layer: layer_features(fwd.pooled[layer], settings.pca_dim, settings.maxdim,
+                              settings.ph_backend)
+        for layer in layers
+    }
+    resampled = None
+    if settings.resamples:
+        resampled = resampled_features(fwd.pooled[layers[-1]], settings.pca_dim,
+                                       settings.maxdim, settings.ph_backend,
+                                       settings.resamples, settings.seed)
+    t_feat = time.perf_counter()
+
+    last = layers[-1]
+    arrays: dict[str, np.ndarray] = {}
+    for layer, res in per_layer.items():
+        for q, dgm in enumerate(res.diagrams):
+            arrays[f"layer{layer}_h{q}"] = dgm
+        if settings.save_hidden:
+            arrays[f"layer{layer}_hidden"] = fwd.pooled[layer]
+    cfg = model.config
+    record = {
+        "schema_version": SCHEMA_VERSION,
+        "status": "ok",
+        **checkpoint_fields(ckpt),
+        "perplexity": fwd.perplexity,
+        "mean_nll": fwd.mean_nll,
+        "n_loss_tokens": fwd.n_tokens,
+        "n_input_tokens": fwd.n_input_tokens,
+        "n_texts": len(texts),
+        "num_layers": len(fwd.pooled) - 1,
+        "hidden_size": int(fwd.pooled[-1].shape[1]),
+        "num_parameters": int(sum(p.numel() for p in model.parameters())),
+        "model_type": getattr(cfg, "model_type", None),
+        "layer": last,
+        "ph_backend": per_layer[last].backend,
+        "features": per_layer[last].features,
+        "device": device,
+        "dtype": dtype,
+        "batch_size": fwd.batch_size,
+        "timings_s": {
+            "load": t_load - t0,
+            "forward": t_fwd - t_load,
+            "features": t_feat - t_fwd,
+            "total": t_feat - t0,
+        },
+        "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+    if masked_lm is not None:  # an encoder: no next-token perplexity, ever
+        record |= {"perplexity": None, "mean_nll": None, "quality_measure": "masked_lm_loss",
+                   "mlm_loss": fwd.mean_nll, "mlm_fraction": MLM_FRACTION}
+    if resampled is not None:
+        record["n_resamples"] = settings.resamples
+        record["features_resampled"] = resampled
+    if settings.layers == "all":
+        record["layer_features"] = {str(k): v.features for k, v in per_layer.items()}
+    del model
+    return CheckpointOutput(record, arrays)
+
+
+def masked_lm_objective(model, tokenizer, ids, mask, seed: int = MLM_SEED) -> MaskedLM | None:
+    """The masked-LM objective when ``model`` is an encoder (``None`` for a causal LM):
+    :data:`~toposig.config.MLM_FRACTION` of the non-special tokens, chosen by ``seed``
+    (:data:`~toposig.config.MLM_SEED`: the same positions in every run).
+
+    Raises:
+        ValueError: an encoder whose tokenizer has no mask token.
+    """
+    if model_kind(model.config) != MASKED:
+        return None
+    if tokenizer.mask_token_id is None:
+        raise ValueError(f"{type(model).__name__} is a masked language model, but its "
+                         "tokenizer has no mask token to score it with")
+    return MaskedLM(masked_positions(ids, mask, tokenizer.all_special_ids, MLM_FRACTION, seed),
+                    tokenizer.mask_token_id)
+
+
+def check_vocab(model, ids) -> None:
+    """Raise ValueError when a token id is outside the model's vocabulary (the output
+    head's rows, else the input embedding's, else the config's ``vocab_size``)."""
+    vocab = None
+    for module in (model.get_output_embeddings(), model.get_input_embeddings()):
+        weight = getattr(module, "weight", None)
+        if weight is not None:
+            vocab = weight.shape[0]
+            break
+    vocab = vocab or getattr(model.config, "vocab_size", None)
+    if vocab is not None and int(ids.max()) >= vocab:
+        raise ValueError(f"tokenizer produces id {int(ids.max())} but the model's vocabulary "
+                         f"has {vocab} entries: wrong --tokenizer for this model?")
+
+
+def checkpoint_fields(ckpt: Checkpoint) -> dict:
+    """The identity of a checkpoint as it appears in every record."""
+    return {
+        "model": ckpt.model,
+        "model_label": ckpt.label,
+        "step": ckpt.step,
+        "source": ckpt.source,
+        "location": ckpt.location,
+        "revision": ckpt.revision,
+        "checkpoint_fingerprint": fingerprint(ckpt),
+    }

@@ -1,0 +1,225 @@
+"""The two families that probe the loss at a checkpoint: ``landscape`` and ``gradients``.
+
+Both evaluate the model on a fixed, seeded probe batch: ``n`` windows of ``T`` tokens
+cut from the token stream of the analysed texts' source (texts joined by EOS), chosen
+by the family's seed among the stream's non-overlapping windows. Windows have no
+padding, so every example is the same length and its loss is the plain mean next-token
+cross-entropy (nats).
+
+- :func:`analyse_landscape`: top-k Hessian eigenvalues (Lanczos), Hutchinson's trace,
+  the loss on a grid in a plane through the checkpoint, and the grid's merge tree
+  (:mod:`toposig.model.curvature`, :mod:`toposig.features.landscape`).
+- :func:`analyse_gradients`: per-example gradients, projected, and their Vietoris–Rips
+  homology (:mod:`toposig.model.gradients`).
+
+The model comes in float32 with its parameters requiring gradients; nothing here
+changes its weights.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import datetime, timezone
+
+import numpy as np
+
+from toposig.config import SCHEMA_VERSION, GradientSettings, LandscapeSettings
+from toposig.features import landscape
+from toposig.model import curvature, gradients
+from toposig.model.embedding import CheckpointOutput, check_vocab, checkpoint_fields
+from toposig.sources.checkpoints import CAUSAL, Checkpoint, model_kind
+
+logger = logging.getLogger(__name__)
+
+
+def probe_windows(tokenizer, texts: list[str], n: int, length: int, seed: int):
+    """(n, length) int64 token windows: seeded, non-overlapping, in stream order.
+
+    Raises:
+        ValueError: the texts hold fewer than ``n`` windows of ``length`` tokens.
+    """
+    import torch
+
+    eos = tokenizer.eos_token_id
+    stream: list[int] = []
+    for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]:
+        stream.extend(ids)
+        if eos is not None:
+            stream.append(eos)
+    available = len(stream) // length
+    if available < n:
+        raise ValueError(f"the probe texts hold {available} windows of {length} tokens, "
+                         f"fewer than the {n} asked for")
+    starts = np.sort(np.random.default_rng(seed).choice(available, n, replace=False)) * length
+    return torch.tensor([stream[s:s + length] for s in starts], dtype=torch.long)
+
+
+def next_token_loss(logits, ids):
+    """Mean next-token cross-entropy (nats) of logits (n, T, V) for windows ``ids`` (n, T)."""
+    import torch.nn.functional as F
+
+    return F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]).float(),
+                           ids[:, 1:].reshape(-1))
+
+
+def batch_loss(model, ids):
+    """Mean next-token cross-entropy (nats) over every window of ``ids`` (n, T)."""
+    return next_token_loss(model(ids).logits, ids)
+
+
+def require_causal(model) -> None:
+    """Raise ValueError unless ``model`` is a causal LM (the probes score next tokens)."""
+    if model_kind(model.config) != CAUSAL:
+        raise ValueError(f"{type(model).__name__} is a masked language model: the landscape "
+                         "and gradients families probe the next-token loss, which it does "
+                         "not define")
+
+
+def _common(ckpt: Checkpoint, family: str, model, t0: float, load_s: float) -> dict:
+    elapsed = time.perf_counter() - t0
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "status": "ok",
+        "family": family,
+        **checkpoint_fields(ckpt),
+        "num_parameters": int(sum(p.numel() for p in model.parameters())),
+        "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "timings_s": {"load": load_s, family: elapsed, "total": load_s + elapsed},
+    }
+
+
+def analyse_landscape(ckpt: Checkpoint, model, tokenizer, texts: list[str],
+                      settings: LandscapeSettings, *, device: str = "cpu",
+                      load_s: float = 0.0) -> CheckpointOutput:
+    """Curvature and loss-surface topology of one checkpoint.
+
+    Args:
+        model: the checkpoint's causal LM, float32, on ``device``.
+        tokenizer: its tokenizer; texts: the probe texts.
+
+    Returns:
+        A record whose ``features`` hold ``hessian_eig_1`` … ``hessian_eig_k``,
+        ``hessian_trace`` and the ``landscape_*`` merge-tree features, and arrays:
+        ``grid`` (r, r) losses, ``coords`` (r,) step sizes, ``h0`` the diagram,
+        ``minima`` and ``saddles`` the critical points' grid indices.
+    """
+    import torch
+    from torch.func import functional_call
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    t0 = time.perf_counter()
+    s = settings
+    require_causal(model)
+    ids = probe_windows(tokenizer, texts, s.n_windows, s.window, s.seed).to(device)
+    check_vocab(model, ids)
+    model.eval()
+    names = [n for n, _ in model.named_parameters()]
+    params = [p for _, p in model.named_parameters()]
+    for p in params:
+        p.requires_grad_(True)
+    dim = sum(p.numel() for p in params)
+
+    # Double backward needs attention made of plain differentiable ops: the fused
+    # attention kernels have no second derivative.
+    with sdpa_kernel(SDPBackend.MATH):
+        hvp = curvature.loss_hvp(lambda: batch_loss(model, ids), params)
+    eig = curvature.top_eigenpairs(hvp, dim, s.top_k, tol=s.lanczos_tol,
+                                   maxiter=s.lanczos_maxiter, seed=s.seed)
+    trace, trace_se = curvature.hutchinson_trace(hvp, dim, s.trace_samples, seed=s.seed)
+    del hvp
+    t_curv = time.perf_counter()
+
+    theta = [p.detach() for p in params]
+    theta_norm = float(torch.sqrt(sum((t.double() ** 2).sum() for t in theta)))
+    if s.dirs == "hessian":
+        flat = [landscape.scaled_to(eig.vectors[:, i], theta_norm) for i in range(2)]
+        sizes = [t.numel() for t in theta]
+        dirs = [[torch.as_tensor(c, dtype=t.dtype, device=t.device).view_as(t)
+                 for c, t in zip(np.split(f, np.cumsum(sizes)[:-1]), theta, strict=True)]
+                for f in flat]
+    else:
+        rng = np.random.default_rng(s.seed)
+        arrays = [t.cpu().double().numpy() for t in theta]
+        dirs = [[torch.as_tensor(d, dtype=t.dtype, device=t.device) for d, t in
+                 zip(landscape.filter_normalized_direction(arrays, rng), theta, strict=True)]
+                for _ in range(2)]
+    coords = landscape.grid_coordinates(s.res, s.span)
+    grid = np.empty((s.res, s.res))
+    buffers = dict(model.named_buffers())
+    with torch.no_grad():
+        for i, a in enumerate(coords):
+            for j, b in enumerate(coords):
+                point = {n: t + a * d1 + b * d2 for n, t, d1, d2
+                         in zip(names, theta, dirs[0], dirs[1], strict=True)}
+                grid[i, j] = float(next_token_loss(
+                    functional_call(model, (point, buffers), (ids,)).logits, ids))
+    if not np.all(np.isfinite(grid)):
+        bad = int((~np.isfinite(grid)).sum())
+        raise FloatingPointError(f"{bad} of {grid.size} loss-surface points are not finite: "
+                                 f"lower --landscape-span")
+    topo = landscape.surface_topology(grid)
+    t_grid = time.perf_counter()
+
+    features = {f"hessian_eig_{i + 1}": float(v) for i, v in enumerate(eig.values)}
+    features["hessian_trace"] = trace
+    features |= topo.features
+    record = _common(ckpt, "landscape", model, t0, load_s)
+    record |= {
+        "features": features,
+        "probe_loss": float(grid[s.res // 2, s.res // 2]),
+        "hessian_trace_se": trace_se,
+        "lanczos": {"n_hvp": eig.n_hvp, "residuals": eig.residuals.tolist(),
+                    "converged": eig.converged},
+        "trace_samples": s.trace_samples,
+        "theta_norm": theta_norm,
+        "device": device,
+        "settings": s.to_dict(),
+    }
+    record["timings_s"] |= {"curvature": t_curv - t0, "surface": t_grid - t_curv}
+    for p in params:
+        p.requires_grad_(False)
+    logger.debug("%s: λ1 %.4g, trace %.4g, %d minima", ckpt.describe(), eig.values[0], trace,
+                 topo.features["landscape_n_minima"])
+    return CheckpointOutput(record, {"grid": grid, "coords": coords, "h0": topo.diagram,
+                                     "minima": topo.minima.astype(np.float64),
+                                     "saddles": topo.saddles.astype(np.float64)})
+
+
+def analyse_gradients(ckpt: Checkpoint, model, tokenizer, texts: list[str],
+                      settings: GradientSettings, *, device: str = "cpu",
+                      load_s: float = 0.0) -> CheckpointOutput:
+    """Homology of the per-example gradient cloud of one checkpoint.
+
+    Args:
+        model: the checkpoint's causal LM, float32, on ``device``.
+        tokenizer: its tokenizer; texts: the probe texts.
+
+    Returns:
+        A record whose ``features`` hold ``grad_h{q}_*`` and ``grad_norm_*`` /
+        ``grad_cosine_mean``, and arrays: ``h0``, ``h1`` (the diagrams) and ``projected``
+        (n, proj_dim) gradients.
+    """
+    t0 = time.perf_counter()
+    s = settings
+    require_causal(model)
+    ids = probe_windows(tokenizer, texts, s.n_windows, s.window, s.seed).to(device)
+    check_vocab(model, ids)
+    model.eval()
+    dim = sum(p.numel() for p in model.parameters())
+    proj = gradients.sketch(dim, s.proj_dim, s.seed)
+    projected, norms = [], []
+    for g in gradients.per_example_gradients(model, ids, s.chunk_size):
+        norms.append(np.linalg.norm(g.astype(np.float64), axis=1))
+        projected.append(proj.transform(g))
+    cloud = np.concatenate(projected).astype(np.float64)
+    t_grad = time.perf_counter()
+    features, diagrams, used = gradients.gradient_features(
+        cloud, np.concatenate(norms), s.maxdim, s.ph_backend)
+    record = _common(ckpt, "gradients", model, t0, load_s)
+    record |= {"features": features, "ph_backend": used, "device": device,
+               "settings": s.to_dict()}
+    record["timings_s"] |= {"gradients": t_grad - t0,
+                            "homology": time.perf_counter() - t_grad}
+    arrays = {f"h{q}": d for q, d in enumerate(diagrams)} | {"projected": cloud}
+    return CheckpointOutput(record, arrays)

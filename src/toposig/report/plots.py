@@ -1,0 +1,1091 @@
+"""The report figures, in two families plus a correlation overview.
+
+Embedding space (``FIGURES``, seven figures): hidden-state persistent homology, spectral
+features, perplexity and diagram distances across training. Weight space
+(``WEIGHT_FIGURES``): neural persistence and weight-row Vietoris–Rips homology across
+training, neural persistence and H0 total persistence against the quality target (loss or
+perplexity), and a heatmap of every feature's Spearman ρ with that target;
+``figures.plot_all`` draws a family only when the records carry its features. The
+helpers every figure module shares (panels, styles, the step axis, ``save_figure`` and
+the :class:`FigureOutput` it writes with) are public here.
+
+Every figure is drawn from the records (one dict per model and checkpoint, as written by
+the store) and the statistics computed by ``analysis.compute_statistics``. Records are
+grouped by ``model_label`` in first-seen order and sorted by step; missing or non-finite
+values are skipped point by point, so a partial run still gives every figure. Each model
+keeps one colour and marker in every figure.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import math
+import os
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.cm import ScalarMappable
+from matplotlib.colors import Normalize, to_hex, to_rgba
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch, Rectangle
+from matplotlib.ticker import MaxNLocator, NullLocator
+
+from toposig.analysis.controls import holm
+from toposig.analysis.stats import (
+    WEIGHT_STATISTICS,
+    by_model,
+    feature_family,
+    is_topological,
+)
+from toposig.features.homology import FEATURE_NAMES
+from toposig.features.spectral import SPECTRAL_NAMES
+
+matplotlib.use("Agg")  # pyplot picks its backend lazily, so this still takes effect
+
+logger = logging.getLogger(__name__)
+
+DPI = 130
+GRID_FIGSIZE = (12.0, 8.0)
+SYMLOG_MIN_DECADES_RATIO = 100.0
+SIGNIFICANCE = 0.05
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
+
+RC_PARAMS = {
+    "font.size": 10,
+    "axes.titlesize": 11,
+    "axes.labelsize": 10,
+    "legend.fontsize": 9,
+    "xtick.labelsize": 9,
+    "ytick.labelsize": 9,
+    "figure.titlesize": 13,
+}
+
+# feature -> (panel title, y-axis label)
+FEATURE_LABELS: dict[str, tuple[str, str]] = {
+    "perplexity": ("Perplexity", "perplexity (log scale)"),
+    "mlm_loss": ("Masked-LM loss", "masked-LM loss (nats / masked token)"),
+    "h0_n_features": ("H0 bar count", "finite H0 bars (count)"),
+    "h0_total_persistence": ("H0 total persistence", "Σ persistence (distance)"),
+    "h0_mean_persistence": ("H0 mean persistence", "mean persistence (distance)"),
+    "h0_max_persistence": ("H0 max persistence", "max persistence (distance)"),
+    "h1_n_features": ("H1 bar count", "H1 bars (count)"),
+    "h1_total_persistence": ("H1 total persistence", "Σ persistence (distance)"),
+    "h1_mean_persistence": ("H1 mean persistence", "mean persistence (distance)"),
+    "h1_max_persistence": ("H1 max persistence", "max persistence (distance)"),
+    "h1_persistence_entropy": ("H1 persistence entropy", "entropy (nats)"),
+    "h1_n_significant": ("H1 significant bars", "significant H1 bars (count)"),
+    "rankme": ("RankMe", "RankMe (effective dims)"),
+    "effective_rank_cov": ("Covariance effective rank", "effective rank (dims)"),
+    "participation_ratio": ("Participation ratio", "participation ratio (dims)"),
+    "eigenspectrum_decay_alpha": ("Decay α, top-50 eigenvalue window",
+                                  "α (−slope of log λᵢ vs log i)"),
+    "stable_rank": ("Stable rank", "stable rank (dims)"),
+    "np_mean": ("Neural persistence (Rieck et al. 2019)", "normalised NP (0–1)"),
+    "np_seed_mean": ("Neural persistence, seed-paper variant", "NP / (max · (n − 1))"),
+    "weight_h0_total": ("Weight-row H0 total persistence", "Σ persistence (weight distance)"),
+    "weight_h1_total": ("Weight-row H1 total persistence", "Σ persistence (weight distance)"),
+    "weight_h1_count": ("Weight-row H1 bar count", "H1 bars (count)"),
+    "weight_h0_entropy_mean": ("Weight-row persistence entropy", "mean entropy (nats)"),
+    "hessian_eig_1": ("Top Hessian eigenvalue λ₁", "λ₁ (nats / weight unit²)"),
+    "hessian_trace": ("Hessian trace (Hutchinson)", "tr H (nats / weight unit²)"),
+    "landscape_n_minima": ("Loss-surface basins", "minima on the grid (count)"),
+    "landscape_basin_depth": ("Depth of the checkpoint's basin", "depth (nats)"),
+    "grad_h0_total_persistence": ("Gradient H0 total persistence", "Σ persistence (gradient)"),
+    "grad_h1_total_persistence": ("Gradient H1 total persistence", "Σ persistence (gradient)"),
+    "grad_norm_mean": ("Mean per-example gradient norm", "‖∇ℓ‖ (nats / weight unit)"),
+    "grad_cosine_mean": ("Mean gradient cosine between examples", "cosine (−1 to 1)"),
+}
+
+# weight-space topological features in display order; others of the family follow, sorted
+WEIGHT_TOPOLOGICAL_ORDER = ("np_mean", "np_std", "np_min", "np_max", "np_seed_mean",
+                            "np_seed_std", "weight_h0_total", "weight_h1_total",
+                            "weight_h1_count", "weight_h0_entropy_mean",
+                            "weight_h1_entropy_mean")
+# heatmap row groups: (family, side label), weight space first
+HEATMAP_FAMILIES = (("weight_topological", "weight topology"),
+                    ("weight_statistics", "weight statistics"),
+                    ("embedding_topological", "embedding topology"),
+                    ("embedding_spectral", "embedding spectrum"),
+                    ("curvature", "curvature"),
+                    ("landscape_topological", "landscape topology"),
+                    ("gradient_topological", "gradient topology"),
+                    ("gradient_statistics", "gradient statistics"),
+                    ("other", "other"))
+NP_SEED_NOTE = "per-matrix max normalisation, p = 1, divided by max · (n − 1)"
+
+TOPOLOGICAL_EVOLUTION = ("h1_n_features", "h1_total_persistence", "h1_persistence_entropy",
+                         "h1_max_persistence", "h0_total_persistence", "h1_mean_persistence")
+H1_VS_PERPLEXITY = ("h1_total_persistence", "h1_n_features", "h1_persistence_entropy",
+                    "h1_max_persistence", "h1_mean_persistence", "h1_n_significant")
+
+SPECTRAL_NOTE = (
+    "Centred cloud; σ: singular values,\nλ = σ² / (n − 1): covariance eigenvalues.\n\n"
+    "RankMe: exp(entropy of σ / Σσ)\n"
+    "effective rank: exp(entropy of λ / Σλ)\n"
+    "participation ratio: (Σλ)² / Σλ²\n"
+    "decay α: −slope of log λᵢ on log i,\n    fitted on the top-50 eigenvalues\n"
+    "stable rank: Σλ / λ_max"
+)
+
+NO_PAIRS = "no consecutive checkpoints"
+
+Series = dict[str, tuple[np.ndarray, np.ndarray]]  # model label -> (steps, values)
+
+
+@dataclass(frozen=True)
+class Style:
+    """Colour and marker of one model, the same in every figure."""
+
+    color: str
+    marker: str
+
+
+# --------------------------------------------------------------------------- data helpers
+
+
+def finite_or_none(value: object) -> float | None:
+    """``value`` as a float, or None when it is missing, non-numeric or non-finite."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        x = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+def step_of(record: dict) -> float:
+    """The record's step; a missing step (a lone final checkpoint) counts as 0."""
+    step = finite_or_none(record.get("step"))
+    return 0.0 if step is None else step
+
+
+def value_of(record: dict, key: str) -> float | None:
+    """A feature of the record, or a top-level field such as ``perplexity``."""
+    features = record.get("features") or {}
+    return finite_or_none(features[key] if key in features else record.get(key))
+
+
+def model_styles(labels: Iterable[str]) -> dict[str, Style]:
+    colors = plt.get_cmap("tab10").colors
+    return {label: Style(to_hex(colors[i % len(colors)]), MARKERS[i % len(MARKERS)])
+            for i, label in enumerate(labels)}
+
+
+def record_series(groups: dict[str, list[dict]], key: str) -> Series:
+    """Per model, (steps, values) of ``key``, missing values dropped."""
+    out: Series = {}
+    for label, recs in groups.items():
+        pts = [(step_of(r), v) for r in recs if (v := value_of(r, key)) is not None]
+        out[label] = (np.array([p[0] for p in pts]), np.array([p[1] for p in pts]))
+    return out
+
+
+def _wasserstein_series(statistics: dict, labels: Iterable[str], key: str,
+                        per_step: bool = False) -> Series:
+    """Per model, a consecutive-checkpoint distance plotted at its ``step_to``; with
+    ``per_step``, divided by the gap ``step_to - step_from`` (distance per training step)."""
+    table = (statistics or {}).get("wasserstein") or {}
+    out: Series = {}
+    for label in labels:
+        pts = sorted((finite_or_none(row.get("step_to")) or 0.0, v / (_gap(row) if per_step else 1))
+                     for row in table.get(label) or []
+                     if (v := finite_or_none(row.get(key))) is not None
+                     and (not per_step or _gap(row) > 0))
+        out[label] = (np.array([p[0] for p in pts]), np.array([p[1] for p in pts]))
+    return out
+
+
+def _gap(row: dict) -> float:
+    """Training steps between the two checkpoints of a distance row (0 when unknown)."""
+    a, b = finite_or_none(row.get("step_from")), finite_or_none(row.get("step_to"))
+    return b - a if a is not None and b is not None else 0.0
+
+
+def _gaps_differ(statistics: dict, labels: Iterable[str]) -> bool:
+    """Whether consecutive checkpoints are unevenly spaced in some model (1-step and
+    100-step gaps): then distances are only comparable per step of gap."""
+    table = (statistics or {}).get("wasserstein") or {}
+    return len({_gap(row) for label in labels for row in table.get(label) or []}) > 1
+
+
+def _all_steps(records: Sequence[dict]) -> list[float]:
+    return [step_of(r) for r in records]
+
+
+BAND_LABEL = "value ± 1.96 bootstrap s.e. over texts"
+
+
+def bootstrap_band(record: dict, key: str) -> tuple[float, float] | None:
+    """The observed value of ``key`` ± 1.96 bootstrap standard errors, when recorded.
+
+    Centred on the full-sample value, not on the resamples' own percentiles: a bootstrap
+    resample holds only about 63% distinct texts, so its PH values sit systematically
+    lower (fewer points, fewer and shorter bars); their spread, not their level, is what
+    the resamples measure.
+    """
+    entry = (record.get("features_resampled") or {}).get(key)
+    value = finite_or_none((record.get("features") or {}).get(key))
+    if not isinstance(entry, dict) or value is None:
+        return None
+    std = finite_or_none(entry.get("std"))
+    return None if std is None else (value - 1.96 * std, value + 1.96 * std)
+
+
+def draw_bootstrap_bands(ax: Axes, groups: dict[str, list[dict]], styles: dict[str, Style],
+                         key: str, x_of: Callable[[dict], float]) -> bool:
+    """Shade each model's bootstrap band of ``key`` (``features_resampled``); True if any."""
+    drawn = False
+    for label, recs in groups.items():
+        pts = sorted((x_of(r), *band) for r in recs
+                     if r.get("step") is not None and (band := bootstrap_band(r, key)))
+        if not pts:
+            continue
+        x, lo, hi = (np.array(c) for c in zip(*pts, strict=True))
+        color = styles[label].color
+        if x.size > 1:
+            ax.fill_between(x, lo, hi, color=color, alpha=0.18, linewidth=0)
+        else:
+            ax.errorbar(x, (lo + hi) / 2, yerr=(hi - lo) / 2, fmt="none", ecolor=color,
+                        alpha=0.6, capsize=4)
+        drawn = True
+    return drawn
+
+
+def bootstrap_band_handle() -> Patch:
+    return Patch(facecolor="0.25", alpha=0.2, label=BAND_LABEL)
+
+
+# ----------------------------------------------------------------------------- step axis
+
+
+def step_axis_scale(steps: Iterable[float | None]) -> str:
+    """``"symlog"`` when the steps span two decades or more, else ``"linear"``.
+
+    The ratio is max(step) / max(smallest positive step, 1); steps include 0, so a log
+    axis is impossible and symlog (linear below 1) is used instead.
+    """
+    vals = [x for s in steps if (x := finite_or_none(s)) is not None]
+    positive = [x for x in vals if x > 0]
+    if not positive:
+        return "linear"
+    return "symlog" if max(positive) / max(min(positive), 1.0) >= SYMLOG_MIN_DECADES_RATIO \
+        else "linear"
+
+
+def set_step_axis(ax: Axes, steps: Iterable[float | None]) -> str:
+    """Put the training-step scale, label and range on ``ax``; returns the scale chosen.
+
+    The x range covers every step in ``steps`` (not only those drawn on this panel), so
+    panels of one figure line up even where a series starts later (distances to the
+    previous checkpoint) or has gaps.
+    """
+    vals = [x for s in steps if (x := finite_or_none(s)) is not None]
+    scale = step_axis_scale(vals)
+    if scale == "symlog":
+        ax.set_xscale("symlog", linthresh=1)
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.set_xlabel("training step (symlog)")
+    else:
+        ax.set_xlabel("training step")
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=6, integer=True))
+    if vals:
+        lo, hi = min(vals), max(vals)
+        if lo == hi:  # one checkpoint: a unit-wide window around it
+            lo, hi = lo - 1, hi + 1
+        ax.update_datalim([(lo, 0.0), (hi, 0.0)], updatey=False)
+        ax.autoscale_view(scaley=False)
+    return scale
+
+
+# ------------------------------------------------------------------------------ panels
+
+
+def no_data(ax: Axes, message: str = "no data") -> None:
+    ax.text(0.5, 0.5, message, transform=ax.transAxes, ha="center", va="center",
+            fontsize=10, color="0.45")
+
+
+def _spans_decade(values: Sequence[float]) -> bool:
+    """Log scale only helps (and labels cleanly) when positive values span 10x or more."""
+    return bool(values) and min(values) > 0 and max(values) >= 10 * min(values)
+
+
+def _log_y_if_positive(ax: Axes, series: Series) -> None:
+    values = [v for _, ys in series.values() for v in ys]
+    if _spans_decade(values):
+        ax.set_yscale("log")
+    else:
+        ax.set_ylabel(ax.get_ylabel().replace(" (log scale)", ""))
+
+
+def _legend(ax: Axes, handles: list | None = None) -> None:
+    """Legend where it hides least: "best" for a few entries, else a band of headroom on top."""
+    handles = handles if handles is not None else ax.get_legend_handles_labels()[0]
+    if len(handles) <= 4 or ax.get_yscale() != "linear":
+        ax.legend(handles=handles, loc="best", framealpha=0.85)
+        return
+    ncol = min(3, len(handles))
+    rows = math.ceil(len(handles) / ncol)
+    lo, hi = ax.get_ylim()
+    ax.set_ylim(lo, hi + (hi - lo) * 0.12 * rows)
+    ax.legend(handles=handles, loc="upper center", ncol=ncol, framealpha=0.9,
+              columnspacing=1.2, handlelength=2.2)
+
+
+def _model_legend(fig: Figure, styles: dict[str, Style]) -> None:
+    """One legend of the models' colours and markers for a whole grid, below the panels.
+
+    Used where panels are too narrow to hold a legend of every model each.
+    """
+    handles = [Line2D([], [], color=st.color, marker=st.marker, markersize=5, linewidth=1.6,
+                      label=label) for label, st in styles.items()]
+    if handles:
+        fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 6),
+                   framealpha=0.9)
+
+
+def line_panel(ax: Axes, series: Series, styles: dict[str, Style], *, title: str,
+                ylabel: str, steps: Sequence[float], logy: bool = False,
+                dashed: Series | None = None, style_key: tuple[str, str] = ("", ""),
+                empty: str = "no data", extra_handles: Sequence[Line2D | Patch] = (),
+                model_legend: bool = True) -> None:
+    """One line with markers per model against training step, plus axis, title, legend.
+
+    ``dashed`` is an optional second series per model, drawn dashed in the same colour;
+    ``style_key`` then names the solid and the dashed line in the legend; ``empty`` is
+    written on a panel with nothing to draw; ``extra_handles`` are appended to the legend
+    (keys for bands or lines drawn on ``ax`` beforehand). With ``model_legend=False`` the
+    models are left out of the panel's legend (the figure carries one, ``_model_legend``).
+    """
+    drawn = False
+    for label, (x, y) in series.items():
+        if x.size:
+            st = styles[label]
+            ax.plot(x, y, color=st.color, marker=st.marker, markersize=5, linewidth=1.6,
+                    label=label)
+            drawn = True
+    handles = ax.get_legend_handles_labels()[0] if model_legend else []
+    dashed_drawn = False
+    for label, (x, y) in (dashed or {}).items():
+        if x.size:
+            st = styles[label]
+            ax.plot(x, y, color=st.color, marker=st.marker, markersize=4, linewidth=1.1,
+                    linestyle="--", markerfacecolor="none", alpha=0.75)
+            dashed_drawn = True
+    if dashed_drawn:
+        handles += [Line2D([], [], color="0.25", linestyle=ls, marker=m, label=name,
+                           markerfacecolor=fc)
+                    for ls, m, fc, name in (("-", "o", "0.25", style_key[0]),
+                                            ("--", "o", "none", style_key[1]))]
+    handles += list(extra_handles)
+    set_step_axis(ax, steps)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(True, which="major", alpha=0.3)
+    if not (drawn or dashed_drawn):
+        no_data(ax, empty)
+        return
+    if logy:
+        _log_y_if_positive(ax, series)
+    if handles:
+        _legend(ax, handles)
+
+
+def _feature_panel(ax: Axes, groups: dict[str, list[dict]], styles: dict[str, Style],
+                   key: str, steps: Sequence[float], logy: bool = False,
+                   model_legend: bool = True) -> None:
+    """``key`` per model vs step, with its bootstrap band over texts where records carry
+    one (``features_resampled``)."""
+    title, ylabel = FEATURE_LABELS.get(key, (key, key))
+    band = draw_bootstrap_bands(ax, groups, styles, key, step_of)
+    line_panel(ax, record_series(groups, key), styles, title=title, ylabel=ylabel,
+                steps=steps, logy=logy, model_legend=model_legend,
+                extra_handles=[bootstrap_band_handle()] if band else [])
+
+
+def panel_grid(n_panels: int, ncols: int, figsize: tuple[float, float] = GRID_FIGSIZE
+          ) -> tuple[Figure, list[Axes]]:
+    """A constrained-layout grid; panels beyond ``n_panels`` are hidden."""
+    nrows = math.ceil(n_panels / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=figsize, layout="constrained",
+                             squeeze=False)
+    flat = list(axes.ravel())
+    for ax in flat[n_panels:]:
+        ax.set_visible(False)
+    return fig, flat[:n_panels]
+
+
+FIGURE_FORMATS = ("png", "pdf", "svg")
+# Vector text stays text (selectable, searchable): TrueType in PDF, <text> in SVG; no
+# creation date, so the same figure gives the same bytes.
+VECTOR_RC = {"pdf.fonttype": 42, "svg.fonttype": "none", "svg.hashsalt": "toposig"}
+NO_DATES = {"pdf": {"CreationDate": None}, "svg": {"Date": None}}
+
+
+@dataclass(frozen=True)
+class FigureOutput:
+    """Which files a figure is written as: ``formats`` (the first is the path a plotting
+    function returns) and ``dpi`` for raster output (PNG)."""
+
+    formats: tuple[str, ...] = ("png",)
+    dpi: int = DPI
+
+    def __post_init__(self) -> None:
+        bad = [f for f in self.formats if f not in FIGURE_FORMATS]
+        if not self.formats or bad:
+            raise ValueError(f"figure formats are {', '.join(FIGURE_FORMATS)}, comma-"
+                             f"separated; got {','.join(self.formats) or 'none'}")
+        if not (isinstance(self.dpi, int) and 10 <= self.dpi <= 2400):
+            raise ValueError(f"--dpi must be an integer between 10 and 2400, got {self.dpi}")
+
+
+_OUTPUT: ContextVar[FigureOutput | None] = ContextVar("figure_output", default=None)
+
+
+def current_output() -> FigureOutput:
+    """The :class:`FigureOutput` figures are written with now (PNG at ``DPI`` by default)."""
+    return _OUTPUT.get() or FigureOutput()
+
+
+@contextlib.contextmanager
+def figure_output(output: FigureOutput) -> Iterator[FigureOutput]:
+    """Write the figures drawn inside the block as ``output`` says."""
+    token = _OUTPUT.set(output)
+    try:
+        yield output
+    finally:
+        _OUTPUT.reset(token)
+
+
+def save_figure(fig: Figure, path: str | Path) -> Path:
+    """Write a figure in each format of the current :class:`FigureOutput` (``path`` with
+    that suffix), each atomically (a temporary file in the same folder, then a rename),
+    so a kill never leaves a cut-short image in place. Returns the first format's path."""
+    import tempfile
+
+    output = current_output()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        for fmt in output.formats:
+            target = path.with_suffix(f".{fmt}")
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{target.name}.",
+                                       suffix=".tmp")
+            try:
+                with os.fdopen(fd, "wb") as f, plt.rc_context(VECTOR_RC):
+                    fig.savefig(f, dpi=output.dpi, format=fmt, metadata=NO_DATES.get(fmt))
+                os.chmod(tmp, 0o644)
+                os.replace(tmp, target)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+            logger.debug("wrote %s", target)
+    finally:
+        plt.close(fig)
+    return path.with_suffix(f".{output.formats[0]}")
+
+
+def feature_grid(records: Sequence[dict], keys: Sequence[str], path: str | Path,
+                  suptitle: str, ncols: int = 3, note: str = "") -> Path:
+    """One panel per feature vs step; ``note`` fills the first spare grid cell, if any."""
+    groups = by_model(records)
+    styles = model_styles(groups)
+    steps = _all_steps(records)
+    n_cells = len(keys) + (1 if note and len(keys) % ncols else 0)
+    fig, axes = panel_grid(n_cells, ncols)
+    for ax, key in zip(axes, keys, strict=False):
+        _feature_panel(ax, groups, styles, key, steps, model_legend=False)
+    _model_legend(fig, styles)
+    if n_cells > len(keys):
+        axes[-1].set_axis_off()
+        axes[-1].text(0.02, 0.95, note, transform=axes[-1].transAxes, ha="left", va="top",
+                      fontsize=10, linespacing=1.5, wrap=True)
+    fig.suptitle(suptitle)
+    return save_figure(fig, path)
+
+
+# ----------------------------------------------------------------------------- figures
+
+FigureFn = Callable[[Sequence[dict], dict, str | Path], Path]
+
+
+def styled(plot: FigureFn) -> FigureFn:
+    """Draw the figure under the module's font sizes without touching global rcParams."""
+
+    @functools.wraps(plot)
+    def wrapper(records: Sequence[dict], statistics: dict, path: str | Path) -> Path:
+        with plt.rc_context(RC_PARAMS):
+            return plot(records, statistics, path)
+
+    return wrapper
+
+
+@styled
+def plot_summary_figure(records: Sequence[dict], statistics: dict, path: str | Path) -> Path:
+    """Perplexity, H1 total persistence (with its bootstrap band), RankMe and the H1
+    Wasserstein distance to the previous checkpoint (per step of gap when gaps differ) vs
+    step (2 × 2)."""
+    groups = by_model(records)
+    styles = model_styles(groups)
+    steps = _all_steps(records)
+    fig, axes = panel_grid(4, 2)
+    _feature_panel(axes[0], groups, styles, "perplexity", steps, logy=True)
+    _feature_panel(axes[1], groups, styles, "h1_total_persistence", steps)
+    _feature_panel(axes[2], groups, styles, "rankme", steps)
+    per_step = _gaps_differ(statistics, groups)
+    line_panel(axes[3], _wasserstein_series(statistics, groups, "h1_wasserstein", per_step),
+                styles, title="H1 Wasserstein distance to previous checkpoint"
+                + (", per step of gap" if per_step else ""),
+                ylabel="W₁ (L∞ ground metric)" + (" / steps between checkpoints"
+                                                   if per_step else ""),
+                steps=steps, logy=per_step, empty=NO_PAIRS)
+    fig.suptitle("Summary: quality, topology and spectrum across training")
+    return save_figure(fig, path)
+
+
+@styled
+def plot_topological_evolution(records: Sequence[dict], statistics: dict,
+                               path: str | Path) -> Path:
+    """Six persistent-homology features of the hidden states vs step (2 × 3)."""
+    return feature_grid(records, TOPOLOGICAL_EVOLUTION, path,
+                         "Persistent-homology features across training")
+
+
+@styled
+def plot_spectral_evolution(records: Sequence[dict], statistics: dict,
+                            path: str | Path) -> Path:
+    """RankMe, covariance effective rank, participation ratio, decay α, stable rank vs step."""
+    return feature_grid(records, SPECTRAL_NAMES, path,
+                         "Spectral features of the hidden states across training",
+                         note=SPECTRAL_NOTE)
+
+
+def _correlation_text(corr: dict | None) -> str:
+    corr = corr or {}
+    r, p, n = corr.get("spearman_r"), corr.get("spearman_p"), corr.get("n")
+    if r is None:
+        return f"pooled Spearman ρ undefined (n = {n if n is not None else 0})"
+    p_text = "n/a" if p is None else f"{p:.2g}"
+    return f"pooled Spearman ρ = {r:+.2f}, p = {p_text} (n = {n})"
+
+
+@styled
+def plot_topology_vs_perplexity(records: Sequence[dict], statistics: dict,
+                                path: str | Path) -> Path:
+    """H1 features against perplexity (log x), one colour per model, pooled Spearman noted.
+
+    Each model's points are joined thinly in training order, so the trajectory shows; the
+    pooled Spearman correlation from ``statistics`` is the second line of each title.
+    """
+    groups = by_model(records)
+    styles = model_styles(groups)
+    pooled = ((statistics or {}).get("correlations") or {}).get("pooled") or {}
+    present = {k for r in records for k in (r.get("features") or {})}
+    keys = [k for k in H1_VS_PERPLEXITY if k in present] or list(H1_VS_PERPLEXITY[:4])
+    fig, axes = panel_grid(len(keys), 3 if len(keys) > 4 else 2)
+    for ax, key in zip(axes, keys, strict=True):
+        title, ylabel = FEATURE_LABELS.get(key, (key, key))
+        drawn = []
+        for label, recs in groups.items():
+            pts = [(x, y) for r in recs
+                   if (x := value_of(r, "perplexity")) is not None and x > 0
+                   and (y := value_of(r, key)) is not None]
+            if not pts:
+                continue
+            st = styles[label]
+            xs, ys = zip(*pts, strict=True)
+            ax.plot(xs, ys, color=st.color, marker=st.marker, markersize=5, linewidth=0.8,
+                    markeredgecolor="white", markeredgewidth=0.4, label=label)
+            drawn.extend(xs)
+        ax.set_title(f"{title} vs perplexity\n{_correlation_text(pooled.get(key))}",
+                     fontsize=10)
+        ax.set_xlabel("perplexity (log scale)" if _spans_decade(drawn) else "perplexity")
+        ax.set_ylabel(ylabel)
+        ax.grid(True, which="major", alpha=0.3)
+        if not drawn:
+            no_data(ax)
+            continue
+        if _spans_decade(drawn):
+            ax.set_xscale("log")
+    _model_legend(fig, styles)
+    fig.suptitle("H1 topology of the hidden states against perplexity")
+    return save_figure(fig, path)
+
+
+def _topological_order(name: str) -> tuple[str, int, str]:
+    """Sort key: homology dimension, then the order of ``homology.FEATURE_NAMES``."""
+    dim, _, stem = name.partition("_")
+    rank = FEATURE_NAMES.index(stem) if stem in FEATURE_NAMES else len(FEATURE_NAMES)
+    return dim, rank, stem
+
+
+def _correlation_features(correlations: dict) -> tuple[list[str], list[str]]:
+    """Topological and spectral features that have a correlation entry, in display order."""
+    names: list[str] = []
+    for table in [correlations.get("pooled") or {},
+                  *(correlations.get("per_model") or {}).values()]:
+        names.extend(k for k in table if k not in names)
+    topo = sorted((k for k in names if is_topological(k)), key=_topological_order)
+    spectral = [k for k in SPECTRAL_NAMES if k in names]
+    return topo, spectral
+
+
+def _spearman(table: dict, feature: str) -> tuple[float | None, float | None]:
+    corr = table.get(feature) or {}
+    return finite_or_none(corr.get("spearman_r")), finite_or_none(corr.get("spearman_p"))
+
+
+def family_separators(ax: Axes, groups: Sequence[tuple[str, Sequence[str]]], *,
+                      label_x: float, linewidth: float) -> None:
+    """Rule lines between consecutive row groups of a heatmap and each group's label at
+    ``label_x`` (axes fraction) on the right; ``groups`` are (label, rows) top down."""
+    start = 0
+    for k, (label, members) in enumerate(groups):
+        end = start + len(members)
+        if k:
+            ax.axhline(start - 0.5, color="0.15", linewidth=linewidth)
+        ax.text(label_x, (start + end - 1) / 2, label, transform=ax.get_yaxis_transform(),
+                rotation=-90 if len(members) >= 4 else 0, va="center", ha="left",
+                fontsize=9.5, fontweight="bold", color="0.25")
+        start = end
+
+
+def _family_bands(ax: Axes, n_topo: int, n_spectral: int) -> None:
+    """Shaded bands, a separator and side labels for the topological and spectral rows."""
+    n = n_topo + n_spectral
+    for lo, hi, name, shade in ((0, n_topo, "topological", 0.0), (n_topo, n, "spectral", 0.09)):
+        if hi == lo:
+            continue
+        if shade:
+            ax.axhspan(lo - 0.5, hi - 0.5, color="0.4", alpha=shade, zorder=0, linewidth=0)
+        ax.text(1.01, (lo + hi - 1) / 2, name, transform=ax.get_yaxis_transform(),
+                rotation=-90, va="center", ha="left", fontsize=11, fontweight="bold",
+                color="0.25")
+    if n_topo and n_spectral:
+        ax.axhline(n_topo - 0.5, color="0.3", linewidth=1.0)
+
+
+@styled
+def plot_topo_vs_spectral_correlations(records: Sequence[dict], statistics: dict,
+                                       path: str | Path) -> Path:
+    """|Spearman ρ| of each feature with perplexity, one bar per model, grouped by feature.
+
+    Topological and spectral features sit on differently shaded bands; hatched, faded bars
+    are not significant (p ≥ 0.05 or p undefined); a missing bar means ρ is undefined
+    (fewer than three checkpoints, or a constant series). A black tick marks the pooled ρ.
+    """
+    correlations = (statistics or {}).get("correlations") or {}
+    per_model = correlations.get("per_model") or {}
+    pooled = correlations.get("pooled") or {}
+    all_labels = list(dict.fromkeys([*by_model(records), *per_model]))
+    styles = model_styles(all_labels)
+    topo, spectral = _correlation_features(correlations)
+    features = topo + spectral
+    # models without a single defined ρ (e.g. one checkpoint) get no bar slot
+    labels = [lb for lb in all_labels
+              if any(_spearman(per_model.get(lb) or {}, f)[0] is not None for f in features)]
+    height = 2.0 + len(features) * 0.13 * max(2.0, len(labels))
+    fig, ax = plt.subplots(figsize=(12.0, min(max(height, 4.5), 13.0)), layout="constrained")
+    target = correlations.get("target", "perplexity")
+    ax.set_title(f"Strength of the rank correlation of each feature with {_target_name(target)}")
+    if not features or not labels:
+        no_data(ax, "no correlation is defined (fewer than 3 checkpoints per model?)")
+        ax.set_axis_off()
+        return save_figure(fig, path)
+
+    group_h = 0.8
+    bar_h = group_h / len(labels)
+    for i, label in enumerate(labels):
+        table = per_model.get(label) or {}
+        for j, feature in enumerate(features):
+            r, p = _spearman(table, feature)
+            if r is None:
+                continue
+            significant = p is not None and p < SIGNIFICANCE
+            color = styles[label].color
+            ax.barh(j - group_h / 2 + (i + 0.5) * bar_h, abs(r), height=bar_h * 0.9,
+                    color=color, alpha=1.0 if significant else 0.4,
+                    hatch=None if significant else "///",
+                    edgecolor="white" if significant else color, linewidth=0.5)
+    for j, feature in enumerate(features):
+        r, _ = _spearman(pooled, feature)
+        if r is not None:
+            ax.plot([abs(r)] * 2, [j - group_h / 2, j + group_h / 2], color="black",
+                    linewidth=2.0, solid_capstyle="butt", zorder=4)
+        elif all(_spearman(per_model.get(lb) or {}, feature)[0] is None for lb in labels):
+            ax.text(0.01, j, "undefined (constant or < 3 points)", va="center", fontsize=9,
+                    color="0.4")
+    _family_bands(ax, len(topo), len(spectral))
+
+    ax.set_yticks(range(len(features)), features)
+    ax.set_ylim(len(features) - 0.5, -0.5)
+    ax.set_xlim(0, 1.02)
+    ax.set_xticks(np.linspace(0, 1, 11))
+    ax.set_xlabel(f"|Spearman ρ| with {_target_name(target)} (per model; black tick: pooled "
+                  "over models)")
+    ax.grid(True, axis="x", alpha=0.3)
+    handles = [Patch(facecolor=styles[label].color, label=label) for label in labels]
+    handles += [Patch(facecolor="none", edgecolor=styles[lb].color,
+                      label=f"{lb} (no ρ defined)") for lb in all_labels if lb not in labels]
+    handles += [Line2D([], [], color="black", linewidth=2.0, label="pooled"),
+                Patch(facecolor="0.8", hatch="///", edgecolor="0.45",
+                      label=f"p ≥ {SIGNIFICANCE:g} (not significant)")]
+    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 5),
+               framealpha=0.9)
+    return save_figure(fig, path)
+
+
+@styled
+def plot_wasserstein_rate(records: Sequence[dict], statistics: dict, path: str | Path) -> Path:
+    """H0 and H1 Wasserstein distance to the previous checkpoint vs step (L∞ solid, L2
+    dashed); per step of gap when checkpoints are unevenly spaced."""
+    groups = by_model(records)
+    labels = list(dict.fromkeys([*groups, *((statistics or {}).get("wasserstein") or {})]))
+    styles = model_styles(labels)
+    fig, axes = panel_grid(2, 2, figsize=(12.0, 5.5))
+    per_step = _gaps_differ(statistics, labels)
+    for ax, q in zip(axes, (0, 1), strict=True):
+        solid = _wasserstein_series(statistics, labels, f"h{q}_wasserstein", per_step)
+        dashed = _wasserstein_series(statistics, labels, f"h{q}_wasserstein_persim_l2",
+                                     per_step)
+        steps = [x for xs, _ in [*solid.values(), *dashed.values()] for x in xs]
+        line_panel(ax, solid, styles, title=f"H{q}: distance to the previous checkpoint",
+                    ylabel=f"H{q} W₁ (diagram units)"
+                    + (" per step of gap" if per_step else ""),
+                    steps=steps or _all_steps(records), logy=per_step, dashed=dashed,
+                    style_key=("L∞ (Hera)", "L2 (persim)"), empty=NO_PAIRS)
+    fig.suptitle("Order-1 Wasserstein distance between consecutive checkpoints' diagrams, "
+                 "at the later step\n"
+                 + ("divided by the steps between them (gaps differ); " if per_step else "")
+                 + "solid: L∞ ground metric, dashed: L2")
+    return save_figure(fig, path)
+
+
+@styled
+def plot_perplexity_curves(records: Sequence[dict], statistics: dict, path: str | Path) -> Path:
+    """Perplexity vs step per model, log y."""
+    groups = by_model(records)
+    fig, ax = plt.subplots(figsize=(9.0, 5.5), layout="constrained")
+    line_panel(ax, record_series(groups, "perplexity"), model_styles(groups),
+                title="Perplexity across training", ylabel="perplexity (log scale)",
+                steps=_all_steps(records), logy=True)
+    return save_figure(fig, path)
+
+
+# ------------------------------------------------------------------------ weight space
+
+
+def _band_panel(ax: Axes, groups: dict[str, list[dict]], styles: dict[str, Style],
+                prefix: str, steps: Sequence[float], *, title: str, ylabel: str) -> None:
+    """``<prefix>_mean`` per model vs step, a shaded ±``<prefix>_std`` band around it and,
+    where present, thin dotted ``<prefix>_min`` / ``<prefix>_max`` lines."""
+    extra: list[Line2D | Patch] = []
+    band = extrema = False
+    for label, recs in groups.items():
+        color = styles[label].color
+        pts = [(step_of(r), m, s) for r in recs
+               if (m := value_of(r, f"{prefix}_mean")) is not None
+               and (s := value_of(r, f"{prefix}_std")) is not None]
+        if pts:
+            x, m, s = (np.array(c) for c in zip(*pts, strict=True))
+            if x.size > 1:
+                ax.fill_between(x, m - s, m + s, color=color, alpha=0.15, linewidth=0)
+            else:  # a band needs two steps; one checkpoint gets an error bar
+                ax.errorbar(x, m, yerr=s, fmt="none", ecolor=color, alpha=0.5, capsize=4)
+            band = True
+        for key in (f"{prefix}_min", f"{prefix}_max"):
+            xs, ys = record_series({label: recs}, key)[label]
+            if xs.size:
+                ax.plot(xs, ys, color=color, linestyle=":", linewidth=0.9, alpha=0.8)
+                extrema = True
+    if band:
+        extra.append(Patch(facecolor="0.25", alpha=0.2, label="± 1 std over matrices"))
+    if extrema:
+        extra.append(Line2D([], [], color="0.25", linestyle=":", linewidth=0.9,
+                            label="min / max over matrices"))
+    line_panel(ax, record_series(groups, f"{prefix}_mean"), styles, title=title,
+                ylabel=ylabel, steps=steps, extra_handles=extra)
+
+
+@styled
+def plot_neural_persistence_evolution(records: Sequence[dict], statistics: dict,
+                                      path: str | Path) -> Path:
+    """Neural persistence vs step (1 × 2): Rieck et al.'s normalised NP, the seed's variant.
+
+    Lines are the mean over the checkpoint's weight matrices, shaded bands ± one standard
+    deviation over them and dotted lines their min and max (where recorded).
+    """
+    groups = by_model(records)
+    styles = model_styles(groups)
+    steps = _all_steps(records)
+    fig, axes = panel_grid(2, 2, figsize=(12.0, 5.0))
+    _band_panel(axes[0], groups, styles, "np", steps, title=FEATURE_LABELS["np_mean"][0],
+                ylabel=FEATURE_LABELS["np_mean"][1])
+    _band_panel(axes[1], groups, styles, "np_seed", steps,
+                title=f"{FEATURE_LABELS['np_seed_mean'][0]}\n({NP_SEED_NOTE})",
+                ylabel=FEATURE_LABELS["np_seed_mean"][1])
+    fig.suptitle("Neural persistence of the weight matrices across training "
+                 "(mean over matrices)")
+    return save_figure(fig, path)
+
+
+@styled
+def plot_vr_persistence_evolution(records: Sequence[dict], statistics: dict,
+                                  path: str | Path) -> Path:
+    """Weight-row Vietoris–Rips homology vs step (2 × 2), summed over weight matrices.
+
+    H0 and H1 total persistence, the H1 bar count, and the mean persistence entropy (H0
+    solid, H1 dashed).
+    """
+    groups = by_model(records)
+    styles = model_styles(groups)
+    steps = _all_steps(records)
+    fig, axes = panel_grid(4, 2)
+    for ax, key in zip(axes, ("weight_h0_total", "weight_h1_total", "weight_h1_count"),
+                       strict=False):
+        _feature_panel(ax, groups, styles, key, steps)
+    title, ylabel = FEATURE_LABELS["weight_h0_entropy_mean"]
+    line_panel(axes[3], record_series(groups, "weight_h0_entropy_mean"), styles,
+                title=title, ylabel=ylabel, steps=steps,
+                dashed=record_series(groups, "weight_h1_entropy_mean"),
+                style_key=("H0", "H1"))
+    fig.suptitle("Vietoris–Rips homology of the weight rows across training "
+                 "(summed over weight matrices)")
+    return save_figure(fig, path)
+
+
+def _target(records: Sequence[dict], statistics: dict) -> str:
+    """The quality measure the correlations were computed against (``perplexity``,
+    ``loss`` or ``mlm_loss``); without statistics, the first that some record has."""
+    target = ((statistics or {}).get("correlations") or {}).get("target")
+    if target:
+        return str(target)
+    return next((t for t in ("perplexity", "loss", "mlm_loss")
+                 if any(value_of(r, t) is not None for r in records)), "loss")
+
+
+def _target_name(target: str) -> str:
+    """A quality measure's name as figures spell it."""
+    return {"mlm_loss": "masked-LM loss"}.get(target, target)
+
+
+def _target_label(target: str, log: bool) -> str:
+    name, unit = {"loss": ("loss", " (nats / token)"),
+                  "mlm_loss": ("masked-LM loss", " (nats / masked token)")}.get(target,
+                                                                               (target, ""))
+    return f"{name}{unit}{' (log scale)' if log else ''}"
+
+
+def _rho_text(corr: dict | None) -> str:
+    """Short per-model Spearman annotation: ``ρ = +0.83, p = 0.012 (n = 8)``."""
+    corr = corr or {}
+    r, p = finite_or_none(corr.get("spearman_r")), finite_or_none(corr.get("spearman_p"))
+    n = corr.get("n")
+    n_text = f"n = {n if n is not None else 0}"
+    if r is None:
+        return f"ρ n/a ({n_text})"
+    return f"ρ = {r:+.2f}, p = {'n/a' if p is None else f'{p:.2g}'} ({n_text})"
+
+
+def _quality_scatter(ax: Axes, groups: dict[str, list[dict]], styles: dict[str, Style],
+                     key: str, target: str, correlations: dict) -> None:
+    """``target`` against feature ``key``, one colour per model, joined in step order.
+
+    Markers grow and darken with training progress (log step); the legend gives each
+    model's Spearman ρ, the title the pooled one.
+    """
+    per_model = correlations.get("per_model") or {}
+    pooled = correlations.get("pooled") or {}
+    all_steps = [step_of(r) for recs in groups.values() for r in recs]
+    top = math.log1p(max([*all_steps, 0.0]))
+    handles: list[Line2D] = []
+    ys_drawn: list[float] = []
+    for label, recs in groups.items():
+        pts = [(x, y, step_of(r)) for r in recs
+               if (x := value_of(r, key)) is not None and (y := value_of(r, target)) is not None]
+        if not pts:
+            continue
+        st = styles[label]
+        xs, ys, ss = (np.array(c) for c in zip(*pts, strict=True))
+        progress = np.log1p(np.maximum(ss, 0.0)) / top if top > 0 else np.ones_like(ss)
+        colors = [to_rgba(st.color, 0.35 + 0.65 * t) for t in progress]
+        ax.plot(xs, ys, color=st.color, linewidth=0.8, alpha=0.6, zorder=2)
+        ax.scatter(xs, ys, s=12 + 48 * progress, c=colors, marker=st.marker,
+                   edgecolors="white", linewidths=0.4, zorder=3)
+        ys_drawn.extend(ys)
+        handles.append(Line2D([], [], color=st.color, marker=st.marker, linewidth=0.8,
+                              label=f"{label}: {_rho_text((per_model.get(label) or {}).get(key))}"))
+    title, xlabel = FEATURE_LABELS.get(key, (key, key))
+    ax.set_title(f"{_target_name(target)} vs {title[0].lower()}{title[1:]}\n"
+                 f"{_correlation_text(pooled.get(key))}", fontsize=10)
+    ax.set_xlabel(xlabel)
+    log = target == "perplexity" and _spans_decade(ys_drawn)
+    ax.set_ylabel(_target_label(target, log))
+    ax.grid(True, which="major", alpha=0.3)
+    if not handles:
+        no_data(ax)
+        return
+    if log:
+        ax.set_yscale("log")
+    handles.append(Line2D([], [], color="0.35", marker="o", linestyle="none", markersize=7,
+                          label="larger, darker marker: later step"))
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.14),
+              framealpha=0.9, fontsize=8.5)
+
+
+@styled
+def plot_np_vs_loss_scatter(records: Sequence[dict], statistics: dict,
+                            path: str | Path) -> Path:
+    """The quality target (loss or perplexity) against neural persistence and against
+    weight-row H0 total persistence (1 × 2), one colour per model, Spearman ρ noted.
+
+    The target is the one the statistics' correlations were computed against; each model's
+    points are joined in training order.
+    """
+    groups = by_model(records)
+    styles = model_styles(groups)
+    target = _target(records, statistics)
+    correlations = (statistics or {}).get("correlations") or {}
+    fig, axes = panel_grid(2, 2, figsize=(12.0, 6.0))
+    for ax, key in zip(axes, ("np_mean", "weight_h0_total"), strict=True):
+        _quality_scatter(ax, groups, styles, key, target, correlations)
+    fig.suptitle(f"Model quality ({target}) against weight-space topology")
+    return save_figure(fig, path)
+
+
+def heatmap_order(name: str) -> tuple:
+    """Sort key of a feature within its family: the family's display order, then name."""
+    family = feature_family(name)
+    if family == "embedding_topological":
+        return _topological_order(name)
+    order = {"weight_topological": WEIGHT_TOPOLOGICAL_ORDER,
+             "weight_statistics": WEIGHT_STATISTICS,
+             "embedding_spectral": SPECTRAL_NAMES}.get(family, ())
+    return (order.index(name) if name in order else len(order), name)
+
+
+def _heatmap_features(correlations: dict) -> list[tuple[str, list[str]]]:
+    """Features with a correlation entry, as (family label, names) groups in display order."""
+    names: list[str] = []
+    for table in [correlations.get("pooled") or {},
+                  *(correlations.get("per_model") or {}).values()]:
+        names.extend(k for k in table if k not in names)
+    groups = []
+    for family, label in HEATMAP_FAMILIES:
+        members = sorted((k for k in names if feature_family(k) == family), key=heatmap_order)
+        if members:
+            groups.append((label, members))
+    return groups
+
+
+@styled
+def plot_correlation_heatmap(records: Sequence[dict], statistics: dict,
+                             path: str | Path) -> Path:
+    """Spearman ρ of every feature with the quality target: rows features, grouped by
+    family (weight space first), columns each model and the pooled series.
+
+    Colours run over [−1, 1] (``RdBu_r``); every cell states ρ. Significance follows the
+    tables' rule: Holm-adjusted p < 0.05, adjusted over every cell of the figure with a
+    p value. Faded, hatched cells are not significant (or have no p); grey "n/a" cells
+    have no ρ (fewer than three checkpoints, or a constant series).
+    """
+    correlations = (statistics or {}).get("correlations") or {}
+    per_model = correlations.get("per_model") or {}
+    target = _target(records, statistics)
+    groups = _heatmap_features(correlations)
+    features = [f for _, members in groups for f in members]
+    columns = list(dict.fromkeys([*by_model(records), *per_model]))
+    tables = [per_model.get(label) or {} for label in columns]
+    if columns:  # pooled only means something next to at least one model
+        columns.append("pooled")
+        tables.append(correlations.get("pooled") or {})
+    width = min(max(7.0, 4.5 + 1.15 * len(columns)), 16.0)
+    height = max(4.0, 2.4 + 0.3 * len(features))
+    fig, ax = plt.subplots(figsize=(width, height), layout="constrained")
+    ax.set_title(f"Spearman ρ of each feature with {_target_name(target)}\n"
+                 f"bold: Holm-adjusted p < {SIGNIFICANCE:g} over the tests shown, as in "
+                 "the tables", fontsize=11)
+    if not features or not columns:
+        no_data(ax, "no correlations")
+        ax.set_axis_off()
+        return save_figure(fig, path)
+
+    cmap = plt.get_cmap("RdBu_r")
+    norm = Normalize(-1.0, 1.0)
+    cells = {(i, j): _spearman(table, feature)
+             for i, feature in enumerate(features) for j, table in enumerate(tables)}
+    adjusted = dict(zip(cells, holm([p for _, p in cells.values()]), strict=True))
+    n_tests = sum(p is not None for p in adjusted.values())
+    for i, _feature in enumerate(features):
+        for j, _table in enumerate(tables):
+            r, _ = cells[i, j]
+            p = adjusted[i, j]
+            if r is None:
+                ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, facecolor="0.86",
+                                       edgecolor="white", linewidth=1.0))
+                ax.text(j, i, "n/a", ha="center", va="center", fontsize=8.5, color="0.45")
+                continue
+            significant = p is not None and p < SIGNIFICANCE
+            face = np.array(cmap(norm(r)))
+            if not significant:  # fade towards white
+                face[:3] = 0.45 * face[:3] + 0.55
+            ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, facecolor=face,
+                                   edgecolor="white", linewidth=1.0,
+                                   hatch=None if significant else "////"))
+            dark = significant and abs(r) > 0.6
+            ax.text(j, i, f"{r:+.2f}", ha="center", va="center", fontsize=9,
+                    color="white" if dark else ("black" if significant else "0.4"),
+                    fontweight="bold" if significant else "normal")
+    family_separators(ax, groups, label_x=1.015, linewidth=1.6)
+    if len(columns) > 1:
+        ax.axvline(len(columns) - 1.5, color="0.15", linewidth=1.6)  # models | pooled
+
+    ax.set_xlim(-0.5, len(columns) - 0.5)
+    ax.set_ylim(len(features) - 0.5, -0.5)
+    ax.set_xticks(range(len(columns)), columns)
+    ax.xaxis.tick_top()
+    if max(len(c) for c in columns) * 0.075 > width / (len(columns) + 3.5):  # too wide
+        plt.setp(ax.get_xticklabels(), rotation=25, ha="left", rotation_mode="anchor")
+    ax.set_yticks(range(len(features)), features)
+    ax.tick_params(length=0)
+    for spine in ax.spines.values():
+        spine.set_visible(False)
+    fig.colorbar(ScalarMappable(norm=norm, cmap=cmap), ax=ax, shrink=min(1.0, 8 / height),
+                 pad=0.02, aspect=30, label=f"Spearman ρ with {_target_name(target)}")
+    handles = [Patch(facecolor="0.93", hatch="////", edgecolor="0.6",
+                     label=f"not significant (Holm-adjusted p ≥ {SIGNIFICANCE:g} over the "
+                           f"{n_tests} tests shown, or p undefined)"),
+               Patch(facecolor="0.86", edgecolor="0.6",
+                     label="n/a: ρ undefined (< 3 points or constant)")]
+    fig.legend(handles=handles, loc="outside lower center", ncol=2, framealpha=0.9)
+    return save_figure(fig, path)
+
+
+FIGURES: dict[str, FigureFn] = {
+    "summary_figure": plot_summary_figure,
+    "topological_evolution": plot_topological_evolution,
+    "spectral_evolution": plot_spectral_evolution,
+    "topology_vs_perplexity": plot_topology_vs_perplexity,
+    "topo_vs_spectral_correlations": plot_topo_vs_spectral_correlations,
+    "wasserstein_rate": plot_wasserstein_rate,
+    "perplexity_curves": plot_perplexity_curves,
+}
+
+
+WEIGHT_FIGURES: dict[str, FigureFn] = {
+    "neural_persistence_evolution": plot_neural_persistence_evolution,
+    "vr_persistence_evolution": plot_vr_persistence_evolution,
+    "np_vs_loss_scatter": plot_np_vs_loss_scatter,
+    "correlation_heatmap": plot_correlation_heatmap,
+}
+HEATMAP = "correlation_heatmap"

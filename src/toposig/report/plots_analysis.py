@@ -1,0 +1,952 @@
+"""Analysis figures: training curves, controlled correlations, training phases, scaling with
+model size, early prediction of the final loss, and three figures drawn from the stored
+persistence diagrams or per-layer features.
+
+Each figure is ``plot_<name>(records, statistics, path, results_root=None) -> Path``, drawn
+from the records (as written by the store), the statistics of
+``analysis.compute_statistics`` and, for the diagram figures, the ``.npz`` arrays under
+the results root. A missing section, field or file gives a "no data" panel rather than an
+error, except :func:`plot_layer_heatmaps`, which returns None (and writes nothing) when no
+record has ``layer_features``. :func:`plot_analysis_figures` draws the ones that apply;
+``figures.plot_all`` calls it after the report figures when it is given the results root.
+
+Models keep the colours and markers of ``plots`` (first-seen order of ``model_label``).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.cm import ScalarMappable
+from matplotlib.colors import Normalize
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch, Rectangle
+from matplotlib.ticker import FuncFormatter
+
+from toposig.analysis.statistics import diagrams_of
+from toposig.analysis.stats import by_model, feature_family
+from toposig.report.plots import (
+    FEATURE_LABELS,
+    RC_PARAMS,
+    SIGNIFICANCE,
+    Style,
+    bootstrap_band_handle,
+    draw_bootstrap_bands,
+    family_separators,
+    finite_or_none,
+    heatmap_order,
+    line_panel,
+    model_styles,
+    no_data,
+    panel_grid,
+    record_series,
+    save_figure,
+    step_of,
+    value_of,
+)
+
+logger = logging.getLogger(__name__)
+
+AnalysisFigureFn = Callable[..., "Path | None"]
+
+# (statistics key, column label) of the three controlled tests
+CONTROLS = (("raw", "raw"), ("partial_log_step", "partial"), ("first_differences", "diff"),
+            ("beyond_baseline", "norm"))
+# controlled-table rows: (family, side label), in display order
+CONTROL_FAMILIES = (("embedding_topological", "embedding topology"),
+                    ("embedding_spectral", "embedding spectrum"),
+                    ("weight_topological", "weight topology"),
+                    ("weight_statistics", "weight statistics"),
+                    ("curvature", "curvature"),
+                    ("landscape_topological", "landscape topology"),
+                    ("gradient_topological", "gradient topology"),
+                    ("gradient_statistics", "gradient statistics"),
+                    ("other", "other"))
+PHASE_PREFERRED = ("h1_total_persistence", "rankme", "np_mean", "weight_h0_total")
+MAX_PHASE_PANELS = 4
+MAX_SCALING_FEATURES = 5
+MAX_MODEL_COLUMNS = 4
+MAX_DIAGRAM_CHECKPOINTS = 5
+BETTI_GRID = 256
+BETTI_PERCENTILE = 99.0
+LAYER_FEATURES = ("h1_total_persistence", "rankme")
+PREDICTION_METHODS = ("loss_only", "topology_only", "combined", "ridge")
+METHOD_LABELS = {"loss_only": "loss only (power law)", "topology_only": "topology only",
+                 "combined": "combined (mean)", "ridge": "ridge (leave one model out)"}
+METHOD_COLORS = {"loss_only": "#8c8c8c", "topology_only": "#1b9e77", "combined": "#7570b3",
+                 "ridge": "#d95f02"}
+FRACTION_MARKERS = ("o", "s", "^", "D", "v")
+QUALITY_LABELS = {"final_loss": ("Final loss", "final loss (nats / token)"),
+                  "final_perplexity": ("Final perplexity", "final perplexity")}
+
+
+def analysis_styled(plot: AnalysisFigureFn) -> AnalysisFigureFn:
+    """Draw under the report's font sizes; ``None`` records/statistics count as empty."""
+
+    @functools.wraps(plot)
+    def wrapper(records: Sequence[dict] | None, statistics: dict | None, path: str | Path,
+                results_root: str | Path | None = None) -> Path | None:
+        with plt.rc_context(RC_PARAMS):
+            return plot(list(records or []), statistics or {}, path, results_root)
+
+    return wrapper
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _step_label(step: float) -> str:
+    """``950``, ``1.5k``, ``143k``, ``2M``."""
+    s = abs(step)
+    if s < 1000:
+        return f"{step:g}"
+    if s < 1e6:
+        return f"{step / 1e3:.3g}k"
+    return f"{step / 1e6:.3g}M"
+
+
+def _empty_figure(path: str | Path, title: str, message: str,
+                  figsize: tuple[float, float] = (9.0, 4.0)) -> Path:
+    fig, ax = plt.subplots(figsize=figsize, layout="constrained")
+    ax.set_title(title)
+    no_data(ax, message)
+    ax.set_axis_off()
+    return save_figure(fig, path)
+
+
+def _log1p_safe(x):
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.log1p(x)
+
+
+def _step_ticks(max_step: float) -> list[float]:
+    """0 and the powers of ten up to ``max_step`` (plus ``max_step`` when there are few)."""
+    ticks = [0.0]
+    p = 1.0
+    while p <= max_step:
+        ticks.append(p)
+        p *= 10
+    if len(ticks) < 4 and max_step > 0 and max_step not in ticks:
+        ticks.append(max_step)
+    return ticks
+
+
+def _num_parameters(recs: list[dict]) -> float | None:
+    return next((n for r in reversed(recs) if (n := finite_or_none(r.get("num_parameters")))), None)
+
+
+def _spread_models(groups: dict[str, list[dict]], limit: int = MAX_MODEL_COLUMNS) -> list[str]:
+    """Up to ``limit`` models, spread evenly over the range of sizes (smallest first)."""
+    labels = sorted(groups, key=lambda lb: _num_parameters(groups[lb]) or 0.0)
+    if len(labels) <= limit:
+        return labels
+    idx = sorted({round(i) for i in np.linspace(0, len(labels) - 1, limit)})
+    return [labels[i] for i in idx]
+
+
+def _heat_ticks(ax: Axes, steps: Sequence[float], axis: str = "y") -> None:
+    """Label checkpoint rows (or columns) with their steps, thinning long lists."""
+    n = len(steps)
+    every = max(1, math.ceil(n / 20))
+    idx = list(range(0, n, every))
+    labels = [_step_label(steps[i]) for i in idx]
+    if axis == "y":
+        ax.set_yticks(idx, labels)
+    else:
+        ax.set_xticks(idx, labels, rotation=90 if n > 8 else 0)
+
+
+# ------------------------------------------------------------------ training curves
+
+
+@analysis_styled
+def plot_training_curves(records: list[dict], statistics: dict, path: str | Path,
+                         results_root: str | Path | None = None) -> Path:
+    """The quality target per model across training (1 × 2): the validation loss stored
+    with each checkpoint, and the perplexity measured on the analysed texts (log y), or
+    for encoders their masked-LM loss on the same texts.
+
+    Where records carry ``features_resampled`` for a quantity, its bootstrap band over
+    texts is shaded.
+    """
+    groups = by_model(records)
+    styles = model_styles(groups)
+    steps = [step_of(r) for r in records]
+    fig, axes = panel_grid(2, 2, figsize=(12.0, 5.0))
+    measured = (("mlm_loss", "Masked-LM loss on the analysed texts (an encoder's)",
+                 "masked-LM loss (nats / masked token)", False, "no masked-LM loss")
+                if any(finite_or_none(r.get("mlm_loss")) is not None for r in records)
+                and not any(finite_or_none(r.get("perplexity")) is not None for r in records)
+                else ("perplexity", "Perplexity on the analysed texts",
+                      "perplexity (log scale)", True, "no perplexity"))
+    for ax, key, title, ylabel, logy, empty in (
+            (axes[0], "loss", "Validation loss stored with the checkpoint",
+             "loss (nats / token)", False, "no stored validation loss"),
+            (axes[1], *measured)):
+        band = draw_bootstrap_bands(ax, groups, styles, key, step_of)
+        line_panel(ax, record_series(groups, key), styles, title=title, ylabel=ylabel,
+                    steps=steps, logy=logy, empty=empty,
+                    extra_handles=[bootstrap_band_handle()] if band else [])
+    fig.suptitle("Training curves: model quality across training")
+    return save_figure(fig, path)
+
+
+# -------------------------------------------------------------- controlled summary
+
+
+def _control_cell(entry: dict | None, control: str) -> tuple[str, float | None]:
+    """``("sig" | "ns" | "undefined", r)`` of one feature × column × control."""
+    if not entry:
+        return "undefined", None
+    if control == "raw":
+        r, p = finite_or_none(entry.get("spearman_r")), finite_or_none(entry.get("holm_p"))
+    elif control == "partial_log_step":
+        r, p = finite_or_none(entry.get("partial_r")), finite_or_none(entry.get("partial_holm_p"))
+        if entry.get("partial_undefined") is not None:
+            return "undefined", None
+    elif control == "first_differences":
+        r, p = finite_or_none(entry.get("diff_r")), finite_or_none(entry.get("diff_holm_p"))
+    else:
+        r, p = finite_or_none(entry.get("beyond_r")), finite_or_none(entry.get("beyond_holm_p"))
+    if r is None or p is None:
+        return "undefined", r
+    flags = entry.get("significant") or {}
+    significant = bool(flags[control]) if control in flags else p < SIGNIFICANCE
+    return ("sig" if significant else "ns"), r
+
+
+def _control_rows(controlled: dict) -> list[tuple[str, list[str]]]:
+    names: list[str] = []
+    for table in [*(controlled.get("per_model") or {}).values(),
+                  controlled.get("pooled") or {}]:
+        names.extend(k for k in table if k not in names)
+    groups = []
+    for family, label in CONTROL_FAMILIES:
+        members = sorted((k for k in names if feature_family(k) == family), key=heatmap_order)
+        if members:
+            groups.append((label, members))
+    return groups
+
+
+def _targets_text(controlled: dict) -> str:
+    """``embedding features vs perplexity; weight features vs loss``."""
+    by_side: dict[str, set[str]] = {}
+    for feature, target in (controlled.get("targets") or {}).items():
+        side = feature_family(feature).split("_")[0]
+        side = {"other": "embedding", "curvature": "landscape"}.get(side, side)
+        by_side.setdefault(side, set()).add(str(target))
+    return "; ".join(f"{side} features vs {' / '.join(sorted(t))}"
+                     for side, t in sorted(by_side.items()))
+
+
+@analysis_styled
+def plot_controls_summary(records: list[dict], statistics: dict, path: str | Path,
+                          results_root: str | Path | None = None) -> Path:
+    """Which feature–quality correlations survive the controls: rows features (grouped by
+    family), columns each model and the pooled series × raw Spearman, partial Spearman and
+    Spearman of first differences.
+
+    Filled cells are significant (Holm-adjusted p < 0.05; for the controls also the sign of
+    the raw ρ), coloured by r; empty cells are not; grey cells are undefined (no p, or no
+    variation left after the control). Every defined cell states its r.
+    """
+    controlled = statistics.get("controlled") or {}
+    per_model = controlled.get("per_model") or {}
+    pooled = controlled.get("pooled") or {}
+    columns = [*per_model, *(["pooled"] if pooled else [])]
+    tables = [*per_model.values(), *([pooled] if pooled else [])]
+    groups = _control_rows(controlled)
+    features = [f for _, members in groups for f in members]
+    title = ("Correlation with model quality under three controls "
+             f"(filled: Holm-adjusted p < {SIGNIFICANCE:g})")
+    if not features or not columns:
+        return _empty_figure(path, title, "no controlled correlations in the statistics")
+
+    gap = 0.6
+    xs = [g * (len(CONTROLS) + gap) + k for g in range(len(columns))
+          for k in range(len(CONTROLS))]
+    width = min(max(8.0, 4.8 + 0.62 * len(xs)), 18.0)
+    height = max(4.5, 3.4 + 0.26 * len(features))
+    fig, ax = plt.subplots(figsize=(width, height), layout="constrained")
+    cmap = plt.get_cmap("RdBu_r")
+    norm = Normalize(-1.0, 1.0)
+    for i, feature in enumerate(features):
+        for g, table in enumerate(tables):
+            for k, (control, _) in enumerate(CONTROLS):
+                x = xs[g * len(CONTROLS) + k]
+                state, r = _control_cell(table.get(feature), control)
+                if state == "undefined":
+                    face, edge, text, color = "0.84", "white", "n/a", "0.45"
+                elif state == "sig":
+                    face, edge = cmap(norm(r)), "white"
+                    text, color = f"{r:+.2f}", "white" if abs(r) > 0.6 else "black"
+                else:
+                    face, edge, text, color = "white", "0.75", f"{r:+.2f}", "0.45"
+                ax.add_patch(Rectangle((x - 0.5, i - 0.5), 1, 1, facecolor=face,
+                                       edgecolor=edge, linewidth=0.8))
+                ax.text(x, i, text, ha="center", va="center", fontsize=7.5, color=color,
+                        fontweight="bold" if state == "sig" else "normal")
+    family_separators(ax, groups, label_x=1.01, linewidth=1.4)
+    for g, column in enumerate(columns):
+        center = xs[g * len(CONTROLS) + 1]
+        ax.text(center, -0.9, column, ha="center", va="bottom", fontsize=9.5,
+                fontweight="bold", clip_on=False)
+    ax.set_xlim(xs[0] - 0.6, xs[-1] + 0.6)
+    ax.set_ylim(len(features) - 0.5, -0.5)
+    ax.set_xticks(xs, [c for _ in columns for _, c in CONTROLS], fontsize=8.5)
+    ax.set_yticks(range(len(features)), features)
+    ax.tick_params(length=0)
+    for spine in ax.spines.values():
+        spine.set_visible(False)
+    targets = _targets_text(controlled)
+    ax.set_title(
+        f"{title}\nraw: Spearman ρ; partial: partial Spearman controlling for log(1 + step) "
+        "(pooled: also log(num_parameters));\ndiff: Spearman ρ of consecutive differences; "
+        "norm: the same, partial on the differences of the space's plain norm "
+        "(weights: Frobenius norm; hidden states: mean norm)"
+        + (f";\n{targets}" if targets else ""), fontsize=10.5, pad=26)
+    fig.colorbar(ScalarMappable(norm=norm, cmap=cmap), ax=ax, shrink=min(1.0, 7 / height),
+                 pad=0.06, aspect=30, label="r of the test (significant cells)")
+    handles = [Patch(facecolor=cmap(norm(0.8)), edgecolor="white",
+                     label=f"significant (Holm p < {SIGNIFICANCE:g}; controls: same sign as ρ)"),
+               Patch(facecolor="white", edgecolor="0.6", label="not significant"),
+               Patch(facecolor="0.84", edgecolor="0.6",
+                     label="n/a: undefined (too few points, constant, or nothing left "
+                           "after the control)")]
+    fig.legend(handles=handles, loc="outside lower center", ncol=2, framealpha=0.9,
+               fontsize=8.5)
+    return save_figure(fig, path)
+
+
+# ------------------------------------------------------------------------ phase fits
+
+
+def piecewise_line(fit: dict, x: np.ndarray) -> np.ndarray:
+    """The continuous piecewise-linear fit of ``phases.piecewise_linear_fit`` at ``x``:
+    ``intercept + s1·x + Σⱼ (sⱼ₊₁ − sⱼ)·max(0, x − bⱼ)``."""
+    x = np.asarray(x, dtype=np.float64)
+    slopes = [float(s) for s in fit["slopes"]]
+    y = float(fit["intercept"]) + slopes[0] * x
+    for j, b in enumerate(fit.get("breakpoints") or []):
+        y = y + (slopes[j + 1] - slopes[j]) * np.maximum(0.0, x - float(b))
+    return y
+
+
+def _usable_fit(fit: object) -> bool:
+    return (isinstance(fit, dict) and finite_or_none(fit.get("intercept")) is not None
+            and bool(fit.get("slopes"))
+            and len(fit["slopes"]) == len(fit.get("breakpoints") or []) + 1)
+
+
+def _phase_features(phases: dict) -> list[str]:
+    present: list[str] = []
+    for model in phases.values():
+        for f, fit in ((model or {}).get("piecewise_log_step") or {}).items():
+            if _usable_fit(fit) and f not in present:
+                present.append(f)
+    chosen = [f for f in PHASE_PREFERRED if f in present]
+    chosen += [f for f in present if f not in chosen]
+    return chosen[:MAX_PHASE_PANELS]
+
+
+def _log_step(record: dict) -> float:
+    return math.log1p(max(step_of(record), 0.0))
+
+
+def _add_step_axis(ax: Axes, max_step: float) -> None:
+    sec = ax.secondary_xaxis("top", functions=(np.expm1, _log1p_safe))
+    ticks = _step_ticks(max_step)
+    sec.set_xticks(ticks, [_step_label(t) for t in ticks])
+    sec.set_xlabel("training step", fontsize=9)
+    sec.tick_params(labelsize=8)
+
+
+@analysis_styled
+def plot_phase_fits(records: list[dict], statistics: dict, path: str | Path,
+                    results_root: str | Path | None = None) -> Path:
+    """Three-segment continuous fits of features against log(1 + step), per model.
+
+    Points are the checkpoints, lines the fits of ``statistics["phases"]`` (reconstructed
+    from intercept, slopes and breakpoints), dotted verticals the breakpoints; shaded bands
+    the bootstrap over texts where records carry ``features_resampled``.
+    """
+    phases = statistics.get("phases") or {}
+    features = _phase_features(phases)
+    title = "Training phases: three-segment fits against log(1 + step)"
+    if not features:
+        return _empty_figure(path, title, "no piecewise fits in the statistics")
+    groups = by_model(records)
+    labels = list(dict.fromkeys([*groups, *phases]))
+    styles = model_styles(labels)
+    max_step = max([step_of(r) for r in records] or [0.0])
+    ncols = 1 if len(features) == 1 else 2
+    fig, axes = panel_grid(len(features), ncols,
+                      figsize=(12.0 if ncols == 2 else 7.5,
+                               4.6 * math.ceil(len(features) / ncols) + 0.6))
+    for ax, feature in zip(axes, features, strict=True):
+        band = draw_bootstrap_bands(ax, groups, styles, feature, _log_step)
+        handles: list = []
+        for label in labels:
+            st = styles[label]
+            recs = [r for r in groups.get(label, []) if r.get("step") is not None]
+            pts = [(_log_step(r), v) for r in recs if (v := value_of(r, feature)) is not None]
+            if pts:
+                x, y = zip(*pts, strict=True)
+                ax.scatter(x, y, color=st.color, marker=st.marker, s=26, zorder=3,
+                           edgecolors="white", linewidths=0.4)
+            fit = (((phases.get(label) or {}).get("piecewise_log_step") or {})
+                   .get(feature))
+            text = label
+            if _usable_fit(fit):
+                lo = min([p[0] for p in pts], default=0.0)
+                hi = max([p[0] for p in pts], default=max(fit["breakpoints"] or [1.0]))
+                grid = np.linspace(lo, hi, 200)
+                ax.plot(grid, piecewise_line(fit, grid), color=st.color, linewidth=1.6,
+                        zorder=2)
+                for b in fit.get("breakpoints") or []:
+                    ax.axvline(float(b), color=st.color, linestyle=":", linewidth=1.3,
+                               alpha=0.9)
+                r2 = finite_or_none(fit.get("r2"))
+                b_steps = fit.get("breakpoint_steps") or [math.expm1(float(b))
+                                                          for b in fit["breakpoints"]]
+                text += (f": R² = {r2:.2f}" if r2 is not None else "") + (
+                    ", breaks at step " + ", ".join(_step_label(round(s)) for s in b_steps)
+                    if b_steps else "")
+            elif isinstance(fit, dict) and fit.get("reason"):
+                text += ": no fit"
+            if pts or _usable_fit(fit):
+                handles.append(Line2D([], [], color=st.color, marker=st.marker,
+                                      linewidth=1.6, label=text))
+        name, ylabel = FEATURE_LABELS.get(feature, (feature, feature))
+        ax.set_title(name)
+        ax.set_xlabel("log(1 + step)")
+        ax.set_ylabel(ylabel)
+        ax.grid(True, alpha=0.3)
+        if not handles:
+            no_data(ax)
+            continue
+        _add_step_axis(ax, max_step)
+        handles.append(Line2D([], [], color="0.3", linestyle=":", label="breakpoints"))
+        if band:
+            handles.append(bootstrap_band_handle())
+        lo, hi = ax.get_ylim()  # headroom so the legend covers no point
+        ax.set_ylim(lo, hi + (hi - lo) * 0.075 * (len(handles) + 1))
+        ax.legend(handles=handles, loc="upper center", fontsize=8, framealpha=0.9)
+    fig.suptitle(f"{title}\n(points: checkpoints; lines: fitted continuous "
+                 "piecewise-linear model)")
+    return save_figure(fig, path)
+
+
+# ----------------------------------------------------------------------------- scaling
+
+
+def _final_value(record: dict, name: str) -> float | None:
+    if name == "final_loss":
+        return next((v for k in ("loss", "mean_nll", "mlm_loss")
+                     if (v := finite_or_none(record.get(k))) is not None), None)
+    if name == "final_perplexity":
+        return finite_or_none(record.get("perplexity"))
+    return value_of(record, name)
+
+
+def _p_text(p: float | None) -> str:
+    return "n/a" if p is None else f"{p:.2g}"
+
+
+def _scaling_panel(ax: Axes, name: str, fit: dict, groups: dict[str, list[dict]],
+                   sizes: dict, styles: dict[str, Style]) -> None:
+    pts = []
+    for label, recs in groups.items():
+        n = finite_or_none(sizes.get(label)) or _num_parameters(recs)
+        v = _final_value(recs[-1], name) if recs else None
+        if n is not None and n > 0 and v is not None:
+            pts.append((label, n, v))
+    title, ylabel = QUALITY_LABELS.get(name) or FEATURE_LABELS.get(name, (name, name))
+    if name not in QUALITY_LABELS:
+        ylabel = f"final {ylabel}"
+    ax.set_xlabel("parameters N (log scale)")
+    ax.grid(True, which="both", alpha=0.25)
+    a, b, c = (finite_or_none(fit.get(k)) for k in ("a", "b", "c"))
+    if a is not None and b is not None:
+        r2, rho = finite_or_none(fit.get("r2")), finite_or_none(fit.get("spearman_r"))
+        form = f"a·N^b + c, a = {a:.3g}, c = {c:.3g}" if c else f"a·N^b, a = {a:.3g}"
+        note = (f"b = {b:+.3f} ({form}), R² = {'n/a' if r2 is None else f'{r2:.3f}'}\n"
+                f"Spearman ρ = {'n/a' if rho is None else f'{rho:+.2f}'}, "
+                f"p = {_p_text(finite_or_none(fit.get('spearman_p')))} "
+                f"(n = {fit.get('n', len(pts))})")
+    else:
+        note = f"no fit: {fit.get('reason', 'undefined')}"
+    ax.set_title(f"{title}\n{note}", fontsize=9.5)
+    if not pts:
+        ax.set_ylabel(ylabel)
+        no_data(ax)
+        return
+    for label, n, v in pts:
+        st = styles[label]
+        ax.scatter([n], [v], color=st.color, marker=st.marker, s=70, zorder=3,
+                   edgecolors="white", linewidths=0.6)
+    ax.set_xscale("log")
+    values = [v for _, _, v in pts]
+    positive = min(values) > 0
+    ax.set_ylabel(ylabel + (" (log scale)" if positive else ""))
+    if positive:
+        ax.set_yscale("log")
+        if max(values) < 10 * min(values):  # within a decade: plain numbers on every tick
+            plain = FuncFormatter(lambda v, _: f"{v:.3g}")
+            ax.yaxis.set_major_formatter(plain)
+            ax.yaxis.set_minor_formatter(plain)
+    if a is not None and b is not None:
+        ns = np.array([n for _, n, _ in pts])
+        grid = np.geomspace(ns.min() / 1.3, ns.max() * 1.3, 100)
+        curve = a * grid ** b + (c or 0.0)
+        ok = np.isfinite(curve) & ((curve > 0) if positive else True)
+        ax.plot(grid[ok], curve[ok], color="0.2", linewidth=1.2, linestyle="--", zorder=2)
+
+
+@analysis_styled
+def plot_scaling_relationships(records: list[dict], statistics: dict, path: str | Path,
+                               results_root: str | Path | None = None) -> Path:
+    """Final loss and up to five final-checkpoint features against parameter count
+    (log–log), one point per model, with the power law a·N^b (+ c) of
+    ``statistics["scaling"]["fits"]``, its exponent, R² and Spearman ρ."""
+    scaling = statistics.get("scaling") or {}
+    fits = scaling.get("fits") or {}
+    title = "Scaling of final-checkpoint values with model size"
+    if scaling.get("reason") or not fits:
+        return _empty_figure(path, title, f"no scaling fits: "
+                             f"{scaling.get('reason', 'no scaling section in the statistics')}")
+    features = [f for f in fits if f not in ("final_loss", "final_perplexity")
+                and isinstance(fits[f], dict)]
+    features.sort(key=lambda f: finite_or_none(fits[f].get("b")) is None)  # fitted first
+    names = ([*(["final_loss"] if "final_loss" in fits else []),
+              *features[:MAX_SCALING_FEATURES]])
+    groups = by_model(records)
+    labels = list(dict.fromkeys([*groups, *(scaling.get("num_parameters") or {})]))
+    styles = model_styles(labels)
+    sizes = scaling.get("num_parameters") or {}
+    ncols = min(3, len(names))
+    fig, axes = panel_grid(len(names), ncols, figsize=(4.4 * ncols + 0.6,
+                                                  4.1 * math.ceil(len(names) / ncols) + 1.0))
+    for ax, name in zip(axes, names, strict=True):
+        _scaling_panel(ax, name, fits[name], groups, sizes, styles)
+    handles = [Line2D([], [], color=styles[lb].color, marker=styles[lb].marker,
+                      linestyle="none", markersize=8,
+                      label=(f"{lb} ({_step_label(n)} params)"
+                             if (n := finite_or_none(sizes.get(lb))) else lb))
+               for lb in labels if lb in groups]
+    handles.append(Line2D([], [], color="0.2", linestyle="--", label="power-law fit"))
+    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 5))
+    fig.suptitle(f"{title}: power law a·N^b fitted in log–log space\n(Spearman p exact "
+                 "over all orderings; with n models it cannot fall below 2/n!)")
+    return save_figure(fig, path)
+
+
+# -------------------------------------------------------------------------- prediction
+
+
+def _fraction_order(fractions: dict) -> list[str]:
+    def key(k) -> float:
+        value = finite_or_none(k)
+        return value if value is not None else math.inf
+
+    return sorted(fractions, key=key)
+
+
+def _fraction_label(key: str) -> str:
+    f = finite_or_none(key)
+    return key if f is None else f"first {f:.0%}"
+
+
+@analysis_styled
+def plot_prediction_comparison(records: list[dict], statistics: dict, path: str | Path,
+                               results_root: str | Path | None = None) -> Path:
+    """Early prediction of the final loss (1 × 2): MAE over models per method and early
+    fraction, annotated with the MAE reduction against the loss-only power law; and each
+    model's predictions next to its true final loss."""
+    prediction = statistics.get("prediction") or {}
+    fractions = prediction.get("fractions") or {}
+    title = "Predicting the final loss from early checkpoints"
+    if prediction.get("reason") or not fractions:
+        return _empty_figure(path, title, "no predictions: " + prediction.get(
+            "reason", "no prediction section in the statistics"))
+    methods = [m for m in prediction.get("methods") or PREDICTION_METHODS]
+    colors = {m: METHOD_COLORS.get(m, "0.5") for m in methods}
+    keys = _fraction_order(fractions)
+    truth = {k: v for k, v in (prediction.get("true_final_loss") or {}).items()
+             if finite_or_none(v) is not None}
+    fig, (left, right) = plt.subplots(1, 2, figsize=(14.0, 6.0), layout="constrained",
+                                      gridspec_kw={"width_ratios": [1.0, 1.25]})
+
+    # MAE bars
+    width = 0.8 / max(1, len(methods))
+    tops = [v for k in keys for v in ((fractions[k].get("mae") or {}).values())
+            if finite_or_none(v) is not None]
+    top = max(tops, default=1.0) or 1.0
+    for j, method in enumerate(methods):
+        for i, key in enumerate(keys):
+            entry = fractions[key] or {}
+            mae = finite_or_none((entry.get("mae") or {}).get(method))
+            x = i - 0.4 + (j + 0.5) * width
+            if mae is None:
+                left.text(x, 0.01 * top, "n/a", ha="center", va="bottom", fontsize=8,
+                          color="0.4", rotation=90)
+                continue
+            left.bar(x, mae, width=width * 0.92, color=colors[method],
+                     label=METHOD_LABELS.get(method, method) if i == 0 else None)
+            imp = finite_or_none((entry.get("improvement_over_loss_only") or {}).get(method))
+            n_used = (entry.get("n_models") or {}).get(method)
+            note = f"{mae:.2f}"
+            if method != "loss_only" and imp is not None:
+                note += f"\n{imp:+.0%}"
+            if n_used is not None and truth and n_used < len(truth):
+                note += f"\nn={n_used}"
+            left.text(x, mae + 0.01 * top, note, ha="center", va="bottom", fontsize=7.5)
+    left.set_xticks(range(len(keys)), [f"{_fraction_label(k)}\nof the steps" for k in keys])
+    left.set_ylim(0, top * 1.18)
+    left.set_ylabel("MAE of the final loss over models (nats / token)")
+    left.set_xlabel("checkpoints used (step ≤ fraction × final step)")
+    left.set_title("Mean absolute error per method\n(labels: MAE, and its reduction vs "
+                   "loss only: + is better)", fontsize=10)
+    left.grid(True, axis="y", alpha=0.3)
+
+    # per-model predictions vs truth
+    models = list(dict.fromkeys([*truth, *(m for k in keys
+                                           for m in (fractions[k].get("per_model") or {}))]))
+    if not models:
+        no_data(right)
+    span = 0.8
+    for i, model in enumerate(models):
+        true = finite_or_none(truth.get(model))
+        if true is not None:
+            right.hlines(true, i - span / 2, i + span / 2, color="black", linewidth=2.2,
+                         zorder=4)
+        for j, method in enumerate(methods):
+            x0 = i - span / 2 + (j + 0.5) * span / len(methods)
+            for f_index, key in enumerate(keys):
+                row = ((fractions[key].get("per_model") or {}).get(model) or {}).get(method)
+                value = finite_or_none((row or {}).get("prediction"))
+                if value is None:
+                    continue
+                dx = (f_index - (len(keys) - 1) / 2) * span / len(methods) / (len(keys) + 1)
+                right.scatter(x0 + dx, value, color=colors[method],
+                              marker=FRACTION_MARKERS[f_index % len(FRACTION_MARKERS)], s=34,
+                              edgecolors="white", linewidths=0.4, zorder=3)
+        if i:
+            right.axvline(i - 0.5, color="0.85", linewidth=0.8)
+    right.set_xticks(range(len(models)),
+                     [f"{m}\n(true {truth[m]:.3f})" if m in truth else m for m in models])
+    right.set_xlim(-0.5, max(len(models), 1) - 0.5)
+    right.set_ylabel("final loss (nats / token)")
+    right.set_title("Per-model predictions and the true final loss", fontsize=10)
+    right.grid(True, axis="y", alpha=0.3)
+    handles = [Line2D([], [], color="black", linewidth=2.2, label="true final loss")]
+    handles += [Line2D([], [], color="0.35", marker=FRACTION_MARKERS[i % 5], linestyle="none",
+                       label=f"from the {_fraction_label(k)}") for i, k in enumerate(keys)]
+    handles += [Patch(facecolor=colors[m], label=METHOD_LABELS.get(m, m)) for m in methods]
+    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 4),
+               fontsize=9, framealpha=0.9)
+    feature = prediction.get("feature")
+    fig.suptitle(f"{title}" + (f" (topology feature: {feature})" if feature else ""))
+    return save_figure(fig, path)
+
+
+# ------------------------------------------------------------------ diagram figures
+
+
+def record_diagrams(results_root: str | Path, record: dict) -> dict[int, np.ndarray]:
+    """``{q: (m, 2) diagram}`` of the record's analysed layer
+    (:func:`toposig.analysis.statistics.diagrams_of`); ``{}`` when the arrays cannot be read."""
+    if not record.get("arrays_file"):
+        return {}
+    try:
+        dgms = diagrams_of(results_root, record)
+    except (OSError, ValueError, KeyError) as exc:
+        logger.warning("cannot read the diagrams of %s step %s: %s",
+                       record.get("model_label"), record.get("step"), exc)
+        return {}
+    return {q: np.asarray(d, dtype=np.float64).reshape(-1, 2) for q, d in enumerate(dgms)}
+
+
+def betti_curve(diagram: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """Betti number at each scale of ``grid``: bars with ``birth <= t < death`` (an infinite
+    death counts everywhere after its birth)."""
+    d = np.asarray(diagram, dtype=np.float64).reshape(-1, 2)
+    d = d[~np.isnan(d).any(axis=1) & (d[:, 1] >= d[:, 0])]
+    t = np.asarray(grid, dtype=np.float64)
+    births, deaths = np.sort(d[:, 0]), np.sort(d[:, 1])
+    return (np.searchsorted(births, t, side="right")
+            - np.searchsorted(deaths, t, side="right")).astype(np.int64)
+
+
+def _diagram_series(records: list[dict], results_root: str | Path | None
+                    ) -> dict[str, list[tuple[float, dict[int, np.ndarray]]]]:
+    """Per model, (step, diagrams) of each record whose arrays load, in step order."""
+    if results_root is None:
+        return {}
+    out = {}
+    for label, recs in by_model(records).items():
+        rows = [(step_of(r), dgms) for r in recs if (dgms := record_diagrams(results_root, r))]
+        if rows:
+            out[label] = rows
+    return out
+
+
+def _scale_max(series: dict, q: int) -> float:
+    """The 99th percentile of the finite deaths of H``q`` over every diagram (> 0)."""
+    deaths = [d[np.isfinite(d[:, 1]), 1] for rows in series.values() for _, dgms in rows
+              if (d := dgms.get(q)) is not None and d.size]
+    vals = np.concatenate(deaths) if deaths else np.array([])
+    top = float(np.percentile(vals, BETTI_PERCENTILE)) if vals.size else 0.0
+    return top if top > 0 else 1.0
+
+
+@analysis_styled
+def plot_betti_curves(records: list[dict], statistics: dict, path: str | Path,
+                      results_root: str | Path | None = None) -> Path:
+    """CROCKER plot: Betti numbers of the hidden-state diagrams over filtration scale (x)
+    and checkpoint (y), one column per model (up to four), rows H0 and H1; the scale grid
+    is shared per dimension (0 to the 99th percentile of finite deaths)."""
+    series = _diagram_series(records, results_root)
+    title = "Betti curves across training (CROCKER plot)"
+    if not series:
+        why = "no results root given" if results_root is None else "no diagram arrays found"
+        return _empty_figure(path, title, f"no data: {why}")
+    all_groups = by_model(records)
+    labels = _spread_models({lb: all_groups[lb] for lb in series})
+    dims = sorted({q for rows in series.values() for _, dgms in rows for q in dgms
+                   if q <= 1}) or [0]
+    fig, axes = plt.subplots(len(dims), len(labels), squeeze=False, layout="constrained",
+                             figsize=(3.6 * len(labels) + 1.6, 4.3 * len(dims) + 0.6))
+    for row, q in enumerate(dims):
+        tmax = _scale_max(series, q)
+        grid = np.linspace(0.0, tmax, BETTI_GRID)
+        images = {lb: np.array([betti_curve(dgms[q], grid) if q in dgms
+                                else np.full(grid.size, np.nan) for _, dgms in series[lb]],
+                               dtype=np.float64) for lb in labels}
+        vmax = max([float(np.nanmax(m)) for m in images.values() if np.isfinite(m).any()]
+                   or [1.0])
+        norm = Normalize(0.0, max(vmax, 1.0))
+        for col, label in enumerate(labels):
+            ax = axes[row][col]
+            steps = [s for s, _ in series[label]]
+            ax.imshow(images[label], aspect="auto", origin="lower", cmap="viridis", norm=norm,
+                      extent=(0.0, tmax, -0.5, len(steps) - 0.5), interpolation="nearest")
+            _heat_ticks(ax, steps)
+            ax.set_title(f"{label}: H{q}")
+            ax.set_xlabel("filtration scale (distance)")
+            if col == 0:
+                ax.set_ylabel("checkpoint (training step)")
+        fig.colorbar(ScalarMappable(norm=norm, cmap="viridis"), ax=list(axes[row]),
+                     label=f"Betti number β{q} (bars alive)", aspect=25, pad=0.01)
+    shown = "" if len(labels) == len(series) else f" ({len(labels)} of {len(series)} models)"
+    fig.suptitle(f"{title}{shown}: bars with birth ≤ scale < death, hidden states of the "
+                 "analysed layer")
+    return save_figure(fig, path)
+
+
+def select_checkpoints(steps: Sequence[float], k: int = MAX_DIAGRAM_CHECKPOINTS) -> list[int]:
+    """Indices of up to ``k`` checkpoints of a step-sorted list: the first, the last, and
+    those nearest to evenly spaced values of log(1 + step) in between."""
+    n = len(steps)
+    if n <= k:
+        return list(range(n))
+    x = np.log1p(np.maximum(np.asarray(steps, dtype=np.float64), 0.0))
+    chosen = [0, n - 1]
+    for target in np.linspace(x[0], x[-1], k)[1:-1]:
+        for i in np.argsort(np.abs(x - target), kind="stable"):
+            if int(i) not in chosen:
+                chosen.append(int(i))
+                break
+    return sorted(chosen)
+
+
+@analysis_styled
+def plot_persistence_diagrams(records: list[dict], statistics: dict, path: str | Path,
+                              results_root: str | Path | None = None) -> Path:
+    """H0 and H1 persistence diagrams (rows) of the largest model at up to five
+    checkpoints (columns: first, last and log-spaced ones between); infinite bars sit on
+    a dashed line at the top."""
+    series = _diagram_series(records, results_root)
+    title = "Persistence diagrams of the hidden states across training"
+    if not series:
+        why = "no results root given" if results_root is None else "no diagram arrays found"
+        return _empty_figure(path, title, f"no data: {why}")
+    groups = by_model(records)
+    label = max(series, key=lambda lb: _num_parameters(groups[lb]) or 0.0)
+    rows = series[label]
+    picked = [rows[i] for i in select_checkpoints([s for s, _ in rows])]
+    dims = sorted({q for _, dgms in picked for q in dgms if q <= 1}) or [0]
+    fig, axes = plt.subplots(len(dims), len(picked), squeeze=False, layout="constrained",
+                             figsize=(2.9 * len(picked) + 1.0, 3.1 * len(dims) + 1.2))
+    for r_i, q in enumerate(dims):
+        finite = [d[np.isfinite(d).all(axis=1)] for _, dgms in picked
+                  if (d := dgms.get(q)) is not None]
+        vals = np.concatenate([f.ravel() for f in finite]) if finite else np.array([])
+        hi = float(vals.max()) if vals.size else 1.0
+        hi = hi if hi > 0 else 1.0
+        inf_y = hi * 1.1
+        lim = (-0.03 * hi, hi * 1.17)
+        for c_i, (step, dgms) in enumerate(picked):
+            ax = axes[r_i][c_i]
+            ax.plot(lim, lim, color="0.5", linewidth=0.8, linestyle="-", zorder=1)
+            d = dgms.get(q)
+            n_inf = 0
+            if d is not None and d.size:
+                ok = np.isfinite(d).all(axis=1)
+                inf = np.isfinite(d[:, 0]) & np.isposinf(d[:, 1])
+                n_inf = int(inf.sum())
+                ax.scatter(d[ok, 0], d[ok, 1], s=9, alpha=0.6, color=f"C{q}",
+                           edgecolors="none", zorder=3)
+                if n_inf:
+                    ax.scatter(d[inf, 0], np.full(n_inf, inf_y), s=28, marker="^",
+                               color="crimson", zorder=4)
+            ax.axhline(inf_y, color="0.6", linestyle="--", linewidth=0.8)
+            ax.set_xlim(lim)
+            ax.set_ylim(lim)
+            ax.set_aspect("equal", adjustable="box")
+            n_bars = 0 if d is None else len(d)
+            ax.set_title(f"step {_step_label(step)}: H{q}, {n_bars} bars", fontsize=10)
+            ax.set_xlabel("birth (distance)")
+            if c_i == 0:
+                ax.set_ylabel("death (distance)")
+            if d is None or not d.size:
+                no_data(ax)
+    handles = [Line2D([], [], color="C0", marker="o", linestyle="none", label="H0 bar"),
+               Line2D([], [], color="C1", marker="o", linestyle="none", label="H1 bar"),
+               Line2D([], [], color="crimson", marker="^", linestyle="none",
+                      label="infinite bar (death = ∞, on the dashed line)"),
+               Line2D([], [], color="0.5", label="diagonal: death = birth")]
+    fig.legend(handles=handles, loc="outside lower center", ncol=4)
+    fig.suptitle(f"{title}: {label}, the largest model "
+                 f"({_step_label(_num_parameters(groups[label]) or 0)} parameters)")
+    return save_figure(fig, path)
+
+
+# ------------------------------------------------------------------- layer heatmaps
+
+
+def _has_layer_features(records: Sequence[dict]) -> bool:
+    return any(isinstance(r.get("layer_features"), dict) and r["layer_features"]
+               for r in records)
+
+
+@analysis_styled
+def plot_layer_heatmaps(records: list[dict], statistics: dict, path: str | Path,
+                        results_root: str | Path | None = None) -> Path | None:
+    """Per model (columns, up to four), a layer × checkpoint heatmap of H1 total
+    persistence and of RankMe (rows), from ``layer_features`` (runs with ``--layers
+    all``). Returns None and writes nothing when no record has ``layer_features``."""
+    if not _has_layer_features(records):
+        return None
+    groups = {lb: [r for r in recs if r.get("layer_features")]
+              for lb, recs in by_model(records).items()}
+    groups = {lb: recs for lb, recs in groups.items() if recs}
+    labels = _spread_models(groups)
+    fig, axes = plt.subplots(len(LAYER_FEATURES), len(labels), squeeze=False,
+                             layout="constrained",
+                             figsize=(4.2 * len(labels) + 0.8, 4.0 * len(LAYER_FEATURES) + 0.6))
+    cmap = plt.get_cmap("magma").with_extremes(bad="0.85")
+    for row, feature in enumerate(LAYER_FEATURES):
+        name, unit = FEATURE_LABELS.get(feature, (feature, feature))
+        for col, label in enumerate(labels):
+            ax = axes[row][col]
+            recs = groups[label]
+            layers = sorted({int(k) for r in recs for k in r["layer_features"]
+                             if str(k).lstrip("-").isdigit()})
+            matrix = np.full((len(layers), len(recs)), np.nan)
+            for j, r in enumerate(recs):
+                for i, layer in enumerate(layers):
+                    feats = r["layer_features"].get(str(layer)) or {}
+                    v = finite_or_none(feats.get(feature)) if isinstance(feats, dict) else None
+                    if v is not None:
+                        matrix[i, j] = v
+            ax.set_title(f"{label}: {name}", fontsize=10)
+            ax.set_xlabel("checkpoint (training step)")
+            if col == 0:
+                ax.set_ylabel("layer (0 = embeddings)")
+            if not np.isfinite(matrix).any():
+                no_data(ax)
+                continue
+            im = ax.imshow(np.ma.masked_invalid(matrix), aspect="auto", origin="lower",
+                           cmap=cmap, interpolation="nearest")
+            _heat_ticks(ax, [step_of(r) for r in recs], axis="x")
+            ax.set_yticks(range(len(layers)), [str(x) for x in layers])
+            fig.colorbar(im, ax=ax, label=unit, shrink=0.9, pad=0.02)
+    fig.suptitle("Per-layer topology and spectrum across training (grey: not recorded)")
+    return save_figure(fig, path)
+
+
+# ----------------------------------------------------------------------------- all
+
+
+ANALYSIS_FIGURES: dict[str, AnalysisFigureFn] = {
+    "training_curves": plot_training_curves,
+    "controls_summary": plot_controls_summary,
+    "phase_fits": plot_phase_fits,
+    "scaling_relationships": plot_scaling_relationships,
+    "prediction_comparison": plot_prediction_comparison,
+    "betti_curves": plot_betti_curves,
+    "persistence_diagrams": plot_persistence_diagrams,
+    "layer_heatmaps": plot_layer_heatmaps,
+}
+SECTION_OF = {"controls_summary": "controlled", "phase_fits": "phases",
+              "scaling_relationships": "scaling", "prediction_comparison": "prediction"}
+DIAGRAM_FIGURES = ("betti_curves", "persistence_diagrams")
+
+
+def analysis_figures_wanted(records: Sequence[dict], statistics: dict,
+                            results_root: str | Path | None) -> list[str]:
+    """Names of the analysis figures to draw.
+
+    None without a results root: callers opt in by passing it (``plot_all``'s older
+    callers keep their figure set). With one: the training curves when some record has a
+    loss or perplexity, each statistics figure when its section is present (a section that
+    only holds a ``reason`` gives a figure stating it), the diagram figures when some
+    record has ``arrays_file``, and the layer heatmaps when some record has
+    ``layer_features``.
+    """
+    statistics = statistics or {}
+    if results_root is None:
+        return []
+    out = []
+    for name in ANALYSIS_FIGURES:
+        if name == "training_curves":
+            ok = any(finite_or_none(r.get(k)) is not None for r in records
+                     for k in ("loss", "perplexity", "mlm_loss"))
+        elif name in SECTION_OF:
+            ok = SECTION_OF[name] in statistics
+        elif name in DIAGRAM_FIGURES:
+            ok = any(r.get("arrays_file") for r in records)
+        else:
+            ok = _has_layer_features(records)
+        if ok:
+            out.append(name)
+    return out
+
+
+def plot_analysis_figures(records: Sequence[dict], statistics: dict, out_dir: str | Path,
+                          results_root: str | Path | None = None) -> list[Path]:
+    """Write the analysis figures that apply (:func:`analysis_figures_wanted`) as
+    ``<name>.png`` into ``out_dir``; returns the paths written."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name in analysis_figures_wanted(records, statistics, results_root):
+        path = ANALYSIS_FIGURES[name](records, statistics, out / f"{name}.png", results_root)
+        if path is not None:
+            paths.append(path)
+    return paths
+
+
+__all__ = ["ANALYSIS_FIGURES", "analysis_figures_wanted", "betti_curve", "piecewise_line",
+           "plot_analysis_figures", "plot_betti_curves", "plot_controls_summary",
+           "plot_layer_heatmaps", "plot_persistence_diagrams", "plot_phase_fits",
+           "plot_prediction_comparison", "plot_scaling_relationships",
+           "plot_training_curves", "record_diagrams", "select_checkpoints"]

@@ -1,0 +1,143 @@
+"""Figures of the landscape and gradient families.
+
+- ``loss_probe_evolution``: curvature, loss-surface and gradient features against the
+  training step, one line per model;
+- ``loss_landscapes``: the loss surface around selected checkpoints (rows: models,
+  columns: the first, a middle and the last checkpoint), with the basins' minima, the
+  merge saddles and the checkpoint itself marked.
+
+Drawn by :func:`plot_probe_figures` when the records carry the features (and, for the
+surfaces, their arrays under the results root).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.lines import Line2D
+
+from toposig.analysis.stats import by_model, feature_family
+from toposig.report.plots import feature_grid, save_figure, styled
+from toposig.report.plots_analysis import analysis_styled, select_checkpoints
+from toposig.run.store import load_arrays
+
+logger = logging.getLogger(__name__)
+
+EVOLUTION_FEATURES = ("hessian_eig_1", "hessian_trace", "landscape_n_minima",
+                      "landscape_basin_depth", "grad_h0_total_persistence",
+                      "grad_h1_total_persistence", "grad_norm_mean", "grad_cosine_mean")
+SURFACE_COLUMNS = 3
+MAX_SURFACE_ROWS = 5
+
+
+def _present(records: Sequence[dict], names: Sequence[str]) -> list[str]:
+    return [n for n in names if any(n in (r.get("features") or {}) for r in records)]
+
+
+def has_probe_features(records: Sequence[dict]) -> bool:
+    """Some record has a curvature, landscape or gradient feature."""
+    return any(feature_family(k) in ("curvature", "landscape_topological",
+                                     "gradient_topological", "gradient_statistics")
+               for r in records for k in (r.get("features") or {}))
+
+
+@styled
+def plot_loss_probe_evolution(records: Sequence[dict], statistics: dict,
+                              path: str | Path) -> Path:
+    """Curvature, loss-surface and gradient features vs step (up to 3 × 3 panels)."""
+    keys = _present(records, EVOLUTION_FEATURES)
+    return feature_grid(records, keys, path,
+                         "Curvature, loss surface and per-example gradients across training",
+                         note=("probe batch: fixed seeded token windows;\nλ₁: top Hessian "
+                               "eigenvalue (Lanczos);\ngradients: projected, Vietoris–Rips"))
+
+
+def _surface_panels(records: Sequence[dict], results_root: str | Path
+                    ) -> list[tuple[str, list[tuple[dict, dict]]]]:
+    """Per model (largest last, at most MAX_SURFACE_ROWS), the selected checkpoints and
+    their landscape arrays."""
+    rows = []
+    for label, recs in by_model(records).items():
+        recs = [r for r in recs if (r.get("landscape") or {}).get("arrays_file")]
+        if not recs:
+            continue
+        chosen = select_checkpoints([r.get("step") or 0 for r in recs], SURFACE_COLUMNS)
+        panels = []
+        for i in chosen:
+            try:
+                panels.append((recs[i], load_arrays(results_root, recs[i]["landscape"])))
+            except (OSError, KeyError, ValueError) as exc:
+                logger.warning("%s step %s: no landscape arrays (%s)", label,
+                               recs[i].get("step"), exc)
+        if panels:
+            rows.append((label, panels))
+    return rows[-MAX_SURFACE_ROWS:]
+
+
+@analysis_styled
+def plot_loss_landscapes(records: Sequence[dict], statistics: dict, path: str | Path,
+                         results_root: str | Path | None = None) -> Path | None:
+    """Filled contours of the loss surface of up to five models at three checkpoints."""
+    if results_root is None:
+        return None
+    rows = _surface_panels(records, results_root)
+    if not rows:
+        return None
+    ncols = max(len(p) for _, p in rows)
+    fig, axes = plt.subplots(len(rows), ncols, figsize=(4.2 * ncols, 3.6 * len(rows)),
+                             layout="constrained", squeeze=False)
+    dirs = None
+    for (label, panels), ax_row in zip(rows, axes, strict=True):
+        for ax in ax_row[len(panels):]:
+            ax.set_visible(False)
+        for (rec, arr), ax in zip(panels, ax_row, strict=False):
+            grid, coords = arr["grid"], arr["coords"]
+            dirs = ((rec.get("landscape") or {}).get("settings") or {}).get("dirs", dirs)
+            cs = ax.contourf(coords, coords, grid.T, levels=20, cmap="viridis")
+            fig.colorbar(cs, ax=ax, label="loss (nats)", shrink=0.9)
+            mins = arr.get("minima", np.empty((0, 2))).astype(int)
+            sads = arr.get("saddles", np.empty((0, 2))).astype(int)
+            ax.scatter(coords[mins[:, 0]], coords[mins[:, 1]], s=28, c="white",
+                       edgecolors="black", linewidths=0.6, zorder=3)
+            ax.scatter(coords[sads[:, 0]], coords[sads[:, 1]], s=36, c="orange", marker="x",
+                       linewidths=1.4, zorder=3)
+            ax.scatter([0], [0], s=90, c="red", marker="*", zorder=4)
+            f = rec.get("features") or {}
+            n_min = f.get("landscape_n_minima", float("nan"))
+            ax.set_title(f"{label}, step {rec.get('step')}\n"
+                         f"{n_min:.0f} {'minimum' if n_min == 1 else 'minima'}, basin "
+                         f"depth {f.get('landscape_basin_depth', float('nan')):.3g} nats",
+                         fontsize=10)
+            ax.set_xlabel("step along direction 1 (× ‖θ‖)")
+            ax.set_ylabel("step along direction 2 (× ‖θ‖)")
+    handles = [Line2D([], [], marker="o", color="white", markeredgecolor="black",
+                      linestyle="", label="basin minimum"),
+               Line2D([], [], marker="x", color="orange", linestyle="", label="merge saddle"),
+               Line2D([], [], marker="*", color="red", linestyle="", markersize=11,
+                      label="checkpoint")]
+    fig.legend(handles=handles, loc="outside lower center", ncols=3)
+    plane = {"hessian": "plane of the top two Hessian eigenvectors",
+             "random": "plane of two filter-normalised random directions"}.get(
+                 dirs, "plane of two directions")
+    fig.suptitle(f"Loss surface around checkpoints, in the {plane}")
+    return save_figure(fig, path)
+
+
+PROBE_FIGURES = ("loss_probe_evolution", "loss_landscapes")
+
+
+def plot_probe_figures(records: Sequence[dict], statistics: dict, out_dir: str | Path,
+                       results_root: str | Path | None = None) -> list[Path]:
+    """Write ``loss_probe_evolution.png`` and (given the results root)
+    ``loss_landscapes.png`` when the records carry the landscape or gradient family."""
+    if not has_probe_features(records):
+        return []
+    out = Path(out_dir)
+    paths = [plot_loss_probe_evolution(records, statistics, out / "loss_probe_evolution.png")]
+    surfaces = plot_loss_landscapes(records, statistics, out / "loss_landscapes.png",
+                                    results_root)
+    return paths + ([surfaces] if surfaces is not None else [])

@@ -1,0 +1,866 @@
+"""``results/summary.md``: the seed studies' tables, reproduced from this run's data.
+
+:func:`summary_markdown` renders markdown from the statistics written by
+:func:`toposig.analysis.statistics.compute_statistics` and the per-checkpoint records
+(``data/all_results.json``). Every number printed is a value of ``statistics`` (or, in
+the per-checkpoint trajectory tables, of ``records``), formatted but never recomputed,
+so the markdown can be checked against ``statistics.json`` number by number. A section
+of the statistics that is missing, or that holds a ``reason`` instead of results, gives
+a one-line note saying why its table is absent.
+
+Number formats (the same in every table): correlations (ρ, partial r, first-difference
+ρ, bootstrap CI bounds, power-law exponents) ``+.3f``; p-values (raw and Holm) ``.2g``;
+R² ``.3f``; losses and MAEs ``.4f``; training steps as integers; parameter counts with
+thousands separators; shares of training and improvements as percentages ``.1f``; other
+values ``.4g`` (``.1f`` from 1000 up).
+
+Parts:
+
+* A, the seed report: per-model trajectories (A1), the final checkpoints side by side
+  (A2), topological vs spectral embedding features' correlations with the target (A3);
+* B, the seed paper: tables 1 to 8 (configurations; weight-row H0 total persistence,
+  neural persistence and weight-row H1 total persistence against the loss; final-loss
+  prediction; phases; scaling with size; the largest model's weight-feature trajectory);
+* C, ours: every feature × model (and pooled) under the raw, partial (log step) and
+  first-difference tests, and which features survive all of them.
+
+:func:`write_summary` is the only function here that touches the disk.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from toposig.analysis.statistics import compute_statistics, load_entries
+from toposig.analysis.stats import by_model, feature_family
+from toposig.files.atomic import atomic_write_bytes, atomic_write_json
+
+DASH = "—"
+
+HEADINGS: tuple[str, ...] = (
+    "A1. Training trajectories",
+    "A2. Cross-model comparison at the final checkpoint",
+    "A3. Topological vs spectral features: correlation with the target",
+    "Table 1. Model configurations",
+    "Table 2. Weight-row H0 total persistence vs loss",
+    "Table 3. Mean neural persistence vs loss",
+    "Table 4. Weight-row H1 total persistence vs loss",
+    "Table 5. Final-loss prediction from early checkpoints",
+    "Table 6. Phase transitions",
+    "Table 7. Scaling of final-checkpoint features with model size",
+    "Table 8. Weight-feature trajectory of the largest model",
+    "C1. Robustness of every feature's correlation",
+    "C2. Features that survive every control",
+    "C3. Stability of the embedding topology over text resamples",
+    "D1. Curvature, loss-landscape and gradient features vs the target",
+    "D2. Final-loss prediction from early checkpoints, feature by feature",
+)
+
+LABELS: dict[str, str] = {
+    "perplexity": "Perplexity",
+    "loss": "Loss",
+    "mlm_loss": "Masked-LM loss",
+    "final_mlm_loss": "Final masked-LM loss",
+    "h1_n_features": "H1 bars",
+    "h1_total_persistence": "H1 total pers.",
+    "h1_persistence_entropy": "H1 pers. entropy",
+    "h0_total_persistence": "H0 total pers.",
+    "rankme": "RankMe",
+    "np_mean": "NP mean",
+    "np_std": "NP std",
+    "np_seed_mean": "NP mean (seed def.)",
+    "weight_h0_total": "Weight H0 total",
+    "weight_h1_total": "Weight H1 total",
+    "weight_l2_norm": "Weight L2 norm",
+    "final_loss": "Final loss",
+    "final_perplexity": "Final perplexity",
+}
+
+QUALITY_TEXT = {"perplexity": "perplexity measured on the analysed texts",
+                "loss": "loss as stored with the checkpoint",
+                "mlm_loss": "masked-LM loss (an encoder's) on a seeded 15% of the analysed "
+                            "texts' tokens"}
+QUALITY = ("perplexity", "loss", "mlm_loss")
+TRAJECTORY_FEATURES = ("h1_n_features", "h1_total_persistence", "h1_persistence_entropy",
+                       "rankme", "np_mean", "weight_h0_total")
+FINAL_FEATURES = ("h1_n_features", "h1_total_persistence", "h1_persistence_entropy", "rankme",
+                  "np_mean", "np_seed_mean", "weight_h0_total", "weight_h1_total")
+LARGEST_MODEL_FEATURES = ("np_mean", "np_std", "np_seed_mean", "weight_h0_total")
+CONTROL_NAMES = {"raw": "raw", "partial_log_step": "partial", "first_differences": "first-diff",
+                 "beyond_baseline": "beyond-baseline"}
+
+
+# ---------------------------------------------------------------------------- formats
+
+def _finite(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def fmt_rho(x) -> str:
+    """Correlation-like values (ρ, r, CI bounds, exponents): ``+.3f``."""
+    return f"{x:+.3f}" if _finite(x) else DASH
+
+
+def fmt_p(x) -> str:
+    """p-values, raw or adjusted: ``.2g``."""
+    return f"{x:.2g}" if _finite(x) else DASH
+
+
+def fmt_ci(lo, hi) -> str:
+    """A confidence interval ``[lo, hi]``, bounds as :func:`fmt_rho`."""
+    return f"[{lo:+.3f}, {hi:+.3f}]" if _finite(lo) and _finite(hi) else DASH
+
+
+def fmt_r2(x) -> str:
+    return f"{x:.3f}" if _finite(x) else DASH
+
+
+def fmt_loss(x) -> str:
+    """Losses and mean absolute errors (nats): ``.4f``."""
+    return f"{x:.4f}" if _finite(x) else DASH
+
+
+def fmt_value(x) -> str:
+    """Any other value: ``.4g`` below 1000, ``.1f`` from 1000 up."""
+    if not _finite(x):
+        return DASH
+    return f"{x:.1f}" if abs(x) >= 1000 else f"{x:.4g}"
+
+
+def fmt_step(x) -> str:
+    """A training step: an integer when it is one (up to float error), else ``.4g``."""
+    if not _finite(x):
+        return DASH
+    r = round(x)
+    return str(int(r)) if abs(x - r) <= 1e-6 * max(1.0, abs(x)) else f"{x:.4g}"
+
+
+def fmt_params(x) -> str:
+    return f"{int(x):,}" if _finite(x) else DASH
+
+
+def fmt_percent(x) -> str:
+    """A share of training (0.3 -> ``30.0%``)."""
+    return f"{100 * x:.1f}%" if _finite(x) else DASH
+
+
+def fmt_improvement(x) -> str:
+    """A relative improvement, signed (0.106 -> ``+10.6%``)."""
+    return f"{100 * x:+.1f}%" if _finite(x) else DASH
+
+
+def _label(name: str) -> str:
+    return LABELS.get(name, name)
+
+
+def _code(name: str) -> str:
+    return f"`{name}`"
+
+
+def _cell(text) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence]) -> list[str]:
+    out = ["| " + " | ".join(_cell(h) for h in headers) + " |",
+           "|" + "|".join("---" for _ in headers) + "|"]
+    out += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    return out
+
+
+def _absent(reason: str) -> list[str]:
+    reason = reason.strip().rstrip(".")
+    return [f"_Absent because {reason}._"]
+
+
+def _n_text(ns: Sequence) -> str:
+    """``n = 18`` for one distinct count, ``n = 17–18`` for several, ``n = ?`` for none."""
+    vals = sorted({int(n) for n in ns if _finite(n)})
+    if not vals:
+        return "n = ?"
+    return f"n = {vals[0]}" if len(vals) == 1 else f"n = {vals[0]}–{vals[-1]}"
+
+
+def _count(n: int, noun: str) -> str:
+    return f"n = {n} {noun}" + ("" if n == 1 else "s")
+
+
+def _mapping(value) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+class _Absent(Exception):
+    """A table cannot be drawn; the message says why."""
+
+
+def _section(statistics: dict, name: str) -> dict:
+    """``statistics[name]`` as a dict with results, or :class:`_Absent` saying why not."""
+    value = statistics.get(name)
+    if value is None:
+        raise _Absent(f"the statistics have no `{name}` section")
+    if not isinstance(value, dict):
+        raise _Absent(f"the statistics' `{name}` section is not a mapping")
+    if value.get("reason"):
+        raise _Absent(f"`{name}` was not computed: {value['reason']}")
+    if not value:
+        raise _Absent(f"the statistics' `{name}` section is empty")
+    return value
+
+
+# ---------------------------------------------------------------------------- part A
+
+def _ok_records(records: Sequence[dict] | None) -> list[dict]:
+    return [r for r in records or [] if r.get("status", "ok") == "ok" and "model_label" in r]
+
+
+def _present(recs: Sequence[dict], names: Sequence[str]) -> list[str]:
+    return [f for f in names if any(_finite((r.get("features") or {}).get(f)) for r in recs)]
+
+
+def _trajectories(statistics: dict, records: list[dict]) -> list[str]:
+    groups = by_model(_ok_records(records))
+    if not groups:
+        raise _Absent("no finished per-checkpoint record was given")
+    out: list[str] = []
+    for label, recs in groups.items():
+        quality = [q for q in QUALITY if any(_finite(r.get(q)) for r in recs)]
+        feats = _present(recs, TRAJECTORY_FEATURES)
+        headers = ["Step", *(_label(q) for q in quality), *(_label(f) for f in feats)]
+        rows = []
+        for r in recs:
+            f = r.get("features") or {}
+            rows.append([fmt_step(r.get("step")),
+                         *(fmt_loss(r.get(q)) if q == "loss" else fmt_value(r.get(q))
+                           for q in quality),
+                         *(fmt_value(f.get(name)) for name in feats)])
+        measured = [QUALITY_TEXT[q] for q in quality]
+        out += [f"#### {label}", "",
+                f"Per-checkpoint values from the records of `{label}` (n = {len(recs)} "
+                f"checkpoints; {'; '.join(measured) or 'no quality measure'}; features: "
+                f"{', '.join(_code(x) for x in feats) or 'none'}); descriptive, no test.", "",
+                *_table(headers, rows), ""]
+    return out[:-1]
+
+
+def _final_comparison(statistics: dict, records: list[dict]) -> list[str]:
+    models = _section(statistics, "models")
+    finals = [m.get("final_features") or {} for m in models.values()]
+    feats = [f for f in FINAL_FEATURES if any(_finite(x.get(f)) for x in finals)]
+    quality = [q for q in QUALITY
+               if any(_finite(m.get(f"final_{q}")) for m in models.values())]
+    headers = ["Model", "Parameters", "Final step", *(_label(f"final_{q}") for q in quality),
+               *(_label(f) for f in feats)]
+    rows = []
+    for label, m in models.items():
+        ff = m.get("final_features") or {}
+        rows.append([label, fmt_params(m.get("num_parameters")), fmt_step(m.get("final_step")),
+                     *(fmt_loss(m.get("final_loss")) if q == "loss"
+                       else fmt_value(m.get(f"final_{q}")) for q in quality),
+                     *(fmt_value(ff.get(f)) for f in feats)])
+    return [f"Each model's last analysed checkpoint ({_count(len(models), 'model')}; values from "
+            "`statistics.models`); descriptive, no test.", "", *_table(headers, rows)]
+
+
+def _topo_vs_spectral(statistics: dict, records: list[dict]) -> list[str]:
+    corr = _section(statistics, "correlations")
+    target = corr.get("target") or statistics.get("target") or "the target"
+    per_model = corr.get("per_model") or {}
+    pooled = corr.get("pooled") or {}
+    names = list(pooled) or list(next(iter(per_model.values()), {}))
+    fams = {"embedding_topological": "topological", "embedding_spectral": "spectral"}
+    feats = [f for f in names if feature_family(f) in fams]
+    if not feats:
+        raise _Absent("the run has no embedding-space topological or spectral feature "
+                      "(weights-only run)")
+    feats.sort(key=lambda f: list(fams).index(feature_family(f)))
+    controlled = _mapping(statistics.get("controlled"))
+    summary = controlled.get("summary") or {}
+    ctargets = controlled.get("targets") or {}
+    models = list(per_model)
+    headers = ["Feature", "Family", *(f"{m} ρ (p)" for m in models)]
+    if pooled:
+        headers.append("pooled ρ (p)")
+    headers.append("Holm-significant models")
+    rows = []
+    ns: list = []
+    for f in feats:
+        cells = []
+        for m in models:
+            c = per_model[m].get(f) or {}
+            ns.append(c.get("n"))
+            cells.append(f"{fmt_rho(c.get('spearman_r'))} ({fmt_p(c.get('spearman_p'))})")
+        if pooled:
+            c = pooled.get(f) or {}
+            cells.append(f"{fmt_rho(c.get('spearman_r'))} ({fmt_p(c.get('spearman_p'))})")
+        s = summary.get(f)
+        sig = (f"{s['significant_raw']}/{s['n_models']}"
+               if s and ctargets.get(f, target) == target else DASH)
+        rows.append([_code(f), fams[feature_family(f)], *cells, sig])
+    pooled_n = _n_text([(pooled.get(f) or {}).get("n") for f in feats]) if pooled else None
+    caption = (f"Spearman ρ (two-sided p, uncorrected) of each embedding feature with {target} "
+               f"across checkpoints, per model ({_n_text(ns)} each)"
+               + (f" and pooled over models ({pooled_n})" if pooled_n else "")
+               + "; last column: models where the Holm-adjusted p < "
+               + f"{controlled.get('alpha', 0.05)} (C1).")
+    return [caption, "", *_table(headers, rows)]
+
+
+# ---------------------------------------------------------------------------- part B
+
+def _configurations(statistics: dict, records: list[dict]) -> list[str]:
+    models = _section(statistics, "models")
+    groups = by_model(_ok_records(records))
+    arch = [("hidden_size", "Hidden"), ("num_layers", "Layers"),
+            ("num_attention_heads", "Heads")]
+    last = {label: (recs[-1] if recs else {}) for label, recs in groups.items()}
+    arch = [(k, h) for k, h in arch if any(_finite(r.get(k)) for r in last.values())]
+    quality = [q for q in ("loss", "perplexity")
+               if any(_finite(m.get(f"final_{q}")) for m in models.values())]
+    headers = ["Model", "Parameters", *(h for _, h in arch), "Checkpoints", "Final step",
+               *(_label(f"final_{q}") for q in quality)]
+    rows = []
+    for label, m in models.items():
+        r = last.get(label, {})
+        rows.append([label, fmt_params(m.get("num_parameters")),
+                     *(fmt_step(r.get(k)) for k, _ in arch),
+                     fmt_step(m.get("n_checkpoints")), fmt_step(m.get("final_step")),
+                     *(fmt_loss(m.get("final_loss")) if q == "loss"
+                       else fmt_value(m.get(f"final_{q}")) for q in quality)])
+    return [f"Models analysed (n = {len(models)}; sizes and final quality from "
+            "`statistics.models`, architecture from the last record of each model; final "
+            "loss is the checkpoint's stored loss); descriptive, no test.", "",
+            *_table(headers, rows)]
+
+
+def _controlled_entries(statistics: dict, feature: str) -> list[tuple[str, dict]]:
+    """``[(model or "pooled", entry), ...]`` of one feature's controlled tests."""
+    controlled = _section(statistics, "controlled")
+    rows = [(m, fs[feature]) for m, fs in (controlled.get("per_model") or {}).items()
+            if feature in fs]
+    if feature in (controlled.get("pooled") or {}):
+        rows.append(("pooled", controlled["pooled"][feature]))
+    if not rows:
+        raise _Absent(f"no record has `{feature}` (the weight stage did not run, or its "
+                      "feature was not computed)")
+    return rows
+
+
+def _bootstrap_text(statistics: dict) -> str:
+    c = _mapping(statistics.get("controlled"))
+    return (f"95% percentile bootstrap CI over checkpoints ({c.get('n_bootstrap', '?')} "
+            f"resamples); Holm over all {c.get('n_tests', '?')} feature × model tests")
+
+
+def _feature_vs_target(statistics: dict, feature: str, what: str) -> list[str]:
+    entries = _controlled_entries(statistics, feature)
+    targets = sorted({e.get("target") for _, e in entries if e.get("target")})
+    headers = ["Model", "n", "Spearman ρ", "p", "95% bootstrap CI", "Holm p"]
+    rows = [[m, fmt_step(e.get("n")), fmt_rho(e.get("spearman_r")), fmt_p(e.get("spearman_p")),
+             fmt_ci(e.get("ci_low"), e.get("ci_high")), fmt_p(e.get("holm_p"))]
+            for m, e in entries]
+    caption = (f"Spearman ρ between {what}, {_code(feature)}, and {' / '.join(targets) or '?'} "
+               f"across checkpoints, per model and pooled "
+               f"({_n_text([e.get('n') for _, e in entries])}); two-sided p; "
+               f"{_bootstrap_text(statistics)}.")
+    return [caption, "", *_table(headers, rows)]
+
+
+def _weight_h0(statistics: dict, records: list[dict]) -> list[str]:
+    return _feature_vs_target(statistics, "weight_h0_total",
+                              "weight-row H0 total persistence (sum over weight matrices of "
+                              "the Vietoris-Rips H0 total persistence of their rows)")
+
+
+def _weight_h1(statistics: dict, records: list[dict]) -> list[str]:
+    return _feature_vs_target(statistics, "weight_h1_total",
+                              "weight-row H1 total persistence (loops among weight rows, "
+                              "summed over matrices)")
+
+
+def _direction(entry: dict) -> str:
+    target = entry.get("target") or "target"
+    rho = entry.get("spearman_r")
+    if not _finite(rho):
+        return "undefined"
+    if not (entry.get("significant") or {}).get("raw"):
+        return "not significant (Holm)"
+    if rho < 0:
+        return f"NP ↑ as {target} ↓"
+    return f"NP ↓ as {target} ↓" if rho > 0 else "flat"
+
+
+def _neural_persistence(statistics: dict, records: list[dict]) -> list[str]:
+    _section(statistics, "controlled")
+    rows = []
+    ns = []
+    targets = set()
+    for feature, name in (("np_seed_mean", "seed's"), ("np_mean", "ours")):
+        try:
+            entries = _controlled_entries(statistics, feature)
+        except _Absent:
+            continue
+        for m, e in entries:
+            ns.append(e.get("n"))
+            targets.add(e.get("target"))
+            rows.append([m, f"{_code(feature)} ({name})", fmt_step(e.get("n")),
+                         fmt_rho(e.get("spearman_r")), fmt_p(e.get("spearman_p")),
+                         fmt_ci(e.get("ci_low"), e.get("ci_high")), fmt_p(e.get("holm_p")),
+                         _direction(e)])
+    if not rows:
+        raise _Absent("no record has neural persistence (`np_mean` / `np_seed_mean`)")
+    headers = ["Model", "NP variant", "n", "Spearman ρ", "p", "95% bootstrap CI", "Holm p",
+               "Direction"]
+    caption = (f"Spearman ρ between mean neural persistence over weight matrices and "
+               f"{' / '.join(sorted(t for t in targets if t)) or '?'} across checkpoints "
+               f"({_n_text(ns)}); `np_seed_mean`: per-matrix max scaling, p = 1, / (n − 1) "
+               "(the seed's); `np_mean`: global max scaling, p = 2, / sqrt(n − 1) (Rieck et "
+               f"al.); {_bootstrap_text(statistics)}; direction only where Holm p < 0.05.")
+    return [caption, "", *_table(headers, rows)]
+
+
+def _fraction_label(key: str) -> str:
+    try:
+        return fmt_percent(float(key)).replace(".0%", "%")
+    except ValueError:
+        return key
+
+
+def _prediction(statistics: dict, records: list[dict]) -> list[str]:
+    pred = _section(statistics, "prediction")
+    fractions = pred.get("fractions") or {}
+    if not fractions:
+        raise _Absent("the prediction section holds no training fraction")
+    methods = list(pred.get("methods") or next(iter(fractions.values())).get("mae") or {})
+    if not methods:
+        raise _Absent("the prediction section names no method")
+    others = [m for m in methods if m != "loss_only"]
+    headers = ["Train fraction", *(f"{m} MAE" for m in methods),
+               *(f"{m} vs loss_only" for m in others), "Models"]
+    rows = []
+    for key, fr in fractions.items():
+        mae = fr.get("mae") or {}
+        imp = fr.get("improvement_over_loss_only") or {}
+        n = fr.get("n_models") or {}
+        n_vals = sorted({v for v in n.values() if _finite(v)})
+        n_text = (str(n_vals[0]) if len(n_vals) == 1
+                  else ", ".join(f"{m}: {n.get(m, DASH)}" for m in methods))
+        rows.append([_fraction_label(key), *(fmt_loss(mae.get(m)) for m in methods),
+                     *(fmt_improvement(imp.get(m)) for m in others), n_text])
+    truth = pred.get("true_final_loss") or {}
+    caption = (f"Mean absolute error (nats) of each model's predicted final loss from the "
+               f"checkpoints with step ≤ fraction × final step ({_count(len(truth), 'model')}; "
+               f"true final loss: the stored loss at the last checkpoint); topology feature "
+               f"{_code(pred.get('feature', '?'))}; ridge is leave-one-model-out; improvement "
+               "= (MAE_loss_only − MAE) / MAE_loss_only; no significance test.")
+    return [caption, "", *_table(headers, rows)]
+
+
+def _phases(statistics: dict, records: list[dict]) -> list[str]:
+    phases = _section(statistics, "phases")
+    out: list[str] = []
+    roc = {m: v["np_rate_of_change"] for m, v in phases.items()
+           if isinstance(v, dict) and v.get("np_rate_of_change")}
+    if roc:
+        threshold = next(iter(roc.values())).get("threshold")
+        headers = ["Model", "Peak |ΔNP| step", "Peak fraction", "Diminishing-returns step",
+                   "Diminishing fraction"]
+        rows = [[m, fmt_step(r.get("peak_step")), fmt_percent(r.get("peak_fraction")),
+                 fmt_step(r.get("diminishing_step")), fmt_percent(r.get("diminishing_fraction"))]
+                for m, r in roc.items()]
+        out += [f"Change of `np_mean` between consecutive checkpoints "
+                f"({_count(len(roc), 'model')}): "
+                "the step with the largest |ΔNP|, and the first later step where |ΔNP| < "
+                f"{fmt_value(threshold)} × the peak; fractions of the final step; no test.", "",
+                *_table(headers, rows), ""]
+    else:
+        out += ["Neural-persistence rate of change: " + _absent(
+            "no model has `np_mean` (the weight stage did not run)")[0], ""]
+    rows = []
+    for m, v in phases.items():
+        fits = (v or {}).get("piecewise_log_step") or {}
+        for f, fit in fits.items():
+            if fit.get("reason"):
+                rows.append([m, _code(f), DASH, DASH, DASH, DASH, fit["reason"]])
+                continue
+            rows.append([m, _code(f), ", ".join(fmt_step(b) for b in fit.get("breakpoint_steps")
+                                                or []),
+                         ", ".join(f"{s:+.3g}" if _finite(s) else DASH
+                                   for s in fit.get("slopes") or []),
+                         fmt_r2(fit.get("r2")), fmt_step(fit.get("n")), ""])
+    if rows:
+        ns = [(f or {}).get("n") for v in phases.values()
+              for f in ((v or {}).get("piecewise_log_step") or {}).values()]
+        out += [f"Continuous three-segment least-squares fit of each feature against log(1 + "
+                f"step) per model ({_n_text(ns)} checkpoints; exhaustive breakpoint search), "
+                "breakpoints converted back to steps, slopes per unit log(1 + step); no test.",
+                "", *_table(["Model", "Feature", "Breakpoint steps", "Segment slopes", "R²", "n",
+                             "Note"], rows)]
+    else:
+        out += ["Three-segment fits: " + _absent(
+            "no model has six or more checkpoints with a phase feature")[0]]
+    return out
+
+
+def _scaling(statistics: dict, records: list[dict]) -> list[str]:
+    sc = _section(statistics, "scaling")
+    fits = sc.get("fits") or {}
+    if not fits:
+        raise _Absent("the scaling section holds no fit")
+    sizes = sc.get("num_parameters") or {}
+    headers = ["Feature", "Exponent b", "R²", "Spearman ρ", "p", "n", "Model", "Note"]
+    rows = [[_code(f), fmt_rho(fit.get("b")), fmt_r2(fit.get("r2")),
+             fmt_rho(fit.get("spearman_r")), fmt_p(fit.get("spearman_p")),
+             fmt_step(fit.get("n")), fit.get("model") or DASH,
+             fit.get("reason") or fit.get("note") or ""] for f, fit in fits.items()]
+    size_text = ", ".join(f"{m} {fmt_params(n)}" for m, n in sizes.items())
+    caption = (f"Power law f(N) = a·N^b of each feature's final-checkpoint value against "
+               f"parameter count N ({_count(len(sizes) or sc.get('n_models', 0), 'model')}"
+               + (f": {size_text}" if size_text else "")
+               + "); b and R² from the log-log least-squares fit (R² in the original "
+               "space); Spearman ρ of value vs N with two-sided p (exact permutation for n ≤ 8).")
+    return [caption, "", *_table(headers, rows)]
+
+
+def _largest_model(statistics: dict, records: list[dict]) -> list[str]:
+    groups = by_model(_ok_records(records))
+    if not groups:
+        raise _Absent("no finished per-checkpoint record was given")
+    models = _mapping(statistics.get("models"))
+    sizes = {label: (models.get(label) or {}).get("num_parameters")
+             or recs[-1].get("num_parameters") for label, recs in groups.items()}
+    known = {k: v for k, v in sizes.items() if _finite(v)}
+    label = max(known, key=lambda k: known[k]) if known else list(groups)[-1]
+    recs = groups[label]
+    feats = _present(recs, LARGEST_MODEL_FEATURES)
+    if not feats:
+        raise _Absent(f"the largest model `{label}` has no neural persistence or weight-row "
+                      "feature (the weight stage did not run)")
+    quality = [q for q in ("loss", "perplexity") if any(_finite(r.get(q)) for r in recs)]
+    headers = ["Step", *(_label(q) for q in quality), *(_label(f) for f in feats)]
+    rows = [[fmt_step(r.get("step")),
+             *(fmt_loss(r.get(q)) if q == "loss" else fmt_value(r.get(q)) for q in quality),
+             *(fmt_value((r.get("features") or {}).get(f)) for f in feats)] for r in recs]
+    size = fmt_params(known[label]) if label in known else "unknown"
+    return [f"The seed's Table 8 validated on Pythia-14m (7 checkpoints); this table is the "
+            f"trajectory of the largest model this run contains, `{label}` ({size} parameters, "
+            f"n = {len(recs)} checkpoints), values from its records; descriptive, no test.", "",
+            *_table(headers, rows)]
+
+
+# ---------------------------------------------------------------------------- part C
+
+def short_reason(reason: str | None) -> str:
+    """A few words for why a partial correlation is undefined."""
+    if not reason:
+        return "too few points"
+    text = reason.lower()
+    for who in ("target", "feature"):
+        if text.startswith(f"the {who} is a monotone function of the step"):
+            return f"{who} monotone in step"
+    if text.startswith("no variation left"):
+        return "no variation left"
+    return reason.split(":")[0][:40]
+
+
+def _survives(entry: dict) -> str:
+    sig = entry.get("significant") or {}
+    applicable = [key for key in CONTROL_NAMES if sig.get(key) is not None]
+    kept = [CONTROL_NAMES[key] for key in applicable if sig.get(key)]
+    if kept and len(kept) == len(applicable):
+        return f"all {len(applicable)}"
+    return ", ".join(kept) or "none"
+
+
+def _rho_ci(entry: dict) -> str:
+    """``ρ [lo, hi]``, or whichever part is defined, or a dash."""
+    parts = [fmt_rho(entry.get("spearman_r")), fmt_ci(entry.get("ci_low"), entry.get("ci_high"))]
+    parts = [x for x in parts if x != DASH]
+    return " ".join(parts) or DASH
+
+
+def _robustness(statistics: dict, records: list[dict]) -> list[str]:
+    controlled = _section(statistics, "controlled")
+    per_model = controlled.get("per_model") or {}
+    pooled = controlled.get("pooled") or {}
+    features = list(controlled.get("targets") or {})
+    for fs in [*per_model.values(), pooled]:
+        features += [f for f in fs if f not in features]
+    if not features:
+        raise _Absent("no feature was tested")
+    headers = ["Feature", "Model", "Target", "n", "ρ [95% CI]", "Holm p", "Partial r",
+               "Partial Holm p", "First-diff ρ", "First-diff Holm p", "Baseline",
+               "Beyond-baseline r", "Beyond-baseline Holm p", "Survives"]
+    rows = []
+    for f in features:
+        entries = [(m, fs[f]) for m, fs in per_model.items() if f in fs]
+        if f in pooled:
+            entries.append(("pooled", pooled[f]))
+        for m, e in entries:
+            if _finite(e.get("partial_r")):
+                partial = fmt_rho(e["partial_r"])
+            else:
+                partial = f"undefined: {short_reason(e.get('partial_undefined'))}"
+            rows.append([_code(f), m, e.get("target") or DASH, fmt_step(e.get("n")),
+                         _rho_ci(e), fmt_p(e.get("holm_p")), partial,
+                         fmt_p(e.get("partial_holm_p")),
+                         fmt_rho(e.get("diff_r")), fmt_p(e.get("diff_holm_p")),
+                         _code(e["baseline"]) if e.get("baseline") else DASH,
+                         fmt_rho(e.get("beyond_r")), fmt_p(e.get("beyond_holm_p")),
+                         _survives(e)])
+    ns = [e.get("n") for fs in per_model.values() for e in fs.values()]
+    caption = (f"Every feature × model (and pooled) against its target (embedding features vs "
+               f"perplexity; weight, curvature, landscape and gradient features vs loss; per "
+               f"model {_n_text(ns)} checkpoints): "
+               f"Spearman ρ with {_bootstrap_text(statistics)} (separately for each test); "
+               "partial Spearman controlling for log(1 + step) (pooled: also log parameters); "
+               "Spearman of first differences between consecutive checkpoints; beyond the "
+               "baseline: partial Spearman of first differences controlling for the first "
+               "differences of the same space's plain norm (`weight_l2_norm` for weight "
+               "topology, `mean_norm` for embedding topology, `hessian_trace` for the loss "
+               "surface's merge tree, `grad_norm_mean` for gradient topology; — where not "
+               "applicable); a "
+               f"control is survived when its Holm p < {controlled.get('alpha', 0.05)} with "
+               "the raw ρ's sign.")
+    return [caption, "", *_table(headers, rows)]
+
+
+def _survivors(statistics: dict, records: list[dict]) -> list[str]:
+    controlled = _section(statistics, "controlled")
+    summary = controlled.get("summary") or {}
+    if not summary:
+        raise _Absent("the controlled analysis holds no per-feature summary")
+
+    def names(pred: Callable[[dict], bool]) -> str:
+        hits = [_code(f) for f, s in summary.items() if pred(s)]
+        return ", ".join(hits) if hits else "none"
+
+    every = names(lambda s: bool(s.get("n_models")) and s.get("all_controls") == s["n_models"])
+    raw = names(lambda s: bool(s.get("n_models")) and s.get("significant_raw") == s["n_models"])
+    pooled = names(lambda s: bool(s.get("pooled"))
+                   and all(v for v in s["pooled"].values() if v is not None))
+    within = names(lambda s: bool(s.get("n_models"))
+                   and s.get("significant_first_differences") == s["n_models"]
+                   and s.get("significant_beyond_baseline") == s["n_models"])
+    undefined = names(lambda s: bool(s.get("partial_undefined")))
+    if len(summary) > 1 and all(s.get("partial_undefined") for s in summary.values()):
+        undefined = f"all {len(summary)} features"
+    text = (f"Features significant in every model under all controls: {every}. "
+            f"Features significant in every model on the raw test (Holm) alone: {raw}. "
+            f"Features significant pooled over models under all controls: {pooled}. "
+            f"Features whose checkpoint-to-checkpoint changes track the target beyond their "
+            f"space's plain norm in every model (first differences and beyond-baseline): "
+            f"{within}. "
+            f"Features whose partial correlation is undefined in at least one model (the "
+            f"target or the feature is a monotone function of the step, so that control "
+            f"cannot be passed there): {undefined}.")
+    return [text]
+
+
+STABILITY_FEATURES = ("h0_total_persistence", "h1_total_persistence",
+                      "h1_persistence_entropy", "h1_n_features", "h0_total_persistence_scaled",
+                      "h1_total_persistence_scaled")
+
+
+def _stability(statistics: dict, records: list[dict]) -> list[str]:
+    section = statistics.get("stability")
+    if not section:
+        raise _Absent("the run had no bootstrap resamples of the texts (--resamples B)")
+    headers = ["Feature", "Model", "Median bootstrap s.e.", "Median |change|",
+               "Change / s.e.", "Resolved changes", "Range / s.e.", "Pairs"]
+    rows = []
+    for f in STABILITY_FEATURES:
+        for model, table in section.items():
+            e = table.get(f)
+            if not e:
+                continue
+            rows.append([_code(f), model, fmt_value(e.get("median_se")),
+                         fmt_value(e.get("median_abs_change")), fmt_value(e.get("change_to_se")),
+                         fmt_percent(e.get("resolved_share")), fmt_value(e.get("range_to_se")),
+                         fmt_step(e.get("n_pairs"))])
+    if not rows:
+        raise _Absent("no PH feature carries a bootstrap spread")
+    caption = ("Bootstrap over texts: each checkpoint's PH features recomputed on resamples of "
+               "the analysed texts (the same resamples at every checkpoint); s.e. = their "
+               "standard deviation; a change between consecutive checkpoints is resolved "
+               "when |ΔF| > 1.96·sqrt(se_a² + se_b²); range / s.e. compares the whole "
+               "trajectory with the noise; descriptive, no test.")
+    return [caption, "", *_table(headers, rows)]
+
+
+# ---------------------------------------------------------------------------- document
+
+def _probe_correlations(statistics: dict, records: list[dict]) -> list[str]:
+    controlled = _section(statistics, "controlled")
+    per_model = controlled.get("per_model") or {}
+    pooled = controlled.get("pooled") or {}
+    names = list(pooled) or list(next(iter(per_model.values()), {}))
+    fams = {"curvature": "curvature", "landscape_topological": "landscape topology",
+            "gradient_topological": "gradient topology",
+            "gradient_statistics": "gradient statistics"}
+    feats = sorted((f for f in names if feature_family(f) in fams),
+                   key=lambda f: list(fams).index(feature_family(f)))
+    if not feats:
+        raise _Absent("the run has no curvature, landscape or gradient feature (run with "
+                      "`--signatures ...,landscape,gradients`)")
+    models = list(per_model)
+    headers = ["Feature", "Family", "Target", *(f"{m} ρ (Holm p)" for m in models)]
+    if pooled:
+        headers.append("pooled ρ (Holm p)")
+    headers.append("Survives (pooled)")
+    rows, ns = [], []
+    for f in feats:
+        cells, target = [], DASH
+        for e in [*(per_model[m].get(f) or {} for m in models),
+                  *([pooled.get(f) or {}] if pooled else [])]:
+            ns.append(e.get("n"))
+            target = e.get("target") or target
+            cells.append(f"{fmt_rho(e.get('spearman_r'))} ({fmt_p(e.get('holm_p'))})")
+        rows.append([_code(f), fams[feature_family(f)], target, *cells,
+                     _survives(pooled[f]) if f in pooled else DASH])
+    caption = (f"Spearman ρ (Holm-adjusted p, as in C1) of each feature of the landscape and "
+               f"gradient families with its target across checkpoints, per model and pooled "
+               f"({_n_text(ns)}); last column: the pooled controls survived (C1). Curvature: "
+               "top Hessian eigenvalues and Hutchinson trace of the loss on the probe batch; "
+               "landscape: the merge tree of the loss surface around the checkpoint; "
+               "gradients: Vietoris–Rips homology and statistics of per-example gradients.")
+    return [caption, "", *_table(headers, rows)]
+
+
+def _prediction_by_feature(statistics: dict, records: list[dict]) -> list[str]:
+    table = statistics.get("prediction_by_feature")
+    if not isinstance(table, dict) or not table:
+        raise _Absent("no feature to predict from (statistics.prediction_by_feature)")
+    headers = ["Feature", "Train fraction", "loss_only MAE", "topology_only MAE",
+               "combined MAE", "ridge MAE", "topology_only vs loss_only",
+               "combined vs loss_only", "Models"]
+    rows = []
+    for f, fractions in table.items():
+        for key, fr in fractions.items():
+            mae = fr.get("mae") or {}
+            imp = fr.get("improvement_over_loss_only") or {}
+            n = (fr.get("n_models") or {}).get("topology_only")
+            rows.append([_code(f), _fraction_label(key),
+                         *(fmt_loss(mae.get(m)) for m in
+                           ("loss_only", "topology_only", "combined", "ridge")),
+                         fmt_improvement(imp.get("topology_only")),
+                         fmt_improvement(imp.get("combined")), fmt_step(n)])
+    caption = ("Table 5's predictors with each feature in place of neural persistence: "
+               "topology_only extrapolates the feature's early log-step trend through its "
+               "coupling to the loss, combined is its mean with loss_only, ridge uses the "
+               "feature's early value and slope with the early loss fit (leave one model "
+               "out); MAE in nats over the models where the predictor is defined (Models: "
+               "those of topology_only); no significance test.")
+    return [caption, "", *_table(headers, rows)]
+
+
+_PARTS: tuple[tuple[str, str, tuple[Callable[[dict, list[dict]], list[str]], ...]], ...] = (
+    ("Part A. Seed report tables",
+     "The tables of the seed report (embedding-space topology of Pythia checkpoints), "
+     "reproduced from this run.",
+     (_trajectories, _final_comparison, _topo_vs_spectral)),
+    ("Part B. Seed paper tables",
+     "The tables of the seed paper (topological persistence of transformer weight spaces), "
+     "reproduced from this run.",
+     (_configurations, _weight_h0, _neural_persistence, _weight_h1, _prediction, _phases,
+      _scaling, _largest_model)),
+    ("Part C. Robustness",
+     "Our controls: does each correlation survive multiple testing, training progress and "
+     "shared trends?",
+     (_robustness, _survivors, _stability)),
+    ("Part D. Loss landscape and gradients",
+     "The signatures of the research plan beyond the two seeds: curvature and the "
+     "topology of the loss surface and of per-example gradients.",
+     (_probe_correlations, _prediction_by_feature)),
+)
+
+
+def _header(statistics: dict, records: list[dict]) -> list[str]:
+    models = _mapping(statistics.get("models"))
+    controlled = _mapping(statistics.get("controlled"))
+    hashes = [str(h) for h in statistics.get("settings_hash") or [] if h]
+    digest = statistics.get("records_sha256")
+    about = [f"records SHA-256 {digest[:12]}"] if digest else []
+    about += [f"settings {', '.join(hashes)}"] if hashes else []
+    lines = ["# Summary of results", "",
+             "Generated by `toposig.report` from `data/statistics.json`"
+             + (f" ({'; '.join(about)})" if about else "")
+             + " and the per-checkpoint records in `data/all_results.json`. Every number is "
+             "a value of those files, rounded for display.", ""]
+    if models:
+        lines.append(f"Models ({len(models)}): "
+                     + ", ".join(f"`{k}`" for k in models) + ".")
+    if statistics.get("target"):
+        lines.append(f"Correlation target of `correlations`: {statistics['target']}; in the "
+                     "controlled tests embedding features are tested against perplexity and "
+                     "weight, curvature, landscape and gradient features against the stored "
+                     "loss (each falling back to the other where it is missing).")
+    if controlled.get("n_tests"):
+        lines.append(f"Significance: Holm-adjusted p < {controlled.get('alpha', 0.05)} over "
+                     f"{controlled['n_tests']} tests; bootstrap CIs from "
+                     f"{controlled.get('n_bootstrap', '?')} resamples.")
+    lines.append("Not reproduced: the seeds' software-version and hyperparameter tables "
+                 "(see `data/config.json`).")
+    return lines
+
+
+def summary_markdown(statistics: dict, records: list[dict]) -> str:
+    """The markdown of ``results/summary.md`` (see the module docstring).
+
+    Args:
+        statistics: as written to ``data/statistics.json`` by
+            :func:`toposig.analysis.statistics.compute_statistics`; any section may be missing or
+            hold only a ``reason``.
+        records: the per-checkpoint records (``data/all_results.json``), used for the
+            trajectory tables and the architecture columns of table 1.
+
+    Returns:
+        The document, ending with a newline. Pure: reads and writes no file.
+    """
+    statistics = statistics or {}
+    records = list(records or [])
+    lines = _header(statistics, records)
+    builders = iter(HEADINGS)
+    for title, intro, sections in _PARTS:
+        lines += ["", f"## {title}", "", intro]
+        for build in sections:
+            heading = next(builders)
+            lines += ["", f"### {heading}", ""]
+            try:
+                lines += build(statistics, records)
+            except _Absent as exc:
+                lines += _absent(str(exc))
+            except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+                lines += _absent(f"its statistics are malformed ({type(exc).__name__}: "
+                                 f"{exc})")
+    text = "\n".join(lines) + "\n"
+    return re.sub(r"\n{3,}", "\n\n", text)
+
+
+def write_summary(results_dir: str | Path, statistics: dict, records: list[dict]) -> Path:
+    """Write :func:`summary_markdown` to ``<results_dir>/summary.md`` atomically."""
+    path = Path(results_dir) / "summary.md"
+    atomic_write_bytes(path, summary_markdown(statistics, records).encode("utf-8"))
+    return path
+
+
+def analyse(results_dir: str | Path = "results", plots: bool = True,
+            target: str = "auto", seed: int = 0, output=None) -> tuple[dict, list[Path]]:
+    """Write ``data/statistics.json``, ``summary.md`` and the figures (in ``output``'s
+    formats and resolution, a :class:`toposig.report.plots.FigureOutput`; PNG by default).
+    Returns the statistics and figure paths."""
+    records = load_entries(results_dir)
+    statistics = compute_statistics(results_dir, records, target, seed=seed)
+    atomic_write_json(Path(results_dir) / "data" / "statistics.json", statistics)
+    write_summary(results_dir, statistics, records)
+    figures: list[Path] = []
+    if plots:
+        from toposig.report.figures import (
+            plot_all,  # matplotlib only when figures are drawn
+        )
+
+        figures = plot_all(records, statistics, Path(results_dir) / "plots",
+                           results_root=results_dir, output=output)
+    return statistics, figures

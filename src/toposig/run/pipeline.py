@@ -1,0 +1,396 @@
+"""The stage driver: run a checked plan (:mod:`toposig.run.plan`) into a results folder.
+
+:func:`execute` walks the plan's checkpoints. Each checkpoint is loaded once for the
+signature families it needs (``embedding``: hidden states and perplexity; ``weights``:
+neural persistence and weight-row homology; the landscape and gradient probes), each
+family's record is written to its own store (keyed by that family's settings hash, so
+each resumes on its own) the moment it is done, failures are recorded and the run goes
+on. The per-checkpoint records are the durable state; the aggregate files (one entry per
+checkpoint of the folder's study, its families merged) are derived from them, written
+when the run starts (so a run killed before it could write them rebuilds them), after a
+recorded failure and when it ends, normally or not, so a run's bookkeeping grows
+linearly with its checkpoints.
+"""
+
+from __future__ import annotations
+
+import logging
+import platform
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+
+from tqdm.auto import tqdm
+
+from toposig.config import (
+    SCHEMA_VERSION,
+)
+from toposig.files.locks import exclusive
+from toposig.model.embedding import (
+    CheckpointOutput,
+    checkpoint_fields,
+)
+from toposig.records import merge_family_records
+from toposig.run.executors import Executor, SerialExecutor
+from toposig.run.plan import RunPlan
+from toposig.run.store import ResultStore, remove_stale_temporaries
+from toposig.run.study import (
+    HASH_KEYS,
+    StudyMismatchError,
+    check_run_fits,
+    elsewhere,
+    entry_order,
+    load_study,
+    merge_study,
+    other_entries,
+    study_hashes,
+)
+from toposig.run.tasks import Task, TaskFailure
+from toposig.sources.checkpoints import (
+    Checkpoint,
+)
+from toposig.sources.corpus import texts_fingerprint
+
+logger = logging.getLogger(__name__)
+
+VERSIONED_PACKAGES = ("torch", "transformers", "huggingface_hub", "numpy", "scipy",
+                      "scikit-learn", "ripser", "giotto-ph", "gudhi", "persim")
+
+
+@dataclass
+class RunOutcome:
+    records: list[dict]
+    computed: int = 0
+    skipped: int = 0
+    failures: list[dict] = field(default_factory=list)
+    wall_s: float = 0.0
+    config: dict = field(default_factory=dict)
+
+
+def failure_record(ckpt: Checkpoint, exc: BaseException, family: str = "embedding") -> dict:
+    """A record of a checkpoint that could not be analysed, with the reason."""
+    failure = TaskFailure.from_exception(exc)
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "status": "failed",
+        "family": family,
+        **checkpoint_fields(ckpt),
+        "error_type": failure.error_type,
+        "error": failure.message,
+        "traceback": failure.traceback_text,
+        "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def package_versions() -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for name in VERSIONED_PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def device_description(device: str) -> str:
+    if device.startswith("cuda"):
+        import torch
+
+        try:
+            return torch.cuda.get_device_name(torch.device(device))
+        except (AssertionError, RuntimeError):  # the GPUs are Ray workers' elsewhere
+            return "CUDA device (remote workers)"
+    return f"{platform.processor() or platform.machine()} CPU"
+
+
+def _mean_time(records: list[dict], key: str) -> float | None:
+    times = [r[key]["timings_s"]["total"] for r in records
+             if isinstance(r.get(key), dict) and "timings_s" in r[key]]
+    return sum(times) / len(times) if times else None
+
+
+def run_config(plan: RunPlan, outcome: RunOutcome, started: str,
+               previous: dict | None = None) -> dict:
+    """The results folder's ``config.json``: the study (settings, inputs, models, steps,
+    timings per checkpoint from every record) and the last run that wrote records.
+
+    Args:
+        plan, outcome: this run, as far as it has got; ``outcome.records`` are the
+            aggregate entries of the whole study.
+        started: when this run started (ISO 8601, UTC).
+        previous: the folder's config.json before this run: its study is widened with
+            this run's (:func:`toposig.run.study.merge_study`) and, when this run has written
+            no record yet, its ``last_run`` is kept.
+    """
+    series: dict[str, list] = {}
+    for c in plan.checkpoints:
+        series.setdefault(c.label, []).append(c.step)
+    config = {
+        "schema_version": SCHEMA_VERSION,
+        "signatures": plan.all_families,
+        "settings": plan.settings.to_dict(),
+        "settings_hash": plan.settings_hash,
+        "weight_settings": plan.weight_settings.to_dict(),
+        "weights_hash": plan.weights_hash,
+        "landscape_settings": (plan.landscape_settings.to_dict()
+                               if plan.landscape_hash else None),
+        "landscape_hash": plan.landscape_hash,
+        "gradient_settings": (plan.gradient_settings.to_dict()
+                              if plan.gradients_hash else None),
+        "gradients_hash": plan.gradients_hash,
+        "texts_source": plan.texts_source if plan.texts else None,
+        "texts_sha256": texts_fingerprint(plan.texts) if plan.texts else None,
+        "n_texts": len(plan.texts),
+        "models": plan.models,
+        "model_sources": plan.sources,
+        "steps": series,
+        "dtype": plan.dtype if plan.settings_hash else None,  # in the embedding's hash
+        "training_suite": plan.suite,
+    }
+    config = merge_study(previous, config)
+    entries = outcome.records
+    emb = [r for r in entries if "embedding" in r.get("families", ())]
+    per_emb = [r["timings_s"]["total"] for r in emb if "timings_s" in r]
+    config["n_checkpoints"] = len(entries)
+    config["timings_s"] = {
+        "mean_embedding_per_checkpoint": (sum(per_emb) / len(per_emb)) if per_emb else None,
+        "mean_weights_per_checkpoint": _mean_time(entries, "weights"),
+        "mean_landscape_per_checkpoint": _mean_time(entries, "landscape"),
+        "mean_gradients_per_checkpoint": _mean_time(entries, "gradients"),
+    }
+    config["failures"] = [
+        {"model": f["model_label"], "step": f["step"], "family": f["family"],
+         "error": f["error"]}
+        for f in outcome.failures
+    ]
+    # last_run: the run that last computed or failed something in the folder. A run that
+    # reused every record leaves it as it was, so rerunning a finished study changes no file.
+    wrote = outcome.computed > 0 or bool(outcome.failures)
+    kept = (previous or {}).get("last_run")
+    config["last_run"] = kept if kept and not wrote else {
+        "command": plan.command,
+        "started_at": started,
+        "wall_s": outcome.wall_s,
+        "n_checkpoints": len(plan.checkpoints),
+        "n_computed": outcome.computed,
+        "n_skipped": outcome.skipped,
+        "n_failed": len(outcome.failures),
+        "device": plan.device,
+        "device_name": device_description(plan.device),
+        "dtype": plan.dtype,
+        "ph_backend": plan.ph_backend,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "packages": package_versions(),
+    }
+    return config
+
+
+def execute(plan: RunPlan, out_dir: str | Path, force: bool = False,
+            progress: bool = True, executor: Executor | None = None, *,
+            extend: bool = False) -> RunOutcome:
+    """Analyse every checkpoint of the plan, resuming from finished records.
+
+    ``out_dir`` holds one study (:mod:`toposig.run.study`): a plan that brings a model the
+    folder's study does not hold (unless ``extend``) or another settings hash for one of
+    its families is refused before any work. The checkpoints (and families) without a
+    finished record become tasks for ``executor`` (default:
+    :class:`~toposig.run.executors.SerialExecutor`). Each family's record is written
+    atomically the moment its result arrives; a family that failed is recorded as such
+    and the run goes on. The aggregates, one entry per checkpoint of the whole study
+    (this plan's and the finished records of the study's other checkpoints and
+    families), are rebuilt from the records before the first task (a killed run's are
+    stale), after a recorded failure, and once at the end, also when the run is
+    interrupted or raises. The whole run holds ``out_dir``'s lock
+    (:mod:`toposig.files.locks`) and first removes the temporaries a killed run left there.
+
+    Raises:
+        FolderLockedError: another process is writing to ``out_dir``.
+        StudyMismatchError: the plan does not belong to ``out_dir``'s study.
+    """
+    with exclusive(out_dir, "results folder"):
+        plan.adopt_study_labels(out_dir)
+        check_run_fits(out_dir, plan.models, plan.hashes, plan.settings_views(),
+                       extend=extend, sources=plan.sources)
+        remove_stale_temporaries(out_dir)
+        return _execute(plan, out_dir, force, progress, executor)
+
+
+def _execute(plan: RunPlan, out_dir: str | Path, force: bool, progress: bool,
+             executor: Executor | None) -> RunOutcome:
+    """:func:`execute` once the results folder is locked, checked and cleaned."""
+    previous = load_study(out_dir)
+    study = merge_study(previous, {"models": plan.models, "signatures": plan.all_families,
+                                   "steps": {}, **{HASH_KEYS[f]: h
+                                                   for f, h in plan.hashes.items()}})
+    stores = {f: ResultStore(out_dir, h) for f, h in study_hashes(study).items()}
+    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    t0 = time.perf_counter()
+    outcome = RunOutcome(records=[])
+    finished: list[dict[str, dict]] = []
+    tasks: list[Task] = []
+    replaced, changed = 0, set()
+    for i, ckpt in enumerate(plan.checkpoints):
+        families = plan.families_of(i)
+        done_here = {}
+        for fam, store in stores.items():  # the study's other families are merged too
+            rec = None if force and fam in families else store.finished(ckpt)
+            if rec is not None:
+                done_here[fam] = rec
+            elif fam in families and not force and store.changed(ckpt):
+                replaced += 1
+                changed.add(ckpt.label)
+        finished.append(done_here)
+        todo = tuple(f for f in families if f not in done_here)
+        if todo:
+            tasks.append(Task(i, ckpt, todo))
+    outcome.skipped = len(plan.checkpoints) - len(tasks)
+    others = other_entries(out_dir, study, {(c.label, c.name) for c in plan.checkpoints})
+    if replaced:
+        mixed = sorted(changed & {label for label, _ in others})
+        if mixed:
+            raise StudyMismatchError(
+                f"{', '.join(mixed)}: checkpoints changed since their records in {out_dir} "
+                "were written (retrained or replaced), and the study there holds other "
+                "checkpoints of the same model that this run does not cover, made from the "
+                f"old files: the aggregates would mix two trainings. {elsewhere(out_dir)}"
+                f"; or run every step the study holds; or remove the old records "
+                f"({Path(out_dir) / 'records'}/*/{mixed[0]}) to start that model afresh")
+        logger.warning("%d record(s) in %s were made from checkpoints whose files have "
+                       "changed since (retrained or replaced): they are computed again and "
+                       "replaced", replaced, out_dir)
+    order = entry_order(study)
+
+    def refresh() -> None:
+        entries = [e for f in finished if (e := merge_family_records(f)) is not None]
+        entries += [e for f in others.values() if (e := merge_family_records(f))]
+        entries.sort(key=order)  # the study's order, whatever the command line's
+        outcome.records = entries
+        outcome.wall_s = time.perf_counter() - t0
+        outcome.config = run_config(plan, outcome, started, previous)
+        if stores:  # a plan with no checkpoint has nothing to aggregate
+            next(iter(stores.values())).write_aggregates(outcome.records, outcome.config)
+
+    bar = tqdm(total=len(plan.checkpoints), initial=outcome.skipped, desc="checkpoints",
+               unit="ckpt", disable=not progress)
+
+    def emit(task: Task, family: str, result: CheckpointOutput | BaseException) -> None:
+        _store_result(stores, task.ckpt, finished[task.index], outcome, plan.device, family,
+                      result)
+        if isinstance(result, BaseException):
+            refresh()
+
+    def done(task: Task) -> None:
+        outcome.computed += 1
+        bar.set_postfix_str(f"{task.ckpt.label} {task.ckpt.name}")
+        bar.update(1)
+
+    if tasks:
+        refresh()
+    try:
+        (executor or SerialExecutor()).run(tasks, plan, emit, done)
+    finally:
+        bar.close()
+        refresh()
+    return outcome
+
+
+def _store_result(stores: dict[str, ResultStore], ckpt: Checkpoint, finished: dict[str, dict],
+                  outcome: RunOutcome, device: str, family: str,
+                  result: CheckpointOutput | BaseException) -> None:
+    """Write one family's record (or its failure) the moment it is done."""
+    if isinstance(result, BaseException):
+        rec = stores[family].write(failure_record(ckpt, result, family), ckpt)
+        outcome.failures.append(rec)
+        logger.error("%s: %s failed: %s: %s", ckpt.describe(), family,
+                     rec["error_type"], rec["error"])
+        _free_device_memory(device)
+    else:
+        finished[family] = stores[family].write(result.record, ckpt, result.arrays)
+
+
+def _free_device_memory(device: str) -> None:
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.empty_cache()
+
+
+def summary_lines(plan: RunPlan, outcome: RunOutcome, out_dir: str | Path,
+                  analyze: str = "python src/analyze_results.py") -> list[str]:
+    """The one-screen summary printed at the end of a run; ``analyze`` is the command
+    it names for the next stage."""
+    data = Path(out_dir) / "data"
+    fams = plan.all_families
+    lines = [
+        f"checkpoints: {len(plan.checkpoints)}  computed: {outcome.computed}  "
+        f"skipped (already done): {outcome.skipped}  failed: {len(outcome.failures)}  "
+        f"wall: {outcome.wall_s:.1f} s",
+        f"signatures: {', '.join(fams)}; device: {plan.device} ({plan.dtype}), "
+        f"PH backend: {plan.ph_backend}",
+    ]
+    if "embedding" in fams:
+        lines.append(f"texts: {len(plan.texts)} from {plan.texts_source}, embedding settings "
+                     f"hash: {plan.settings_hash}")
+    if "weights" in fams:
+        ws = plan.weight_settings
+        lines.append(f"weights: <= {ws.max_rows} rows per matrix, seed {ws.seed}, settings "
+                     f"hash: {plan.weights_hash}")
+    if "landscape" in fams:
+        ls = plan.landscape_settings
+        lines.append(f"landscape: {ls.n_windows} windows x {ls.window} tokens, top "
+                     f"{ls.top_k} Hessian eigenvalues, {ls.res} x {ls.res} grid in {ls.dirs} "
+                     f"directions, span {ls.span:g}, settings hash: {plan.landscape_hash}")
+    if "gradients" in fams:
+        gs = plan.gradient_settings
+        lines.append(f"gradients: {gs.n_windows} windows x {gs.window} tokens, projected to "
+                     f"{gs.proj_dim} dimensions, settings hash: {plan.gradients_hash}")
+    columns = [("model", "<24", None, None), ("step", ">8", None, None)]
+    if any(r.get("mlm_loss") is not None for r in outcome.records):  # encoders
+        columns += [("MLM loss", ">9", "mlm_loss", ".3f")]
+    if "embedding" in fams:
+        columns += [("perplexity", ">11", "perplexity", ".2f"),
+                    ("H1 bars", ">8", "h1_n_features", ".0f"),
+                    ("RankMe", ">8", "rankme", ".2f")]
+    if "weights" in fams:
+        columns += [("loss", ">8", "loss", ".3f"), ("NP mean", ">8", "np_mean", ".4f"),
+                    ("W-H0 total", ">11", "weight_h0_total", ".2f")]
+    if "landscape" in fams:
+        columns += [("Hess λ1", ">9", "hessian_eig_1", ".4g"),
+                    ("minima", ">7", "landscape_n_minima", ".0f")]
+    if "gradients" in fams:
+        columns += [("G-H0 total", ">11", "grad_h0_total_persistence", ".4g"),
+                    ("|grad|", ">8", "grad_norm_mean", ".3g")]
+    ok = outcome.records
+    if ok:
+        shown = ok
+        if len(ok) > 8:  # each model's first and last checkpoint
+            by_label: dict[str, list[dict]] = {}
+            for r in ok:
+                by_label.setdefault(r["model_label"], []).append(r)
+            shown = [r for recs in by_label.values()
+                     for r in (recs[:1] + recs[-1:] if len(recs) > 1 else recs)]
+            lines.append(f"(first and last checkpoint of each model; all {len(ok)} in the "
+                         "results)")
+        lines.append(" ".join(format(name, spec) for name, spec, _, _ in columns))
+        for r in shown:
+            cells = [format(r["model_label"][:24], "<24"), format(str(r["step"]), ">8")]
+            for _, spec, key, fmt in columns[2:]:
+                value = r.get(key, (r.get("features") or {}).get(key))
+                cells.append(format(_fmt(value, fmt), spec))
+            lines.append(" ".join(cells))
+    lines.append(f"results: {data / 'all_results.json'}  (next: {analyze} "
+                 f"--results {out_dir})")
+    if outcome.failures:
+        lines.append(f"FAILED ({len(outcome.failures)}):")
+        for f in outcome.failures:
+            lines.append(f"  {f['model_label']} step {f['step']} [{f['family']}]: "
+                         f"{f['error_type']}: {f['error'].splitlines()[0][:200]}")
+    return lines
+
+
+def _fmt(value, spec: str) -> str:
+    return format(value, spec) if isinstance(value, (int, float)) else "-"

@@ -1,0 +1,171 @@
+"""Per-checkpoint records on disk: atomic writes, resume, failures, aggregate files.
+
+Layout under the results root (``--out``, default ``results/``)::
+
+    records/<settings_hash>/<model_label>/step000100.json   one record per checkpoint
+    records/<settings_hash>/<model_label>/step000100.npz    its diagrams (layer<L>_h<q>)
+    data/all_results.json        one entry per checkpoint of the folder's study
+    data/<model_label>_results.json
+    data/config.json             the study (settings, models, steps) and its last run
+
+A record's JSON is written after its arrays, each to a temporary file renamed into
+place, so a record that exists is complete and a killed run loses nothing it finished.
+A record with ``"status": "failed"`` holds the error; it is retried on the next run.
+Reads are validated: a record that is not a JSON object, or arrays that are not a whole
+``.npz`` archive (damaged by hand, a full disk or a copy cut short), count as missing and
+are recomputed, with a warning naming the file.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from pathlib import Path
+
+import numpy as np
+
+from toposig.files.atomic import atomic_write_bytes, atomic_write_json, clean_floats, read_json
+from toposig.sources.checkpoints import Checkpoint, fingerprint
+
+__all__ = ["ResultStore", "atomic_write_bytes", "atomic_write_json", "clean_floats",
+           "read_json", "load_arrays", "arrays_damage", "remove_stale_temporaries",
+           "DamagedResultsError"]
+
+logger = logging.getLogger(__name__)
+
+
+class ResultStore:
+    """Records of one settings hash under one results root."""
+
+    def __init__(self, root: str | Path, settings_hash: str):
+        self.root = Path(root)
+        self.settings_hash = settings_hash
+        self.records_dir = self.root / "records" / settings_hash
+        self.data_dir = self.root / "data"
+
+    def record_path(self, ckpt: Checkpoint) -> Path:
+        return self.records_dir / ckpt.label / f"{ckpt.name}.json"
+
+    def arrays_path(self, ckpt: Checkpoint) -> Path:
+        return self.record_path(ckpt).with_suffix(".npz")
+
+    def load(self, ckpt: Checkpoint) -> dict | None:
+        """The stored record of ``ckpt``, or ``None``. A file that is not a JSON object
+        counts as none (with a warning naming it)."""
+        path = self.record_path(ckpt)
+        if not path.is_file():
+            return None
+        try:
+            rec = read_json(path)
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            logger.warning("ignoring unreadable record %s (it will be recomputed): %s", path,
+                           exc)
+            return None
+        if not isinstance(rec, dict):
+            logger.warning("ignoring record %s: it holds a %s, not a JSON object (it will be "
+                           "recomputed)", path, type(rec).__name__)
+            return None
+        return rec
+
+    def finished(self, ckpt: Checkpoint) -> dict | None:
+        """The record of ``ckpt`` if it is finished and still current, else ``None``.
+
+        Finished: status ok and its arrays present. Current: the checkpoint's files are
+        unchanged since (a local checkpoint retrained or replaced in place is stale).
+        """
+        rec = self.load(ckpt)
+        if not (rec and rec.get("status") == "ok"):
+            return None
+        damage = arrays_damage(self.arrays_path(ckpt))
+        if damage:
+            logger.warning("%s: %s; the checkpoint is analysed again", self.arrays_path(ckpt),
+                           damage)
+            return None
+        if rec.get("checkpoint_fingerprint") != fingerprint(ckpt):
+            logger.info("%s changed since its record was written: analysing it again",
+                        ckpt.describe())
+            return None
+        return rec
+
+    def changed(self, ckpt: Checkpoint) -> bool:
+        """Whether a finished record of ``ckpt`` exists but was made from other files
+        (the checkpoint was retrained or replaced since)."""
+        rec = self.load(ckpt)
+        return bool(rec and rec.get("status") == "ok"
+                    and rec.get("checkpoint_fingerprint") != fingerprint(ckpt))
+
+    def write(self, record: dict, ckpt: Checkpoint, arrays: dict[str, np.ndarray] | None = None):
+        """Write a record (and its arrays first). Returns the record as stored."""
+        record = dict(record, settings_hash=self.settings_hash)
+        if arrays is not None:
+            buf = io.BytesIO()
+            np.savez_compressed(buf, **arrays)
+            atomic_write_bytes(self.arrays_path(ckpt), buf.getvalue())
+            record["arrays_file"] = str(self.arrays_path(ckpt).relative_to(self.root))
+        atomic_write_json(self.record_path(ckpt), record)
+        return record
+
+    def write_aggregates(self, records: list[dict], config: dict) -> None:
+        """The seed's aggregate files from the finished (status ok) records."""
+        ok = [r for r in records if r.get("status") == "ok"]
+        atomic_write_json(self.data_dir / "all_results.json", ok)
+        by_label: dict[str, list[dict]] = {}
+        for r in ok:
+            by_label.setdefault(r["model_label"], []).append(r)
+        for label, recs in by_label.items():
+            atomic_write_json(self.data_dir / f"{label}_results.json", recs)
+        atomic_write_json(self.data_dir / "config.json", config)
+
+
+def arrays_damage(path: Path) -> str | None:
+    """Why the ``.npz`` at ``path`` cannot be used, or ``None`` when it is whole (every
+    member's checksum verified)."""
+    import zipfile
+
+    if not path.is_file():
+        return "missing"
+    try:
+        with zipfile.ZipFile(path) as z:
+            bad = z.testzip()
+            if bad is not None:
+                return f"member {bad} is corrupt"
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
+        return f"not a readable .npz archive ({type(exc).__name__}: {exc})"
+    return None
+
+
+class DamagedResultsError(ValueError):
+    """A results file that cannot be read as what it should be; the message names it."""
+
+
+def load_arrays(results_root: str | Path, record: dict) -> dict[str, np.ndarray]:
+    """The arrays saved beside ``record`` (paths in records are relative to the root).
+
+    Raises:
+        DamagedResultsError: the file is missing or damaged (naming it, and the fix).
+    """
+    path = Path(results_root) / record["arrays_file"]
+    damage = arrays_damage(path)
+    if damage:
+        raise DamagedResultsError(f"{path}: {damage}; rerun run_experiments.py with the "
+                                  "same options to recompute it")
+    with np.load(path) as z:
+        return {k: z[k] for k in z.files}
+
+
+def remove_stale_temporaries(root: str | Path) -> list[Path]:
+    """Delete the temporaries (``.<name>.<random>.tmp``) that a killed run left under a
+    results root's ``data/``, ``plots/`` and ``records/<hash>/<model>/`` folders; call it
+    only while holding the root's lock. Nothing else is touched."""
+    root = Path(root)
+    removed = []
+    for pattern in ("data/.*.tmp", "plots/.*.tmp", "records/*/*/.*.tmp"):
+        for p in root.glob(pattern):
+            if p.is_file() and not p.is_symlink():
+                p.unlink(missing_ok=True)
+                removed.append(p)
+    if removed:
+        logger.info("removed %d temporary file(s) a killed run left under %s", len(removed),
+                    root)
+    return removed

@@ -1,0 +1,269 @@
+"""One study per results folder: what a folder holds, and whether a run belongs to it.
+
+A results folder (``--out``) holds one study, described by its ``data/config.json``: the
+models (label -> the model as the user named it) and, per signature family, the settings
+hash its records are keyed by. A run belongs to the study when every model it brings is
+one of the study's and every family it computes has the study's settings (or is new to
+the study). It may cover part of the study (fewer models, steps or families), more steps
+of the study's models, or families the study lacks; ``extend=True`` also lets it add
+models. Anything else is refused before any work, naming the difference and the way out
+(another ``--out``), so a reference folder is never silently rewritten or mixed.
+
+The aggregates and figures always describe the whole study: :func:`other_entries` reads
+the finished records of the study's checkpoints that a run does not cover.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+from toposig.files.atomic import read_json
+from toposig.records import FAMILIES
+from toposig.run.store import arrays_damage
+
+logger = logging.getLogger(__name__)
+
+# Where each family's settings hash and settings sit in config.json.
+HASH_KEYS = {"embedding": "settings_hash", "weights": "weights_hash",
+             "landscape": "landscape_hash", "gradients": "gradients_hash"}
+SETTINGS_KEYS = {"embedding": "settings", "weights": "weight_settings",
+                 "landscape": "landscape_settings", "gradients": "gradient_settings"}
+
+
+class StudyMismatchError(ValueError):
+    """A run that does not belong to the study its results folder holds."""
+
+
+def load_study(out_dir: str | Path) -> dict | None:
+    """The ``data/config.json`` of a results folder, or ``None`` when it has none.
+
+    Raises:
+        StudyMismatchError: the file exists but is not a JSON object with a ``models``
+            mapping (damaged or not written by toposig): the folder's study is unknown.
+    """
+    path = Path(out_dir) / "data" / "config.json"
+    if not path.is_file():
+        return None
+    try:
+        config = read_json(path)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise StudyMismatchError(
+            f"{path} cannot be read ({exc}): the study this folder holds is unknown; "
+            "write the run to another folder (--out), or restore the file") from exc
+    if not isinstance(config, dict) or not isinstance(config.get("models"), dict):
+        raise StudyMismatchError(
+            f"{path} is not a toposig run configuration (no 'models' mapping): write the "
+            "run to another folder (--out)")
+    return config
+
+
+def study_hashes(config: dict) -> dict[str, str]:
+    """Family -> settings hash of the study in ``config`` (families it has only)."""
+    return {f: h for f, key in HASH_KEYS.items() if (h := config.get(key))}
+
+
+def _same_model(held: str, new: str, held_source: str | None,
+                new_source: str | None) -> bool:
+    """Whether ``new`` is the model the study holds as ``held``: the same name; for local
+    models the same folder, or a local folder where the held one no longer exists (a
+    moved or freshly cloned series, whose records are reused only where the contents
+    match). A Hub model is only ever itself, and a model of unknown source (a config.json
+    from before sources were recorded) only itself or the same existing folder."""
+    if held == new:
+        return True
+    if "hub" in (held_source, new_source):
+        return False
+    a, b = Path(held), Path(new)
+    if a.exists() and b.exists():
+        return a.resolve() == b.resolve()
+    return held_source is not None and b.exists()
+
+
+# Settings fields that do not change the numbers (not in any settings hash).
+UNHASHED = frozenset({"batch_size", "device", "ph_backend", "save_hidden",
+                      "trust_remote_code", "chunk_size"})
+
+
+def _study_settings(config: dict, family: str) -> dict:
+    """``family``'s settings in the study, as :func:`check_run_fits` compares them."""
+    out = dict(config.get(SETTINGS_KEYS[family]) or {})
+    if family == "embedding":
+        out |= {"dtype": config.get("dtype"), "texts_sha256": config.get("texts_sha256")}
+    return out
+
+
+def _settings_difference(old: dict | None, new: dict | None) -> str:
+    old, new = old or {}, json.loads(json.dumps(new or {}))  # tuples as config.json has them
+    diffs = [f"{k}: {old.get(k)!r} there, {new.get(k)!r} here"
+             for k in sorted(set(old) | set(new))
+             if k not in UNHASHED and old.get(k) != new.get(k)]
+    return "; ".join(diffs) if diffs else "the texts or the precision differ"
+
+
+def elsewhere(out_dir: str | Path) -> str:
+    """Where to suggest a run that does not belong to ``out_dir``'s study: a folder beside
+    it (inside ``results/`` when that is the folder)."""
+    out = Path(out_dir)
+    parent = out if out.name == "results" else out.parent
+    return (f"write this run to a folder of its own (--out {parent / 'NAME'}, any new "
+            "folder)")
+
+
+def study_labels(out_dir: str | Path, models: dict[str, str],
+                 sources: dict[str, str] | None = None) -> dict[str, str]:
+    """Run label -> the label the study in ``out_dir`` already gives that model, for the
+    run's models the study holds under another label (labels depend on which models a
+    run brings: ``runs/x/run`` is ``x-run`` beside ``runs/y/run`` and ``run`` alone)."""
+    config = load_study(out_dir)
+    if config is None:
+        return {}
+    held, held_sources = config["models"], config.get("model_sources") or {}
+    sources = sources or {}
+    out = {}
+    for label, model in models.items():
+        if label in held and _same_model(held[label], model, held_sources.get(label),
+                                         sources.get(label)):
+            continue
+        match = [h for h, m in held.items()
+                 if _same_model(m, model, held_sources.get(h), sources.get(label))]
+        if len(match) == 1 and match[0] not in models:
+            out[label] = match[0]
+    return out
+
+
+def check_run_fits(out_dir: str | Path, models: dict[str, str],
+                   hashes: dict[str, str] | None = None,
+                   settings: dict[str, dict] | None = None, *, extend: bool = False,
+                   sources: dict[str, str] | None = None) -> None:
+    """Refuse a run that does not belong to the study in ``out_dir`` (see the module).
+
+    Args:
+        out_dir: the results folder.
+        models: the run's model label -> model (Hub id or path as given), labels already
+            matched to the study's (:func:`study_labels`).
+        hashes: the run's family -> settings hash (``None``: check the models only).
+        settings: the run's family -> settings as config.json records them (the
+            embedding's with its resolved ``dtype`` and ``texts_sha256``), to name what
+            differs.
+        extend: the run may add models the study does not hold yet.
+        sources: the run's model label -> ``hub``, ``local`` or ``file``.
+
+    Raises:
+        StudyMismatchError: naming what differs and how to write the run elsewhere.
+    """
+    config = load_study(out_dir)
+    if config is None:
+        return
+    held: dict[str, str] = config["models"]
+    held_sources = config.get("model_sources") or {}
+    sources = sources or {}
+    clash = [(label, held[label], model) for label, model in models.items()
+             if label in held and not _same_model(held[label], model,
+                                                  held_sources.get(label),
+                                                  sources.get(label))]
+    if clash:
+        label, there, here = clash[0]
+        raise StudyMismatchError(
+            f"{out_dir} holds the study of {', '.join(held)}; its {label!r} is {there!r}, "
+            f"this run's {label!r} is {here!r}. Records are kept by label, so the two "
+            f"would mix: {elsewhere(out_dir)}")
+    new = [label for label in models if label not in held]
+    if new and not extend:
+        text = elsewhere(out_dir)
+        raise StudyMismatchError(
+            f"{out_dir} holds the study of {', '.join(held)} (its data/config.json); this "
+            f"run brings {', '.join(new)}, which it does not hold. {text[0].upper()}"
+            f"{text[1:]}, or add them to this study with --extend")
+    for family, h in (hashes or {}).items():
+        old = study_hashes(config).get(family)
+        if old and old != h:
+            diff = _settings_difference(_study_settings(config, family),
+                                        (settings or {}).get(family))
+            raise StudyMismatchError(
+                f"{out_dir} holds {family} records made with settings hash {old}; this "
+                f"run's settings give {h} ({diff}). Rerun with the study's settings (its "
+                f"data/config.json lists them), or {elsewhere(out_dir)}")
+
+
+def merge_study(old: dict | None, new: dict) -> dict:
+    """``new``'s config.json fields, widened to the whole study ``old`` describes.
+
+    Models keep ``old``'s order with ``new``'s added; steps are the union per model;
+    families ``new`` does not compute keep ``old``'s settings, hash and texts; the
+    training suite is kept when ``new`` has none.
+    """
+    if not old:
+        return new
+    out = dict(new)
+    out["models"] = {**old.get("models", {}), **new["models"]}
+    steps = {label: list(s) for label, s in (old.get("steps") or {}).items()}
+    for label, s in new["steps"].items():
+        steps[label] = sorted(set(steps.get(label, [])) | set(s), key=_step_key)
+    out["steps"] = {label: steps[label] for label in out["models"] if label in steps}
+    have = set(new["signatures"])
+    out["signatures"] = [f for f in FAMILIES if f in have or f in old.get("signatures", ())]
+    for family in FAMILIES:
+        if family not in have and old.get(HASH_KEYS[family]):
+            out[HASH_KEYS[family]] = old[HASH_KEYS[family]]
+            out[SETTINGS_KEYS[family]] = old.get(SETTINGS_KEYS[family])
+    if "embedding" not in have and old.get("settings_hash"):
+        for key in ("texts_source", "texts_sha256", "n_texts", "dtype"):
+            out[key] = old.get(key)
+    out["model_sources"] = {**(old.get("model_sources") or {}),
+                            **(new.get("model_sources") or {})}
+    if not new.get("training_suite") and old.get("training_suite"):
+        out["training_suite"] = old["training_suite"]
+    return out
+
+
+def _step_key(step: int | None) -> int:
+    return -1 if step is None else step
+
+
+def other_entries(out_dir: str | Path, config: dict,
+                  covered: set[tuple[str, str]]) -> dict[tuple[str, str], dict[str, dict]]:
+    """The study's finished records of checkpoints a run does not cover.
+
+    Args:
+        out_dir: the results folder.
+        config: the study (merged) config: its models and family hashes say which
+            records belong to it.
+        covered: ``(label, record stem)`` of the run's own checkpoints.
+
+    Returns:
+        ``(label, stem)`` -> family -> record, for records with status ok and whole
+        arrays (their checkpoints are not at hand, so their fingerprints are not checked).
+    """
+    out: dict[tuple[str, str], dict[str, dict]] = {}
+    root = Path(out_dir)
+    for family, h in study_hashes(config).items():
+        for label in config["models"]:
+            folder = root / "records" / h / label
+            if not folder.is_dir():
+                continue
+            for path in sorted(folder.glob("*.json")):
+                key = (label, path.stem)
+                if key in covered or path.name.startswith("."):
+                    continue
+                try:
+                    rec = read_json(path)
+                except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+                    continue
+                if not (isinstance(rec, dict) and rec.get("status") == "ok"):
+                    continue
+                if rec.get("arrays_file") and arrays_damage(root / rec["arrays_file"]):
+                    continue
+                out.setdefault(key, {})[family] = rec
+    return out
+
+
+def entry_order(config: dict):
+    """Sort key of aggregate entries: the study's model order, then step."""
+    order = {label: i for i, label in enumerate(config.get("models", {}))}
+
+    def key(entry: dict) -> tuple[int, int]:
+        return order.get(entry.get("model_label"), len(order)), _step_key(entry.get("step"))
+
+    return key
