@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from toposig.config import EmbeddingSettings  # noqa: E402
 from toposig.model import embedding  # noqa: E402
 from toposig.model.embedding import CheckpointOutput  # noqa: E402
+from toposig.model.placement import Placement  # noqa: E402
 from toposig.run import pipeline  # noqa: E402
 from toposig.run import plan as planning  # noqa: E402
 from toposig.run.store import ResultStore  # noqa: E402
@@ -77,7 +78,7 @@ class InstantExecutor:
 def synthetic_plan(n: int) -> planning.RunPlan:
     ckpts = [Checkpoint("bench/model", "model", s * 100, "hub", "bench/model", f"step{s * 100}")
              for s in range(n)]
-    return planning.RunPlan(ckpts, [], EmbeddingSettings(), "cpu", "float32", "giotto-ph",
+    return planning.RunPlan(ckpts, [], EmbeddingSettings(), Placement(), "giotto-ph",
                             True, None, "", families=[("weights",)] * n,
                             weights_hash="wbench00000")
 

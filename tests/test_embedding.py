@@ -11,6 +11,7 @@ from conftest import make_series, neox_config, pythia_tokenizer
 import run_experiments
 from toposig.config import EmbeddingSettings, settings_hash
 from toposig.model import embedding
+from toposig.model.placement import Placement
 
 
 def circle_cloud(n: int = 80, radius: float = 1.0, seed: int = 0) -> np.ndarray:
@@ -75,18 +76,28 @@ def test_resamples_through_the_pipeline(tmp_path, tokenizer_file, wikitext_dir):
 
 def test_batch_size_and_precision_choices():
     assert EmbeddingSettings().batch_size == "auto"
-    assert embedding.resolve_batch_size("auto", "cpu", 200) == 32
-    assert embedding.resolve_batch_size("auto", "cuda", 200) == 200  # backs off on OOM
-    assert embedding.resolve_batch_size(8, "cuda", 200) == 8
+    cpu, gpu = Placement("cpu", "float32"), Placement("cuda", "bf16-autocast")
+    assert cpu.batch_size("auto", 200) == 32
+    assert gpu.batch_size("auto", 200) == 200  # backs off on OOM
+    assert gpu.batch_size(8, 200) == 8
     for bad in (0, "big"):
         with pytest.raises(ValueError, match="--batch-size"):
             EmbeddingSettings(batch_size=bad)
-    assert embedding.resolve_dtype("auto", "cuda") == "bf16-autocast"
-    assert embedding.resolve_dtype("auto", "cpu") == "float32"
+    # resolved once: auto is CUDA with bf16 autocast for remote GPU workers, and on this
+    # machine whatever torch finds; an explicit dtype is kept
+    assert Placement.resolve("auto", "auto", remote_gpus=True) == gpu
     import torch
 
-    assert embedding.weight_dtype("bf16-autocast") is torch.float32
-    assert embedding.weight_dtype("bfloat16") is torch.bfloat16
+    assert Placement.resolve("cpu", "auto") == cpu
+    assert Placement.resolve("cpu", "bfloat16").dtype == "bfloat16"
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="CUDA is not available"):
+            Placement.resolve("cuda:1", "auto")
+    assert (gpu.weight_dtype, gpu.autocast_bf16, gpu.cuda_device) == (torch.float32, True, "cuda")
+    assert (cpu.weight_dtype, cpu.autocast_bf16, cpu.cuda_device) == (torch.float32, False, None)
+    assert Placement("cpu", "bfloat16").weight_dtype is torch.bfloat16
+    model = torch.nn.Linear(2, 2).to(torch.bfloat16)
+    assert Placement.of_model(model) == Placement("cpu", "bfloat16")
     # the batch size never enters the hash; the precision does
     base = settings_hash(EmbeddingSettings(), "t", "float32")
     assert settings_hash(EmbeddingSettings(batch_size=7), "t", "float32") == base

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from toposig.config import EmbeddingSettings, GradientSettings, LandscapeSettings, WeightSettings
+from toposig.model.placement import Placement
 from toposig.records import FAMILIES, merge_family_records
 from toposig.sources.checkpoints import Checkpoint
 
@@ -104,15 +105,6 @@ def preserved_state(model) -> Iterator[None]:
             torch.cuda.set_rng_state_all(cuda_rng)
 
 
-def _precision(model) -> tuple[str, str]:
-    """The model's device and the precision name of its floating-point weights."""
-    import torch
-
-    param = next(iter(model.parameters()))
-    names = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
-    return str(param.device), names.get(param.dtype, "float32")
-
-
 def measure(model, tokenizer, texts: Sequence[str] | None = None, *,
             families: Sequence[str] = ("embedding", "weights"), layers: str = "last",
             step: int | None = None, label: str = "model",
@@ -157,7 +149,8 @@ def measure(model, tokenizer, texts: Sequence[str] | None = None, *,
     if unknown or not families:
         raise ValueError(f"families are {', '.join(FAMILIES)}; got {', '.join(families)}")
     settings = replace(settings or EmbeddingSettings(), layers=layers)
-    device, dtype = _precision(model)
+    placement = Placement.of_model(model)
+    device = placement.device
     ckpt = Checkpoint(model=label, label=label, step=step, source="memory",
                       location=IN_MEMORY)
     out = Measurement()
@@ -171,7 +164,7 @@ def measure(model, tokenizer, texts: Sequence[str] | None = None, *,
             keep("weights", analyse_weights(
                 ckpt, model_matrices(model, ws.include, ws.exclude), ws,
                 num_parameters=count_parameters(model.parameters()),
-                device=device if device.startswith("cuda") else None))
+                device=placement.cuda_device))
         probes = [f for f in ("landscape", "gradients") if f in families]
         if probes:
             probe = list(texts) if texts is not None else probe_texts(None, settings.min_chars)
@@ -185,7 +178,7 @@ def measure(model, tokenizer, texts: Sequence[str] | None = None, *,
         if "embedding" in families:
             analysed = (list(texts) if texts is not None
                         else load_texts(None, settings.n_texts, settings.min_chars))
-            keep("embedding", analyse_checkpoint(ckpt, analysed, settings, device=device,
-                                                 dtype=dtype, model=model,
+            keep("embedding", analyse_checkpoint(ckpt, analysed, settings,
+                                                 placement=placement, model=model,
                                                  tokenizer=tokenizer))
     return out

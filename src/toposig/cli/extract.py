@@ -66,8 +66,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     ckpt = plan.checkpoints[0]
-    result = analyse_checkpoint(ckpt, plan.texts, settings, device=plan.device,
-                                dtype=plan.dtype, local_files_only=plan.local_files_only)
+    result = analyse_checkpoint(ckpt, plan.texts, settings, placement=plan.placement,
+                                local_files_only=plan.local_files_only)
     record = result.record
     if args.out:
         record = ResultStore(args.out, plan.settings_hash).write(record, ckpt, result.arrays)

@@ -49,10 +49,11 @@ from toposig.cli.options import (
     weight_settings_from_args,
 )
 from toposig.files.locks import exclusive
+from toposig.model.placement import Placement
 from toposig.model.training import load_suite_config, preset_names, train_suite
 from toposig.records import DEFAULT_FAMILIES, PROBE_FAMILIES
 from toposig.run.pipeline import execute, summary_lines
-from toposig.run.plan import family_hashes, plan_run, run_device, settings_views
+from toposig.run.plan import family_hashes, plan_run, settings_views
 from toposig.run.store import read_json
 from toposig.run.study import StudyMismatchError, check_run_fits
 from toposig.sources.checkpoints import EXPERIMENT_A_MODELS
@@ -137,7 +138,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
             if families & set(PROBE_FAMILIES):
                 probe = probe_texts(settings.texts, settings.min_chars)
             lock.enter_context(exclusive(args.out, "results folder"))  # before training
-            _, dtype = run_device(settings, remote_gpus)
+            dtype = Placement.resolve(settings.device, settings.dtype, remote_gpus).dtype
             check_run_fits(
                 args.out,
                 {m.name: str(Path(args.suite_dir) / suite.name / m.name) for m in suite.models},

@@ -14,8 +14,6 @@ from datetime import datetime, timezone
 import numpy as np
 
 from toposig.config import (
-    AUTOCAST,
-    CPU_BATCH_SIZE,
     MLM_FRACTION,
     MLM_SEED,
     SCHEMA_VERSION,
@@ -23,6 +21,7 @@ from toposig.config import (
 )
 from toposig.features import homology, spectral
 from toposig.model.forward import MaskedLM, forward_pass, masked_positions, tokenize
+from toposig.model.placement import Placement
 from toposig.sources.checkpoints import (
     MASKED,
     Checkpoint,
@@ -132,38 +131,6 @@ def resampled_features(cloud: np.ndarray, pca_dim: int, maxdim: int, backend: st
     return out
 
 
-def resolve_device(device: str) -> str:
-    import torch
-
-    if device != "auto":
-        if device.startswith("cuda") and not torch.cuda.is_available():
-            raise ValueError(f"--device {device} asked for, but CUDA is not available here")
-        return device
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def resolve_dtype(dtype: str, device: str) -> str:
-    """``auto`` → ``bf16-autocast`` on CUDA, ``float32`` elsewhere."""
-    if dtype != "auto":
-        return dtype
-    return "bf16-autocast" if device.startswith("cuda") else "float32"
-
-
-def weight_dtype(dtype: str):
-    """The torch dtype the model's weights are loaded in for a resolved ``dtype``."""
-    import torch
-
-    return torch.float32 if dtype == AUTOCAST else getattr(torch, dtype)
-
-
-def resolve_batch_size(batch_size: int | str, device: str, n_texts: int) -> int:
-    """``auto`` → every text in one batch on a GPU (the forward pass halves it on
-    out-of-memory errors), :data:`~toposig.config.CPU_BATCH_SIZE` elsewhere."""
-    if batch_size != "auto":
-        return int(batch_size)
-    return max(n_texts, 1) if device.startswith("cuda") else CPU_BATCH_SIZE
-
-
 @dataclass
 class CheckpointOutput:
     """A finished checkpoint: its JSON record and the arrays saved beside it."""
@@ -181,8 +148,7 @@ def analyse_checkpoint(
     texts: list[str],
     settings: EmbeddingSettings,
     *,
-    device: str,
-    dtype: str,
+    placement: Placement,
     local_files_only: bool = False,
     model=None,
     tokenizer=None,
@@ -191,7 +157,8 @@ def analyse_checkpoint(
     """Load one checkpoint once, run one forward pass, compute every feature.
 
     Args:
-        model: the checkpoint's model already loaded on ``device`` in ``dtype`` (the
+        placement: the resolved device and precision the forward pass runs in.
+        model: the checkpoint's model already loaded where ``placement`` says (the
             pipeline loads once for both signature families), or ``None`` to load it.
         tokenizer: the checkpoint's tokenizer already loaded (with the override of
             ``settings.tokenizer``), or ``None`` to load it.
@@ -207,7 +174,7 @@ def analyse_checkpoint(
                                    local_files_only=local_files_only,
                                    trust_remote_code=settings.trust_remote_code)
     if model is None:
-        model = load_model(ckpt, weight_dtype(dtype), device,
+        model = load_model(ckpt, placement.weight_dtype, placement.device,
                            local_files_only=local_files_only,
                            trust_remote_code=settings.trust_remote_code)
     t_load = time.perf_counter()
@@ -215,9 +182,9 @@ def analyse_checkpoint(
     ids, mask = tokenize(tokenizer, texts, settings.max_length)
     check_vocab(model, ids)
     masked_lm = masked_lm_objective(model, tokenizer, ids, mask)
-    fwd = forward_pass(model, ids, mask, device=device,
-                       batch_size=resolve_batch_size(settings.batch_size, device, len(texts)),
-                       autocast_bf16=dtype == AUTOCAST, masked_lm=masked_lm)
+    fwd = forward_pass(model, ids, mask, device=placement.device,
+                       batch_size=placement.batch_size(settings.batch_size, len(texts)),
+                       autocast_bf16=placement.autocast_bf16, masked_lm=masked_lm)
     t_fwd = time.perf_counter()
 
     layers = analysed_layers(len(fwd.pooled), settings.layers)
@@ -257,8 +224,8 @@ def analyse_checkpoint(
         "layer": last,
         "ph_backend": per_layer[last].backend,
         "features": per_layer[last].features,
-        "device": device,
-        "dtype": dtype,
+        "device": placement.device,
+        "dtype": placement.dtype,
         "batch_size": fwd.batch_size,
         "timings_s": {
             "load": t_load - t0,

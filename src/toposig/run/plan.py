@@ -19,7 +19,7 @@ from toposig.config import (
     weights_hash,
 )
 from toposig.features import homology
-from toposig.model.embedding import resolve_device, resolve_dtype
+from toposig.model.placement import Placement
 from toposig.records import DEFAULT_FAMILIES, FAMILIES, MODEL_FAMILIES, PROBE_FAMILIES
 from toposig.run.study import study_labels
 from toposig.sources.checkpoints import (
@@ -53,8 +53,7 @@ class RunPlan:
     checkpoints: list[Checkpoint]
     texts: list[str]
     settings: EmbeddingSettings
-    device: str
-    dtype: str
+    placement: Placement  # the device and precision, resolved once
     ph_backend: str
     local_files_only: bool
     settings_hash: str | None
@@ -69,6 +68,14 @@ class RunPlan:
     landscape_hash: str | None = None
     gradients_hash: str | None = None
     command: str | None = None  # the command line that made the run, for config.json
+
+    @property
+    def device(self) -> str:
+        return self.placement.device
+
+    @property
+    def dtype(self) -> str:
+        return self.placement.dtype
 
     def hash_of(self, family: str) -> str | None:
         """The settings hash that keys ``family``'s records (``None``: not in this run)."""
@@ -175,7 +182,7 @@ def plan_run(models: list[str] | None, selection: StepSelection | None,
     check_tokenizers([c for c, f in zip(checkpoints, families, strict=True)
                       if set(f) & set(MODEL_FAMILIES)], settings.tokenizer)
     ph_backend = homology.resolve_backend(settings.ph_backend)
-    device, dtype = run_device(settings, remote_gpus)
+    placement = Placement.resolve(settings.device, settings.dtype, remote_gpus)
     texts: list[str] = []
     if embedding:
         texts = load_texts(settings.texts, settings.n_texts, settings.min_chars)
@@ -197,28 +204,15 @@ def plan_run(models: list[str] | None, selection: StepSelection | None,
     probe = (probe_texts(settings.texts, settings.min_chars)
              if wanted & set(PROBE_FAMILIES) else [])
     hashes = family_hashes(wanted, settings, weight_settings, landscape_settings,
-                           gradient_settings, texts, probe, dtype)
+                           gradient_settings, texts, probe, placement.dtype)
     source = settings.texts or "wikitext-2-raw-v1 validation"
-    return RunPlan(checkpoints, texts, settings, device, dtype, ph_backend, local_only,
+    return RunPlan(checkpoints, texts, settings, placement, ph_backend, local_only,
                    hashes.get("embedding"), source, families=families,
                    weight_settings=weight_settings, weights_hash=hashes.get("weights"),
                    landscape_settings=landscape_settings,
                    gradient_settings=gradient_settings, probe_texts=probe,
                    landscape_hash=hashes.get("landscape"),
                    gradients_hash=hashes.get("gradients"))
-
-
-def run_device(settings: EmbeddingSettings, remote_gpus: bool = False) -> tuple[str, str]:
-    """The run's device and resolved precision (``auto`` resolved for the device).
-
-    ``remote_gpus``: the checkpoints run on GPU workers elsewhere (Ray with
-    ``--gpus-per-task``), so ``auto`` means CUDA there whatever this machine has.
-    """
-    if remote_gpus and (settings.device == "auto" or settings.device.startswith("cuda")):
-        device = "cuda"  # each Ray task sees its own GPU as cuda; this driver may have none
-    else:
-        device = resolve_device(settings.device)
-    return device, resolve_dtype(settings.dtype, device)
 
 
 def family_hashes(families: set[str], settings: EmbeddingSettings,

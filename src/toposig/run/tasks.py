@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from toposig.model.embedding import CheckpointOutput, analyse_checkpoint, weight_dtype
+from toposig.model.embedding import CheckpointOutput, analyse_checkpoint
 from toposig.model.loss_probes import analyse_gradients, analyse_landscape
 from toposig.model.matrices import (
     copies_of_left_out,
@@ -104,7 +104,7 @@ def load_once(ckpt: Checkpoint, families: tuple[str, ...], plan: RunPlan, emit: 
             del loaded
         else:
             model = load_model(
-                ckpt, torch.float32 if fp32 else weight_dtype(plan.dtype),
+                ckpt, torch.float32 if fp32 else plan.placement.weight_dtype,
                 "cpu" if want_w else plan.device, local_files_only=plan.local_files_only,
                 trust_remote_code=plan.settings.trust_remote_code)
             matrices = model_matrices(model, ws.include, ws.exclude) if want_w else {}
@@ -122,7 +122,7 @@ def load_once(ckpt: Checkpoint, families: tuple[str, ...], plan: RunPlan, emit: 
             result = analyse_weights(
                 ckpt, matrices, plan.weight_settings, loss=loss, loss_key=loss_key,
                 num_parameters=n_params, load_s=load_s,
-                device=plan.device if plan.device.startswith("cuda") else None,
+                device=plan.placement.cuda_device,
                 available=available)
         except Exception as exc:  # noqa: BLE001
             result = exc
@@ -147,9 +147,9 @@ def load_once(ckpt: Checkpoint, families: tuple[str, ...], plan: RunPlan, emit: 
         try:
             t2 = time.perf_counter()
             if fp32:
-                model = model.to(device=plan.device, dtype=weight_dtype(plan.dtype))
+                model = model.to(device=plan.device, dtype=plan.placement.weight_dtype)
             result = analyse_checkpoint(
-                ckpt, plan.texts, plan.settings, device=plan.device, dtype=plan.dtype,
+                ckpt, plan.texts, plan.settings, placement=plan.placement,
                 local_files_only=plan.local_files_only, model=model, tokenizer=tokenizer,
                 load_s=load_s + time.perf_counter() - t2)
         except Exception as exc:  # noqa: BLE001

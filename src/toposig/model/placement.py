@@ -1,0 +1,90 @@
+"""Where a model runs and in what precision: ``--device`` and ``--dtype`` resolved once.
+
+A :class:`Placement` is made once per run (:meth:`Placement.resolve`) or per in-memory
+model (:meth:`Placement.of_model`) and answers every later question: is it CUDA, in
+which torch dtype are the weights loaded, is the forward pass under bf16 autocast, how
+many texts go into one batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from toposig.config import AUTOCAST, CPU_BATCH_SIZE
+
+
+@dataclass(frozen=True)
+class Placement:
+    """A resolved device and precision.
+
+    Attributes:
+        device: ``"cpu"``, ``"cuda"`` or ``"cuda:<i>"``.
+        dtype: ``"float32"``, ``"bfloat16"``, ``"float16"`` or ``"bf16-autocast"``
+            (weights in float32, matrix products in bfloat16 under ``torch.autocast``).
+    """
+
+    device: str = "cpu"
+    dtype: str = "float32"
+
+    @classmethod
+    def resolve(cls, device: str = "auto", dtype: str = "auto",
+                remote_gpus: bool = False) -> Placement:
+        """``--device`` and ``--dtype`` as given: ``auto`` is CUDA when this machine has
+        it (or when the checkpoints run on remote GPU workers, ``remote_gpus``), and
+        ``bf16-autocast`` on CUDA, ``float32`` elsewhere.
+
+        Raises:
+            ValueError: a CUDA device asked for where there is none.
+        """
+        if remote_gpus and (device == "auto" or device.startswith("cuda")):
+            device = "cuda"  # each Ray task sees its own GPU as cuda; this driver may have none
+        else:
+            import torch
+
+            if device == "auto":
+                device = "cuda" if torch.cuda.is_available() else "cpu"
+            elif device.startswith("cuda") and not torch.cuda.is_available():
+                raise ValueError(f"--device {device} asked for, but CUDA is not available "
+                                 "here")
+        if dtype == "auto":
+            dtype = AUTOCAST if device.startswith("cuda") else "float32"
+        return cls(device, dtype)
+
+    @classmethod
+    def of_model(cls, model) -> Placement:
+        """Where an in-memory model already is, in the precision of its weights."""
+        import torch
+
+        param = next(iter(model.parameters()))
+        names = {torch.float32: "float32", torch.bfloat16: "bfloat16",
+                 torch.float16: "float16"}
+        return cls(str(param.device), names.get(param.dtype, "float32"))
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.device.startswith("cuda")
+
+    @property
+    def cuda_device(self) -> str | None:
+        """The device for passes that run on a GPU when there is one (``None``: the CPU)."""
+        return self.device if self.is_cuda else None
+
+    @property
+    def autocast_bf16(self) -> bool:
+        """The forward pass runs its matrix products in bfloat16 under autocast."""
+        return self.dtype == AUTOCAST
+
+    @property
+    def weight_dtype(self):
+        """The torch dtype the model's weights are loaded in."""
+        import torch
+
+        return torch.float32 if self.autocast_bf16 else getattr(torch, self.dtype)
+
+    def batch_size(self, requested: int | str, n_texts: int) -> int:
+        """Texts per forward batch: ``requested``, or for ``auto`` every text in one batch
+        on a GPU (the forward pass halves it on out-of-memory errors) and
+        :data:`~toposig.config.CPU_BATCH_SIZE` elsewhere."""
+        if requested != "auto":
+            return int(requested)
+        return max(n_texts, 1) if self.is_cuda else CPU_BATCH_SIZE
