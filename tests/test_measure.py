@@ -78,3 +78,17 @@ def test_measure_leaves_the_model_as_it_found_it(model):
 def test_an_unknown_family_is_refused(model):
     with pytest.raises(ValueError, match="families are embedding, weights"):
         toposig.measure(model, byte_tokenizer(), TEXTS, families=("spectra",))
+
+
+def test_probes_of_a_half_precision_model_and_mixed_placements_are_refused(model):
+    import copy
+
+    half = copy.deepcopy(model).to(torch.bfloat16)
+    with pytest.raises(ValueError, match="need float32 weights"):
+        toposig.measure(half, byte_tokenizer(), TEXTS, families=("gradients",))
+    m = toposig.measure(half, byte_tokenizer(), TEXTS, families=("weights",))
+    assert m.records["weights"]["features"]["np_mean"] > 0
+    mixed = copy.deepcopy(model)
+    next(iter(mixed.parameters())).data = next(iter(mixed.parameters())).data.double()
+    with pytest.raises(ValueError, match="several devices or in several precisions"):
+        toposig.measure(mixed, byte_tokenizer(), TEXTS)

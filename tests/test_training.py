@@ -203,3 +203,13 @@ def test_preset_and_models_together_are_refused(tmp_path, capsys):
     assert run_experiments.main(["--preset", "tiny", "--models", "x",
                                  "--out", str(tmp_path / "o")]) == 2
     assert "leave out --models" in capsys.readouterr().err
+
+
+def test_a_shipped_presets_name_means_the_preset_whatever_files_are_here(tmp_path,
+                                                                         monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "tiny").write_text("not a preset")
+    assert T.load_suite_config("tiny").name == "tiny"
+    (tmp_path / "mine.json").write_text(json.dumps({"name": "mine", "models": [
+        {"name": "m", "hidden": 8, "layers": 1, "heads": 2}]}))
+    assert T.load_suite_config("mine.json").name == "mine"

@@ -135,7 +135,9 @@ def measure(model, tokenizer, texts: Sequence[str] | None = None, *,
         checkpoint, with ``source: "memory"`` and no fingerprint.
 
     Raises:
-        ValueError: an unknown family.
+        ValueError: an unknown family; the landscape or gradients asked of a model not in
+            float32 (the pipeline probes float32 weights); parameters on several devices
+            or in several precisions.
     """
     from dataclasses import replace
 
@@ -151,6 +153,12 @@ def measure(model, tokenizer, texts: Sequence[str] | None = None, *,
     settings = replace(settings or EmbeddingSettings(), layers=layers)
     placement = Placement.of_model(model)
     device = placement.device
+    probes = [f for f in ("landscape", "gradients") if f in families]
+    if probes and placement.dtype != "float32":
+        raise ValueError(
+            f"the {' and '.join(probes)} probes need float32 weights, as the pipeline uses "
+            f"(this model is in {placement.dtype}); measure a float32 copy "
+            "(copy.deepcopy(model).float()) for them")
     ckpt = Checkpoint(model=label, label=label, step=step, source="memory",
                       location=IN_MEMORY)
     out = Measurement()
@@ -165,7 +173,6 @@ def measure(model, tokenizer, texts: Sequence[str] | None = None, *,
                 ckpt, model_matrices(model, ws.include, ws.exclude), ws,
                 num_parameters=count_parameters(model.parameters()),
                 device=placement.cuda_device))
-        probes = [f for f in ("landscape", "gradients") if f in families]
         if probes:
             probe = list(texts) if texts is not None else probe_texts(None, settings.min_chars)
             stages = {"landscape": (analyse_landscape, landscape_settings

@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
             exported = [export_table(load_results(args.results),
                                      Path(args.results) / "data" / f"results_table.{fmt}")
                         for fmt in dict.fromkeys(args.export)]
-    except (ResultsMissingError, ValueError, FolderLockedError) as exc:
+    except (ResultsMissingError, ValueError, FolderLockedError, ImportError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print("\n".join(summary_lines(statistics)))

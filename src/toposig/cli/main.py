@@ -29,9 +29,22 @@ def usage() -> str:
 def main(argv: list[str] | None = None) -> int:
     """Run ``toposig COMMAND ...``; returns the command's exit status."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    if not argv or argv[0] in ("-h", "--help"):
+    if argv[:1] in (["-h"], ["--help"]):
         print(usage())
-        return 0 if argv else 2
+        return 0
+    if argv[:1] == ["--version"]:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            print(f"toposig {version('toposig')}")
+        except PackageNotFoundError:  # run from a checkout that is not installed
+            from toposig import __version__
+
+            print(f"toposig {__version__}")
+        return 0
+    if not argv:
+        print(usage(), file=sys.stderr)
+        return 2
     name, rest = argv[0], argv[1:]
     if name not in COMMANDS:
         print(f"toposig: unknown command {name!r}\n{usage()}", file=sys.stderr)

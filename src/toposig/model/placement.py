@@ -52,13 +52,22 @@ class Placement:
 
     @classmethod
     def of_model(cls, model) -> Placement:
-        """Where an in-memory model already is, in the precision of its weights."""
-        import torch
+        """Where an in-memory model already is, in the precision of its weights.
 
-        param = next(iter(model.parameters()))
-        names = {torch.float32: "float32", torch.bfloat16: "bfloat16",
-                 torch.float16: "float16"}
-        return cls(str(param.device), names.get(param.dtype, "float32"))
+        Raises:
+            ValueError: no floating-point parameter, or parameters on several devices or
+                in several precisions.
+        """
+        places = {(str(p.device), str(p.dtype).removeprefix("torch."))
+                  for p in model.parameters() if p.is_floating_point()}
+        if len(places) != 1:
+            raise ValueError(
+                "the model has no floating-point parameters" if not places else
+                "the model's parameters are on several devices or in several precisions ("
+                + ", ".join(sorted(f"{d} {t}" for d, t in places)) + "): measure it on one "
+                "device in one precision")
+        device, dtype = places.pop()
+        return cls(device, dtype)
 
     @property
     def is_cuda(self) -> bool:

@@ -228,9 +228,9 @@ def load_suite_config(name_or_path: str) -> SuiteConfig:
     Raises:
         TrainingConfigError: unknown preset, unreadable file, or bad settings.
     """
-    path = Path(name_or_path)
-    if not path.is_file():
-        path = CONFIGS_DIR / f"{name_or_path}.json"
+    # a shipped preset's name always means the preset, whatever files the folder holds
+    shipped = name_or_path in preset_names()
+    path = CONFIGS_DIR / f"{name_or_path}.json" if shipped else Path(name_or_path)
     if not path.is_file():
         raise TrainingConfigError(
             f"unknown preset {name_or_path!r}; presets: {', '.join(preset_names())} "
