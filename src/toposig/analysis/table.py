@@ -25,6 +25,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from toposig.analysis.stats import feature_family
+
 ID_COLUMNS = ("model", "model_path", "step", "revision", "family", "layer", "matrix",
               "settings_hash")
 QUALITY_COLUMNS = ("perplexity", "loss", "mlm_loss")
@@ -33,15 +35,15 @@ MATRIX_FIELDS = ("name", "shape")
 EXPORT_FORMATS = ("csv", "parquet")
 
 
-def feature_family(name: str) -> str:
+# stats.feature_family's families -> the signature family that computes them.
+SIGNATURE_OF = {"weight_topological": "weights", "weight_statistics": "weights",
+                "curvature": "landscape", "landscape_topological": "landscape",
+                "gradient_topological": "gradients", "gradient_statistics": "gradients"}
+
+
+def signature_family(name: str) -> str:
     """The signature family a checkpoint-level feature comes from (by its name)."""
-    if name.startswith(("np_", "weight_")):
-        return "weights"
-    if name.startswith(("hessian_", "landscape_")):
-        return "landscape"
-    if name.startswith("grad_"):
-        return "gradients"
-    return "embedding"
+    return SIGNATURE_OF.get(feature_family(name), "embedding")
 
 
 def _rows(entry: dict) -> list[dict]:
@@ -56,7 +58,7 @@ def _rows(entry: dict) -> list[dict]:
         rows.append({**ident, "family": family, "layer": layer, "matrix": matrix,
                      "settings_hash": settings_hash, **quality, **values})
 
-    own = {f: {k: v for k, v in features.items() if feature_family(k) == f}
+    own = {f: {k: v for k, v in features.items() if signature_family(k) == f}
            for f in families}
     if "embedding" in families:
         layers = entry.get("layer_features") or {}

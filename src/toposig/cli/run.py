@@ -158,9 +158,6 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         else:
             lock.enter_context(exclusive(args.out, "results folder"))
         plan.command = recorded_command(argv, prog)
-        plan.adopt_study_labels(args.out)
-        check_run_fits(args.out, plan.models, plan.hashes, plan.settings_views(),
-                       extend=args.extend, sources=plan.sources)
     except INPUT_ERRORS as exc:
         lock.close()
         print(f"error: {exc}", file=sys.stderr)

@@ -237,10 +237,12 @@ def _execute(plan: RunPlan, out_dir: str | Path, force: bool, progress: bool,
         families = plan.families_of(i)
         done_here = {}
         for fam, store in stores.items():  # the study's other families are merged too
-            rec = None if force and fam in families else store.finished(ckpt)
+            if force and fam in families:
+                continue
+            rec, stale = store.lookup(ckpt)
             if rec is not None:
                 done_here[fam] = rec
-            elif fam in families and not force and store.changed(ckpt):
+            elif stale and fam in families:
                 replaced += 1
                 changed.add(ckpt.label)
         finished.append(done_here)

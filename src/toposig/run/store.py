@@ -69,31 +69,32 @@ class ResultStore:
         return rec
 
     def finished(self, ckpt: Checkpoint) -> dict | None:
-        """The record of ``ckpt`` if it is finished and still current, else ``None``.
+        """The record of ``ckpt`` if it is finished and still current, else ``None``
+        (:meth:`lookup`)."""
+        return self.lookup(ckpt)[0]
 
-        Finished: status ok and its arrays present. Current: the checkpoint's files are
-        unchanged since (a local checkpoint retrained or replaced in place is stale).
+    def lookup(self, ckpt: Checkpoint) -> tuple[dict | None, bool]:
+        """``(record, stale)`` of ``ckpt``, reading its record once.
+
+        ``record``: the record if it is finished (status ok, its arrays whole) and current
+        (the checkpoint's files unchanged since), else ``None``. ``stale``: a finished
+        record exists but was made from other files (a local checkpoint retrained or
+        replaced in place).
         """
         rec = self.load(ckpt)
         if not (rec and rec.get("status") == "ok"):
-            return None
+            return None, False
+        stale = rec.get("checkpoint_fingerprint") != fingerprint(ckpt)
         damage = arrays_damage(self.arrays_path(ckpt))
         if damage:
             logger.warning("%s: %s; the checkpoint is analysed again", self.arrays_path(ckpt),
                            damage)
-            return None
-        if rec.get("checkpoint_fingerprint") != fingerprint(ckpt):
+            return None, stale
+        if stale:
             logger.info("%s changed since its record was written: analysing it again",
                         ckpt.describe())
-            return None
-        return rec
-
-    def changed(self, ckpt: Checkpoint) -> bool:
-        """Whether a finished record of ``ckpt`` exists but was made from other files
-        (the checkpoint was retrained or replaced since)."""
-        rec = self.load(ckpt)
-        return bool(rec and rec.get("status") == "ok"
-                    and rec.get("checkpoint_fingerprint") != fingerprint(ckpt))
+            return None, True
+        return rec, False
 
     def write(self, record: dict, ckpt: Checkpoint, arrays: dict[str, np.ndarray] | None = None):
         """Write a record (and its arrays first). Returns the record as stored."""
