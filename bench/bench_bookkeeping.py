@@ -28,13 +28,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from toposig.config import EmbeddingSettings  # noqa: E402
-from toposig.model import embedding  # noqa: E402
-from toposig.model.embedding import CheckpointOutput  # noqa: E402
 from toposig.model.placement import Placement  # noqa: E402
+from toposig.records import CheckpointOutput, Family, record_header  # noqa: E402
 from toposig.run import pipeline  # noqa: E402
 from toposig.run import plan as planning  # noqa: E402
 from toposig.run.store import ResultStore  # noqa: E402
-from toposig.sources.checkpoints import Checkpoint  # noqa: E402
+from toposig.sources.checkpoints import Checkpoint, checkpoint_identity  # noqa: E402
 
 FEATURES = ("np_mean", "np_std", "np_min", "np_max", "np_seed_mean", "np_seed_std",
             "weight_h0_total", "weight_h1_total", "weight_h0_count", "weight_h1_count",
@@ -52,8 +51,8 @@ def synthetic_output(ckpt: Checkpoint, n_matrices: int, rng: np.random.Generator
     matrices = [{"name": f"layers.{i // 4}.m{i % 4}.weight", "shape": [128, 512],
                  "rows_used": 128, **{f: float(rng.random()) for f in MATRIX_FIELDS}}
                 for i in range(n_matrices)]
-    record = {"schema_version": 2, "status": "ok", "family": "weights",
-              **embedding.checkpoint_fields(ckpt), "checkpoint_loss": float(rng.random()),
+    record = {**record_header(Family.WEIGHTS, checkpoint_identity(ckpt)),
+              "checkpoint_loss": float(rng.random()),
               "checkpoint_loss_key": "val_loss", "num_parameters": 14_000_000,
               "n_matrices": n_matrices, "w_max": 1.0, "ph_backend": "giotto-ph",
               "device": "cpu", "features": {f: float(rng.random()) for f in FEATURES},

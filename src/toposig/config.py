@@ -14,7 +14,7 @@ import math
 import re
 from dataclasses import asdict, dataclass
 
-SCHEMA_VERSION = 2  # 2: scale-normalised PH features, bootstrap resamples of the texts
+from toposig.records import FAMILIES, SCHEMA_VERSION, Family
 
 LAYER_CHOICES = ("last", "all")
 DTYPE_CHOICES = ("auto", "float32", "bfloat16", "float16", "bf16-autocast")
@@ -140,9 +140,6 @@ def settings_hash(s: EmbeddingSettings, texts_sha: str, resolved_dtype: str) -> 
 
 
 # --------------------------------------------------------------------------- weights
-
-SIGNATURE_CHOICES = ("embedding", "weights", "landscape", "gradients")
-
 
 @dataclass(frozen=True)
 class WeightSettings:
@@ -312,7 +309,7 @@ class GradientSettings:
         return asdict(self)
 
 
-def family_hash(family: str, settings: LandscapeSettings | GradientSettings,
+def family_hash(family: Family, settings: LandscapeSettings | GradientSettings,
                 texts_sha: str) -> str:
     """Short hash of the settings of the ``landscape`` or ``gradients`` family that change
     the numbers (not the chunk size or the PH backend), and of the texts source."""
@@ -322,8 +319,9 @@ def family_hash(family: str, settings: LandscapeSettings | GradientSettings,
     return family[0] + hashlib.sha256(blob).hexdigest()[:11]
 
 
-def parse_signatures(value: str | None) -> tuple[str, ...] | None:
-    """``--signatures embedding,weights`` -> a tuple; ``None`` (per checkpoint kind) if unset.
+def parse_signatures(value: str | None) -> tuple[Family, ...] | None:
+    """``--signatures embedding,weights`` -> a tuple of families in the order given;
+    ``None`` (per checkpoint kind) if unset.
 
     Raises:
         SettingsError: an unknown or empty family.
@@ -331,8 +329,8 @@ def parse_signatures(value: str | None) -> tuple[str, ...] | None:
     if value is None:
         return None
     names = tuple(dict.fromkeys(v.strip() for v in value.split(",") if v.strip()))
-    bad = [n for n in names if n not in SIGNATURE_CHOICES]
+    bad = [n for n in names if n not in FAMILIES]
     _require(bool(names) and not bad,
-             f"--signatures takes a comma-separated list of {', '.join(SIGNATURE_CHOICES)}, "
+             f"--signatures takes a comma-separated list of {', '.join(FAMILIES)}, "
              f"got {value!r}")
-    return names
+    return tuple(Family(n) for n in names)

@@ -22,7 +22,13 @@ import numpy as np
 
 from toposig.config import EmbeddingSettings, GradientSettings, LandscapeSettings, WeightSettings
 from toposig.model.placement import Placement
-from toposig.records import FAMILIES, merge_family_records
+from toposig.records import (
+    DEFAULT_FAMILIES,
+    FAMILIES,
+    PROBE_FAMILIES,
+    Family,
+    merge_family_records,
+)
 from toposig.sources.checkpoints import Checkpoint
 
 IN_MEMORY = "<in memory>"
@@ -57,20 +63,20 @@ class Measurement:
     @property
     def layer_features(self) -> dict[int, dict[str, float]]:
         """The embedding's features per layer (every layer with ``layers="all"``)."""
-        emb = self.records.get("embedding") or {}
+        emb = self.records.get(Family.EMBEDDING) or {}
         return {int(k): v for k, v in (emb.get("layer_features") or {}).items()}
 
     @property
     def perplexity(self) -> float | None:
         """exp(mean next-token loss) on the texts (``None`` for an encoder)."""
-        return (self.records.get("embedding") or {}).get("perplexity")
+        return (self.records.get(Family.EMBEDDING) or {}).get("perplexity")
 
     def diagrams(self, layer: int | None = None) -> list[np.ndarray]:
         """The hidden states' persistence diagrams [H0, H1, ...] at ``layer`` (default:
         the analysed one), each (m, 2) of (birth, death)."""
-        emb = self.records.get("embedding") or {}
+        emb = self.records.get(Family.EMBEDDING) or {}
         layer = emb.get("layer") if layer is None else layer
-        arrays = self.arrays.get("embedding") or {}
+        arrays = self.arrays.get(Family.EMBEDDING) or {}
         return [arrays[k] for q in range(8) if (k := f"layer{layer}_h{q}") in arrays]
 
     def table(self):
@@ -106,7 +112,7 @@ def preserved_state(model) -> Iterator[None]:
 
 
 def measure(model, tokenizer, texts: Sequence[str] | None = None, *,
-            families: Sequence[str] = ("embedding", "weights"), layers: str = "last",
+            families: Sequence[str] = DEFAULT_FAMILIES, layers: str = "last",
             step: int | None = None, label: str = "model",
             settings: EmbeddingSettings | None = None,
             weight_settings: WeightSettings | None = None,
@@ -150,10 +156,11 @@ def measure(model, tokenizer, texts: Sequence[str] | None = None, *,
     unknown = [f for f in families if f not in FAMILIES]
     if unknown or not families:
         raise ValueError(f"families are {', '.join(FAMILIES)}; got {', '.join(families)}")
+    families = tuple(Family(f) for f in families)
     settings = replace(settings or EmbeddingSettings(), layers=layers)
     placement = Placement.of_model(model)
     device = placement.device
-    probes = [f for f in ("landscape", "gradients") if f in families]
+    probes = [f for f in PROBE_FAMILIES if f in families]
     if probes and placement.dtype != "float32":
         raise ValueError(
             f"the {' and '.join(probes)} probes need float32 weights, as the pipeline uses "
@@ -163,29 +170,29 @@ def measure(model, tokenizer, texts: Sequence[str] | None = None, *,
                       location=IN_MEMORY)
     out = Measurement()
 
-    def keep(family: str, result) -> None:
+    def keep(family: Family, result) -> None:
         out.records[family], out.arrays[family] = result.record, result.arrays
 
     with preserved_state(model):
-        if "weights" in families:
+        if Family.WEIGHTS in families:
             ws = weight_settings or WeightSettings(seed=settings.seed)
-            keep("weights", analyse_weights(
+            keep(Family.WEIGHTS, analyse_weights(
                 ckpt, model_matrices(model, ws.include, ws.exclude), ws,
                 num_parameters=count_parameters(model.parameters()),
                 device=placement.cuda_device))
         if probes:
             probe = list(texts) if texts is not None else probe_texts(None, settings.min_chars)
-            stages = {"landscape": (analyse_landscape, landscape_settings
+            stages = {Family.LANDSCAPE: (analyse_landscape, landscape_settings
                                     or LandscapeSettings(seed=settings.seed)),
-                      "gradients": (analyse_gradients, gradient_settings or GradientSettings(
+                      Family.GRADIENTS: (analyse_gradients, gradient_settings or GradientSettings(
                           seed=settings.seed, maxdim=settings.maxdim))}
             for family in probes:
                 stage, s = stages[family]
                 keep(family, stage(ckpt, model, tokenizer, probe, s, device=device))
-        if "embedding" in families:
+        if Family.EMBEDDING in families:
             analysed = (list(texts) if texts is not None
                         else load_texts(None, settings.n_texts, settings.min_chars))
-            keep("embedding", analyse_checkpoint(ckpt, analysed, settings,
+            keep(Family.EMBEDDING, analyse_checkpoint(ckpt, analysed, settings,
                                                  placement=placement, model=model,
                                                  tokenizer=tokenizer))
     return out

@@ -1,32 +1,148 @@
-"""The record vocabulary every layer shares: the signature families, the fields that
-identify a checkpoint in a record, and how a checkpoint's family records merge into one
-aggregate entry (``data/all_results.json``). Plain data, no I/O.
+"""The record vocabulary every layer shares: the schema version, the signature and
+feature families, the fields that identify a checkpoint in a record, the header every
+record starts with, the typed output of a stage, and how a checkpoint's family records
+merge into one aggregate entry (``data/all_results.json``). Plain data, no I/O, no
+imports from the rest of the package: everything else builds on it.
 """
 
 from __future__ import annotations
 
-from toposig.config import SCHEMA_VERSION
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from enum import StrEnum
+
+import numpy as np
+
+SCHEMA_VERSION = 2  # 2: scale-normalised PH features, bootstrap resamples of the texts
+
+
+class Family(StrEnum):
+    """A signature family: one record per checkpoint and family, one ``--signatures``
+    choice. A ``str`` (``Family.WEIGHTS == "weights"``), so records, option values and
+    JSON keep the plain names."""
+
+    EMBEDDING = "embedding"
+    WEIGHTS = "weights"
+    LANDSCAPE = "landscape"
+    GRADIENTS = "gradients"
+
+    @property
+    def is_probe(self) -> bool:
+        """Probes the next-token loss around the weights (opt-in, causal LMs only)."""
+        return self in PROBE_FAMILIES
+
+    @property
+    def runs_model(self) -> bool:
+        """Runs the model, so needs its tokenizer and config (not a bare state dict)."""
+        return self in MODEL_FAMILIES
+
 
 # The signature families, in the order records and figures list them.
-FAMILIES = ("embedding", "weights", "landscape", "gradients")
-# The families that probe the next-token loss around the weights.
-PROBE_FAMILIES = ("landscape", "gradients")
+FAMILIES: tuple[Family, ...] = tuple(Family)
+PROBE_FAMILIES: tuple[Family, ...] = (Family.LANDSCAPE, Family.GRADIENTS)
 # What a model folder or Hub revision gets without --signatures (the probes are opt-in).
-DEFAULT_FAMILIES = ("embedding", "weights")
-# Families that run the model and need its tokenizer and config (not a bare state dict).
-MODEL_FAMILIES = ("embedding", "landscape", "gradients")
+DEFAULT_FAMILIES: tuple[Family, ...] = (Family.EMBEDDING, Family.WEIGHTS)
+MODEL_FAMILIES: tuple[Family, ...] = (Family.EMBEDDING, Family.LANDSCAPE, Family.GRADIENTS)
 
+
+class FeatureFamily(StrEnum):
+    """What a feature measures, the unit of the analysis's controls and tables (the
+    classification of a feature name is :func:`toposig.analysis.stats.feature_family`).
+    In table order; a ``str`` like :class:`Family`."""
+
+    EMBEDDING_TOPOLOGICAL = "embedding_topological"
+    EMBEDDING_SPECTRAL = "embedding_spectral"
+    WEIGHT_TOPOLOGICAL = "weight_topological"  # neural persistence, weight-row homology
+    WEIGHT_STATISTICS = "weight_statistics"  # the non-topological weight baseline
+    CURVATURE = "curvature"  # hessian_*
+    LANDSCAPE_TOPOLOGICAL = "landscape_topological"  # the loss surface's merge tree
+    GRADIENT_TOPOLOGICAL = "gradient_topological"  # grad_h*
+    GRADIENT_STATISTICS = "gradient_statistics"  # the other grad_*
+    OTHER = "other"
+
+    @property
+    def label(self) -> str:
+        """Its name in figures and the summary, e.g. ``weight topology``."""
+        return FEATURE_FAMILY_LABELS[self]
+
+    @property
+    def signature(self) -> Family:
+        """The signature family whose records carry it (``other``: the embedding's)."""
+        return FEATURE_FAMILY_SIGNATURE.get(self, Family.EMBEDDING)
+
+    @property
+    def is_probe(self) -> bool:
+        """Derived from the loss probes (curvature, landscape, gradients)."""
+        return self.signature.is_probe
+
+
+FEATURE_FAMILY_LABELS = {
+    FeatureFamily.EMBEDDING_TOPOLOGICAL: "embedding topology",
+    FeatureFamily.EMBEDDING_SPECTRAL: "embedding spectrum",
+    FeatureFamily.WEIGHT_TOPOLOGICAL: "weight topology",
+    FeatureFamily.WEIGHT_STATISTICS: "weight statistics",
+    FeatureFamily.CURVATURE: "curvature",
+    FeatureFamily.LANDSCAPE_TOPOLOGICAL: "landscape topology",
+    FeatureFamily.GRADIENT_TOPOLOGICAL: "gradient topology",
+    FeatureFamily.GRADIENT_STATISTICS: "gradient statistics",
+    FeatureFamily.OTHER: "other",
+}
+FEATURE_FAMILY_SIGNATURE = {
+    FeatureFamily.WEIGHT_TOPOLOGICAL: Family.WEIGHTS,
+    FeatureFamily.WEIGHT_STATISTICS: Family.WEIGHTS,
+    FeatureFamily.CURVATURE: Family.LANDSCAPE,
+    FeatureFamily.LANDSCAPE_TOPOLOGICAL: Family.LANDSCAPE,
+    FeatureFamily.GRADIENT_TOPOLOGICAL: Family.GRADIENTS,
+    FeatureFamily.GRADIENT_STATISTICS: Family.GRADIENTS,
+}
 
 
 # The fields that say which checkpoint a record belongs to, in record order.
 IDENTITY = ("model", "model_label", "step", "source", "location", "revision",
             "checkpoint_fingerprint")
 
+
+
+def now_iso() -> str:
+    """The UTC time to the second, as records give ``finished_at``."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def record_header(family: Family, identity: Mapping[str, object], status: str = "ok") -> dict:
+    """The fields every record starts with, in record order: ``schema_version``,
+    ``status`` (``ok`` or ``failed``), ``family``, then the checkpoint's identity
+    (:data:`IDENTITY`, from :func:`toposig.sources.checkpoints.checkpoint_identity`).
+
+    A finished embedding record has no ``family`` field: schema 2 wrote the embedding
+    records before the other families existed, and a record without one is the
+    embedding's (:func:`record_family`).
+    """
+    header: dict = {"schema_version": SCHEMA_VERSION, "status": status}
+    if not (family == Family.EMBEDDING and status == "ok"):
+        header["family"] = Family(family).value
+    return header | {k: identity[k] for k in IDENTITY}
+
+
+def record_family(record: Mapping) -> Family:
+    """The family a record belongs to (one without a ``family`` field is the embedding's)."""
+    return Family(record.get("family", Family.EMBEDDING))
+
+
+@dataclass
+class CheckpointOutput:
+    """A finished checkpoint of one family: its JSON record and the arrays saved beside
+    it (persistence diagrams as ``(n, 2)`` birth/death arrays, and the like)."""
+
+    record: dict
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)
+
+
 # What the aggregate keeps of a landscape or gradient record besides its features.
 PROBE_FIELDS = {
-    "landscape": ("settings_hash", "arrays_file", "probe_loss", "hessian_trace_se", "lanczos",
+    Family.LANDSCAPE: ("settings_hash", "arrays_file", "probe_loss", "hessian_trace_se", "lanczos",
                   "theta_norm", "settings", "timings_s"),
-    "gradients": ("settings_hash", "arrays_file", "ph_backend", "settings", "timings_s"),
+    Family.GRADIENTS: ("settings_hash", "arrays_file", "ph_backend", "settings", "timings_s"),
 }
 
 
@@ -41,7 +157,7 @@ def merge_family_records(records: dict[str, dict]) -> dict | None:
     """
     if not records:
         return None
-    emb, w = records.get("embedding"), records.get("weights")
+    emb, w = records.get(Family.EMBEDDING), records.get(Family.WEIGHTS)
     first = next(iter(records.values()))
     entry = dict(emb) if emb else {"schema_version": SCHEMA_VERSION, "status": "ok",
                                    **{k: first.get(k) for k in IDENTITY}}

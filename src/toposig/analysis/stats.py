@@ -13,6 +13,7 @@ from scipy import stats as sps
 
 from toposig.features import homology
 from toposig.features.spectral import SPECTRAL_NAMES
+from toposig.records import FeatureFamily
 
 MIN_POINTS = 3
 EXACT_SPEARMAN_MAX_N = 8  # exact permutation p-values up to 8! = 40,320 orderings
@@ -98,9 +99,9 @@ def feature_names(records: Sequence[dict]) -> list[str]:
                 keys.append(k)
     topo = sorted(k for k in keys if is_topological(k))
     spec = [k for k in SPECTRAL_NAMES if k in keys]
-    weight_topo = sorted(k for k in keys if feature_family(k) == "weight_topological")
+    weight_topo = sorted(k for k in keys if feature_family(k) == FeatureFamily.WEIGHT_TOPOLOGICAL)
     weight_stats = [k for k in WEIGHT_STATISTICS if k in keys]
-    probes = [k for fam in PROBE_FAMILIES for k in keys if feature_family(k) == fam]
+    probes = [k for fam in FeatureFamily if fam.is_probe for k in keys if feature_family(k) == fam]
     grouped = topo + spec + weight_topo + weight_stats + probes
     return grouped + sorted(k for k in keys if k not in grouped)
 
@@ -119,40 +120,36 @@ def is_weight_feature(name: str) -> bool:
     return name.startswith(("np_", "weight_"))
 
 
-# Families of the landscape and gradient signatures, in table order.
-PROBE_FAMILIES: tuple[str, ...] = ("curvature", "landscape_topological",
-                                   "gradient_topological", "gradient_statistics")
-
-
-def feature_family(name: str) -> str:
-    """``embedding_topological``, ``embedding_spectral``, ``weight_topological`` (neural
-    persistence and weight-row homology), ``weight_statistics`` (the non-topological
-    weight baseline), ``curvature`` (``hessian_*``), ``landscape_topological``
-    (``landscape_*``, the loss surface's merge tree), ``gradient_topological``
-    (``grad_h*``), ``gradient_statistics`` (the other ``grad_*``) or ``other``."""
+def feature_family(name: str) -> FeatureFamily:
+    """What a feature measures, by its name: ``embedding_topological`` (``h0_*`` ...),
+    ``embedding_spectral``, ``weight_topological`` (neural persistence and weight-row
+    homology), ``weight_statistics`` (the non-topological weight baseline),
+    ``curvature`` (``hessian_*``), ``landscape_topological`` (``landscape_*``, the loss
+    surface's merge tree), ``gradient_topological`` (``grad_h*``), ``gradient_statistics``
+    (the other ``grad_*``) or ``other``."""
     if is_topological(name):
-        return "embedding_topological"
+        return FeatureFamily.EMBEDDING_TOPOLOGICAL
     if name in SPECTRAL_NAMES:
-        return "embedding_spectral"
+        return FeatureFamily.EMBEDDING_SPECTRAL
     if name in WEIGHT_STATISTICS:
-        return "weight_statistics"
+        return FeatureFamily.WEIGHT_STATISTICS
     if is_weight_feature(name):
-        return "weight_topological"
+        return FeatureFamily.WEIGHT_TOPOLOGICAL
     if name.startswith("hessian_"):
-        return "curvature"
+        return FeatureFamily.CURVATURE
     if name.startswith("landscape_"):
-        return "landscape_topological"
+        return FeatureFamily.LANDSCAPE_TOPOLOGICAL
     if name.startswith(("grad_h0_", "grad_h1_", "grad_h2_")):
-        return "gradient_topological"
+        return FeatureFamily.GRADIENT_TOPOLOGICAL
     if name.startswith("grad_"):
-        return "gradient_statistics"
-    return "other"
+        return FeatureFamily.GRADIENT_STATISTICS
+    return FeatureFamily.OTHER
 
 
 def prefers_loss(name: str) -> bool:
     """Features tested against the loss rather than perplexity: the weight-space ones
     (as the seed paper did) and the loss-derived curvature, landscape and gradients."""
-    return is_weight_feature(name) or feature_family(name) in PROBE_FAMILIES
+    return is_weight_feature(name) or feature_family(name).is_probe
 
 
 def by_model(records: Sequence[dict]) -> dict[str, list[dict]]:

@@ -26,6 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from toposig.analysis.stats import feature_family
+from toposig.records import Family
 
 ID_COLUMNS = ("model", "model_path", "step", "revision", "family", "layer", "matrix",
               "settings_hash")
@@ -35,15 +36,9 @@ MATRIX_FIELDS = ("name", "shape")
 EXPORT_FORMATS = ("csv", "parquet")
 
 
-# stats.feature_family's families -> the signature family that computes them.
-SIGNATURE_OF = {"weight_topological": "weights", "weight_statistics": "weights",
-                "curvature": "landscape", "landscape_topological": "landscape",
-                "gradient_topological": "gradients", "gradient_statistics": "gradients"}
-
-
-def signature_family(name: str) -> str:
+def signature_family(name: str) -> Family:
     """The signature family a checkpoint-level feature comes from (by its name)."""
-    return SIGNATURE_OF.get(feature_family(name), "embedding")
+    return feature_family(name).signature
 
 
 def _rows(entry: dict) -> list[dict]:
@@ -51,31 +46,32 @@ def _rows(entry: dict) -> list[dict]:
              "step": entry.get("step"), "revision": entry.get("revision")}
     quality = {k: entry.get(k) for k in QUALITY_COLUMNS}
     features = entry.get("features") or {}
-    families = entry.get("families") or ["embedding"]
+    families = entry.get("families") or [Family.EMBEDDING]
     rows = []
 
-    def row(family: str, values: dict, layer=None, matrix=None, settings_hash=None) -> None:
-        rows.append({**ident, "family": family, "layer": layer, "matrix": matrix,
+    def row(family: Family, values: dict, layer=None, matrix=None, settings_hash=None) -> None:
+        rows.append({**ident, "family": str(family), "layer": layer, "matrix": matrix,
                      "settings_hash": settings_hash, **quality, **values})
 
     own = {f: {k: v for k, v in features.items() if signature_family(k) == f}
            for f in families}
-    if "embedding" in families:
+    if Family.EMBEDDING in families:
         layers = entry.get("layer_features") or {}
         if layers:
             for layer, values in sorted(layers.items(), key=lambda kv: int(kv[0])):
-                row("embedding", values, int(layer), settings_hash=entry.get("settings_hash"))
+                row(Family.EMBEDDING, values, int(layer),
+                    settings_hash=entry.get("settings_hash"))
         else:
-            row("embedding", own["embedding"], entry.get("layer"),
+            row(Family.EMBEDDING, own[Family.EMBEDDING], entry.get("layer"),
                 settings_hash=entry.get("settings_hash"))
-    for family in ("weights", "landscape", "gradients"):
+    for family in (Family.WEIGHTS, Family.LANDSCAPE, Family.GRADIENTS):
         if family not in families:
             continue
         details = entry.get(family) or {}
         h = details.get("settings_hash")
-        if family == "weights":
+        if family == Family.WEIGHTS:
             for m in details.get("matrices") or []:
-                row("weights", {k: v for k, v in m.items() if k not in MATRIX_FIELDS},
+                row(Family.WEIGHTS, {k: v for k, v in m.items() if k not in MATRIX_FIELDS},
                     matrix=m.get("name"), settings_hash=h)
         row(family, own[family], settings_hash=h)
     return rows

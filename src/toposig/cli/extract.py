@@ -23,6 +23,7 @@ from toposig.cli.options import (
     setup_logging,
 )
 from toposig.model.embedding import analyse_checkpoint
+from toposig.records import Family
 from toposig.run.plan import plan_run
 from toposig.run.store import ResultStore, clean_floats
 from toposig.sources.checkpoints import SeriesError
@@ -57,7 +58,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         selection = parse_selection([args.step] if args.step is not None else None,
                                     [args.revision] if args.revision else None,
                                     args.revision_pattern)
-        plan = plan_run([args.model], selection, settings, signatures=("embedding",))
+        plan = plan_run([args.model], selection, settings, signatures=(Family.EMBEDDING,))
         if len(plan.checkpoints) != 1:
             steps = [c.step for c in plan.checkpoints]
             raise SeriesError(f"{args.model!r} is a series of {len(steps)} checkpoints "

@@ -10,7 +10,6 @@ from toposig.config import (
     LANDSCAPE_DIRS,
     LAYER_CHOICES,
     PH_BACKEND_CHOICES,
-    SIGNATURE_CHOICES,
     EmbeddingSettings,
     GradientSettings,
     LandscapeSettings,
@@ -20,6 +19,7 @@ from toposig.config import (
 )
 from toposig.features.weights import DEFAULT_EXCLUDE
 from toposig.files.locks import FolderLockedError
+from toposig.records import FAMILIES
 from toposig.run.executors import EXECUTOR_CHOICES
 from toposig.sources.checkpoint_files import CHECKPOINT_SUFFIXES
 from toposig.sources.checkpoints import HubUnavailableError, SeriesError
@@ -116,7 +116,7 @@ def add_embedding_options(p: argparse.ArgumentParser) -> None:
 def add_weight_options(p: argparse.ArgumentParser) -> None:
     """Which signature families, and what the weight stage computes (see WeightSettings)."""
     p.add_argument("--signatures", metavar="LIST", default=None,
-                   help=f"comma-separated signature families: {', '.join(SIGNATURE_CHOICES)}. "
+                   help=f"comma-separated signature families: {', '.join(FAMILIES)}. "
                         "Default: embedding and weights for model folders and Hub models, "
                         "weights only for plain checkpoint files "
                         f"({', '.join(CHECKPOINT_SUFFIXES)})")

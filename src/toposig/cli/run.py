@@ -51,7 +51,7 @@ from toposig.cli.options import (
 from toposig.files.locks import exclusive
 from toposig.model.placement import Placement
 from toposig.model.training import load_suite_config, preset_names, train_suite
-from toposig.records import DEFAULT_FAMILIES, PROBE_FAMILIES
+from toposig.records import DEFAULT_FAMILIES, PROBE_FAMILIES, Family
 from toposig.run.pipeline import execute, summary_lines
 from toposig.run.plan import family_hashes, plan_run, settings_views
 from toposig.run.store import read_json
@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
             suite = load_suite_config(args.preset)
             families = set(signatures or DEFAULT_FAMILIES)
             texts = probe = []
-            if "embedding" in families:  # before training: the texts and the study check
+            if Family.EMBEDDING in families:  # before training: the texts and the study check
                 texts = load_texts(settings.texts, settings.n_texts, settings.min_chars)
             if families & set(PROBE_FAMILIES):
                 probe = probe_texts(settings.texts, settings.min_chars)

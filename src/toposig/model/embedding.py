@@ -8,24 +8,23 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from dataclasses import dataclass
 
 import numpy as np
 
 from toposig.config import (
     MLM_FRACTION,
     MLM_SEED,
-    SCHEMA_VERSION,
     EmbeddingSettings,
 )
 from toposig.features import homology, spectral
 from toposig.model.forward import MaskedLM, forward_pass, masked_positions, tokenize
 from toposig.model.placement import Placement
+from toposig.records import CheckpointOutput, Family, now_iso, record_header
 from toposig.sources.checkpoints import (
     MASKED,
     Checkpoint,
-    fingerprint,
+    checkpoint_identity,
     load_model,
     load_tokenizer,
     model_kind,
@@ -131,14 +130,6 @@ def resampled_features(cloud: np.ndarray, pca_dim: int, maxdim: int, backend: st
     return out
 
 
-@dataclass
-class CheckpointOutput:
-    """A finished checkpoint: its JSON record and the arrays saved beside it."""
-
-    record: dict
-    arrays: dict[str, np.ndarray] = field(default_factory=dict)
-
-
 def analysed_layers(n_hidden_states: int, layers: str) -> list[int]:
     return list(range(n_hidden_states)) if layers == "all" else [n_hidden_states - 1]
 
@@ -209,9 +200,7 @@ def analyse_checkpoint(
             arrays[f"layer{layer}_hidden"] = fwd.pooled[layer]
     cfg = model.config
     record = {
-        "schema_version": SCHEMA_VERSION,
-        "status": "ok",
-        **checkpoint_fields(ckpt),
+        **record_header(Family.EMBEDDING, checkpoint_identity(ckpt)),
         "perplexity": fwd.perplexity,
         "mean_nll": fwd.mean_nll,
         "n_loss_tokens": fwd.n_tokens,
@@ -233,7 +222,7 @@ def analyse_checkpoint(
             "features": t_feat - t_fwd,
             "total": t_feat - t0,
         },
-        "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "finished_at": now_iso(),
     }
     if masked_lm is not None:  # an encoder: no next-token perplexity, ever
         record |= {"perplexity": None, "mean_nll": None, "quality_measure": "masked_lm_loss",
@@ -277,16 +266,3 @@ def check_vocab(model, ids) -> None:
     if vocab is not None and int(ids.max()) >= vocab:
         raise ValueError(f"tokenizer produces id {int(ids.max())} but the model's vocabulary "
                          f"has {vocab} entries: wrong --tokenizer for this model?")
-
-
-def checkpoint_fields(ckpt: Checkpoint) -> dict:
-    """The identity of a checkpoint as it appears in every record."""
-    return {
-        "model": ckpt.model,
-        "model_label": ckpt.label,
-        "step": ckpt.step,
-        "source": ckpt.source,
-        "location": ckpt.location,
-        "revision": ckpt.revision,
-        "checkpoint_fingerprint": fingerprint(ckpt),
-    }

@@ -20,15 +20,15 @@ from __future__ import annotations
 
 import logging
 import time
-from datetime import datetime, timezone
 
 import numpy as np
 
-from toposig.config import SCHEMA_VERSION, GradientSettings, LandscapeSettings
+from toposig.config import GradientSettings, LandscapeSettings
 from toposig.features import landscape
 from toposig.model import curvature, gradients
-from toposig.model.embedding import CheckpointOutput, check_vocab, checkpoint_fields
-from toposig.sources.checkpoints import CAUSAL, Checkpoint, model_kind
+from toposig.model.embedding import check_vocab
+from toposig.records import CheckpointOutput, Family, now_iso, record_header
+from toposig.sources.checkpoints import CAUSAL, Checkpoint, checkpoint_identity, model_kind
 
 logger = logging.getLogger(__name__)
 
@@ -76,15 +76,12 @@ def require_causal(model) -> None:
                          "not define")
 
 
-def _common(ckpt: Checkpoint, family: str, model, t0: float, load_s: float) -> dict:
+def _common(ckpt: Checkpoint, family: Family, model, t0: float, load_s: float) -> dict:
     elapsed = time.perf_counter() - t0
     return {
-        "schema_version": SCHEMA_VERSION,
-        "status": "ok",
-        "family": family,
-        **checkpoint_fields(ckpt),
+        **record_header(family, checkpoint_identity(ckpt)),
         "num_parameters": int(sum(p.numel() for p in model.parameters())),
-        "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "finished_at": now_iso(),
         "timings_s": {"load": load_s, family: elapsed, "total": load_s + elapsed},
     }
 
@@ -164,7 +161,7 @@ def analyse_landscape(ckpt: Checkpoint, model, tokenizer, texts: list[str],
     features = {f"hessian_eig_{i + 1}": float(v) for i, v in enumerate(eig.values)}
     features["hessian_trace"] = trace
     features |= topo.features
-    record = _common(ckpt, "landscape", model, t0, load_s)
+    record = _common(ckpt, Family.LANDSCAPE, model, t0, load_s)
     record |= {
         "features": features,
         "probe_loss": float(grid[s.res // 2, s.res // 2]),
@@ -216,10 +213,10 @@ def analyse_gradients(ckpt: Checkpoint, model, tokenizer, texts: list[str],
     t_grad = time.perf_counter()
     features, diagrams, used = gradients.gradient_features(
         cloud, np.concatenate(norms), s.maxdim, s.ph_backend)
-    record = _common(ckpt, "gradients", model, t0, load_s)
+    record = _common(ckpt, Family.GRADIENTS, model, t0, load_s)
     record |= {"features": features, "ph_backend": used, "device": device,
                "settings": s.to_dict()}
-    record["timings_s"] |= {"gradients": t_grad - t0,
+    record["timings_s"] |= {Family.GRADIENTS: t_grad - t0,
                             "homology": time.perf_counter() - t_grad}
     arrays = {f"h{q}": d for q, d in enumerate(diagrams)} | {"projected": cloud}
     return CheckpointOutput(record, arrays)

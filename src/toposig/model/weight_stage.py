@@ -12,14 +12,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from datetime import datetime, timezone
 
 import numpy as np
 
-from toposig.config import SCHEMA_VERSION, WeightSettings
+from toposig.config import WeightSettings
 from toposig.features import weights
-from toposig.model.embedding import CheckpointOutput, checkpoint_fields
-from toposig.sources.checkpoints import Checkpoint
+from toposig.records import CheckpointOutput, Family, now_iso, record_header
+from toposig.sources.checkpoints import Checkpoint, checkpoint_identity
 
 logger = logging.getLogger(__name__)
 
@@ -86,10 +85,7 @@ def analyse_weights(
     arrays = {f"{name}:h{q}": d for name, dgms in sig.diagrams.items()
               for q, d in enumerate(dgms)}
     record = {
-        "schema_version": SCHEMA_VERSION,
-        "status": "ok",
-        "family": "weights",
-        **checkpoint_fields(ckpt),
+        **record_header(Family.WEIGHTS, checkpoint_identity(ckpt)),
         "checkpoint_loss": loss,
         "checkpoint_loss_key": loss_key,
         "num_parameters": num_parameters,
@@ -101,7 +97,7 @@ def analyse_weights(
         "matrices": sig.matrices,
         "settings": settings.to_dict(),
         "timings_s": {"load": load_s, "weights": t_done - t0, "total": load_s + t_done - t0},
-        "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "finished_at": now_iso(),
     }
     logger.debug("%s: %d matrices, NP mean %.4f", ckpt.describe(), len(sig.matrices),
                  sig.features["np_mean"])

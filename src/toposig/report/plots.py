@@ -48,6 +48,7 @@ from toposig.analysis.stats import (
 )
 from toposig.features.homology import FEATURE_NAMES
 from toposig.features.spectral import SPECTRAL_NAMES
+from toposig.records import FeatureFamily
 
 matplotlib.use("Agg")  # pyplot picks its backend lazily, so this still takes effect
 
@@ -110,16 +111,12 @@ WEIGHT_TOPOLOGICAL_ORDER = ("np_mean", "np_std", "np_min", "np_max", "np_seed_me
                             "np_seed_std", "weight_h0_total", "weight_h1_total",
                             "weight_h1_count", "weight_h0_entropy_mean",
                             "weight_h1_entropy_mean")
-# heatmap row groups: (family, side label), weight space first
-HEATMAP_FAMILIES = (("weight_topological", "weight topology"),
-                    ("weight_statistics", "weight statistics"),
-                    ("embedding_topological", "embedding topology"),
-                    ("embedding_spectral", "embedding spectrum"),
-                    ("curvature", "curvature"),
-                    ("landscape_topological", "landscape topology"),
-                    ("gradient_topological", "gradient topology"),
-                    ("gradient_statistics", "gradient statistics"),
-                    ("other", "other"))
+# heatmap row groups, weight space first
+HEATMAP_FAMILIES = (FeatureFamily.WEIGHT_TOPOLOGICAL, FeatureFamily.WEIGHT_STATISTICS,
+                    FeatureFamily.EMBEDDING_TOPOLOGICAL, FeatureFamily.EMBEDDING_SPECTRAL,
+                    FeatureFamily.CURVATURE, FeatureFamily.LANDSCAPE_TOPOLOGICAL,
+                    FeatureFamily.GRADIENT_TOPOLOGICAL, FeatureFamily.GRADIENT_STATISTICS,
+                    FeatureFamily.OTHER)
 NP_SEED_NOTE = "per-matrix max normalisation, p = 1, divided by max · (n − 1)"
 
 TOPOLOGICAL_EVOLUTION = ("h1_n_features", "h1_total_persistence", "h1_persistence_entropy",
@@ -966,11 +963,11 @@ def plot_np_vs_loss_scatter(records: Sequence[dict], statistics: dict,
 def heatmap_order(name: str) -> tuple:
     """Sort key of a feature within its family: the family's display order, then name."""
     family = feature_family(name)
-    if family == "embedding_topological":
+    if family == FeatureFamily.EMBEDDING_TOPOLOGICAL:
         return _topological_order(name)
-    order = {"weight_topological": WEIGHT_TOPOLOGICAL_ORDER,
-             "weight_statistics": WEIGHT_STATISTICS,
-             "embedding_spectral": SPECTRAL_NAMES}.get(family, ())
+    order = {FeatureFamily.WEIGHT_TOPOLOGICAL: WEIGHT_TOPOLOGICAL_ORDER,
+             FeatureFamily.WEIGHT_STATISTICS: WEIGHT_STATISTICS,
+             FeatureFamily.EMBEDDING_SPECTRAL: SPECTRAL_NAMES}.get(family, ())
     return (order.index(name) if name in order else len(order), name)
 
 
@@ -981,10 +978,10 @@ def _heatmap_features(correlations: dict) -> list[tuple[str, list[str]]]:
                   *(correlations.get("per_model") or {}).values()]:
         names.extend(k for k in table if k not in names)
     groups = []
-    for family, label in HEATMAP_FAMILIES:
+    for family in HEATMAP_FAMILIES:
         members = sorted((k for k in names if feature_family(k) == family), key=heatmap_order)
         if members:
-            groups.append((label, members))
+            groups.append((family.label, members))
     return groups
 
 

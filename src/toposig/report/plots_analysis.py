@@ -32,6 +32,7 @@ from matplotlib.ticker import FuncFormatter
 
 from toposig.analysis.statistics import diagrams_of
 from toposig.analysis.stats import by_model, feature_family
+from toposig.records import FeatureFamily
 from toposig.report.plots import (
     FEATURE_LABELS,
     RC_PARAMS,
@@ -59,16 +60,6 @@ AnalysisFigureFn = Callable[..., "Path | None"]
 # (statistics key, column label) of the three controlled tests
 CONTROLS = (("raw", "raw"), ("partial_log_step", "partial"), ("first_differences", "diff"),
             ("beyond_baseline", "norm"))
-# controlled-table rows: (family, side label), in display order
-CONTROL_FAMILIES = (("embedding_topological", "embedding topology"),
-                    ("embedding_spectral", "embedding spectrum"),
-                    ("weight_topological", "weight topology"),
-                    ("weight_statistics", "weight statistics"),
-                    ("curvature", "curvature"),
-                    ("landscape_topological", "landscape topology"),
-                    ("gradient_topological", "gradient topology"),
-                    ("gradient_statistics", "gradient statistics"),
-                    ("other", "other"))
 PHASE_PREFERRED = ("h1_total_persistence", "rankme", "np_mean", "weight_h0_total")
 MAX_PHASE_PANELS = 4
 MAX_SCALING_FEATURES = 5
@@ -228,10 +219,10 @@ def _control_rows(controlled: dict) -> list[tuple[str, list[str]]]:
                   controlled.get("pooled") or {}]:
         names.extend(k for k in table if k not in names)
     groups = []
-    for family, label in CONTROL_FAMILIES:
+    for family in FeatureFamily:  # the controlled table's rows, in table order
         members = sorted((k for k in names if feature_family(k) == family), key=heatmap_order)
         if members:
-            groups.append((label, members))
+            groups.append((family.label, members))
     return groups
 
 

@@ -40,8 +40,7 @@ def _present(records: Sequence[dict], names: Sequence[str]) -> list[str]:
 
 def has_probe_features(records: Sequence[dict]) -> bool:
     """Some record has a curvature, landscape or gradient feature."""
-    return any(feature_family(k) in ("curvature", "landscape_topological",
-                                     "gradient_topological", "gradient_statistics")
+    return any(feature_family(k).is_probe
                for r in records for k in (r.get("features") or {}))
 
 

@@ -37,6 +37,7 @@ from pathlib import Path
 from toposig.analysis.statistics import compute_statistics, load_entries
 from toposig.analysis.stats import by_model, feature_family
 from toposig.files.atomic import atomic_write_bytes, atomic_write_json
+from toposig.records import FeatureFamily
 
 DASH = "—"
 
@@ -270,7 +271,8 @@ def _topo_vs_spectral(statistics: dict, records: list[dict]) -> list[str]:
     per_model = corr.get("per_model") or {}
     pooled = corr.get("pooled") or {}
     names = list(pooled) or list(next(iter(per_model.values()), {}))
-    fams = {"embedding_topological": "topological", "embedding_spectral": "spectral"}
+    fams = {FeatureFamily.EMBEDDING_TOPOLOGICAL: "topological",
+            FeatureFamily.EMBEDDING_SPECTRAL: "spectral"}
     feats = [f for f in names if feature_family(f) in fams]
     if not feats:
         raise _Absent("the run has no embedding-space topological or spectral feature "
@@ -697,11 +699,9 @@ def _probe_correlations(statistics: dict, records: list[dict]) -> list[str]:
     per_model = controlled.get("per_model") or {}
     pooled = controlled.get("pooled") or {}
     names = list(pooled) or list(next(iter(per_model.values()), {}))
-    fams = {"curvature": "curvature", "landscape_topological": "landscape topology",
-            "gradient_topological": "gradient topology",
-            "gradient_statistics": "gradient statistics"}
+    fams = [fam for fam in FeatureFamily if fam.is_probe]
     feats = sorted((f for f in names if feature_family(f) in fams),
-                   key=lambda f: list(fams).index(feature_family(f)))
+                   key=lambda f: fams.index(feature_family(f)))
     if not feats:
         raise _Absent("the run has no curvature, landscape or gradient feature (run with "
                       "`--signatures ...,landscape,gradients`)")
@@ -718,7 +718,7 @@ def _probe_correlations(statistics: dict, records: list[dict]) -> list[str]:
             ns.append(e.get("n"))
             target = e.get("target") or target
             cells.append(f"{fmt_rho(e.get('spearman_r'))} ({fmt_p(e.get('holm_p'))})")
-        rows.append([_code(f), fams[feature_family(f)], target, *cells,
+        rows.append([_code(f), feature_family(f).label, target, *cells,
                      _survives(pooled[f]) if f in pooled else DASH])
     caption = (f"Spearman ρ (Holm-adjusted p, as in C1) of each feature of the landscape and "
                f"gradient families with its target across checkpoints, per model and pooled "

@@ -2,7 +2,7 @@
 
 An executor takes the plan's :class:`~toposig.run.tasks.Task` list and two callbacks from
 the driver: ``emit(task, family, result)`` for each family's result (a
-:class:`~toposig.model.embedding.CheckpointOutput`, or an exception for a failure) and
+:class:`~toposig.records.CheckpointOutput`, or an exception for a failure) and
 ``done(task)`` once a task has no more to say. The driver writes every record through
 its store, so resume, failures and aggregates are the same whichever executor ran.
 

@@ -25,15 +25,15 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from toposig.config import (
-    SCHEMA_VERSION,
-)
 from toposig.files.locks import exclusive
-from toposig.model.embedding import (
+from toposig.records import (
+    SCHEMA_VERSION,
     CheckpointOutput,
-    checkpoint_fields,
+    Family,
+    merge_family_records,
+    now_iso,
+    record_header,
 )
-from toposig.records import merge_family_records
 from toposig.run.executors import Executor, SerialExecutor
 from toposig.run.plan import RunPlan
 from toposig.run.store import ResultStore, remove_stale_temporaries
@@ -49,9 +49,7 @@ from toposig.run.study import (
     study_hashes,
 )
 from toposig.run.tasks import Task, TaskFailure
-from toposig.sources.checkpoints import (
-    Checkpoint,
-)
+from toposig.sources.checkpoints import Checkpoint, checkpoint_identity
 from toposig.sources.corpus import texts_fingerprint
 
 logger = logging.getLogger(__name__)
@@ -70,18 +68,16 @@ class RunOutcome:
     config: dict = field(default_factory=dict)
 
 
-def failure_record(ckpt: Checkpoint, exc: BaseException, family: str = "embedding") -> dict:
+def failure_record(ckpt: Checkpoint, exc: BaseException,
+                   family: Family = Family.EMBEDDING) -> dict:
     """A record of a checkpoint that could not be analysed, with the reason."""
     failure = TaskFailure.from_exception(exc)
     return {
-        "schema_version": SCHEMA_VERSION,
-        "status": "failed",
-        "family": family,
-        **checkpoint_fields(ckpt),
+        **record_header(family, checkpoint_identity(ckpt), status="failed"),
         "error_type": failure.error_type,
         "error": failure.message,
         "traceback": failure.traceback_text,
-        "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "finished_at": now_iso(),
     }
 
 
@@ -152,14 +148,14 @@ def run_config(plan: RunPlan, outcome: RunOutcome, started: str,
     }
     config = merge_study(previous, config)
     entries = outcome.records
-    emb = [r for r in entries if "embedding" in r.get("families", ())]
+    emb = [r for r in entries if Family.EMBEDDING in r.get("families", ())]
     per_emb = [r["timings_s"]["total"] for r in emb if "timings_s" in r]
     config["n_checkpoints"] = len(entries)
     config["timings_s"] = {
         "mean_embedding_per_checkpoint": (sum(per_emb) / len(per_emb)) if per_emb else None,
-        "mean_weights_per_checkpoint": _mean_time(entries, "weights"),
-        "mean_landscape_per_checkpoint": _mean_time(entries, "landscape"),
-        "mean_gradients_per_checkpoint": _mean_time(entries, "gradients"),
+        "mean_weights_per_checkpoint": _mean_time(entries, Family.WEIGHTS),
+        "mean_landscape_per_checkpoint": _mean_time(entries, Family.LANDSCAPE),
+        "mean_gradients_per_checkpoint": _mean_time(entries, Family.GRADIENTS),
     }
     config["failures"] = [
         {"model": f["model_label"], "step": f["step"], "family": f["family"],
@@ -334,36 +330,36 @@ def summary_lines(plan: RunPlan, outcome: RunOutcome, out_dir: str | Path,
         f"signatures: {', '.join(fams)}; device: {plan.device} ({plan.dtype}), "
         f"PH backend: {plan.ph_backend}",
     ]
-    if "embedding" in fams:
+    if Family.EMBEDDING in fams:
         lines.append(f"texts: {len(plan.texts)} from {plan.texts_source}, embedding settings "
                      f"hash: {plan.settings_hash}")
-    if "weights" in fams:
+    if Family.WEIGHTS in fams:
         ws = plan.weight_settings
         lines.append(f"weights: <= {ws.max_rows} rows per matrix, seed {ws.seed}, settings "
                      f"hash: {plan.weights_hash}")
-    if "landscape" in fams:
+    if Family.LANDSCAPE in fams:
         ls = plan.landscape_settings
         lines.append(f"landscape: {ls.n_windows} windows x {ls.window} tokens, top "
                      f"{ls.top_k} Hessian eigenvalues, {ls.res} x {ls.res} grid in {ls.dirs} "
                      f"directions, span {ls.span:g}, settings hash: {plan.landscape_hash}")
-    if "gradients" in fams:
+    if Family.GRADIENTS in fams:
         gs = plan.gradient_settings
         lines.append(f"gradients: {gs.n_windows} windows x {gs.window} tokens, projected to "
                      f"{gs.proj_dim} dimensions, settings hash: {plan.gradients_hash}")
     columns = [("model", "<24", None, None), ("step", ">8", None, None)]
     if any(r.get("mlm_loss") is not None for r in outcome.records):  # encoders
         columns += [("MLM loss", ">9", "mlm_loss", ".3f")]
-    if "embedding" in fams:
+    if Family.EMBEDDING in fams:
         columns += [("perplexity", ">11", "perplexity", ".2f"),
                     ("H1 bars", ">8", "h1_n_features", ".0f"),
                     ("RankMe", ">8", "rankme", ".2f")]
-    if "weights" in fams:
+    if Family.WEIGHTS in fams:
         columns += [("loss", ">8", "loss", ".3f"), ("NP mean", ">8", "np_mean", ".4f"),
                     ("W-H0 total", ">11", "weight_h0_total", ".2f")]
-    if "landscape" in fams:
+    if Family.LANDSCAPE in fams:
         columns += [("Hess λ1", ">9", "hessian_eig_1", ".4g"),
                     ("minima", ">7", "landscape_n_minima", ".0f")]
-    if "gradients" in fams:
+    if Family.GRADIENTS in fams:
         columns += [("G-H0 total", ">11", "grad_h0_total_persistence", ".4g"),
                     ("|grad|", ">8", "grad_norm_mean", ".3g")]
     ok = outcome.records

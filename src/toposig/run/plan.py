@@ -20,7 +20,13 @@ from toposig.config import (
 )
 from toposig.features import homology
 from toposig.model.placement import Placement
-from toposig.records import DEFAULT_FAMILIES, FAMILIES, MODEL_FAMILIES, PROBE_FAMILIES
+from toposig.records import (
+    DEFAULT_FAMILIES,
+    FAMILIES,
+    MODEL_FAMILIES,
+    PROBE_FAMILIES,
+    Family,
+)
 from toposig.run.study import study_labels
 from toposig.sources.checkpoints import (
     EXPERIMENT_A_MODELS,
@@ -59,7 +65,7 @@ class RunPlan:
     settings_hash: str | None
     texts_source: str
     suite: dict | None = None  # the training suite's config.json, for --preset runs
-    families: list[tuple[str, ...]] = field(default_factory=list)
+    families: list[tuple[Family, ...]] = field(default_factory=list)
     weight_settings: WeightSettings = field(default_factory=WeightSettings)
     weights_hash: str | None = None
     landscape_settings: LandscapeSettings = field(default_factory=LandscapeSettings)
@@ -77,10 +83,11 @@ class RunPlan:
     def dtype(self) -> str:
         return self.placement.dtype
 
-    def hash_of(self, family: str) -> str | None:
+    def hash_of(self, family: Family) -> str | None:
         """The settings hash that keys ``family``'s records (``None``: not in this run)."""
-        return {"embedding": self.settings_hash, "weights": self.weights_hash,
-                "landscape": self.landscape_hash, "gradients": self.gradients_hash}[family]
+        return {Family.EMBEDDING: self.settings_hash, Family.WEIGHTS: self.weights_hash,
+                Family.LANDSCAPE: self.landscape_hash,
+                Family.GRADIENTS: self.gradients_hash}[family]
 
     def settings_views(self) -> dict[str, dict]:
         """Family -> its settings as config.json records them (:func:`settings_views`)."""
@@ -111,22 +118,23 @@ class RunPlan:
             self.checkpoints = [replace(c, label=mapping.get(c.label, c.label))
                                 for c in self.checkpoints]
 
-    def families_of(self, index: int) -> tuple[str, ...]:
-        return self.families[index] if self.families else ("embedding",)
+    def families_of(self, index: int) -> tuple[Family, ...]:
+        return self.families[index] if self.families else (Family.EMBEDDING,)
 
     @property
-    def all_families(self) -> list[str]:
+    def all_families(self) -> list[Family]:
         present = {f for i in range(len(self.checkpoints)) for f in self.families_of(i)}
         return [f for f in FAMILIES if f in present]
 
 
-def checkpoint_families(ckpt: Checkpoint, requested: tuple[str, ...] | None) -> tuple[str, ...]:
+def checkpoint_families(ckpt: Checkpoint,
+                        requested: tuple[Family, ...] | None) -> tuple[Family, ...]:
     """The signature families of one checkpoint: ``requested``, or by default embedding
     and weights for model folders and Hub revisions and ``weights`` for plain checkpoint
     files."""
     if requested is not None:
         return requested
-    return ("weights",) if ckpt.source == "file" else DEFAULT_FAMILIES
+    return (Family.WEIGHTS,) if ckpt.source == "file" else DEFAULT_FAMILIES
 
 
 def plan_run(models: list[str] | None, selection: StepSelection | None,
@@ -178,7 +186,7 @@ def plan_run(models: list[str] | None, selection: StepSelection | None,
             "config or tokenizer to run the model (embedding, landscape, gradients); use "
             "--signatures weights, or point --models at model folders"
         )
-    embedding = [c for c, f in zip(checkpoints, families, strict=True) if "embedding" in f]
+    embedding = [c for c, f in zip(checkpoints, families, strict=True) if Family.EMBEDDING in f]
     check_tokenizers([c for c, f in zip(checkpoints, families, strict=True)
                       if set(f) & set(MODEL_FAMILIES)], settings.tokenizer)
     ph_backend = homology.resolve_backend(settings.ph_backend)
@@ -207,15 +215,15 @@ def plan_run(models: list[str] | None, selection: StepSelection | None,
                            gradient_settings, texts, probe, placement.dtype)
     source = settings.texts or "wikitext-2-raw-v1 validation"
     return RunPlan(checkpoints, texts, settings, placement, ph_backend, local_only,
-                   hashes.get("embedding"), source, families=families,
-                   weight_settings=weight_settings, weights_hash=hashes.get("weights"),
+                   hashes.get(Family.EMBEDDING), source, families=families,
+                   weight_settings=weight_settings, weights_hash=hashes.get(Family.WEIGHTS),
                    landscape_settings=landscape_settings,
                    gradient_settings=gradient_settings, probe_texts=probe,
-                   landscape_hash=hashes.get("landscape"),
-                   gradients_hash=hashes.get("gradients"))
+                   landscape_hash=hashes.get(Family.LANDSCAPE),
+                   gradients_hash=hashes.get(Family.GRADIENTS))
 
 
-def family_hashes(families: set[str], settings: EmbeddingSettings,
+def family_hashes(families: set[Family], settings: EmbeddingSettings,
                   weight_settings: WeightSettings, landscape_settings: LandscapeSettings,
                   gradient_settings: GradientSettings, texts: list[str],
                   probe: list[str], dtype: str) -> dict[str, str]:
@@ -227,11 +235,11 @@ def family_hashes(families: set[str], settings: EmbeddingSettings,
         dtype: the resolved precision of the embedding's forward pass.
     """
     out: dict[str, str] = {}
-    if "embedding" in families:
-        out["embedding"] = settings_hash(settings, texts_fingerprint(texts), dtype)
-    if "weights" in families:
-        out["weights"] = weights_hash(weight_settings)
-    for fam, s in (("landscape", landscape_settings), ("gradients", gradient_settings)):
+    if Family.EMBEDDING in families:
+        out[Family.EMBEDDING] = settings_hash(settings, texts_fingerprint(texts), dtype)
+    if Family.WEIGHTS in families:
+        out[Family.WEIGHTS] = weights_hash(weight_settings)
+    for fam, s in ((Family.LANDSCAPE, landscape_settings), (Family.GRADIENTS, gradient_settings)):
         if fam in families:
             out[fam] = family_hash(fam, s, texts_fingerprint(probe))
     return out
@@ -243,7 +251,8 @@ def settings_views(settings: EmbeddingSettings, weight_settings: WeightSettings,
     """Family -> its settings as config.json records them, the embedding's with the
     resolved ``dtype`` and the texts' ``texts_sha256`` (both in its hash): what
     :func:`toposig.run.study.check_run_fits` names when a hash differs."""
-    return {"embedding": {**settings.to_dict(), "dtype": dtype,
-                          "texts_sha256": texts_fingerprint(texts) if texts else None},
-            "weights": weight_settings.to_dict(), "landscape": landscape_settings.to_dict(),
-            "gradients": gradient_settings.to_dict()}
+    return {Family.EMBEDDING: {**settings.to_dict(), "dtype": dtype,
+                               "texts_sha256": texts_fingerprint(texts) if texts else None},
+            Family.WEIGHTS: weight_settings.to_dict(),
+            Family.LANDSCAPE: landscape_settings.to_dict(),
+            Family.GRADIENTS: gradient_settings.to_dict()}

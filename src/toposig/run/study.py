@@ -20,16 +20,16 @@ import logging
 from pathlib import Path
 
 from toposig.files.atomic import read_json
-from toposig.records import FAMILIES
+from toposig.records import FAMILIES, Family
 from toposig.run.store import arrays_damage
 
 logger = logging.getLogger(__name__)
 
 # Where each family's settings hash and settings sit in config.json.
-HASH_KEYS = {"embedding": "settings_hash", "weights": "weights_hash",
-             "landscape": "landscape_hash", "gradients": "gradients_hash"}
-SETTINGS_KEYS = {"embedding": "settings", "weights": "weight_settings",
-                 "landscape": "landscape_settings", "gradients": "gradient_settings"}
+HASH_KEYS = {Family.EMBEDDING: "settings_hash", Family.WEIGHTS: "weights_hash",
+             Family.LANDSCAPE: "landscape_hash", Family.GRADIENTS: "gradients_hash"}
+SETTINGS_KEYS = {Family.EMBEDDING: "settings", Family.WEIGHTS: "weight_settings",
+                 Family.LANDSCAPE: "landscape_settings", Family.GRADIENTS: "gradient_settings"}
 
 
 class StudyMismatchError(ValueError):
@@ -89,7 +89,7 @@ UNHASHED = frozenset({"batch_size", "device", "ph_backend", "save_hidden",
 def _study_settings(config: dict, family: str) -> dict:
     """``family``'s settings in the study, as :func:`check_run_fits` compares them."""
     out = dict(config.get(SETTINGS_KEYS[family]) or {})
-    if family == "embedding":
+    if family == Family.EMBEDDING:
         out |= {"dtype": config.get("dtype"), "texts_sha256": config.get("texts_sha256")}
     return out
 
@@ -208,7 +208,7 @@ def merge_study(old: dict | None, new: dict) -> dict:
         if family not in have and old.get(HASH_KEYS[family]):
             out[HASH_KEYS[family]] = old[HASH_KEYS[family]]
             out[SETTINGS_KEYS[family]] = old.get(SETTINGS_KEYS[family])
-    if "embedding" not in have and old.get("settings_hash"):
+    if Family.EMBEDDING not in have and old.get("settings_hash"):
         for key in ("texts_source", "texts_sha256", "n_texts", "dtype"):
             out[key] = old.get(key)
     out["model_sources"] = {**(old.get("model_sources") or {}),

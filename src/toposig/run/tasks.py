@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from toposig.model.embedding import CheckpointOutput, analyse_checkpoint
+from toposig.model.embedding import analyse_checkpoint
 from toposig.model.loss_probes import analyse_gradients, analyse_landscape
 from toposig.model.matrices import (
     copies_of_left_out,
@@ -27,7 +27,7 @@ from toposig.model.matrices import (
     state_dict_parameters,
 )
 from toposig.model.weight_stage import analyse_weights
-from toposig.records import PROBE_FAMILIES
+from toposig.records import PROBE_FAMILIES, CheckpointOutput, Family
 from toposig.sources.checkpoint_files import load_checkpoint_file, trainer_state_loss
 from toposig.sources.checkpoints import Checkpoint, load_model, load_tokenizer
 from toposig.sources.fetch import Download, evict_snapshot, hub_snapshot
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 Result = CheckpointOutput | BaseException
-Emit = Callable[[str, Result], None]
+Emit = Callable[[Family, Result], None]
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ class TaskFailure(Exception):
 
 
 
-def load_once(ckpt: Checkpoint, families: tuple[str, ...], plan: RunPlan, emit: Emit) -> None:
+def load_once(ckpt: Checkpoint, families: tuple[Family, ...], plan: RunPlan, emit: Emit) -> None:
     """Load a checkpoint once and compute each family, handing each result to ``emit``
     as soon as it is done (a family that raised gets its exception).
 
@@ -89,7 +89,7 @@ def load_once(ckpt: Checkpoint, families: tuple[str, ...], plan: RunPlan, emit: 
     import torch
 
     t0 = time.perf_counter()
-    want_w = "weights" in families
+    want_w = Family.WEIGHTS in families
     probes = [f for f in PROBE_FAMILIES if f in families]
     fp32 = want_w or bool(probes)
     try:
@@ -127,8 +127,8 @@ def load_once(ckpt: Checkpoint, families: tuple[str, ...], plan: RunPlan, emit: 
         except Exception as exc:  # noqa: BLE001
             result = exc
         del matrices
-        emit("weights", result)
-    if not (probes or "embedding" in families):
+        emit(Family.WEIGHTS, result)
+    if not (probes or Family.EMBEDDING in families):
         return
     t1 = time.perf_counter()
     try:  # one tokenizer for every family that runs the model
@@ -137,13 +137,13 @@ def load_once(ckpt: Checkpoint, families: tuple[str, ...], plan: RunPlan, emit: 
                                    trust_remote_code=plan.settings.trust_remote_code)
     except Exception as exc:  # noqa: BLE001 - recorded for the families that need it
         for f in families:
-            if f != "weights":
+            if f != Family.WEIGHTS:
                 emit(f, exc)
         return
     load_s += time.perf_counter() - t1
     if probes:
         _probe_families(ckpt, probes, plan, model, tokenizer, (loss, loss_key), load_s, emit)
-    if "embedding" in families:
+    if Family.EMBEDDING in families:
         try:
             t2 = time.perf_counter()
             if fp32:
@@ -154,10 +154,10 @@ def load_once(ckpt: Checkpoint, families: tuple[str, ...], plan: RunPlan, emit: 
                 load_s=load_s + time.perf_counter() - t2)
         except Exception as exc:  # noqa: BLE001
             result = exc
-        emit("embedding", result)
+        emit(Family.EMBEDDING, result)
 
 
-def _probe_families(ckpt: Checkpoint, probes: list[str], plan: RunPlan, model, tokenizer,
+def _probe_families(ckpt: Checkpoint, probes: list[Family], plan: RunPlan, model, tokenizer,
                     stored_loss: tuple[float | None, str | None], load_s: float,
                     emit: Emit) -> None:
     """The landscape and gradient families on the float32 model (moved to the device);
@@ -168,8 +168,8 @@ def _probe_families(ckpt: Checkpoint, probes: list[str], plan: RunPlan, model, t
         for f in probes:
             emit(f, exc)
         return
-    stages = {"landscape": (analyse_landscape, plan.landscape_settings),
-              "gradients": (analyse_gradients, plan.gradient_settings)}
+    stages = {Family.LANDSCAPE: (analyse_landscape, plan.landscape_settings),
+              Family.GRADIENTS: (analyse_gradients, plan.gradient_settings)}
     loss, loss_key = stored_loss
     for family in probes:
         stage, settings = stages[family]
@@ -205,7 +205,7 @@ def run_task(plan: RunPlan, ckpt: Checkpoint, todo: tuple[str, ...], *, evict: b
         ckpt = dataclasses.replace(ckpt, local_path=str(fetched.path))
     results: dict[str, CheckpointOutput | TaskFailure] = {}
 
-    def keep(family: str, result: Result) -> None:
+    def keep(family: Family, result: Result) -> None:
         results[family] = (TaskFailure.from_exception(result)
                            if isinstance(result, BaseException) else result)
 

@@ -314,6 +314,20 @@ def fingerprint(ckpt: Checkpoint) -> str | None:
     return content_fingerprint(ckpt.location)
 
 
+def checkpoint_identity(ckpt: Checkpoint) -> dict:
+    """The fields that say which checkpoint a record belongs to
+    (:data:`toposig.records.IDENTITY`, in that order)."""
+    return {
+        "model": ckpt.model,
+        "model_label": ckpt.label,
+        "step": ckpt.step,
+        "source": ckpt.source,
+        "location": ckpt.location,
+        "revision": ckpt.revision,
+        "checkpoint_fingerprint": fingerprint(ckpt),
+    }
+
+
 def has_tokenizer(ckpt: Checkpoint) -> bool:
     """Whether a local checkpoint folder carries tokenizer files (Hub ones are assumed to)."""
     if ckpt.source == "hub":
