@@ -250,7 +250,7 @@ def test_a_figure_that_fails_midway_leaves_the_old_one_whole(tmp_path, monkeypat
     import matplotlib.pyplot as plt
     from matplotlib.figure import Figure
 
-    from toposig.report.plots import save_figure
+    from toposig.report.style import save_figure
 
     target = tmp_path / "plots" / "f.png"
     fig, ax = plt.subplots()

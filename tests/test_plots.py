@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from toposig.analysis import stats
-from toposig.report import figures, plots
+from toposig.report import figures, plots, style
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 STEPS = (0, 1, 2, 4, 16, 64, 256, 1000)
@@ -138,7 +138,12 @@ def test_plot_all_writes_only_the_four_weight_figures_for_a_weights_only_run(tmp
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"{n}.png" for n in WEIGHT)
 
 
-def _stub(records: list[dict], statistics: dict, path: Path) -> Path:
+def stubbed(figs: dict[str, style.Figure], draw) -> dict[str, style.Figure]:
+    """The same figures, each applying as before, drawn by ``draw``."""
+    return {name: style.Figure(name, draw, f.applies) for name, f in figs.items()}
+
+
+def _stub(records: list[dict], statistics: dict, path: Path, results_root=None) -> Path:
     path.write_bytes(PNG_SIGNATURE)
     return path
 
@@ -155,8 +160,7 @@ def _stub(records: list[dict], statistics: dict, path: Path) -> Path:
 def test_plot_all_selects_figures_by_the_features_present(tmp_path, monkeypatch, kind,
                                                           with_correlations, expected):
     # every figure replaced by a stub: this checks the selection only, fast
-    monkeypatch.setattr(figures, "FIGURES", dict.fromkeys(plots.FIGURES, _stub))
-    monkeypatch.setattr(figures, "WEIGHT_FIGURES", dict.fromkeys(plots.WEIGHT_FIGURES, _stub))
+    monkeypatch.setattr(figures, "ALL_FIGURES", stubbed(figures.ALL_FIGURES, _stub))
     steps = (0, 10)  # two checkpoints: correlations are cheap (and undefined)
     weights = {(r["model_label"], r["step"]): r for r in synthetic_weight_records(steps=steps)}
     if kind == "weight":
@@ -331,8 +335,8 @@ def test_summary_and_topological_evolution_draw_the_bootstrap_bands(tmp_path, mo
 
 def test_figures_in_vector_formats_keep_text_and_repeat_byte_for_byte(tmp_path):
     records = synthetic_records(models=("a",))
-    output = plots.FigureOutput(("svg", "pdf", "png"), dpi=40)
-    with plots.figure_output(output):
+    output = style.FigureOutput(("svg", "pdf", "png"), dpi=40)
+    with style.figure_output(output):
         first = plots.plot_perplexity_curves(records, {}, tmp_path / "p.png")
     assert first == tmp_path / "p.svg"
     svg, pdf = (tmp_path / "p.svg").read_bytes(), (tmp_path / "p.pdf").read_bytes()
@@ -342,20 +346,20 @@ def test_figures_in_vector_formats_keep_text_and_repeat_byte_for_byte(tmp_path):
     plots.plot_perplexity_curves(records, {}, tmp_path / "d.png")  # default: PNG, DPI
     assert not (tmp_path / "d.svg").exists()
     assert int.from_bytes((tmp_path / "d.png").read_bytes()[16:20], "big") == round(
-        width * plots.DPI / 40)
-    with plots.figure_output(output):
+        width * style.DPI / 40)
+    with style.figure_output(output):
         plots.plot_perplexity_curves(records, {}, tmp_path / "p.png")
     assert (tmp_path / "p.svg").read_bytes() == svg and (tmp_path / "p.pdf").read_bytes() == pdf
     with pytest.raises(ValueError, match="figure formats are png, pdf, svg"):
-        plots.FigureOutput(("png", "jpg"))
+        style.FigureOutput(("png", "jpg"))
     with pytest.raises(ValueError, match="--dpi"):
-        plots.FigureOutput(dpi=0)
+        style.FigureOutput(dpi=0)
 
 
 def test_plot_all_removes_its_figures_in_formats_it_did_not_write(tmp_path):
     records = synthetic_records(models=("a",))
     statistics = {"correlations": stats.correlations_with_target(records)}
-    figures.plot_all(records, statistics, tmp_path, output=plots.FigureOutput(("pdf",)))
+    figures.plot_all(records, statistics, tmp_path, output=style.FigureOutput(("pdf",)))
     assert (tmp_path / "summary_figure.pdf").is_file()
     (tmp_path / "notes.pdf").write_bytes(b"mine")
     figures.plot_all(records, statistics, tmp_path)

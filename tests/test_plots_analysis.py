@@ -12,7 +12,7 @@ import pytest
 
 from toposig.analysis import phases
 from toposig.analysis.statistics import compute_statistics
-from toposig.report import figures, plots
+from toposig.report import figures, plots, style
 from toposig.report import plots_analysis as pa
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -103,12 +103,17 @@ def assert_png(path: Path | None) -> None:
     assert path.read_bytes()[:8] == PNG_SIGNATURE, path
 
 
+def wanted(records, statistics, results_root) -> list[str]:
+    return style.applicable(pa.ANALYSIS_FIGURES, records, statistics, results_root)
+
+
 def test_every_analysis_figure_is_drawn_for_a_full_run(full_run, tmp_path):
     root, records, statistics = full_run
     assert not statistics["scaling"].get("reason")
     assert statistics["prediction"]["feature"] == "np_mean"
-    assert pa.analysis_figures_wanted(records, statistics, root) == list(ALWAYS)
-    paths = pa.plot_analysis_figures(records, statistics, tmp_path / "plots", root)
+    assert wanted(records, statistics, root) == list(ALWAYS)
+    paths = [pa.ANALYSIS_FIGURES[n](records, statistics, tmp_path / "plots" / f"{n}.png", root)
+             for n in ALWAYS]
     assert [p.stem for p in paths] == list(ALWAYS)
     for p in paths:
         assert_png(p)
@@ -131,9 +136,10 @@ def test_plot_all_appends_the_analysis_figures_and_passes_the_results_root(full_
         seen.append(results_root)
         return _stub(records, statistics, path)
 
-    monkeypatch.setattr(figures, "FIGURES", dict.fromkeys(plots.FIGURES, _stub))
-    monkeypatch.setattr(figures, "WEIGHT_FIGURES", dict.fromkeys(plots.WEIGHT_FIGURES, _stub))
-    monkeypatch.setattr(pa, "ANALYSIS_FIGURES", dict.fromkeys(pa.ANALYSIS_FIGURES, recording))
+    monkeypatch.setattr(figures, "ALL_FIGURES", {
+        name: style.Figure(name, recording if name in pa.ANALYSIS_FIGURES else _stub,
+                           f.applies)
+        for name, f in figures.ALL_FIGURES.items()})
     paths = figures.plot_all(records, statistics, tmp_path, results_root=root)
     stems = [p.stem for p in paths]
     assert stems[:len(plots.FIGURES)] == list(plots.FIGURES)
@@ -147,14 +153,14 @@ def test_plot_all_appends_the_analysis_figures_and_passes_the_results_root(full_
 
 def test_analysis_figures_are_chosen_by_the_data_present(full_run):
     root, records, statistics = full_run
-    assert pa.analysis_figures_wanted(records, statistics, None) == []
-    assert pa.analysis_figures_wanted(records, {}, root) == [
+    assert wanted(records, statistics, None) == []
+    assert wanted(records, {}, root) == [
         "training_curves", "betti_curves", "persistence_diagrams"]
-    assert pa.analysis_figures_wanted(records, {"phases": {}}, root) == [
+    assert wanted(records, {"phases": {}}, root) == [
         "training_curves", "phase_fits", "betti_curves", "persistence_diagrams"]
     no_quality = [{**r, "loss": None, "perplexity": None, "arrays_file": None}
                   for r in records]
-    assert pa.analysis_figures_wanted(no_quality, {"scaling": {}}, root) == [
+    assert wanted(no_quality, {"scaling": {}}, root) == [
         "scaling_relationships"]
 
 
@@ -162,14 +168,14 @@ def test_layer_heatmaps_skipped_without_layer_features_and_drawn_with_them(tmp_p
     records = make_run(tmp_path / "plain", weights=False)
     assert pa.plot_layer_heatmaps(records, {}, tmp_path / "none.png") is None
     assert not (tmp_path / "none.png").exists()
-    assert "layer_heatmaps" not in pa.analysis_figures_wanted(records, {}, tmp_path / "plain")
+    assert "layer_heatmaps" not in wanted(records, {}, tmp_path / "plain")
 
     root = tmp_path / "layers"
     records = make_run(root, weights=False, layers=True)
     records[3]["layer_features"]["1"]["rankme"] = None  # a gap is drawn grey
     path = pa.plot_layer_heatmaps(records, {}, tmp_path / "layers.png")
     assert_png(path)
-    assert pa.analysis_figures_wanted(records, {}, root) == [
+    assert wanted(records, {}, root) == [
         "training_curves", "betti_curves", "persistence_diagrams", "layer_heatmaps"]
 
 
@@ -181,7 +187,7 @@ def test_two_sizes_embedding_only_and_no_stored_loss_do_not_crash(tmp_path):
     statistics = compute_statistics(root, records, n_bootstrap=20)
     assert "reason" in statistics["scaling"]
     assert statistics["prediction"].get("feature") == "h1_total_persistence"
-    assert pa.analysis_figures_wanted(records, statistics, root) == list(ALWAYS)
+    assert wanted(records, statistics, root) == list(ALWAYS)
     for name in ("training_curves", "controls_summary", "scaling_relationships",
                  "prediction_comparison"):  # the others draw as in a full run
         assert_png(pa.ANALYSIS_FIGURES[name](records, statistics, tmp_path / f"{name}.png",
@@ -191,8 +197,8 @@ def test_two_sizes_embedding_only_and_no_stored_loss_do_not_crash(tmp_path):
 def test_weights_only_run_does_not_crash(tmp_path):
     records = make_run(tmp_path, embedding=False)
     statistics = compute_statistics(tmp_path, records, n_bootstrap=20)
-    wanted = pa.analysis_figures_wanted(records, statistics, tmp_path)
-    assert wanted == list(ALWAYS[:5])  # no arrays: no diagram figures
+    drawn = wanted(records, statistics, tmp_path)
+    assert drawn == list(ALWAYS[:5])  # no arrays: no diagram figures
     for name in ("training_curves", "phase_fits"):  # no perplexity; weight features only
         assert_png(pa.ANALYSIS_FIGURES[name](records, statistics, tmp_path / f"{name}.png",
                                              tmp_path))

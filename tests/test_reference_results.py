@@ -66,10 +66,7 @@ def test_the_aggregates_hold_every_record_of_the_study_and_nothing_else():
 
 @pytest.mark.parametrize("folder", [RESULTS, RESULTS / "seed004"])
 def test_every_committed_figure_is_one_the_analysis_draws(folder):
-    from toposig.report.plots import FIGURES, WEIGHT_FIGURES
-    from toposig.report.plots_analysis import ANALYSIS_FIGURES
-    from toposig.report.plots_probes import PROBE_FIGURES
+    from toposig.report.figures import ALL_FIGURES
 
-    names = {f"{n}.png" for n in [*FIGURES, *WEIGHT_FIGURES, *ANALYSIS_FIGURES,
-                                  *PROBE_FIGURES]}
+    names = {f"{n}.png" for n in ALL_FIGURES}
     assert {p.name for p in (folder / "plots").iterdir()} == names

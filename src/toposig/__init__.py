@@ -6,6 +6,8 @@ The public API (imported on first use, so ``import toposig`` stays light):
   being trained), without saving it, leaving it as it was; a :class:`Measurement`;
 - :func:`load_results`: a results folder as one tidy :class:`pandas.DataFrame`, a row
   per (model, step, family, layer or matrix) and a column per feature;
+- :class:`Family`: the signature families (``embedding``, ``weights``, ``landscape``,
+  ``gradients``), a ``str`` enum, so plain names work wherever a family is asked for;
 - the pure functions on arrays: :func:`vietoris_rips` (points -> persistence diagrams),
   :func:`diagram_features`, :func:`spectral_features`, :func:`neural_persistence`,
   :func:`weight_signatures`.
@@ -25,6 +27,7 @@ _EXPORTS = {
     "Measurement": "in_memory",
     "load_results": "analysis.table",
     "results_table": "analysis.table",
+    "Family": "records",
     "vietoris_rips": "features.homology",
     "diagram_features": "features.homology",
     "spectral_features": "features.spectral",

@@ -21,7 +21,7 @@ from toposig.analysis.statistics import ResultsMissingError, summary_lines
 from toposig.analysis.table import EXPORT_FORMATS, export_table, load_results
 from toposig.cli.options import setup_logging
 from toposig.files.locks import FolderLockedError, exclusive
-from toposig.report.plots import DPI, FigureOutput
+from toposig.report.style import DPI, FigureOutput
 from toposig.report.summary import analyse
 
 

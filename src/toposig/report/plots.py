@@ -5,9 +5,11 @@ features, perplexity and diagram distances across training. Weight space
 (``WEIGHT_FIGURES``): neural persistence and weight-row Vietoris–Rips homology across
 training, neural persistence and H0 total persistence against the quality target (loss or
 perplexity), and a heatmap of every feature's Spearman ρ with that target;
-``figures.plot_all`` draws a family only when the records carry its features. The
-helpers every figure module shares (panels, styles, the step axis, ``save_figure`` and
-the :class:`FigureOutput` it writes with) are public here.
+each figure's ``applies`` test (:func:`has_embedding`, :func:`has_weight`,
+:func:`has_correlations`) lets ``figures.plot_all`` draw a family only when the records
+carry its features. The figures follow :mod:`toposig.report.style`'s convention; the
+drawing helpers every figure module shares (panels, model styles, the step axis) are
+public here.
 
 Every figure is drawn from the records (one dict per model and checkpoint, as written by
 the store) and the statistics computed by ``analysis.compute_statistics``. Records are
@@ -18,23 +20,18 @@ keeps one colour and marker in every figure.
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import logging
 import math
-import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextvars import ContextVar
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.cm import ScalarMappable
 from matplotlib.colors import Normalize, to_hex, to_rgba
-from matplotlib.figure import Figure
+from matplotlib.figure import Figure as MplFigure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import MaxNLocator, NullLocator
@@ -45,30 +42,19 @@ from toposig.analysis.stats import (
     by_model,
     feature_family,
     is_topological,
+    is_weight_feature,
 )
 from toposig.features.homology import FEATURE_NAMES
 from toposig.features.spectral import SPECTRAL_NAMES
 from toposig.records import FeatureFamily
-
-matplotlib.use("Agg")  # pyplot picks its backend lazily, so this still takes effect
+from toposig.report.style import Figure, figure, registry, save_figure
 
 logger = logging.getLogger(__name__)
 
-DPI = 130
 GRID_FIGSIZE = (12.0, 8.0)
 SYMLOG_MIN_DECADES_RATIO = 100.0
 SIGNIFICANCE = 0.05
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
-
-RC_PARAMS = {
-    "font.size": 10,
-    "axes.titlesize": 11,
-    "axes.labelsize": 10,
-    "legend.fontsize": 9,
-    "xtick.labelsize": 9,
-    "ytick.labelsize": 9,
-    "figure.titlesize": 13,
-}
 
 # feature -> (panel title, y-axis label)
 FEATURE_LABELS: dict[str, tuple[str, str]] = {
@@ -111,6 +97,7 @@ WEIGHT_TOPOLOGICAL_ORDER = ("np_mean", "np_std", "np_min", "np_max", "np_seed_me
                             "np_seed_std", "weight_h0_total", "weight_h1_total",
                             "weight_h1_count", "weight_h0_entropy_mean",
                             "weight_h1_entropy_mean")
+EMBEDDING_FEATURE_FAMILIES = (FeatureFamily.EMBEDDING_TOPOLOGICAL, FeatureFamily.EMBEDDING_SPECTRAL)
 # heatmap row groups, weight space first
 HEATMAP_FAMILIES = (FeatureFamily.WEIGHT_TOPOLOGICAL, FeatureFamily.WEIGHT_STATISTICS,
                     FeatureFamily.EMBEDDING_TOPOLOGICAL, FeatureFamily.EMBEDDING_SPECTRAL,
@@ -339,7 +326,7 @@ def _legend(ax: Axes, handles: list | None = None) -> None:
               columnspacing=1.2, handlelength=2.2)
 
 
-def _model_legend(fig: Figure, styles: dict[str, Style]) -> None:
+def _model_legend(fig: MplFigure, styles: dict[str, Style]) -> None:
     """One legend of the models' colours and markers for a whole grid, below the panels.
 
     Used where panels are too narrow to hold a legend of every model each.
@@ -411,7 +398,7 @@ def _feature_panel(ax: Axes, groups: dict[str, list[dict]], styles: dict[str, St
 
 
 def panel_grid(n_panels: int, ncols: int, figsize: tuple[float, float] = GRID_FIGSIZE
-          ) -> tuple[Figure, list[Axes]]:
+          ) -> tuple[MplFigure, list[Axes]]:
     """A constrained-layout grid; panels beyond ``n_panels`` are hidden."""
     nrows = math.ceil(n_panels / ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=figsize, layout="constrained",
@@ -420,76 +407,6 @@ def panel_grid(n_panels: int, ncols: int, figsize: tuple[float, float] = GRID_FI
     for ax in flat[n_panels:]:
         ax.set_visible(False)
     return fig, flat[:n_panels]
-
-
-FIGURE_FORMATS = ("png", "pdf", "svg")
-# Vector text stays text (selectable, searchable): TrueType in PDF, <text> in SVG; no
-# creation date, so the same figure gives the same bytes.
-VECTOR_RC = {"pdf.fonttype": 42, "svg.fonttype": "none", "svg.hashsalt": "toposig"}
-NO_DATES = {"pdf": {"CreationDate": None}, "svg": {"Date": None}}
-
-
-@dataclass(frozen=True)
-class FigureOutput:
-    """Which files a figure is written as: ``formats`` (the first is the path a plotting
-    function returns) and ``dpi`` for raster output (PNG)."""
-
-    formats: tuple[str, ...] = ("png",)
-    dpi: int = DPI
-
-    def __post_init__(self) -> None:
-        bad = [f for f in self.formats if f not in FIGURE_FORMATS]
-        if not self.formats or bad:
-            raise ValueError(f"figure formats are {', '.join(FIGURE_FORMATS)}, comma-"
-                             f"separated; got {','.join(self.formats) or 'none'}")
-        if not (isinstance(self.dpi, int) and 10 <= self.dpi <= 2400):
-            raise ValueError(f"--dpi must be an integer between 10 and 2400, got {self.dpi}")
-
-
-_OUTPUT: ContextVar[FigureOutput | None] = ContextVar("figure_output", default=None)
-
-
-def current_output() -> FigureOutput:
-    """The :class:`FigureOutput` figures are written with now (PNG at ``DPI`` by default)."""
-    return _OUTPUT.get() or FigureOutput()
-
-
-@contextlib.contextmanager
-def figure_output(output: FigureOutput) -> Iterator[FigureOutput]:
-    """Write the figures drawn inside the block as ``output`` says."""
-    token = _OUTPUT.set(output)
-    try:
-        yield output
-    finally:
-        _OUTPUT.reset(token)
-
-
-def save_figure(fig: Figure, path: str | Path) -> Path:
-    """Write a figure in each format of the current :class:`FigureOutput` (``path`` with
-    that suffix), each atomically (a temporary file in the same folder, then a rename),
-    so a kill never leaves a cut-short image in place. Returns the first format's path."""
-    import tempfile
-
-    output = current_output()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        for fmt in output.formats:
-            target = path.with_suffix(f".{fmt}")
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{target.name}.",
-                                       suffix=".tmp")
-            try:
-                with os.fdopen(fd, "wb") as f, plt.rc_context(VECTOR_RC):
-                    fig.savefig(f, dpi=output.dpi, format=fmt, metadata=NO_DATES.get(fmt))
-                os.chmod(tmp, 0o644)
-                os.replace(tmp, target)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
-            logger.debug("wrote %s", target)
-    finally:
-        plt.close(fig)
-    return path.with_suffix(f".{output.formats[0]}")
 
 
 def feature_grid(records: Sequence[dict], keys: Sequence[str], path: str | Path,
@@ -513,22 +430,35 @@ def feature_grid(records: Sequence[dict], keys: Sequence[str], path: str | Path,
 
 # ----------------------------------------------------------------------------- figures
 
-FigureFn = Callable[[Sequence[dict], dict, str | Path], Path]
+
+def has_embedding(records: Sequence[dict], statistics: dict | None = None,
+                  results_root: Path | None = None) -> bool:
+    """Some record has a hidden-state feature (topological or spectral) or a perplexity."""
+    return any(
+        value_of(r, "perplexity") is not None
+        or any(feature_family(k) in EMBEDDING_FEATURE_FAMILIES and finite_or_none(v) is not None
+               for k, v in (r.get("features") or {}).items())
+        for r in records)
 
 
-def styled(plot: FigureFn) -> FigureFn:
-    """Draw the figure under the module's font sizes without touching global rcParams."""
-
-    @functools.wraps(plot)
-    def wrapper(records: Sequence[dict], statistics: dict, path: str | Path) -> Path:
-        with plt.rc_context(RC_PARAMS):
-            return plot(records, statistics, path)
-
-    return wrapper
+def has_weight(records: Sequence[dict], statistics: dict | None = None,
+               results_root: Path | None = None) -> bool:
+    """Some record has a weight-space feature (``np_*`` or ``weight_*``)."""
+    return any(is_weight_feature(k) and finite_or_none(v) is not None
+               for r in records for k, v in (r.get("features") or {}).items())
 
 
-@styled
-def plot_summary_figure(records: Sequence[dict], statistics: dict, path: str | Path) -> Path:
+def has_correlations(records: Sequence[dict], statistics: dict | None = None,
+                     results_root: Path | None = None) -> bool:
+    """The statistics hold a correlation of some feature with the target."""
+    correlations = (statistics or {}).get("correlations") or {}
+    return bool(correlations.get("pooled")) or any(
+        (correlations.get("per_model") or {}).values())
+
+
+@figure("summary_figure", has_embedding)
+def plot_summary_figure(records: Sequence[dict], statistics: dict, path: Path,
+                        results_root: Path | None = None) -> Path:
     """Perplexity, H1 total persistence (with its bootstrap band), RankMe and the H1
     Wasserstein distance to the previous checkpoint (per step of gap when gaps differ) vs
     step (2 × 2)."""
@@ -550,17 +480,17 @@ def plot_summary_figure(records: Sequence[dict], statistics: dict, path: str | P
     return save_figure(fig, path)
 
 
-@styled
-def plot_topological_evolution(records: Sequence[dict], statistics: dict,
-                               path: str | Path) -> Path:
+@figure("topological_evolution", has_embedding)
+def plot_topological_evolution(records: Sequence[dict], statistics: dict, path: Path,
+                               results_root: Path | None = None) -> Path:
     """Six persistent-homology features of the hidden states vs step (2 × 3)."""
     return feature_grid(records, TOPOLOGICAL_EVOLUTION, path,
                          "Persistent-homology features across training")
 
 
-@styled
-def plot_spectral_evolution(records: Sequence[dict], statistics: dict,
-                            path: str | Path) -> Path:
+@figure("spectral_evolution", has_embedding)
+def plot_spectral_evolution(records: Sequence[dict], statistics: dict, path: Path,
+                            results_root: Path | None = None) -> Path:
     """RankMe, covariance effective rank, participation ratio, decay α, stable rank vs step."""
     return feature_grid(records, SPECTRAL_NAMES, path,
                          "Spectral features of the hidden states across training",
@@ -576,9 +506,9 @@ def _correlation_text(corr: dict | None) -> str:
     return f"pooled Spearman ρ = {r:+.2f}, p = {p_text} (n = {n})"
 
 
-@styled
-def plot_topology_vs_perplexity(records: Sequence[dict], statistics: dict,
-                                path: str | Path) -> Path:
+@figure("topology_vs_perplexity", has_embedding)
+def plot_topology_vs_perplexity(records: Sequence[dict], statistics: dict, path: Path,
+                                results_root: Path | None = None) -> Path:
     """H1 features against perplexity (log x), one colour per model, pooled Spearman noted.
 
     Each model's points are joined thinly in training order, so the trajectory shows; the
@@ -672,9 +602,9 @@ def _family_bands(ax: Axes, n_topo: int, n_spectral: int) -> None:
         ax.axhline(n_topo - 0.5, color="0.3", linewidth=1.0)
 
 
-@styled
-def plot_topo_vs_spectral_correlations(records: Sequence[dict], statistics: dict,
-                                       path: str | Path) -> Path:
+@figure("topo_vs_spectral_correlations", has_embedding)
+def plot_topo_vs_spectral_correlations(records: Sequence[dict], statistics: dict, path: Path,
+                                       results_root: Path | None = None) -> Path:
     """|Spearman ρ| of each feature with perplexity, one bar per model, grouped by feature.
 
     Topological and spectral features sit on differently shaded bands; hatched, faded bars
@@ -742,8 +672,9 @@ def plot_topo_vs_spectral_correlations(records: Sequence[dict], statistics: dict
     return save_figure(fig, path)
 
 
-@styled
-def plot_wasserstein_rate(records: Sequence[dict], statistics: dict, path: str | Path) -> Path:
+@figure("wasserstein_rate", has_embedding)
+def plot_wasserstein_rate(records: Sequence[dict], statistics: dict, path: Path,
+                          results_root: Path | None = None) -> Path:
     """H0 and H1 Wasserstein distance to the previous checkpoint vs step (L∞ solid, L2
     dashed); per step of gap when checkpoints are unevenly spaced."""
     groups = by_model(records)
@@ -768,8 +699,9 @@ def plot_wasserstein_rate(records: Sequence[dict], statistics: dict, path: str |
     return save_figure(fig, path)
 
 
-@styled
-def plot_perplexity_curves(records: Sequence[dict], statistics: dict, path: str | Path) -> Path:
+@figure("perplexity_curves", has_embedding)
+def plot_perplexity_curves(records: Sequence[dict], statistics: dict, path: Path,
+                           results_root: Path | None = None) -> Path:
     """Perplexity vs step per model, log y."""
     groups = by_model(records)
     fig, ax = plt.subplots(figsize=(9.0, 5.5), layout="constrained")
@@ -814,9 +746,9 @@ def _band_panel(ax: Axes, groups: dict[str, list[dict]], styles: dict[str, Style
                 ylabel=ylabel, steps=steps, extra_handles=extra)
 
 
-@styled
-def plot_neural_persistence_evolution(records: Sequence[dict], statistics: dict,
-                                      path: str | Path) -> Path:
+@figure("neural_persistence_evolution", has_weight)
+def plot_neural_persistence_evolution(records: Sequence[dict], statistics: dict, path: Path,
+                                      results_root: Path | None = None) -> Path:
     """Neural persistence vs step (1 × 2): Rieck et al.'s normalised NP, the seed's variant.
 
     Lines are the mean over the checkpoint's weight matrices, shaded bands ± one standard
@@ -836,9 +768,9 @@ def plot_neural_persistence_evolution(records: Sequence[dict], statistics: dict,
     return save_figure(fig, path)
 
 
-@styled
-def plot_vr_persistence_evolution(records: Sequence[dict], statistics: dict,
-                                  path: str | Path) -> Path:
+@figure("vr_persistence_evolution", has_weight)
+def plot_vr_persistence_evolution(records: Sequence[dict], statistics: dict, path: Path,
+                                  results_root: Path | None = None) -> Path:
     """Weight-row Vietoris–Rips homology vs step (2 × 2), summed over weight matrices.
 
     H0 and H1 total persistence, the H1 bar count, and the mean persistence entropy (H0
@@ -940,9 +872,9 @@ def _quality_scatter(ax: Axes, groups: dict[str, list[dict]], styles: dict[str, 
               framealpha=0.9, fontsize=8.5)
 
 
-@styled
-def plot_np_vs_loss_scatter(records: Sequence[dict], statistics: dict,
-                            path: str | Path) -> Path:
+@figure("np_vs_loss_scatter", has_weight)
+def plot_np_vs_loss_scatter(records: Sequence[dict], statistics: dict, path: Path,
+                            results_root: Path | None = None) -> Path:
     """The quality target (loss or perplexity) against neural persistence and against
     weight-row H0 total persistence (1 × 2), one colour per model, Spearman ρ noted.
 
@@ -985,9 +917,9 @@ def _heatmap_features(correlations: dict) -> list[tuple[str, list[str]]]:
     return groups
 
 
-@styled
-def plot_correlation_heatmap(records: Sequence[dict], statistics: dict,
-                             path: str | Path) -> Path:
+@figure("correlation_heatmap", has_correlations)
+def plot_correlation_heatmap(records: Sequence[dict], statistics: dict, path: Path,
+                             results_root: Path | None = None) -> Path:
     """Spearman ρ of every feature with the quality target: rows features, grouped by
     family (weight space first), columns each model and the pooled series.
 
@@ -1068,21 +1000,13 @@ def plot_correlation_heatmap(records: Sequence[dict], statistics: dict,
     return save_figure(fig, path)
 
 
-FIGURES: dict[str, FigureFn] = {
-    "summary_figure": plot_summary_figure,
-    "topological_evolution": plot_topological_evolution,
-    "spectral_evolution": plot_spectral_evolution,
-    "topology_vs_perplexity": plot_topology_vs_perplexity,
-    "topo_vs_spectral_correlations": plot_topo_vs_spectral_correlations,
-    "wasserstein_rate": plot_wasserstein_rate,
-    "perplexity_curves": plot_perplexity_curves,
-}
-
-
-WEIGHT_FIGURES: dict[str, FigureFn] = {
-    "neural_persistence_evolution": plot_neural_persistence_evolution,
-    "vr_persistence_evolution": plot_vr_persistence_evolution,
-    "np_vs_loss_scatter": plot_np_vs_loss_scatter,
-    "correlation_heatmap": plot_correlation_heatmap,
-}
-HEATMAP = "correlation_heatmap"
+# The embedding figures, drawn when some record has a hidden-state feature or a perplexity.
+FIGURES: dict[str, Figure] = registry(
+    plot_summary_figure, plot_topological_evolution, plot_spectral_evolution,
+    plot_topology_vs_perplexity, plot_topo_vs_spectral_correlations, plot_wasserstein_rate,
+    plot_perplexity_curves)
+# The weight figures, drawn when some record has a weight feature, and the heatmap of every
+# feature's correlation with the target, drawn whenever the statistics hold correlations.
+WEIGHT_FIGURES: dict[str, Figure] = registry(
+    plot_neural_persistence_evolution, plot_vr_persistence_evolution, plot_np_vs_loss_scatter,
+    plot_correlation_heatmap)

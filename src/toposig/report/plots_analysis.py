@@ -2,23 +2,23 @@
 model size, early prediction of the final loss, and three figures drawn from the stored
 persistence diagrams or per-layer features.
 
-Each figure is ``plot_<name>(records, statistics, path, results_root=None) -> Path``, drawn
-from the records (as written by the store), the statistics of
-``analysis.compute_statistics`` and, for the diagram figures, the ``.npz`` arrays under
-the results root. A missing section, field or file gives a "no data" panel rather than an
-error, except :func:`plot_layer_heatmaps`, which returns None (and writes nothing) when no
-record has ``layer_features``. :func:`plot_analysis_figures` draws the ones that apply;
-``figures.plot_all`` calls it after the report figures when it is given the results root.
+Each figure is a :class:`toposig.report.style.Figure`, ``plot_<name>(records, statistics,
+path, results_root=None)``, drawn from the records (as written by the store), the
+statistics of ``analysis.compute_statistics`` and, for the diagram figures, the ``.npz``
+arrays under the results root. A missing section, field or file gives a "no data" panel
+rather than an error, except :func:`plot_layer_heatmaps`, which returns None (and writes
+nothing) when no record has ``layer_features``. Each applies only given the results root
+(and the data it draws); ``figures.plot_all`` draws those that apply after the report
+figures.
 
 Models keep the colours and markers of ``plots`` (first-seen order of ``model_label``).
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -35,7 +35,6 @@ from toposig.analysis.stats import by_model, feature_family
 from toposig.records import FeatureFamily
 from toposig.report.plots import (
     FEATURE_LABELS,
-    RC_PARAMS,
     SIGNIFICANCE,
     Style,
     bootstrap_band_handle,
@@ -48,14 +47,13 @@ from toposig.report.plots import (
     no_data,
     panel_grid,
     record_series,
-    save_figure,
     step_of,
     value_of,
 )
+from toposig.report.style import Applies, Figure, figure, registry, save_figure
 
 logger = logging.getLogger(__name__)
 
-AnalysisFigureFn = Callable[..., "Path | None"]
 
 # (statistics key, column label) of the three controlled tests
 CONTROLS = (("raw", "raw"), ("partial_log_step", "partial"), ("first_differences", "diff"),
@@ -78,16 +76,37 @@ QUALITY_LABELS = {"final_loss": ("Final loss", "final loss (nats / token)"),
                   "final_perplexity": ("Final perplexity", "final perplexity")}
 
 
-def analysis_styled(plot: AnalysisFigureFn) -> AnalysisFigureFn:
-    """Draw under the report's font sizes; ``None`` records/statistics count as empty."""
+# ------------------------------------------------------------------ when figures apply
+# ``applies`` tests (see toposig.report.style): every analysis figure needs the results
+# root, which callers pass to opt in.
 
-    @functools.wraps(plot)
-    def wrapper(records: Sequence[dict] | None, statistics: dict | None, path: str | Path,
-                results_root: str | Path | None = None) -> Path | None:
-        with plt.rc_context(RC_PARAMS):
-            return plot(list(records or []), statistics or {}, path, results_root)
 
-    return wrapper
+def has_quality(records: Sequence[dict], statistics: dict, results_root: Path | None) -> bool:
+    """Some record has a loss, a perplexity or a masked-LM loss."""
+    return results_root is not None and any(
+        finite_or_none(r.get(k)) is not None for r in records
+        for k in ("loss", "perplexity", "mlm_loss"))
+
+
+def has_section(section: str) -> Applies:
+    """The statistics have ``section`` (one that only holds a ``reason`` gives a figure
+    stating it)."""
+
+    def applies(records: Sequence[dict], statistics: dict, results_root: Path | None) -> bool:
+        return results_root is not None and section in statistics
+
+    return applies
+
+
+def has_arrays(records: Sequence[dict], statistics: dict, results_root: Path | None) -> bool:
+    """Some record has stored persistence diagrams (``arrays_file``)."""
+    return results_root is not None and any(r.get("arrays_file") for r in records)
+
+
+def has_layer_features(records: Sequence[dict], statistics: dict,
+                       results_root: Path | None) -> bool:
+    """Some record has per-layer features (``--layers all``)."""
+    return results_root is not None and _layered(records)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -157,9 +176,9 @@ def _heat_ticks(ax: Axes, steps: Sequence[float], axis: str = "y") -> None:
 # ------------------------------------------------------------------ training curves
 
 
-@analysis_styled
-def plot_training_curves(records: list[dict], statistics: dict, path: str | Path,
-                         results_root: str | Path | None = None) -> Path:
+@figure("training_curves", has_quality)
+def plot_training_curves(records: list[dict], statistics: dict, path: Path,
+                         results_root: Path | None = None) -> Path:
     """The quality target per model across training (1 × 2): the validation loss stored
     with each checkpoint, and the perplexity measured on the analysed texts (log y), or
     for encoders their masked-LM loss on the same texts.
@@ -237,9 +256,9 @@ def _targets_text(controlled: dict) -> str:
                      for side, t in sorted(by_side.items()))
 
 
-@analysis_styled
-def plot_controls_summary(records: list[dict], statistics: dict, path: str | Path,
-                          results_root: str | Path | None = None) -> Path:
+@figure("controls_summary", has_section("controlled"))
+def plot_controls_summary(records: list[dict], statistics: dict, path: Path,
+                          results_root: Path | None = None) -> Path:
     """Which feature–quality correlations survive the controls: rows features (grouped by
     family), columns each model and the pooled series × raw Spearman, partial Spearman and
     Spearman of first differences.
@@ -359,9 +378,9 @@ def _add_step_axis(ax: Axes, max_step: float) -> None:
     sec.tick_params(labelsize=8)
 
 
-@analysis_styled
-def plot_phase_fits(records: list[dict], statistics: dict, path: str | Path,
-                    results_root: str | Path | None = None) -> Path:
+@figure("phase_fits", has_section("phases"))
+def plot_phase_fits(records: list[dict], statistics: dict, path: Path,
+                    results_root: Path | None = None) -> Path:
     """Three-segment continuous fits of features against log(1 + step), per model.
 
     Points are the checkpoints, lines the fits of ``statistics["phases"]`` (reconstructed
@@ -501,9 +520,9 @@ def _scaling_panel(ax: Axes, name: str, fit: dict, groups: dict[str, list[dict]]
         ax.plot(grid[ok], curve[ok], color="0.2", linewidth=1.2, linestyle="--", zorder=2)
 
 
-@analysis_styled
-def plot_scaling_relationships(records: list[dict], statistics: dict, path: str | Path,
-                               results_root: str | Path | None = None) -> Path:
+@figure("scaling_relationships", has_section("scaling"))
+def plot_scaling_relationships(records: list[dict], statistics: dict, path: Path,
+                               results_root: Path | None = None) -> Path:
     """Final loss and up to five final-checkpoint features against parameter count
     (log–log), one point per model, with the power law a·N^b (+ c) of
     ``statistics["scaling"]["fits"]``, its exponent, R² and Spearman ρ."""
@@ -555,9 +574,9 @@ def _fraction_label(key: str) -> str:
     return key if f is None else f"first {f:.0%}"
 
 
-@analysis_styled
-def plot_prediction_comparison(records: list[dict], statistics: dict, path: str | Path,
-                               results_root: str | Path | None = None) -> Path:
+@figure("prediction_comparison", has_section("prediction"))
+def plot_prediction_comparison(records: list[dict], statistics: dict, path: Path,
+                               results_root: Path | None = None) -> Path:
     """Early prediction of the final loss (1 × 2): MAE over models per method and early
     fraction, annotated with the MAE reduction against the loss-only power law; and each
     model's predictions next to its true final loss."""
@@ -698,9 +717,9 @@ def _scale_max(series: dict, q: int) -> float:
     return top if top > 0 else 1.0
 
 
-@analysis_styled
-def plot_betti_curves(records: list[dict], statistics: dict, path: str | Path,
-                      results_root: str | Path | None = None) -> Path:
+@figure("betti_curves", has_arrays)
+def plot_betti_curves(records: list[dict], statistics: dict, path: Path,
+                      results_root: Path | None = None) -> Path:
     """CROCKER plot: Betti numbers of the hidden-state diagrams over filtration scale (x)
     and checkpoint (y), one column per model (up to four), rows H0 and H1; the scale grid
     is shared per dimension (0 to the 99th percentile of finite deaths)."""
@@ -758,9 +777,9 @@ def select_checkpoints(steps: Sequence[float], k: int = MAX_DIAGRAM_CHECKPOINTS)
     return sorted(chosen)
 
 
-@analysis_styled
-def plot_persistence_diagrams(records: list[dict], statistics: dict, path: str | Path,
-                              results_root: str | Path | None = None) -> Path:
+@figure("persistence_diagrams", has_arrays)
+def plot_persistence_diagrams(records: list[dict], statistics: dict, path: Path,
+                              results_root: Path | None = None) -> Path:
     """H0 and H1 persistence diagrams (rows) of the largest model at up to five
     checkpoints (columns: first, last and log-spaced ones between); infinite bars sit on
     a dashed line at the top."""
@@ -823,18 +842,18 @@ def plot_persistence_diagrams(records: list[dict], statistics: dict, path: str |
 # ------------------------------------------------------------------- layer heatmaps
 
 
-def _has_layer_features(records: Sequence[dict]) -> bool:
+def _layered(records: Sequence[dict]) -> bool:
     return any(isinstance(r.get("layer_features"), dict) and r["layer_features"]
                for r in records)
 
 
-@analysis_styled
-def plot_layer_heatmaps(records: list[dict], statistics: dict, path: str | Path,
-                        results_root: str | Path | None = None) -> Path | None:
+@figure("layer_heatmaps", has_layer_features)
+def plot_layer_heatmaps(records: list[dict], statistics: dict, path: Path,
+                        results_root: Path | None = None) -> Path | None:
     """Per model (columns, up to four), a layer × checkpoint heatmap of H1 total
     persistence and of RankMe (rows), from ``layer_features`` (runs with ``--layers
     all``). Returns None and writes nothing when no record has ``layer_features``."""
-    if not _has_layer_features(records):
+    if not _layered(records):
         return None
     groups = {lb: [r for r in recs if r.get("layer_features")]
               for lb, recs in by_model(records).items()}
@@ -877,67 +896,16 @@ def plot_layer_heatmaps(records: list[dict], statistics: dict, path: str | Path,
 # ----------------------------------------------------------------------------- all
 
 
-ANALYSIS_FIGURES: dict[str, AnalysisFigureFn] = {
-    "training_curves": plot_training_curves,
-    "controls_summary": plot_controls_summary,
-    "phase_fits": plot_phase_fits,
-    "scaling_relationships": plot_scaling_relationships,
-    "prediction_comparison": plot_prediction_comparison,
-    "betti_curves": plot_betti_curves,
-    "persistence_diagrams": plot_persistence_diagrams,
-    "layer_heatmaps": plot_layer_heatmaps,
-}
-SECTION_OF = {"controls_summary": "controlled", "phase_fits": "phases",
-              "scaling_relationships": "scaling", "prediction_comparison": "prediction"}
-DIAGRAM_FIGURES = ("betti_curves", "persistence_diagrams")
+# In drawing order. Each applies only given the results root: callers opt in by passing it.
+ANALYSIS_FIGURES: dict[str, Figure] = registry(
+    plot_training_curves, plot_controls_summary, plot_phase_fits, plot_scaling_relationships,
+    plot_prediction_comparison, plot_betti_curves, plot_persistence_diagrams,
+    plot_layer_heatmaps)
 
 
-def analysis_figures_wanted(records: Sequence[dict], statistics: dict,
-                            results_root: str | Path | None) -> list[str]:
-    """Names of the analysis figures to draw.
-
-    None without a results root: callers opt in by passing it (``plot_all``'s older
-    callers keep their figure set). With one: the training curves when some record has a
-    loss or perplexity, each statistics figure when its section is present (a section that
-    only holds a ``reason`` gives a figure stating it), the diagram figures when some
-    record has ``arrays_file``, and the layer heatmaps when some record has
-    ``layer_features``.
-    """
-    statistics = statistics or {}
-    if results_root is None:
-        return []
-    out = []
-    for name in ANALYSIS_FIGURES:
-        if name == "training_curves":
-            ok = any(finite_or_none(r.get(k)) is not None for r in records
-                     for k in ("loss", "perplexity", "mlm_loss"))
-        elif name in SECTION_OF:
-            ok = SECTION_OF[name] in statistics
-        elif name in DIAGRAM_FIGURES:
-            ok = any(r.get("arrays_file") for r in records)
-        else:
-            ok = _has_layer_features(records)
-        if ok:
-            out.append(name)
-    return out
-
-
-def plot_analysis_figures(records: Sequence[dict], statistics: dict, out_dir: str | Path,
-                          results_root: str | Path | None = None) -> list[Path]:
-    """Write the analysis figures that apply (:func:`analysis_figures_wanted`) as
-    ``<name>.png`` into ``out_dir``; returns the paths written."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for name in analysis_figures_wanted(records, statistics, results_root):
-        path = ANALYSIS_FIGURES[name](records, statistics, out / f"{name}.png", results_root)
-        if path is not None:
-            paths.append(path)
-    return paths
-
-
-__all__ = ["ANALYSIS_FIGURES", "analysis_figures_wanted", "betti_curve", "piecewise_line",
-           "plot_analysis_figures", "plot_betti_curves", "plot_controls_summary",
+__all__ = ["ANALYSIS_FIGURES", "betti_curve", "has_arrays", "has_layer_features",
+           "has_quality", "has_section", "piecewise_line", "plot_betti_curves",
+           "plot_controls_summary",
            "plot_layer_heatmaps", "plot_persistence_diagrams", "plot_phase_fits",
            "plot_prediction_comparison", "plot_scaling_relationships",
            "plot_training_curves", "record_diagrams", "select_checkpoints"]

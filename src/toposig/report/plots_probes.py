@@ -6,8 +6,8 @@
   columns: the first, a middle and the last checkpoint), with the basins' minima, the
   merge saddles and the checkpoint itself marked.
 
-Drawn by :func:`plot_probe_figures` when the records carry the features (and, for the
-surfaces, their arrays under the results root).
+Drawn when the records carry the features (the surfaces also need their arrays under the
+results root: without it, or them, :func:`plot_loss_landscapes` writes nothing).
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ import numpy as np
 from matplotlib.lines import Line2D
 
 from toposig.analysis.stats import by_model, feature_family
-from toposig.report.plots import feature_grid, save_figure, styled
-from toposig.report.plots_analysis import analysis_styled, select_checkpoints
+from toposig.report.plots import feature_grid
+from toposig.report.plots_analysis import select_checkpoints
+from toposig.report.style import Figure, figure, registry, save_figure
 from toposig.run.store import load_arrays
 
 logger = logging.getLogger(__name__)
@@ -38,15 +39,16 @@ def _present(records: Sequence[dict], names: Sequence[str]) -> list[str]:
     return [n for n in names if any(n in (r.get("features") or {}) for r in records)]
 
 
-def has_probe_features(records: Sequence[dict]) -> bool:
+def has_probe_features(records: Sequence[dict], statistics: dict | None = None,
+                       results_root: Path | None = None) -> bool:
     """Some record has a curvature, landscape or gradient feature."""
     return any(feature_family(k).is_probe
                for r in records for k in (r.get("features") or {}))
 
 
-@styled
-def plot_loss_probe_evolution(records: Sequence[dict], statistics: dict,
-                              path: str | Path) -> Path:
+@figure("loss_probe_evolution", has_probe_features)
+def plot_loss_probe_evolution(records: list[dict], statistics: dict, path: Path,
+                              results_root: Path | None = None) -> Path:
     """Curvature, loss-surface and gradient features vs step (up to 3 × 3 panels)."""
     keys = _present(records, EVOLUTION_FEATURES)
     return feature_grid(records, keys, path,
@@ -77,9 +79,9 @@ def _surface_panels(records: Sequence[dict], results_root: str | Path
     return rows[-MAX_SURFACE_ROWS:]
 
 
-@analysis_styled
-def plot_loss_landscapes(records: Sequence[dict], statistics: dict, path: str | Path,
-                         results_root: str | Path | None = None) -> Path | None:
+@figure("loss_landscapes", has_probe_features)
+def plot_loss_landscapes(records: list[dict], statistics: dict, path: Path,
+                         results_root: Path | None = None) -> Path | None:
     """Filled contours of the loss surface of up to five models at three checkpoints."""
     if results_root is None:
         return None
@@ -126,17 +128,4 @@ def plot_loss_landscapes(records: Sequence[dict], statistics: dict, path: str | 
     return save_figure(fig, path)
 
 
-PROBE_FIGURES = ("loss_probe_evolution", "loss_landscapes")
-
-
-def plot_probe_figures(records: Sequence[dict], statistics: dict, out_dir: str | Path,
-                       results_root: str | Path | None = None) -> list[Path]:
-    """Write ``loss_probe_evolution.png`` and (given the results root)
-    ``loss_landscapes.png`` when the records carry the landscape or gradient family."""
-    if not has_probe_features(records):
-        return []
-    out = Path(out_dir)
-    paths = [plot_loss_probe_evolution(records, statistics, out / "loss_probe_evolution.png")]
-    surfaces = plot_loss_landscapes(records, statistics, out / "loss_landscapes.png",
-                                    results_root)
-    return paths + ([surfaces] if surfaces is not None else [])
+PROBE_FIGURES: dict[str, Figure] = registry(plot_loss_probe_evolution, plot_loss_landscapes)

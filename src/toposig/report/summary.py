@@ -849,7 +849,7 @@ def write_summary(results_dir: str | Path, statistics: dict, records: list[dict]
 def analyse(results_dir: str | Path = "results", plots: bool = True,
             target: str = "auto", seed: int = 0, output=None) -> tuple[dict, list[Path]]:
     """Write ``data/statistics.json``, ``summary.md`` and the figures (in ``output``'s
-    formats and resolution, a :class:`toposig.report.plots.FigureOutput`; PNG by default).
+    formats and resolution, a :class:`toposig.report.style.FigureOutput`; PNG by default).
     Returns the statistics and figure paths."""
     records = load_entries(results_dir)
     statistics = compute_statistics(results_dir, records, target, seed=seed)

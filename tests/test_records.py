@@ -1,0 +1,120 @@
+"""The record vocabulary (records.py) and the figure convention (report/style.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pytest
+
+from toposig.analysis.stats import feature_family, feature_names
+from toposig.config import SettingsError, parse_signatures
+from toposig.records import (
+    FAMILIES,
+    IDENTITY,
+    SCHEMA_VERSION,
+    Family,
+    FeatureFamily,
+    record_family,
+    record_header,
+)
+from toposig.report import figures, style
+
+IDENT = {"model": "runs/m", "model_label": "m", "step": 4, "source": "local",
+         "location": "runs/m/step4", "revision": None, "checkpoint_fingerprint": "abc",
+         "extra": "not part of the identity"}
+
+
+def test_a_family_is_its_plain_name_in_records_options_and_json():
+    assert Family.WEIGHTS == "weights" and f"{Family.LANDSCAPE}" == "landscape"
+    assert json.loads(json.dumps({Family.EMBEDDING: [Family.GRADIENTS]})) == {
+        "embedding": ["gradients"]}
+    assert [str(f) for f in FAMILIES] == ["embedding", "weights", "landscape", "gradients"]
+    assert [f.is_probe for f in FAMILIES] == [False, False, True, True]
+    assert [f.runs_model for f in FAMILIES] == [True, False, True, True]
+    assert parse_signatures("weights, embedding,weights") == (Family.WEIGHTS, Family.EMBEDDING)
+    with pytest.raises(SettingsError, match="embedding, weights, landscape, gradients"):
+        parse_signatures("embedding,topology")
+
+
+@pytest.mark.parametrize(("family", "status", "tagged"), [
+    (Family.EMBEDDING, "ok", False),  # schema 2's embedding records have no family field
+    (Family.EMBEDDING, "failed", True),
+    (Family.WEIGHTS, "ok", True),
+    (Family.GRADIENTS, "failed", True),
+])
+def test_every_record_starts_with_one_header(family, status, tagged):
+    header = record_header(family, IDENT, status)
+    keys = ["schema_version", "status", *(["family"] if tagged else []), *IDENTITY]
+    assert list(header) == keys
+    assert header["schema_version"] == SCHEMA_VERSION and header["status"] == status
+    assert record_family(header) == family
+    assert type(header.get("family", "")) is str  # written as a plain string
+
+
+def test_the_committed_records_have_the_header_record_header_writes():
+    root = Path(__file__).resolve().parents[1] / "results" / "records"
+    seen = set()
+    for path in sorted(root.glob("*/*/step000000.json")):
+        record = json.loads(path.read_text())
+        family = record_family(record)
+        seen.add(family)
+        header = record_header(family, record, record["status"])
+        assert list(record)[:len(header)] == list(header), path
+        assert {k: record[k] for k in header} == header, path
+    assert seen == set(FAMILIES)
+
+
+def test_feature_families_name_their_signature_and_label():
+    cases = {"h1_total_persistence": FeatureFamily.EMBEDDING_TOPOLOGICAL,
+             "rankme": FeatureFamily.EMBEDDING_SPECTRAL,
+             "np_mean": FeatureFamily.WEIGHT_TOPOLOGICAL,
+             "weight_std": FeatureFamily.WEIGHT_STATISTICS,
+             "hessian_trace": FeatureFamily.CURVATURE,
+             "landscape_n_minima": FeatureFamily.LANDSCAPE_TOPOLOGICAL,
+             "grad_h1_total_persistence": FeatureFamily.GRADIENT_TOPOLOGICAL,
+             "grad_norm_mean": FeatureFamily.GRADIENT_STATISTICS,
+             "mean_norm": FeatureFamily.OTHER}
+    for name, fam in cases.items():
+        assert feature_family(name) is fam, name
+    assert {f.signature for f in FeatureFamily} == set(FAMILIES)
+    assert [f for f in FeatureFamily if f.is_probe] == [
+        FeatureFamily.CURVATURE, FeatureFamily.LANDSCAPE_TOPOLOGICAL,
+        FeatureFamily.GRADIENT_TOPOLOGICAL, FeatureFamily.GRADIENT_STATISTICS]
+    assert FeatureFamily.WEIGHT_TOPOLOGICAL.label == "weight topology"
+    # feature_names groups in FeatureFamily order, the unknown last
+    records = [{"features": {n: 1.0 for n in reversed(list(cases))}}]
+    assert [feature_family(n) for n in feature_names(records)] == list(cases.values())
+
+
+# ------------------------------------------------------------------------ figure style
+
+
+def test_every_figure_follows_the_one_convention():
+    assert len(figures.ALL_FIGURES) == 21
+    for name, fig in figures.ALL_FIGURES.items():
+        assert isinstance(fig, style.Figure) and fig.name == name
+        assert fig.__doc__ and fig.__name__.startswith("plot_")
+        assert fig.applies([], {}, None) is False, name  # nothing to draw from nothing
+
+
+def test_a_figure_draws_under_the_style_and_leaves_global_settings_alone(tmp_path):
+    seen = {}
+
+    def draw(records, statistics, path, results_root):
+        seen.update(size=plt.rcParams["figure.titlesize"], records=records,
+                    statistics=statistics, root=results_root)
+        fig, _ = plt.subplots()
+        return style.save_figure(fig, path)
+
+    fig = style.figure("demo")(draw)
+    before = plt.rcParams["figure.titlesize"]
+    path = fig(None, None, tmp_path / "demo.png", str(tmp_path))
+    assert path == tmp_path / "demo.png" and path.is_file()
+    assert seen == {"size": style.RC_PARAMS["figure.titlesize"], "records": [],
+                    "statistics": {}, "root": tmp_path}
+    assert plt.rcParams["figure.titlesize"] == before
+    assert style.applicable(style.registry(fig), [], {}, None) == ["demo"]
+    with pytest.raises(ValueError, match="two figures named demo"):
+        style.registry(fig, fig)
