@@ -49,6 +49,24 @@ def test_resamples_are_seeded_and_bracket_the_full_cloud():
     assert s["p2_5"] * 0.8 <= full["h1_max_persistence"] <= s["p97_5"] * 1.2
 
 
+def test_a_text_drawn_twice_is_one_point_of_the_complex():
+    """A resample's repeated rows are identical, but the SVD gives their copies scores that
+    differ in the last bits; the complex must see one point, not a ~1e-16 bar."""
+    rng = np.random.default_rng(0)
+    cloud = rng.normal(size=(200, 16)).astype(np.float32)
+    idx = np.random.default_rng(42).integers(0, 200, size=200)
+    n_distinct = np.unique(idx).size
+    feats, diagrams, _, _ = embedding.ph_features(cloud[idx], 8, 1, "auto")
+    assert feats["h0_n_features"] == n_distinct - 1  # one finite bar per merge
+    assert diagrams[0].shape[0] == n_distinct
+    finite = diagrams[0][np.isfinite(diagrams[0][:, 1])]
+    assert (finite[:, 1] - finite[:, 0]).min() > 1e-3
+    # the 8 components are fitted to the multiset: a drawn-twice text weighs twice
+    once = embedding.ph_features(cloud[np.unique(idx)], 8, 1, "auto")[0]
+    assert once["h1_total_persistence"] != feats["h1_total_persistence"]
+    assert embedding.distinct_rows(cloud).tolist() == list(range(200))
+
+
 def test_resamples_and_their_seed_enter_the_settings_hash():
     base = settings_hash(EmbeddingSettings(), "t", "float32")
     assert settings_hash(EmbeddingSettings(seed=1), "t", "float32") == base

@@ -134,7 +134,9 @@ def settings_hash(s: EmbeddingSettings, texts_sha: str, resolved_dtype: str) -> 
         "dtype": resolved_dtype,
     }
     if s.resamples:  # only then does the seed change the numbers
-        keyed.update(resamples=s.resamples, seed=s.seed)
+        # resample 2: a text drawn twice is one point of the complex (before, the SVD's
+        # rounding made its copies distinct points, adding bars of length ~1e-16)
+        keyed.update(resamples=s.resamples, seed=s.seed, resample_version=2)
     blob = json.dumps(keyed, sort_keys=True).encode()
     return hashlib.sha256(blob).hexdigest()[:12]
 

@@ -52,6 +52,13 @@ def median_pairwise_distance(cloud: np.ndarray) -> float:
     return float(np.median(pdist(np.asarray(cloud, dtype=np.float64))))
 
 
+def distinct_rows(cloud: np.ndarray) -> np.ndarray:
+    """Indices of the first occurrence of each distinct row of ``cloud`` (n, d), in
+    order (all of them when no row repeats another exactly)."""
+    _, first = np.unique(np.asarray(cloud), axis=0, return_index=True)
+    return np.sort(first)
+
+
 def ph_features(cloud: np.ndarray, pca_dim: int, maxdim: int, backend: str
                 ) -> tuple[dict[str, float], list[np.ndarray], str, float]:
     """PCA → Vietoris–Rips → diagram features, raw and scale-normalised.
@@ -61,10 +68,18 @@ def ph_features(cloud: np.ndarray, pca_dim: int, maxdim: int, backend: str
     get a ``_scaled`` twin (counts and entropy do not change with scale). Growth of the
     embedding norm then does not pass for a change of topology.
 
+    The principal components are fitted to every row, repeated ones included (a
+    bootstrap resample weights a text by how often it was drawn), but the Vietoris–Rips
+    complex is built on the distinct rows only: in exact arithmetic a repeated point
+    adds nothing but zero-length H0 bars, while the SVD's rounding gives the copies
+    coordinates that differ in the last bits, so they would add bars of length about
+    1e-16, counted in ``h0_n_features`` and diluting the means.
+
     Returns:
         ``(features, diagrams, backend used, explained variance)``.
     """
     scores, explained = spectral.pca_project(cloud, pca_dim)
+    scores = scores[distinct_rows(cloud)]
     diagrams, used = homology.vietoris_rips(scores, maxdim=maxdim, backend=backend)
     feats = homology.diagrams_features(diagrams)
     scale = median_pairwise_distance(cloud)
@@ -106,9 +121,9 @@ def resampled_features(cloud: np.ndarray, pca_dim: int, maxdim: int, backend: st
     """Spread of the PH features over bootstrap resamples of the texts.
 
     Each resample draws n texts with replacement (a generator seeded by ``seed`` alone,
-    so every checkpoint sees the same resamples) and recomputes :func:`ph_features`.
-    Duplicated texts add only zero-length H0 bars, which are dropped, so counts reflect
-    the distinct texts drawn (about 63%); read the persistence features.
+    so every checkpoint sees the same resamples) and recomputes :func:`ph_features`,
+    whose complex holds each drawn text once, so counts reflect the distinct texts drawn
+    (about 63%); read the persistence features.
 
     Returns:
         feature -> ``{"mean", "std", "p2_5", "p97_5"}`` over the resamples.
