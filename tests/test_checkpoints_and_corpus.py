@@ -137,7 +137,8 @@ def test_missing_wikitext_names_both_fixes(tmp_path, monkeypatch):
         corpus.wikitext_rows("validation")
     msg = str(err.value)
     assert str(tmp_path / "wikitext-2-raw-v1" / "wiki.valid.raw") in msg
-    assert "download_wikitext.py" in msg and "--texts" in msg
+    assert "download_wikitext.py" in msg and "--texts" in msg and "texts=" in msg
+    assert "TOPOSIG_DATASETS_DIR" in msg
 
 
 def test_texts_file(tmp_path):

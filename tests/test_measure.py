@@ -48,6 +48,29 @@ def test_measure_gives_the_pipelines_records_for_the_same_weights(model, tmp_pat
     assert set(table["family"]) == {"embedding", "weights"}
 
 
+def test_a_tokenizer_without_pad_token_or_padding_left_gives_the_same_numbers(tokenizer_file):
+    """Pythia's tokenizer has no pad token, and a notebook's may pad on the left: the
+    pipeline pads on the right itself, so neither changes the numbers."""
+    from conftest import neox_config, pythia_tokenizer
+    from transformers import GPTNeoXForCausalLM
+
+    torch.manual_seed(0)
+    model = GPTNeoXForCausalLM(neox_config(vocab=len(pythia_tokenizer(tokenizer_file))))
+    settings = EmbeddingSettings(n_texts=len(TEXTS))
+    bare = pythia_tokenizer(tokenizer_file)
+    assert bare.pad_token is None
+    left = pythia_tokenizer(tokenizer_file)
+    left.pad_token, left.padding_side = "<|endoftext|>", "left"
+    right = pythia_tokenizer(tokenizer_file)
+    right.pad_token, right.padding_side = "<|endoftext|>", "right"
+    ref = toposig.measure(model, right, TEXTS, families=["embedding"], settings=settings)
+    for tok in (bare, left):
+        m = toposig.measure(model, tok, TEXTS, families=["embedding"], settings=settings)
+        assert m.perplexity == ref.perplexity
+        assert m.features == ref.features
+    assert bare.pad_token is None and left.padding_side == "left"  # theirs, untouched
+
+
 def test_measure_leaves_the_model_as_it_found_it(model):
     model.train()
     frozen = next(iter(model.parameters()))

@@ -33,8 +33,9 @@ def load_entries(results_dir: str | Path) -> list[dict]:
     path = Path(results_dir) / "data" / "all_results.json"
     if not path.is_file():
         raise ResultsMissingError(
-            f"{path} does not exist: run `python src/run_experiments.py --out {results_dir}` "
-            "first, or pass --results with the folder a run wrote to"
+            f"{path} does not exist: run `toposig run --out {results_dir}` (in a checkout: "
+            f"`python src/run_experiments.py --out {results_dir}`) first, or pass --results "
+            "with the folder a run wrote to"
         )
     records = [r for r in read_json(path) if r.get("status") == "ok"]
     if not records:

@@ -75,15 +75,17 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
                         f"(default: {' '.join(EXPERIMENT_A_MODELS)})")
     p.add_argument("--preset", metavar="NAME_OR_PATH", default=None,
                    help="train (if needed) and analyse one of the project's model suites: "
-                        f"{', '.join(preset_names())}, or a JSON file of one "
-                        "(src/toposig/presets/)")
+                        f"{', '.join(preset_names())} (shipped in toposig/presets/), or a "
+                        "JSON file of one; trains into --suite-dir")
     p.add_argument("--suite-dir", default="runs",
-                   help="where --preset suites are trained (default: %(default)s)")
+                   help="where --preset suites are trained, relative to the current "
+                        "folder (default: %(default)s)")
     add_step_options(p)
     p.add_argument("--out", default="results",
                    help="results folder: records/, data/; it holds one study, so give "
                         "your own runs their own folder, e.g. results/my-run (default: "
-                        "%(default)s, the offline default's reference run)")
+                        "%(default)s in the current folder; in a checkout, the committed "
+                        "reference run)")
     p.add_argument("--extend", action="store_true",
                    help="add models the study in --out does not hold yet (same settings)")
     p.add_argument("--force", action="store_true",

@@ -78,14 +78,24 @@ class ForwardResult:
 
 
 def tokenize(tokenizer, texts: list[str], max_length: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Token ids and attention mask, (n_texts, T) int64, right-padded, T <= max_length."""
-    enc = tokenizer(
-        texts, max_length=max_length, truncation=True, padding="longest", return_tensors="pt"
-    )
-    mask = enc["attention_mask"]
-    if bool((mask.sum(1) == 0).any()):
+    """Token ids and attention mask, (n_texts, T) int64, right-padded, T <= max_length.
+
+    Padded here, not by the tokenizer, so its ``padding_side`` and pad token (many causal
+    LMs' tokenizers, Pythia's among them, have none) do not matter: the pad id is the
+    tokenizer's pad token, else its EOS, else 0, and the mask hides it.
+    """
+    ids = tokenizer(list(texts), max_length=max_length, truncation=True,
+                    padding=False)["input_ids"]
+    if any(len(row) == 0 for row in ids):
         raise ValueError("a text tokenized to zero tokens")
-    return enc["input_ids"], mask
+    pad = next((t for t in (tokenizer.pad_token_id, tokenizer.eos_token_id) if t is not None), 0)
+    width = max(len(row) for row in ids)
+    out = torch.full((len(ids), width), pad, dtype=torch.long)
+    mask = torch.zeros((len(ids), width), dtype=torch.long)
+    for i, row in enumerate(ids):
+        out[i, :len(row)] = torch.as_tensor(row, dtype=torch.long)
+        mask[i, :len(row)] = 1
+    return out, mask
 
 
 def _batches(lengths: torch.Tensor, batch_size: int) -> list[torch.Tensor]:

@@ -82,7 +82,11 @@ def failure_record(ckpt: Checkpoint, exc: BaseException,
 
 
 def package_versions() -> dict[str, str | None]:
-    out: dict[str, str | None] = {}
+    """Versions of toposig (from the package, installed or in a checkout) and of the
+    packages whose versions change the numbers (``None``: not installed)."""
+    from toposig import __version__
+
+    out: dict[str, str | None] = {"toposig": __version__}
     for name in VERSIONED_PACKAGES:
         try:
             out[name] = metadata.version(name)

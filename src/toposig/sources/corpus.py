@@ -62,8 +62,10 @@ def wikitext_rows(split: str = "validation") -> list[str]:
             f"Hugging Face Hub could not be reached ({type(exc).__name__}: {exc}).\n"
             f"Either copy the raw files there (mkdir -p {local.parent} && cp "
             f"wiki.*.raw {local.parent}/; on a development machine they are in "
-            f"../shared/data/{WIKITEXT_NAME}/), or run `python datasets/download_wikitext.py` "
-            "on a machine online, or pass --texts PATH with a plain-text file."
+            f"../shared/data/{WIKITEXT_NAME}/), or set TOPOSIG_DATASETS_DIR to the folder "
+            f"that holds {WIKITEXT_NAME}/, or run `python datasets/download_wikitext.py` "
+            "(in a checkout) on a machine online, or give your own texts (--texts PATH, a "
+            "plain-text file; texts=[...] in toposig.measure)."
         ) from exc
     logger.info("read %d WikiText-2 %s rows from the Hub", len(rows), split)
     return rows
