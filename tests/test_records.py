@@ -88,6 +88,17 @@ def test_feature_families_name_their_signature_and_label():
     assert [feature_family(n) for n in feature_names(records)] == list(cases.values())
 
 
+def test_the_package_version_is_pyprojects():
+    import re
+
+    import toposig
+    from toposig.run.pipeline import package_versions
+
+    pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+    declared = re.search(r'^version = "([^"]+)"$', pyproject.read_text(), re.M).group(1)
+    assert toposig.__version__ == declared == package_versions()["toposig"]
+
+
 # ------------------------------------------------------------------------ figure style
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import importlib
 
-__version__ = "0.1.0"
+from toposig.version import __version__ as __version__
 
 _EXPORTS = {
     "measure": "in_memory",

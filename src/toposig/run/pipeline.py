@@ -51,6 +51,7 @@ from toposig.run.study import (
 from toposig.run.tasks import Task, TaskFailure
 from toposig.sources.checkpoints import Checkpoint, checkpoint_identity
 from toposig.sources.corpus import texts_fingerprint
+from toposig.version import __version__
 
 logger = logging.getLogger(__name__)
 
@@ -84,8 +85,6 @@ def failure_record(ckpt: Checkpoint, exc: BaseException,
 def package_versions() -> dict[str, str | None]:
     """Versions of toposig (from the package, installed or in a checkout) and of the
     packages whose versions change the numbers (``None``: not installed)."""
-    from toposig import __version__
-
     out: dict[str, str | None] = {"toposig": __version__}
     for name in VERSIONED_PACKAGES:
         try:
