@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch.nn.utils.rnn import pad_sequence
 
 logger = logging.getLogger(__name__)
 
@@ -89,13 +90,9 @@ def tokenize(tokenizer, texts: list[str], max_length: int) -> tuple[torch.Tensor
     if any(len(row) == 0 for row in ids):
         raise ValueError("a text tokenized to zero tokens")
     pad = next((t for t in (tokenizer.pad_token_id, tokenizer.eos_token_id) if t is not None), 0)
-    width = max(len(row) for row in ids)
-    out = torch.full((len(ids), width), pad, dtype=torch.long)
-    mask = torch.zeros((len(ids), width), dtype=torch.long)
-    for i, row in enumerate(ids):
-        out[i, :len(row)] = torch.as_tensor(row, dtype=torch.long)
-        mask[i, :len(row)] = 1
-    return out, mask
+    rows = [torch.as_tensor(row, dtype=torch.long) for row in ids]
+    mask = pad_sequence([torch.ones_like(r) for r in rows], batch_first=True)
+    return pad_sequence(rows, batch_first=True, padding_value=pad), mask
 
 
 def _batches(lengths: torch.Tensor, batch_size: int) -> list[torch.Tensor]:

@@ -19,6 +19,7 @@ from toposig.report.style import (
     FIGURE_FORMATS,
     Figure,
     FigureOutput,
+    applicable,
     current_output,
     figure_output,
 )
@@ -32,8 +33,8 @@ ALL_FIGURES: dict[str, Figure] = {**FIGURES, **WEIGHT_FIGURES, **ANALYSIS_FIGURE
 def figures_that_apply(records: list[dict], statistics: dict,
                        results_root: str | Path | None = None) -> list[Figure]:
     """The figures of :data:`ALL_FIGURES` whose ``applies`` test holds, in drawing order."""
-    root = Path(results_root) if results_root is not None else None
-    return [f for f in ALL_FIGURES.values() if f.applies(records, statistics or {}, root)]
+    return [ALL_FIGURES[name]
+            for name in applicable(ALL_FIGURES, records, statistics, results_root)]
 
 
 def plot_all(records: list[dict], statistics: dict, out_dir: str | Path,
