@@ -15,12 +15,18 @@ probe evaluates moved weights functionally). Nothing is saved or loaded.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from toposig.config import EmbeddingSettings, GradientSettings, LandscapeSettings, WeightSettings
+from toposig.config import (
+    AUTOCAST,
+    EmbeddingSettings,
+    GradientSettings,
+    LandscapeSettings,
+    WeightSettings,
+)
 from toposig.model.placement import Placement
 from toposig.records import (
     DEFAULT_FAMILIES,
@@ -147,52 +153,137 @@ def measure(model, tokenizer, texts: Sequence[str] | None = None, *,
     """
     from dataclasses import replace
 
-    from toposig.model.embedding import analyse_checkpoint
-    from toposig.model.loss_probes import analyse_gradients, analyse_landscape
-    from toposig.model.matrices import count_parameters, model_matrices
-    from toposig.model.weight_stage import analyse_weights
-    from toposig.sources.corpus import load_texts, probe_texts
-
-    unknown = [f for f in families if f not in FAMILIES]
-    if unknown or not families:
-        raise ValueError(f"families are {', '.join(FAMILIES)}; got {', '.join(families)}")
-    families = tuple(Family(f) for f in families)
+    families = check_families(families)
     settings = replace(settings or EmbeddingSettings(), layers=layers)
-    placement = Placement.of_model(model)
-    device = placement.device
-    probes = [f for f in PROBE_FAMILIES if f in families]
-    if probes and placement.dtype != "float32":
-        raise ValueError(
-            f"the {' and '.join(probes)} probes need float32 weights, as the pipeline uses "
-            f"(this model is in {placement.dtype}); measure a float32 copy "
-            "(copy.deepcopy(model).float()) for them")
+    inputs = MeasureInputs.default(settings, texts, families, weight_settings,
+                                   landscape_settings, gradient_settings)
     ckpt = Checkpoint(model=label, label=label, step=step, source="memory",
                       location=IN_MEMORY)
     out = Measurement()
 
     def keep(family: Family, result) -> None:
+        if isinstance(result, BaseException):
+            raise result
         out.records[family], out.arrays[family] = result.record, result.arrays
+
+    measure_families(model, tokenizer, ckpt, families, inputs, keep)
+    return out
+
+
+def check_families(families: Sequence[str]) -> tuple[Family, ...]:
+    """``families`` as :class:`Family` members.
+
+    Raises:
+        ValueError: none, or one that is not a family.
+    """
+    unknown = [f for f in families if f not in FAMILIES]
+    if unknown or not families:
+        raise ValueError(f"families are {', '.join(FAMILIES)}; got {', '.join(families)}")
+    return tuple(Family(f) for f in families)
+
+
+@dataclass(frozen=True)
+class MeasureInputs:
+    """What a measurement of the families needs besides the model: the analysed texts,
+    the texts the probe windows are cut from, and each family's settings."""
+
+    texts: list[str]
+    probe_texts: list[str]
+    settings: EmbeddingSettings
+    weight_settings: WeightSettings
+    landscape_settings: LandscapeSettings
+    gradient_settings: GradientSettings
+
+    @classmethod
+    def default(cls, settings: EmbeddingSettings, texts: Sequence[str] | None,
+                families: Sequence[Family], weight_settings: WeightSettings | None = None,
+                landscape_settings: LandscapeSettings | None = None,
+                gradient_settings: GradientSettings | None = None) -> MeasureInputs:
+        """The inputs of ``families`` with the pipeline's defaults where ``None``: the
+        analysed texts (given, else the pipeline's WikiText-2 rows), the probe texts
+        (the given texts, else WikiText-2 validation) and the settings (seeded by
+        ``settings.seed``). Texts a family does not need are not loaded."""
+        from toposig.sources.corpus import load_texts, probe_texts
+
+        analysed, probe = [], []
+        if Family.EMBEDDING in families:
+            analysed = (list(texts) if texts is not None
+                        else load_texts(settings.texts, settings.n_texts, settings.min_chars))
+        if set(families) & set(PROBE_FAMILIES):
+            probe = (list(texts) if texts is not None
+                     else probe_texts(settings.texts, settings.min_chars))
+        return cls(
+            analysed, probe, settings,
+            weight_settings or WeightSettings(seed=settings.seed,
+                                              ph_backend=settings.ph_backend),
+            landscape_settings or LandscapeSettings(seed=settings.seed),
+            gradient_settings or GradientSettings(seed=settings.seed, maxdim=settings.maxdim,
+                                                  ph_backend=settings.ph_backend))
+
+
+def measure_families(model, tokenizer, ckpt: Checkpoint, families: Sequence[Family],
+                     inputs: MeasureInputs, emit: Callable[[Family, object], None], *,
+                     stored_loss: tuple[float | None, str | None] = (None, None)) -> None:
+    """Compute ``families`` on the in-memory ``model`` and hand each family's result (a
+    :class:`~toposig.records.CheckpointOutput`, or the exception it raised) to ``emit``
+    as soon as it is done; the model is left as it was (:func:`preserved_state`).
+
+    The order and the calls are the pipeline's for a loaded checkpoint
+    (:func:`toposig.run.tasks.load_once`): weights, then the landscape and gradient
+    probes, then the embedding, in the model's own device and precision.
+
+    Args:
+        ckpt: the identity the records carry (``source: "memory"``).
+        stored_loss: the loss known for this state of the model and where it was found
+            (a trainer's ``log_history``), kept in the weight and probe records as the
+            pipeline keeps the loss stored with a checkpoint.
+
+    Raises:
+        ValueError: the landscape or gradients asked of a model not in float32, or
+            parameters on several devices or precisions (before any family runs).
+    """
+    from toposig.model.embedding import analyse_checkpoint
+    from toposig.model.loss_probes import analyse_gradients, analyse_landscape
+    from toposig.model.matrices import count_parameters, model_matrices
+    from toposig.model.weight_stage import analyse_weights
+
+    placement = Placement.of_model(model, inputs.settings.dtype)
+    probes = [f for f in PROBE_FAMILIES if f in families]
+    if probes and placement.dtype not in ("float32", AUTOCAST):
+        raise ValueError(
+            f"the {' and '.join(probes)} probes need float32 weights, as the pipeline uses "
+            f"(this model is in {placement.dtype}); measure a float32 copy "
+            "(copy.deepcopy(model).float()) for them")
+    loss, loss_key = stored_loss
+
+    def attempt(family: Family, compute: Callable[[], object]) -> None:
+        try:
+            result = compute()
+        except Exception as exc:  # noqa: BLE001 - handed to the caller, who decides
+            result = exc
+        emit(family, result)
 
     with preserved_state(model):
         if Family.WEIGHTS in families:
-            ws = weight_settings or WeightSettings(seed=settings.seed)
-            keep(Family.WEIGHTS, analyse_weights(
-                ckpt, model_matrices(model, ws.include, ws.exclude), ws,
-                num_parameters=count_parameters(model.parameters()),
-                device=placement.cuda_device))
-        if probes:
-            probe = list(texts) if texts is not None else probe_texts(None, settings.min_chars)
-            stages = {Family.LANDSCAPE: (analyse_landscape, landscape_settings
-                                    or LandscapeSettings(seed=settings.seed)),
-                      Family.GRADIENTS: (analyse_gradients, gradient_settings or GradientSettings(
-                          seed=settings.seed, maxdim=settings.maxdim))}
-            for family in probes:
-                stage, s = stages[family]
-                keep(family, stage(ckpt, model, tokenizer, probe, s, device=device))
+            ws = inputs.weight_settings
+            attempt(Family.WEIGHTS, lambda: analyse_weights(
+                ckpt, model_matrices(model, ws.include, ws.exclude), ws, loss=loss,
+                loss_key=loss_key, num_parameters=count_parameters(model.parameters()),
+                device=placement.cuda_device,
+                available=[n for n, p in model.named_parameters() if p.dim() == 2]))
+        stages = {Family.LANDSCAPE: (analyse_landscape, inputs.landscape_settings),
+                  Family.GRADIENTS: (analyse_gradients, inputs.gradient_settings)}
+        for family in probes:
+            stage, s = stages[family]
+
+            def probe(stage=stage, s=s):
+                result = stage(ckpt, model, tokenizer, inputs.probe_texts, s,
+                               device=placement.device)
+                result.record |= {"checkpoint_loss": loss, "checkpoint_loss_key": loss_key}
+                return result
+
+            attempt(family, probe)
         if Family.EMBEDDING in families:
-            analysed = (list(texts) if texts is not None
-                        else load_texts(None, settings.n_texts, settings.min_chars))
-            keep(Family.EMBEDDING, analyse_checkpoint(ckpt, analysed, settings,
-                                                 placement=placement, model=model,
-                                                 tokenizer=tokenizer))
-    return out
+            attempt(Family.EMBEDDING, lambda: analyse_checkpoint(
+                ckpt, inputs.texts, inputs.settings, placement=placement, model=model,
+                tokenizer=tokenizer))

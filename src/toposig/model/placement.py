@@ -51,8 +51,10 @@ class Placement:
         return cls(device, dtype)
 
     @classmethod
-    def of_model(cls, model) -> Placement:
-        """Where an in-memory model already is, in the precision of its weights.
+    def of_model(cls, model, dtype: str = "auto") -> Placement:
+        """Where an in-memory model already is, in the precision of its weights; with
+        ``dtype="bf16-autocast"``, a float32 model on CUDA runs its forward pass under
+        bf16 autocast (any other ``dtype`` setting leaves the precision as it is).
 
         Raises:
             ValueError: no floating-point parameter, or parameters on several devices or
@@ -66,8 +68,10 @@ class Placement:
                 "the model's parameters are on several devices or in several precisions ("
                 + ", ".join(sorted(f"{d} {t}" for d, t in places)) + "): measure it on one "
                 "device in one precision")
-        device, dtype = places.pop()
-        return cls(device, dtype)
+        device, weights = places.pop()
+        if dtype == AUTOCAST and device.startswith("cuda") and weights == "float32":
+            return cls(device, AUTOCAST)
+        return cls(device, weights)
 
     @property
     def is_cuda(self) -> bool:

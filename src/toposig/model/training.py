@@ -34,6 +34,7 @@ import torch.nn.functional as F
 from toposig.files.atomic import atomic_write_bytes, atomic_write_json, read_json
 from toposig.files.locks import exclusive
 from toposig.files.names import UnsafeNameError, check_name
+from toposig.schedule import scheduled_steps
 from toposig.sources import corpus
 
 logger = logging.getLogger(__name__)
@@ -256,17 +257,9 @@ def checkpoint_steps(total: int, every: int, kind: str = "pythia") -> list[int]:
     """Steps at which a checkpoint is saved (after that many updates), always incl. 0 and total.
 
     ``pythia``: 0, 1, 2, 4, ... (powers of two below ``every``), then every ``every``.
-    ``regular``: 0, every, 2 every, ...
+    ``regular``: 0, every, 2 every, ... (:func:`toposig.schedule.scheduled_steps`).
     """
-    steps = set(range(0, total + 1, every)) | {0, total}
-    if kind == "pythia":
-        p = 1
-        while p < min(every, total + 1):
-            steps.add(p)
-            p *= 2
-    elif kind != "regular":
-        raise ValueError(f"unknown schedule {kind!r}; allowed: pythia, regular")
-    return sorted(steps)
+    return scheduled_steps(total, every, kind)
 
 
 def lr_at(step: int, c: SuiteConfig) -> float:

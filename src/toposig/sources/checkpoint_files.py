@@ -231,14 +231,21 @@ def trainer_state_loss(folder: str | Path) -> tuple[float | None, str | None]:
         state = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None, None
-    if not isinstance(state, dict):
+    return trainer_state_dict_loss(state)
+
+
+def trainer_state_dict_loss(state) -> tuple[float | None, str | None]:
+    """The loss a trainer state records (the contents of a ``trainer_state.json``, or a
+    live ``TrainerState``'s fields as a dict): top-level ``val_loss`` / ``loss``, else the
+    last ``eval_loss`` (then ``loss``) in ``log_history``; ``(None, None)`` when none."""
+    if not isinstance(state, Mapping):
         return None, None
     loss, key = _stored_loss(state)
     if loss is not None:
         return loss, key
     for key in ("eval_loss", "loss"):
         for entry in reversed(state.get("log_history") or []):
-            value = _as_float(entry.get(key)) if isinstance(entry, dict) else None
+            value = _as_float(entry.get(key)) if isinstance(entry, Mapping) else None
             if value is not None:
                 return value, f"log_history.{key}"
     return None, None

@@ -1,0 +1,241 @@
+"""The stop-or-scale signal, online: what the checkpoints measured so far say about a run
+still training. Experimental.
+
+Pure functions on the points measured so far (step, loss, features), with the analysis'
+own methods:
+
+* **phase**: the three-segment continuous piecewise-linear fit against ``log(1 + step)``
+  (:func:`toposig.analysis.phases.piecewise_linear_fit`, as the phase analysis uses) of
+  the loss and of each phase feature; the current phase is the segment of the latest
+  point (1 = the first, 3 = the last). Needs six points.
+* **final-loss forecast** at ``final_step`` (the run's planned last step):
+  ``loss_only``, the power law ``a·t^(−b) + c`` fitted to the losses so far
+  (:func:`toposig.analysis.prediction.fit_loss_power_law`), and ``combined``, its mean
+  with the topology-only prediction (:func:`~toposig.analysis.prediction.
+  topology_only_prediction`) of the *best feature*: the one whose combined forecast,
+  made from the first half of the steps so far, came closest to the latest loss (a
+  backtest on this run's own history). Each forecast's uncertainty is its leave-one-out
+  jackknife standard error over the points so far.
+
+The offline analysis (REPORT.md) found that averaging with almost any feature's
+extrapolation lowers the error of a loss-curve forecast, topological or not, and that
+almost no feature-loss association survives the controls within a model: the combined
+forecast is a smoother of the loss curve, not evidence that topology foresees the loss.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from toposig.analysis import phases, prediction
+
+PHASE_MIN_POINTS = 6  # three segments of two points
+CAVEAT = ("experimental: the combined forecast averages the loss-curve extrapolation with "
+          "one feature's; offline, almost any feature (topological or not) lowered the "
+          "error the same way, and almost no feature-loss association survived the "
+          "controls within a model (REPORT.md)")
+
+
+@dataclass(frozen=True)
+class Phase:
+    """The three-segment fit of one series against ``log(1 + step)``.
+
+    Attributes:
+        phase: the segment (1, 2 or 3) that holds the latest point.
+        breakpoint_steps: the two breakpoints, in steps.
+        slopes: each segment's slope, series units per unit of ``log(1 + step)``.
+        r2: the fit's coefficient of determination.
+    """
+
+    phase: int
+    breakpoint_steps: list[float]
+    slopes: list[float]
+    r2: float
+
+
+@dataclass(frozen=True)
+class Forecast:
+    """The final loss extrapolated to ``final_step`` (nats per token, the losses' unit).
+
+    Attributes:
+        loss_only, loss_only_se: the power-law extrapolation and its jackknife s.e.
+        feature: the best feature (see the module), or ``None`` when none qualifies.
+        combined, combined_se: the mean of ``loss_only`` and the feature's topology-only
+            prediction, and its jackknife s.e.
+        backtest_error: feature (and ``"loss_only"``) -> |forecast made from the first
+            half of the steps so far − the latest loss|.
+    """
+
+    final_step: float
+    loss_only: float | None
+    loss_only_se: float | None
+    feature: str | None = None
+    combined: float | None = None
+    combined_se: float | None = None
+    backtest_error: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Signal:
+    """What the points so far say: the phase of the loss and of each feature, and the
+    forecast of the final loss (``None`` without a planned final step or enough
+    points)."""
+
+    step: float
+    n_points: int
+    loss_phase: Phase | None
+    feature_phases: dict[str, Phase]
+    forecast: Forecast | None
+    caveat: str = CAVEAT
+
+    def scalars(self) -> dict[str, float]:
+        """The signal as flat scalars for a trainer's logger (names without a prefix)."""
+        out: dict[str, float] = {}
+        if self.loss_phase is not None:
+            out["phase"] = float(self.loss_phase.phase)
+        for name, ph in self.feature_phases.items():
+            out[f"phase_{name}"] = float(ph.phase)
+        f = self.forecast
+        if f is not None:
+            for key in ("loss_only", "loss_only_se", "combined", "combined_se"):
+                value = getattr(f, key)
+                if value is not None and math.isfinite(value):
+                    out[f"final_loss_{key}"] = float(value)
+        return out
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def current_phase(steps: Sequence[float], values: Sequence[float | None]) -> Phase | None:
+    """The three-segment fit of ``values`` against ``log(1 + step)`` and the segment of
+    the latest point; ``None`` with fewer than :data:`PHASE_MIN_POINTS` finite points."""
+    x = [math.log1p(s) for s in steps]
+    if sum(v is not None and math.isfinite(v) for v in values) < PHASE_MIN_POINTS:
+        return None
+    try:
+        fit = phases.piecewise_linear_fit(x, values, n_segments=3)
+    except ValueError:
+        return None
+    last = max(xi for xi, v in zip(x, values, strict=True)
+               if v is not None and math.isfinite(v))
+    phase = 1 + sum(b < last for b in fit["breakpoints"])
+    return Phase(phase, phases.breakpoint_steps(fit), fit["slopes"], fit["r2"])
+
+
+def _finite(steps, losses, feature=None) -> tuple[np.ndarray, ...]:
+    cols = [steps, losses] + ([feature] if feature is not None else [])
+    arrs = [np.array([np.nan if v is None else v for v in c], dtype=np.float64) for c in cols]
+    keep = np.logical_and.reduce([np.isfinite(a) for a in arrs])
+    order = np.argsort(arrs[0][keep], kind="stable")
+    return tuple(a[keep][order] for a in arrs)
+
+
+def _forecast(s: np.ndarray, lo: np.ndarray, fe: np.ndarray | None,
+              final_step: float) -> tuple[float | None, float | None]:
+    """(loss_only, combined) at ``final_step`` from the points given (all counted early)."""
+    p_loss = prediction.extrapolate(prediction.fit_loss_power_law(s, lo), final_step)
+    if fe is None:
+        return p_loss, None
+    p_topo = prediction.topology_only_prediction(s, lo, fe, final_step, fraction=1.0)
+    both = None if p_loss is None or p_topo is None else (p_loss + p_topo) / 2
+    return p_loss, both
+
+
+def _jackknife_se(values: list[float | None]) -> float | None:
+    """Leave-one-out jackknife standard error, ``None`` when fewer than three of the
+    leave-one-out values are defined."""
+    v = np.array([x for x in values if x is not None and math.isfinite(x)], dtype=np.float64)
+    n = v.size
+    if n < 3:
+        return None
+    return float(math.sqrt((n - 1) / n * np.sum((v - v.mean()) ** 2)))
+
+
+def forecast_final_loss(steps: Sequence[float], losses: Sequence[float | None],
+                        features: Mapping[str, Sequence[float | None]],
+                        final_step: float) -> Forecast | None:
+    """The final-loss forecast of the module docstring.
+
+    Args:
+        steps, losses: ``(n,)`` the points so far (losses in nats; ``None`` allowed).
+        features: name -> ``(n,)`` values, the candidates for the best feature.
+        final_step: the run's planned last step.
+
+    Returns:
+        ``None`` when fewer than three points with ``step > 0`` have a loss.
+    """
+    s, lo = _finite(steps, losses)
+    if np.sum(s > 0) < 3:
+        return None
+    p_loss, _ = _forecast(s, lo, None, final_step)
+    loo = [_forecast(np.delete(s, i), np.delete(lo, i), None, final_step)[0]
+           for i in range(s.size)]
+    backtest = _backtest(steps, losses, features)
+    candidates = {f: e for f, e in backtest.items() if f != "loss_only"}
+    best = min(candidates, key=candidates.get) if candidates else None
+    combined = combined_se = None
+    if best is not None:
+        s_f, lo_f, fe_f = _finite(steps, losses, features[best])
+        combined = _forecast(s_f, lo_f, fe_f, final_step)[1]
+        combined_se = _jackknife_se([
+            _forecast(np.delete(s_f, i), np.delete(lo_f, i), np.delete(fe_f, i),
+                      final_step)[1] for i in range(s_f.size)])
+    return Forecast(float(final_step), p_loss, _jackknife_se(loo), best, combined,
+                    combined_se, backtest)
+
+
+def _backtest(steps: Sequence[float], losses: Sequence[float | None],
+              features: Mapping[str, Sequence[float | None]]) -> dict[str, float]:
+    """|forecast of the latest loss from the points in the first half of the steps so
+    far − the latest loss|, for the loss curve alone and combined with each feature."""
+    s, lo = _finite(steps, losses)
+    if s.size == 0:
+        return {}
+    t_last, truth = float(s[-1]), float(lo[-1])
+    out: dict[str, float] = {}
+    half = s <= t_last / 2
+    p_loss, _ = _forecast(s[half], lo[half], None, t_last)
+    if p_loss is not None:
+        out["loss_only"] = abs(p_loss - truth)
+    for name, values in features.items():
+        s_f, lo_f, fe_f = _finite(steps, losses, values)
+        if s_f.size == 0 or s_f[-1] != t_last:
+            continue
+        early = s_f <= t_last / 2
+        combined = _forecast(s_f[early], lo_f[early], fe_f[early], t_last)[1]
+        if combined is not None and math.isfinite(combined):
+            out[name] = abs(combined - truth)
+    return out
+
+
+def stop_or_scale(steps: Sequence[float], losses: Sequence[float | None],
+                  features: Mapping[str, Sequence[float | None]],
+                  final_step: float | None, *,
+                  phase_features: Sequence[str] = (),
+                  forecast_features: Sequence[str] | None = None) -> Signal:
+    """The signal after the latest measurement.
+
+    Args:
+        steps: ``(n,)`` the steps measured so far.
+        losses: ``(n,)`` the loss at each (nats; ``None`` where unknown).
+        features: name -> ``(n,)`` feature values.
+        final_step: the run's planned last step (``None``: no forecast).
+        phase_features: the features whose current phase is reported.
+        forecast_features: the candidates for the best feature (default: every one of
+            ``features``).
+    """
+    names = list(features) if forecast_features is None else [
+        f for f in forecast_features if f in features]
+    feature_phases = {f: ph for f in phase_features if f in features
+                      if (ph := current_phase(steps, features[f])) is not None}
+    forecast = None
+    if final_step is not None:
+        forecast = forecast_final_loss(steps, losses, {f: features[f] for f in names},
+                                       final_step)
+    return Signal(float(max(steps)) if len(steps) else 0.0, len(steps),
+                  current_phase(steps, losses), feature_phases, forecast)

@@ -1,0 +1,44 @@
+"""An executor for the pipeline's driver that measures a model already in memory.
+
+:func:`toposig.run.pipeline.execute` hands its tasks to an executor; this one computes
+each task's families on the live model (:func:`toposig.in_memory.measure_families`)
+instead of loading a checkpoint, so a measurement taken during training is written,
+resumed, aggregated and failed exactly as the offline pipeline does it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from toposig.in_memory import MeasureInputs, measure_families
+from toposig.run.executors import EmitResult, TaskDone
+from toposig.run.tasks import Task
+
+if TYPE_CHECKING:
+    from toposig.run.plan import RunPlan
+
+
+@dataclass
+class InMemoryExecutor:
+    """Runs every task on ``model`` as it is (each task's checkpoint names the step).
+
+    Attributes:
+        model, tokenizer: the live model and its tokenizer.
+        inputs: the texts and settings (:class:`~toposig.in_memory.MeasureInputs`).
+        stored_loss: the loss the trainer knows for this state and where it was found.
+    """
+
+    model: Any
+    tokenizer: Any
+    inputs: MeasureInputs
+    stored_loss: tuple[float | None, str | None] = (None, None)
+
+    def run(self, tasks: Sequence[Task], plan: RunPlan, emit: EmitResult,
+            done: TaskDone) -> None:
+        for task in tasks:
+            measure_families(self.model, self.tokenizer, task.ckpt, task.todo, self.inputs,
+                             lambda family, result, task=task: emit(task, family, result),
+                             stored_loss=self.stored_loss)
+            done(task)

@@ -1,0 +1,399 @@
+"""Measure a model while it trains, into a results folder the offline tools read.
+
+A :class:`TopologyMonitor` is what every integration (the ``transformers`` and Lightning
+callbacks, the project's own trainer, a hand-written loop) drives. Each measurement:
+
+1. runs the chosen signature families on the model in memory, without saving or
+   reloading it (:func:`toposig.in_memory.measure_families`: eval mode and no gradients
+   for the forward passes, the model's own device and precision; train mode, parameter
+   flags and gradients and the CPU and CUDA random number generators restored after; the
+   weights and the optimizer never touched);
+2. writes the records through the offline pipeline's own driver
+   (:func:`toposig.run.pipeline.execute`, with an executor that measures in memory): the
+   same folder layout, schema, settings hashes, aggregates and ``config.json``, so
+   ``analyze_results.py`` runs on the folder unchanged, and a failed family is recorded
+   and retried like any other;
+3. returns the scalars to log (``topology/<feature>`` and the experimental
+   ``topology/experimental/...`` signal of :mod:`toposig.analysis.online`), and refreshes
+   ``live/topology.png`` and ``live/signal.json`` in the results folder.
+
+A measurement that fails outright (after the first) is logged and training goes on;
+the first one raises, so a results folder that belongs to another study, or a model
+that cannot be measured, stops the run before it has trained for long.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from toposig.analysis import online
+from toposig.analysis.statistics import PHASE_FEATURES, PREDICTION_FEATURES
+from toposig.config import (
+    EmbeddingSettings,
+    GradientSettings,
+    LandscapeSettings,
+    WeightSettings,
+)
+from toposig.files.atomic import atomic_write_json, read_json
+from toposig.files.names import check_name
+from toposig.in_memory import IN_MEMORY, MeasureInputs, check_families
+from toposig.live.executor import InMemoryExecutor
+from toposig.model.placement import Placement
+from toposig.records import DEFAULT_FAMILIES, Family
+from toposig.run.pipeline import execute
+from toposig.run.plan import RunPlan, family_hashes
+from toposig.schedule import is_scheduled
+from toposig.sources.checkpoints import Checkpoint
+
+logger = logging.getLogger(__name__)
+
+PREFIX = "topology/"
+SIGNAL_PREFIX = "topology/experimental/"
+# The features logged by default: each family's headline numbers (``log_features="all"``
+# logs every checkpoint-level feature).
+LOG_FEATURES = ("perplexity", "h0_total_persistence", "h1_total_persistence",
+                "h1_n_features", "h1_persistence_entropy", "rankme", "np_mean",
+                "weight_h0_total", "weight_h1_total", "hessian_eig_1", "hessian_trace",
+                "landscape_n_minima", "grad_h0_total_persistence", "grad_norm_mean")
+FIGURE = Path("live") / "topology.png"
+SIGNAL_FILE = Path("live") / "signal.json"
+
+
+def loss_series(entries: Sequence[dict]) -> list[float | None]:
+    """One loss per entry, of one kind throughout: the mean token loss on the analysed
+    texts (``mean_nll``, ln perplexity) when every entry has it, else the loss the
+    trainer reported (``loss``) when every entry has it, else whichever more entries
+    have (``None`` for the others), so a series never mixes two kinds of loss."""
+    kinds = ("mean_nll", "loss", "mlm_loss")
+    counts = {k: sum(e.get(k) is not None for e in entries) for k in kinds}
+    kind = next((k for k in kinds if counts[k] == len(entries)),
+                max(kinds, key=lambda k: counts[k]))
+    return [e.get(kind) for e in entries]
+
+
+class LiveRunExistsError(FileExistsError):
+    """A training that starts at step 0 into a results folder that already holds live
+    records of the same model: the two trainings would mix."""
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """When to measure.
+
+    Attributes:
+        every_n_steps: measure every this many optimizer steps (``None``: not by count).
+        doubling: also at the powers of two below ``every_n_steps`` (Pythia's schedule).
+        at_save: also whenever the trainer saves a checkpoint.
+        at_evaluate: also whenever the trainer evaluates.
+        initial: also at step 0, before the first update.
+    """
+
+    every_n_steps: int | None = None
+    doubling: bool = False
+    at_save: bool = True
+    at_evaluate: bool = False
+    initial: bool = True
+
+    def __post_init__(self) -> None:
+        if self.every_n_steps is not None and (
+                isinstance(self.every_n_steps, bool) or not isinstance(self.every_n_steps, int)
+                or self.every_n_steps < 1):
+            raise ValueError(f"every_n_steps must be a positive integer or None, got "
+                             f"{self.every_n_steps!r}")
+        if self.doubling and self.every_n_steps is None:
+            raise ValueError("doubling=True needs every_n_steps (the doubling runs up to it)")
+
+    def due(self, step: int) -> bool:
+        """Whether ``step`` is due by count (saves and evaluations are the trainer's)."""
+        if step == 0:
+            return self.initial
+        return self.every_n_steps is not None and is_scheduled(
+            step, self.every_n_steps, "pythia" if self.doubling else "regular")
+
+
+@dataclass
+class LiveResult:
+    """One measurement.
+
+    Attributes:
+        step: the training step measured.
+        entry: the step's aggregate entry (families merged), or ``None`` when every
+            family failed.
+        failures: the failure records of the families that failed.
+        scalars: name -> value, as logged (``topology/...``).
+        signal: the experimental stop-or-scale signal after this measurement.
+        seconds: wall time of the measurement, bookkeeping included.
+    """
+
+    step: int
+    entry: dict | None
+    failures: list[dict] = field(default_factory=list)
+    scalars: dict[str, float] = field(default_factory=dict)
+    signal: online.Signal | None = None
+    seconds: float = 0.0
+
+
+class TopologyMonitor:
+    """Measures a training model into a results folder (see the module).
+
+    Args:
+        tokenizer: the model's tokenizer.
+        out: the results folder (created; one study, as for ``run_experiments.py``).
+        texts: the analysed texts (default: the pipeline's 200 WikiText-2 validation
+            rows); the landscape and gradient probes cut their windows from them too.
+        families: the signature families to measure (default: embedding and weights).
+        schedule: when to measure (:class:`Schedule`); the integrations build it from
+            their ``every_n_steps``, ``doubling``, ``at_save`` and ``at_evaluate``.
+        label: the model's name in the records (a plain file name).
+        model_name: the model as ``config.json`` names it (default: ``label``).
+        layers: ``"last"`` or ``"all"``.
+        settings, weight_settings, landscape_settings, gradient_settings: the families'
+            settings, as for :func:`toposig.measure`.
+        log_features: the features logged as scalars, or ``"all"``.
+        figure_interval_s: the least time between two refreshes of the figure (it is
+            always drawn by :meth:`finish`).
+        overwrite: let a training that starts at step 0 replace the folder's live
+            records of ``label`` (refused by default: :class:`LiveRunExistsError`).
+        command: how the run was made, for ``config.json``.
+
+    Raises:
+        ValueError: an unknown family or an unsafe label.
+    """
+
+    def __init__(self, tokenizer, out: str | Path, *, texts: Sequence[str] | None = None,
+                 families: Sequence[str] = DEFAULT_FAMILIES, schedule: Schedule | None = None,
+                 label: str = "model", model_name: str | None = None, layers: str = "last",
+                 settings: EmbeddingSettings | None = None,
+                 weight_settings: WeightSettings | None = None,
+                 landscape_settings: LandscapeSettings | None = None,
+                 gradient_settings: GradientSettings | None = None,
+                 log_features: Sequence[str] | str = LOG_FEATURES,
+                 figure_interval_s: float = 60.0, overwrite: bool = False,
+                 command: str = "toposig live monitor"):
+        self.tokenizer = tokenizer
+        self.out = Path(out)
+        self.families = check_families(families)
+        self.schedule = schedule or Schedule()
+        self.label = check_name(label, "label")
+        self.model_name = model_name or label
+        settings = replace(settings or EmbeddingSettings(), layers=layers)
+        self.inputs = MeasureInputs.default(settings, texts, self.families, weight_settings,
+                                            landscape_settings, gradient_settings)
+        self.texts_source = ("texts given to the monitor" if texts is not None
+                             else settings.texts or "wikitext-2-raw-v1 validation")
+        self.log_features = log_features
+        self.figure_interval_s = figure_interval_s
+        self.overwrite = overwrite
+        self.command = command
+        self.measured: set[int] = set()
+        self.results: list[LiveResult] = []
+        self.final_step: int | None = None
+        self._started = False
+        self._drawn_at = -math.inf
+        self._entries: list[dict] = []
+        self._signal: online.Signal | None = None
+        self._history: list[dict] = []
+
+    # -- when -----------------------------------------------------------------------
+
+    def due(self, step: int) -> bool:
+        """Whether ``step`` is due by the schedule's count and not measured yet."""
+        return step not in self.measured and self.schedule.due(step)
+
+    def __call__(self, model, step: int, *, loss: float | None = None,
+                 final_step: int | None = None) -> LiveResult | None:
+        """For a hand-written loop: measure ``model`` if ``step`` is due (else ``None``).
+
+        Args:
+            step: optimizer updates done so far.
+            loss: the training loss known at this step (nats), kept as the records'
+                stored loss.
+            final_step: the run's planned last step, for the final-loss forecast.
+        """
+        if not self.due(step):
+            return None
+        return self.measure(model, step, stored_loss=(loss, None if loss is None
+                                                      else "train_loss"),
+                            final_step=final_step)
+
+    # -- measuring ------------------------------------------------------------------
+
+    def start(self, step: int) -> None:
+        """Check the folder before training starts at ``step`` (the first measurement
+        calls it when no integration has).
+
+        Raises:
+            LiveRunExistsError: ``step`` is 0 and the folder already holds live records
+                of this label (a fresh training would mix with them), unless
+                ``overwrite``.
+        """
+        self._started = True
+        self._history = [h for h in self._read_signal().get(self.label, [])
+                         if isinstance(h, dict) and isinstance(h.get("step"), (int, float))
+                         and h["step"] < step]
+        if step != 0 or self.overwrite:
+            return
+        held = sorted((self.out / "records").glob(f"*/{self.label}/step*.json"))
+        if held:
+            raise LiveRunExistsError(
+                f"{self.out} already holds {len(held)} record(s) of {self.label!r} "
+                f"({held[0].parent}); a training starting at step 0 would mix with them. "
+                "Write to another folder (out=...), give this run another label, or pass "
+                "overwrite=True to replace them")
+
+    def measure(self, model, step: int, *,
+                stored_loss: tuple[float | None, str | None] = (None, None),
+                final_step: int | None = None) -> LiveResult:
+        """Measure ``model`` at ``step`` now, whatever the schedule (see the module).
+
+        Args:
+            stored_loss: the loss the trainer knows for this state and where it was
+                found (kept as a checkpoint's stored loss is).
+            final_step: the run's planned last step (for the forecast; default: the
+                last one given).
+
+        Raises:
+            Whatever the first measurement raises (a folder of another study, a model
+            that cannot be measured); later failures are logged and returned.
+        """
+        first = not self.results
+        if not self._started:
+            self.start(step)
+        if final_step is not None:
+            self.final_step = final_step
+        t0 = time.perf_counter()
+        try:
+            result = self._measure(model, step, stored_loss)
+        except Exception as exc:
+            if first:
+                raise
+            logger.error("toposig: the measurement at step %d failed (training goes on): "
+                         "%s: %s", step, type(exc).__name__, exc)
+            result = LiveResult(step, None, [{"error_type": type(exc).__name__,
+                                              "error": str(exc)}])
+        result.seconds = time.perf_counter() - t0
+        self.measured.add(step)
+        self.results.append(result)
+        return result
+
+    def finish(self) -> None:
+        """Draw the figure once more with everything measured (call at the end)."""
+        if self._entries:
+            self._draw(force=True)
+
+    # -- internals ------------------------------------------------------------------
+
+    def _hashes(self, dtype: str) -> dict[str, str]:
+        i = self.inputs
+        return family_hashes(set(self.families), i.settings, i.weight_settings,
+                             i.landscape_settings, i.gradient_settings, i.texts,
+                             i.probe_texts, dtype)
+
+    def _plan(self, ckpt: Checkpoint, placement: Placement) -> RunPlan:
+        i = self.inputs
+        hashes = self._hashes(placement.dtype)
+        return RunPlan(
+            [ckpt], i.texts, i.settings, placement, i.settings.ph_backend, True,
+            hashes.get(Family.EMBEDDING), self.texts_source, families=[self.families],
+            weight_settings=i.weight_settings, weights_hash=hashes.get(Family.WEIGHTS),
+            landscape_settings=i.landscape_settings, gradient_settings=i.gradient_settings,
+            probe_texts=i.probe_texts, landscape_hash=hashes.get(Family.LANDSCAPE),
+            gradients_hash=hashes.get(Family.GRADIENTS), command=self.command)
+
+    def _measure(self, model, step: int,
+                 stored_loss: tuple[float | None, str | None]) -> LiveResult:
+        placement = Placement.of_model(model, self.inputs.settings.dtype)
+        ckpt = Checkpoint(model=self.model_name, label=self.label, step=step,
+                          source="memory", location=IN_MEMORY)
+        outcome = execute(self._plan(ckpt, placement), self.out, force=True, progress=False,
+                          executor=InMemoryExecutor(model, self.tokenizer, self.inputs,
+                                                    stored_loss), extend=True)
+        self._entries = [e for e in outcome.records if e.get("model_label") == self.label
+                         and e.get("step") is not None]
+        entry = next((e for e in self._entries if e["step"] == step), None)
+        failures = [f for f in outcome.failures if f.get("step") == step]
+        self._signal = self._compute_signal()
+        self._write_signal()
+        self._draw(force=False)
+        return LiveResult(step, entry, failures, self._scalars(entry), self._signal)
+
+    def _series(self) -> tuple[list[int], list[float | None], dict[str, list]]:
+        steps = [e["step"] for e in self._entries]
+        losses = loss_series(self._entries)
+        names = {k for e in self._entries for k in (e.get("features") or {})}
+        features = {f: [(e.get("features") or {}).get(f) for e in self._entries]
+                    for f in sorted(names)}
+        return steps, losses, features
+
+    def _compute_signal(self) -> online.Signal | None:
+        if not self._entries:
+            return None
+        steps, losses, features = self._series()
+        return online.stop_or_scale(steps, losses, features, self.final_step,
+                                    phase_features=PHASE_FEATURES,
+                                    forecast_features=PREDICTION_FEATURES)
+
+    def _read_signal(self) -> dict:
+        """``live/signal.json``: label -> the signal after each measurement (``{}`` when
+        missing or unreadable)."""
+        path = self.out / SIGNAL_FILE
+        try:
+            data = read_json(path) if path.is_file() else {}
+        except (OSError, ValueError):
+            logger.warning("toposig: %s is unreadable; it is written afresh", path)
+            data = {}
+        return data if isinstance(data, dict) else {}
+
+    def _write_signal(self) -> None:
+        if self._signal is None:
+            return
+        self._history = [h for h in self._history if h.get("step") != self._signal.step]
+        self._history.append(self._signal.to_dict())
+        self._history.sort(key=lambda h: h["step"])
+        atomic_write_json(self.out / SIGNAL_FILE,
+                          {**self._read_signal(), self.label: self._history})
+
+    def _draw(self, force: bool) -> None:
+        now = time.monotonic()
+        if not force and now - self._drawn_at < self.figure_interval_s:
+            return
+        from toposig.report.live_figure import draw_live_figure
+
+        _, losses, _ = self._series()
+        try:
+            draw_live_figure(self._entries, self.out / FIGURE, losses, self._signal)
+        except Exception as exc:  # noqa: BLE001 - a figure never stops training
+            logger.warning("toposig: could not draw %s: %s", self.out / FIGURE, exc)
+        self._drawn_at = time.monotonic()
+
+    def _scalars(self, entry: dict | None) -> dict[str, float]:
+        out: dict[str, float] = {}
+        if entry is not None:
+            values = {**(entry.get("features") or {})}
+            for key in ("perplexity", "loss"):
+                if entry.get(key) is not None:
+                    values[key] = entry[key]
+            names = values if self.log_features == "all" else [
+                f for f in self.log_features if f in values]
+            for name in names:
+                v = values[name]
+                if isinstance(v, (int, float)) and math.isfinite(v):
+                    out[PREFIX + name] = float(v)
+        if self._signal is not None:
+            out |= {SIGNAL_PREFIX + k: v for k, v in self._signal.scalars().items()}
+        return out
+
+    @property
+    def entries(self) -> list[dict]:
+        """The aggregate entries of this label measured so far (one per step)."""
+        return list(self._entries)
+
+    @property
+    def signal(self) -> online.Signal | None:
+        """The latest stop-or-scale signal (experimental)."""
+        return self._signal
