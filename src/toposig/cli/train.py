@@ -9,16 +9,33 @@ Presets are JSON files in src/toposig/presets/ (copy one and edit it, then pass 
   python src/train_suite.py --preset tiny
   python src/train_suite.py --preset seed004
   python src/train_suite.py --preset my_suite.json --suite-dir /data/runs
+
+With --measure-out, every checkpoint is also measured as it is saved, on the model in
+memory (toposig.integrations' code path), into a results folder analyze_results.py reads:
+  python src/train_suite.py --preset tiny --measure-out results/live-tiny
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from toposig.cli.options import setup_logging
+from toposig.config import SettingsError, parse_signatures
 from toposig.files.locks import FolderLockedError
-from toposig.model.training import TrainingConfigError, load_suite_config, preset_names, train_suite
+from toposig.live.monitor import FIGURE, LiveRunExistsError
+from toposig.model.training import (
+    ModelSpec,
+    OnCheckpoint,
+    TrainingConfigError,
+    byte_tokenizer,
+    load_suite_config,
+    preset_names,
+    train_suite,
+)
+from toposig.records import DEFAULT_FAMILIES
+from toposig.run.study import StudyMismatchError
 from toposig.sources.corpus import DataMissingError
 
 
@@ -30,9 +47,37 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
                    help=f"a preset name ({', '.join(preset_names())}) or a JSON file of one")
     p.add_argument("--suite-dir", default="runs",
                    help="where suites are trained: <suite-dir>/<suite>/ (default: %(default)s)")
+    p.add_argument("--measure-out", metavar="DIR", default=None,
+                   help="also measure each checkpoint as it is saved, in memory, into this "
+                        "results folder (the live monitor's records, figure and signal)")
+    p.add_argument("--measure-signatures", metavar="LIST", default="embedding,weights",
+                   help="the families --measure-out measures (default: %(default)s)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     return p
+
+
+def live_measurement(out: str, families, suite_dir: Path, final_step: int) -> OnCheckpoint:
+    """The trainer's checkpoint hook that measures each model in memory, one
+    :class:`~toposig.live.monitor.TopologyMonitor` per model (labelled by its name), with
+    the validation loss the checkpoint stores."""
+    from toposig.live.monitor import TopologyMonitor
+
+    monitors: dict[str, TopologyMonitor] = {}
+
+    def on_checkpoint(spec: ModelSpec, model, step: int, info: dict) -> None:
+        if spec.name not in monitors:
+            monitors[spec.name] = TopologyMonitor(
+                byte_tokenizer(), out, families=families or DEFAULT_FAMILIES,
+                label=spec.name, model_name=str(suite_dir / spec.name),
+                command="toposig train --measure-out")
+        monitor = monitors[spec.name]
+        monitor.measure(model, step, stored_loss=(info.get("val_loss"), "val_loss"),
+                        final_step=final_step)
+        if step == final_step:
+            monitor.finish()
+
+    return on_checkpoint
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
@@ -40,8 +85,15 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     setup_logging(args.verbose)
     try:
         config = load_suite_config(args.preset)
-        suite_dir, results = train_suite(config, args.suite_dir, progress=not args.no_progress)
-    except (TrainingConfigError, DataMissingError, FolderLockedError) as exc:
+        measure = None
+        if args.measure_out:
+            measure = live_measurement(args.measure_out,
+                                       parse_signatures(args.measure_signatures),
+                                       Path(args.suite_dir) / config.name, config.steps)
+        suite_dir, results = train_suite(config, args.suite_dir, progress=not args.no_progress,
+                                         on_checkpoint=measure)
+    except (TrainingConfigError, DataMissingError, FolderLockedError, SettingsError,
+            LiveRunExistsError, StudyMismatchError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"suite {config.name}: {suite_dir}")
@@ -51,6 +103,10 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         trained = "before" if r.skipped else f"{r.seconds:.0f} s"
         print(f"{r.name:<20} {r.num_parameters:>10,} {len(r.checkpoints):>11} "
               f"{r.final_val_loss:>15.4f} {trained:>10}")
+    if args.measure_out:
+        print(f"measured in memory: {args.measure_out} (figure: "
+              f"{Path(args.measure_out) / FIGURE}; next: python src/analyze_results.py "
+              f"--results {args.measure_out})")
     print(f"next: python src/run_experiments.py --models {suite_dir}/*  "
           f"(or --preset {args.preset}, which trains and analyses in one go)")
     return 0

@@ -23,7 +23,7 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
@@ -432,12 +432,23 @@ class StopTraining(Exception):  # noqa: N818 - a signal, raised by tests to simu
     """Raised by a ``stop_at`` hook to abandon a run at a given step."""
 
 
+# Called at every checkpoint with the model (in memory, in train mode), the step and the
+# checkpoint's trainer_state (val_loss, ...): the live measurement (toposig train
+# --measure-out) hooks in here.
+OnCheckpoint = Callable[[ModelSpec, torch.nn.Module, int, dict], None]
+
+
 def train_model(spec: ModelSpec, c: SuiteConfig, text: TrainingText, model_dir: Path,
-                tokenizer, *, stop_at: int | None = None, progress: bool = True) -> ModelResult:
+                tokenizer, *, stop_at: int | None = None, progress: bool = True,
+                on_checkpoint: OnCheckpoint | None = None) -> ModelResult:
     """Train one model of a suite, resuming from its saved state; skip it if done.
 
     Args:
         stop_at: raise :class:`StopTraining` just before update ``stop_at`` (tests).
+        on_checkpoint: called after each checkpoint is saved, before the resume state
+            is (so a run killed in between measures that step again when it resumes);
+            it must leave the model, the optimizer and the random generators as it
+            found them (:class:`toposig.live.monitor.TopologyMonitor` does).
     """
     from tqdm.auto import tqdm
     from transformers import GPTNeoXForCausalLM
@@ -485,6 +496,8 @@ def train_model(spec: ModelSpec, c: SuiteConfig, text: TrainingText, model_dir: 
                         "tokens_seen": step * c.batch_size * c.context,
                         "model": spec.name, "suite": c.name}
                 save_checkpoint(model, tokenizer, model_dir / f"step{step}", info)
+                if on_checkpoint is not None:
+                    on_checkpoint(spec, model, step, info)
                 log.flush()  # every line up to this step on disk before the state says so
                 os.fsync(log.fileno())
                 save_state(state_path, model, opt, gen, step)
@@ -553,10 +566,12 @@ def suite_fingerprint(c: SuiteConfig, split: str) -> dict:
 
 
 def train_suite(c: SuiteConfig, root: str | Path = "runs", *, progress: bool = True,
-                stop_at: int | None = None) -> tuple[Path, list[ModelResult]]:
+                stop_at: int | None = None, on_checkpoint: OnCheckpoint | None = None
+                ) -> tuple[Path, list[ModelResult]]:
     """Train every model of the suite into ``root/<suite>/<model>/step<N>/``.
 
     Models already finished are not retrained; a model whose run was killed resumes.
+    ``on_checkpoint`` is passed to :func:`train_model`.
 
     Raises:
         TrainingConfigError: the folder holds a suite trained with other settings, or the
@@ -567,11 +582,13 @@ def train_suite(c: SuiteConfig, root: str | Path = "runs", *, progress: bool = T
     check_text_fits(text, c)
     suite_dir = Path(root) / c.name
     with exclusive(suite_dir, "suite folder"):
-        return suite_dir, _train_suite_locked(c, text, suite_dir, progress, stop_at)
+        return suite_dir, _train_suite_locked(c, text, suite_dir, progress, stop_at,
+                                              on_checkpoint)
 
 
 def _train_suite_locked(c: SuiteConfig, text: TrainingText, suite_dir: Path, progress: bool,
-                        stop_at: int | None) -> list[ModelResult]:
+                        stop_at: int | None,
+                        on_checkpoint: OnCheckpoint | None) -> list[ModelResult]:
     """:func:`train_suite` once it holds the suite folder's lock."""
     cfg_path = suite_dir / "config.json"
     fingerprint = suite_fingerprint(c, text.split)
@@ -597,7 +614,7 @@ def _train_suite_locked(c: SuiteConfig, text: TrainingText, suite_dir: Path, pro
     results = []
     for spec in c.models:
         res = train_model(spec, c, text, suite_dir / spec.name, tokenizer,
-                          stop_at=stop_at, progress=progress)
+                          stop_at=stop_at, progress=progress, on_checkpoint=on_checkpoint)
         logger.info("%s: %s, %d parameters, final validation loss %.4f", spec.name,
                     "already trained" if res.skipped else f"trained in {res.seconds:.0f} s",
                     res.num_parameters, res.final_val_loss)

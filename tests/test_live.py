@@ -1,0 +1,366 @@
+"""Measuring while training: the transformers and Lightning callbacks, the project's own
+trainer and a hand-written loop write the offline pipeline's records (equal to what the
+pipeline computes from the checkpoints saved at the same steps), leave the training's
+weights bit for bit as they are without them, log through the trainer's own logging,
+and survive a failing measurement."""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
+
+import analyze_results
+import run_experiments
+import train_suite
+from toposig.live.monitor import LiveRunExistsError, Schedule, TopologyMonitor, loss_series
+from toposig.model import training as T
+from toposig.model.training import byte_tokenizer
+from toposig.schedule import is_scheduled, scheduled_steps
+from toposig.sources.corpus import wikitext_rows
+
+pytestmark = pytest.mark.usefixtures("wikitext_dir")
+
+
+def tiny_model(seed: int = 0) -> GPTNeoXForCausalLM:
+    torch.manual_seed(seed)
+    return GPTNeoXForCausalLM(GPTNeoXConfig(
+        vocab_size=264, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=128, max_position_embeddings=128, tie_word_embeddings=False,
+        bos_token_id=256, eos_token_id=256, pad_token_id=256))
+
+
+def byte_blocks(n_bytes: int = 60_000, length: int = 65) -> torch.Tensor:
+    data = "\n".join(wikitext_rows("test"))[:n_bytes].encode("utf-8")
+    ids = torch.tensor(list(data), dtype=torch.long)
+    return ids[: len(ids) // length * length].view(-1, length)
+
+
+def entries(results: Path) -> dict[int, dict]:
+    return {e["step"]: e for e in json.loads((results / "data" / "all_results.json").read_text())}
+
+
+def assert_same_numbers(live: dict, offline: dict) -> None:
+    """The embedding and weight numbers of two aggregate entries agree to float tolerance."""
+    assert live["perplexity"] == pytest.approx(offline["perplexity"], rel=1e-6)
+    if offline.get("loss") is None:
+        assert live.get("loss") is None
+    else:
+        assert live.get("loss") == pytest.approx(offline["loss"], rel=1e-9)
+    assert live.get("loss_key") == offline.get("loss_key")
+    assert set(live["features"]) == set(offline["features"])
+    for name, value in offline["features"].items():
+        if isinstance(value, float) and math.isnan(value):
+            assert math.isnan(live["features"][name]), name
+        else:
+            assert live["features"][name] == pytest.approx(value, rel=1e-6, abs=1e-9), name
+
+
+def same_weights(a: torch.nn.Module, b: torch.nn.Module) -> bool:
+    sa, sb = a.state_dict(), b.state_dict()
+    return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+
+
+def study_hashes(results: Path) -> tuple[str, str]:
+    config = json.loads((results / "data" / "config.json").read_text())
+    return config["settings_hash"], config["weights_hash"]
+
+
+# --------------------------------------------------------------------------- schedule
+
+
+def test_the_schedule_is_pythias_doubling_then_every_k():
+    assert scheduled_steps(1000, 100) == [0, 1, 2, 4, 8, 16, 32, 64, *range(100, 1001, 100)]
+    assert scheduled_steps(25, 10, "regular") == [0, 10, 20, 25]
+    assert [s for s in range(40) if is_scheduled(s, 10, "pythia")] == [0, 1, 2, 4, 8, 10, 20,
+                                                                       30]
+    assert T.checkpoint_steps(1000, 100) == scheduled_steps(1000, 100)
+    s = Schedule(every_n_steps=8, doubling=True)
+    assert [k for k in range(20) if s.due(k)] == [0, 1, 2, 4, 8, 16]
+    assert [k for k in range(20) if Schedule(5, initial=False).due(k)] == [5, 10, 15]
+    assert [k for k in range(20) if Schedule().due(k)] == [0]  # saves are the trainer's
+    with pytest.raises(ValueError, match="every_n_steps"):
+        Schedule(every_n_steps=0)
+    with pytest.raises(ValueError, match="doubling"):
+        Schedule(doubling=True)
+
+
+# ------------------------------------------------------------- transformers Trainer
+
+
+def hf_train(out_dir: Path, results: Path | None, max_steps: int = 12, **callback):
+    from transformers import Trainer, TrainingArguments
+
+    from toposig.integrations import TopologyCallback
+
+    tok = byte_tokenizer()
+    model = tiny_model()
+    train = [{"input_ids": b, "labels": b} for b in byte_blocks()]
+    args = TrainingArguments(
+        output_dir=str(out_dir), max_steps=max_steps, per_device_train_batch_size=8,
+        learning_rate=3e-3, logging_steps=2, save_steps=6, seed=0, use_cpu=True,
+        disable_tqdm=True, report_to=["tensorboard"] if results else [],
+        dataloader_num_workers=0)
+    trainer = Trainer(model=model, args=args, train_dataset=train, processing_class=tok)
+    callback_obj = None
+    if results is not None:
+        callback_obj = TopologyCallback(out=results, **callback).attach(trainer)
+    trainer.train()
+    return trainer, callback_obj
+
+
+@pytest.fixture(scope="module")
+def hf_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hf")
+    trainer, callback = hf_train(root / "run", root / "live", every_n_steps=4, doubling=True)
+    return root, trainer, callback
+
+
+def test_trainer_callback_records_equal_the_offline_pipeline_on_the_saved_checkpoints(hf_run):
+    root, trainer, callback = hf_run
+    live = entries(root / "live")
+    assert sorted(live) == [0, 1, 2, 4, 6, 8, 12]  # doubling, every 4, and the saves (6, 12)
+    assert run_experiments.main(["--models", str(root / "run"), "--out", str(root / "offline"),
+                                 "--no-progress"]) == 0
+    offline = entries(root / "offline")
+    assert sorted(offline) == [6, 12]
+    for step in offline:
+        assert_same_numbers(live[step], offline[step])
+    assert study_hashes(root / "live") == study_hashes(root / "offline")
+    # the loss kept is what the saved checkpoint's trainer_state.json stores
+    assert live[12]["loss_key"] == "log_history.loss"
+    assert live[12]["source"] == "memory" and live[12]["model_label"] == "run"
+
+
+def test_trainer_callback_logs_through_trainer_log_and_tensorboard(hf_run):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    root, trainer, callback = hf_run
+    logged = {h["step"]: h for h in trainer.state.log_history
+              if "topology/h1_total_persistence" in h}
+    assert sorted(logged) == [0, 1, 2, 4, 6, 8, 12]
+    assert logged[12]["topology/np_mean"] == pytest.approx(
+        entries(root / "live")[12]["features"]["np_mean"])
+    assert "topology/experimental/final_loss_loss_only" in logged[12]
+    events = list((root / "run").rglob("events.out.tfevents*"))
+    assert events
+    acc = EventAccumulator(str(events[0].parent))
+    acc.Reload()
+    tags = acc.Tags()["scalars"]
+    assert "train/topology/h1_total_persistence" in tags
+    assert [e.step for e in acc.Scalars("train/topology/rankme")] == [0, 1, 2, 4, 6, 8, 12]
+    assert (root / "live" / "live" / "topology.png").is_file()
+    signal = json.loads((root / "live" / "live" / "signal.json").read_text())["run"]
+    assert [s["step"] for s in signal] == [0, 1, 2, 4, 6, 8, 12]
+    assert signal[-1]["forecast"]["final_step"] == 12
+    assert "experimental" in signal[-1]["caveat"]
+
+
+def test_trainer_weights_are_bit_identical_with_and_without_the_callback(hf_run,
+                                                                         tmp_path):
+    _, with_callback, _ = hf_run
+    without, _ = hf_train(tmp_path / "plain", None)
+    assert same_weights(with_callback.model, without.model)
+    assert [h.get("loss") for h in without.state.log_history if "loss" in h] == \
+        [h.get("loss") for h in with_callback.state.log_history if "loss" in h]
+
+
+def test_analyze_results_draws_the_usual_figures_of_a_live_folder(hf_run, tmp_path):
+    import shutil
+
+    root, _, _ = hf_run
+    folder = shutil.copytree(root / "live", tmp_path / "live")
+    assert analyze_results.main(["--results", str(folder)]) == 0
+    drawn = {p.name for p in (folder / "plots").glob("*.png")}
+    assert {"perplexity_curves.png", "topological_evolution.png",
+            "neural_persistence_evolution.png", "phase_fits.png"} <= drawn
+
+
+def test_an_unattached_callback_logs_to_log_history_and_says_so(tmp_path):
+    from transformers import Trainer, TrainingArguments
+
+    from toposig.integrations import TopologyCallback
+
+    tok = byte_tokenizer()
+    args = TrainingArguments(output_dir=str(tmp_path / "r"), max_steps=2,
+                             per_device_train_batch_size=4, save_strategy="no", use_cpu=True,
+                             disable_tqdm=True, report_to=[])
+    cb = TopologyCallback(out=tmp_path / "live", families=["weights"], label="plain")
+    trainer = Trainer(model=tiny_model(), args=args, processing_class=tok,
+                      train_dataset=[{"input_ids": b, "labels": b} for b in byte_blocks()[:16]],
+                      callbacks=[cb])
+    with pytest.warns(UserWarning, match="attach"):
+        trainer.train()
+    assert [h["step"] for h in trainer.state.log_history if "topology/np_mean" in h] == [0]
+
+
+def test_a_failing_measurement_is_recorded_and_training_goes_on(tmp_path, monkeypatch):
+    from toposig.model import weight_stage
+
+    real = weight_stage.analyse_weights
+
+    def flaky(ckpt, *a, **kw):
+        if ckpt.step == 4:
+            raise RuntimeError("weights exploded")
+        return real(ckpt, *a, **kw)
+
+    monkeypatch.setattr(weight_stage, "analyse_weights", flaky)
+    trainer, cb = hf_train(tmp_path / "run", tmp_path / "live", max_steps=8, every_n_steps=4)
+    assert trainer.state.global_step == 8
+    failed = json.loads(next((tmp_path / "live" / "records").glob(
+        "w*/run/step000004.json")).read_text())
+    assert failed["status"] == "failed" and "weights exploded" in failed["error"]
+    result = next(r for r in cb.monitor.results if r.step == 4)
+    assert result.failures and result.entry["families"] == ["embedding"]
+    assert sorted(entries(tmp_path / "live")) == [0, 4, 6, 8]
+    assert "np_mean" in entries(tmp_path / "live")[8]["features"]
+
+
+# ---------------------------------------------------------------- Lightning
+
+
+def lightning_train(tmp: Path, with_callback: bool):
+    import lightning.pytorch as pl
+    from lightning.pytorch.loggers import TensorBoardLogger
+
+    from toposig.integrations import LightningTopologyCallback
+
+    class Module(pl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.model = tiny_model()
+
+        def training_step(self, batch, batch_idx):
+            loss = self.model(input_ids=batch, labels=batch).loss
+            self.log("train_loss", loss)
+            return loss
+
+        def configure_optimizers(self):
+            return torch.optim.AdamW(self.parameters(), lr=3e-3)
+
+    class SaveModelAt(pl.Callback):
+        """Saves the wrapped model as a model folder at the given steps."""
+
+        def __init__(self, folder: Path, steps: set[int], tokenizer):
+            self.folder, self.steps, self.tokenizer = folder, steps, tokenizer
+
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+            if trainer.global_step in self.steps:
+                target = self.folder / f"step{trainer.global_step}"
+                pl_module.model.save_pretrained(target)
+                self.tokenizer.save_pretrained(target)
+
+    pl.seed_everything(0, verbose=False)
+    module = Module()
+    loader = torch.utils.data.DataLoader(byte_blocks(), batch_size=8, shuffle=True,
+                                         generator=torch.Generator().manual_seed(0))
+    tok = byte_tokenizer()
+    callbacks = [SaveModelAt(tmp / "saved", {3, 6}, tok)]
+    if with_callback:
+        callbacks.append(LightningTopologyCallback(tok, out=tmp / "live", every_n_steps=3,
+                                                   label="pl"))
+    trainer = pl.Trainer(max_steps=6, accelerator="cpu", callbacks=callbacks,
+                         logger=TensorBoardLogger(tmp / "tb"), enable_progress_bar=False,
+                         enable_checkpointing=False, enable_model_summary=False,
+                         log_every_n_steps=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer.fit(module, loader)
+    return module, callbacks
+
+
+def test_lightning_callback_records_equal_the_offline_pipeline_and_weights_are_unchanged(
+        tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    module, callbacks = lightning_train(tmp_path / "a", with_callback=True)
+    plain, _ = lightning_train(tmp_path / "b", with_callback=False)
+    assert same_weights(module.model, plain.model)
+    live = entries(tmp_path / "a" / "live")
+    assert sorted(live) == [0, 3, 6]
+    assert run_experiments.main(["--models", str(tmp_path / "a" / "saved"), "--out",
+                                 str(tmp_path / "offline"), "--no-progress"]) == 0
+    offline = entries(tmp_path / "offline")
+    for step in (3, 6):
+        live[step]["loss"], live[step]["loss_key"] = None, None  # no trainer_state saved
+        assert_same_numbers(live[step], offline[step])
+    assert study_hashes(tmp_path / "a" / "live") == study_hashes(tmp_path / "offline")
+    events = list((tmp_path / "a" / "tb").rglob("events.out.tfevents*"))
+    acc = EventAccumulator(str(events[0].parent))
+    acc.Reload()
+    assert [e.step for e in acc.Scalars("topology/h1_total_persistence")] == [0, 3, 6]
+
+
+# ------------------------------------------------------ the project's own trainer
+
+
+def test_the_projects_trainer_measures_through_the_same_path(tmp_path):
+    preset = tmp_path / "mini.json"
+    preset.write_text(json.dumps({
+        "name": "mini", "models": [{"name": "m-h16", "hidden": 16, "layers": 1, "heads": 2}],
+        "context": 32, "batch_size": 8, "steps": 8, "warmup": 2, "checkpoint_every": 4,
+        "eval_batches": 2}))
+    assert train_suite.main(["--preset", str(preset), "--suite-dir", str(tmp_path / "runs"),
+                             "--measure-out", str(tmp_path / "live"), "--no-progress"]) == 0
+    assert train_suite.main(["--preset", str(preset), "--suite-dir", str(tmp_path / "plain"),
+                             "--no-progress"]) == 0
+    for step in (4, 8):
+        a = (tmp_path / "runs" / "mini" / "m-h16" / f"step{step}" / "model.safetensors")
+        b = (tmp_path / "plain" / "mini" / "m-h16" / f"step{step}" / "model.safetensors")
+        assert a.read_bytes() == b.read_bytes()
+    assert run_experiments.main(["--models", str(tmp_path / "runs" / "mini" / "m-h16"),
+                                 "--out", str(tmp_path / "offline"), "--no-progress"]) == 0
+    live, offline = entries(tmp_path / "live"), entries(tmp_path / "offline")
+    assert sorted(live) == sorted(offline) == [0, 1, 2, 4, 8]
+    for step in offline:
+        assert_same_numbers(live[step], offline[step])
+        assert live[step]["loss_key"] == "val_loss"
+    assert (tmp_path / "live" / "live" / "topology.png").is_file()
+
+
+# ----------------------------------------------------------- a hand-written loop
+
+
+def test_a_hand_written_loop_measures_when_due_and_refuses_to_mix_two_trainings(tmp_path):
+    texts = [t for t in wikitext_rows("validation") if len(t.strip()) >= 100][:40]
+    model = tiny_model()
+    monitor = TopologyMonitor(byte_tokenizer(), tmp_path / "live", texts=texts,
+                              schedule=Schedule(every_n_steps=2), label="loop")
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    data = byte_blocks(20_000)
+    measured = []
+    for step in range(5):
+        if (r := monitor(model, step, loss=None, final_step=4)) is not None:
+            measured.append(r.step)
+        loss = model(input_ids=data[step:step + 4], labels=data[step:step + 4]).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    assert measured == [0, 2, 4]
+    assert model.training
+    assert monitor(model, 4) is None  # measured already
+    fresh = TopologyMonitor(byte_tokenizer(), tmp_path / "live", texts=texts, label="loop")
+    with pytest.raises(LiveRunExistsError, match="overwrite=True"):
+        fresh(tiny_model(), 0)
+    resumed = TopologyMonitor(byte_tokenizer(), tmp_path / "live", texts=texts, label="loop",
+                              schedule=Schedule(every_n_steps=2))
+    resumed.start(4)  # a resumed training may go on writing
+    assert resumed.measure(model, 6).entry["step"] == 6
+
+
+def test_the_signal_uses_one_kind_of_loss_throughout():
+    mixed = [{"mean_nll": 5.0}, {"mean_nll": 4.0, "loss": 3.9}, {"mean_nll": 3.5, "loss": 3.4}]
+    assert loss_series(mixed) == [5.0, 4.0, 3.5]
+    assert loss_series([{"loss": 2.0}, {"loss": 1.0, "mean_nll": 1.1}]) == [2.0, 1.0]
+
+
+def test_a_monitor_refuses_bad_options(tmp_path):
+    with pytest.raises(ValueError, match="families"):
+        TopologyMonitor(byte_tokenizer(), tmp_path, families=["spectra"])
+    with pytest.raises(ValueError, match="label"):
+        TopologyMonitor(byte_tokenizer(), tmp_path, label="../escape")
