@@ -14,8 +14,9 @@ own methods:
   with the topology-only prediction (:func:`~toposig.analysis.prediction.
   topology_only_prediction`) of the *best feature*: the one whose combined forecast,
   made from the first half of the steps so far, came closest to the latest loss (a
-  backtest on this run's own history). Each forecast's uncertainty is its leave-one-out
-  jackknife standard error over the points so far.
+  backtest on this run's own history). Each forecast's uncertainty is its jackknife
+  standard error over the points so far (leave one out, or with more than ten points
+  leave out each of ten interleaved groups, so the cost does not grow with the run).
 
 The offline analysis (REPORT.md) found that averaging with almost any feature's
 extrapolation lowers the error of a loss-curve forecast, topological or not, and that
@@ -135,25 +136,50 @@ def _finite(steps, losses, feature=None) -> tuple[np.ndarray, ...]:
     return tuple(a[keep][order] for a in arrs)
 
 
-def _forecast(s: np.ndarray, lo: np.ndarray, fe: np.ndarray | None,
-              final_step: float) -> tuple[float | None, float | None]:
-    """(loss_only, combined) at ``final_step`` from the points given (all counted early)."""
-    p_loss = prediction.extrapolate(prediction.fit_loss_power_law(s, lo), final_step)
-    if fe is None:
-        return p_loss, None
-    p_topo = prediction.topology_only_prediction(s, lo, fe, final_step, fraction=1.0)
-    both = None if p_loss is None or p_topo is None else (p_loss + p_topo) / 2
-    return p_loss, both
+class _Forecaster:
+    """Forecasts with the power-law fits cached by the points they are fitted to (the
+    jackknife and the backtest refit the same points many times over)."""
+
+    def __init__(self, final_step: float):
+        self.final_step = final_step
+        self._fits: dict[tuple, float | None] = {}
+
+    def loss_only(self, s: np.ndarray, lo: np.ndarray, at: float | None = None) -> float | None:
+        at = self.final_step if at is None else at
+        key = (s.tobytes(), lo.tobytes(), at)
+        if key not in self._fits:
+            self._fits[key] = prediction.extrapolate(prediction.fit_loss_power_law(s, lo), at)
+        return self._fits[key]
+
+    def combined(self, s: np.ndarray, lo: np.ndarray, fe: np.ndarray,
+                 at: float | None = None) -> float | None:
+        """The mean of ``loss_only`` and the feature's topology-only prediction (all the
+        points count as early)."""
+        at = self.final_step if at is None else at
+        p_loss = self.loss_only(s, lo, at)
+        p_topo = prediction.topology_only_prediction(s, lo, fe, at, fraction=1.0)
+        return None if p_loss is None or p_topo is None else (p_loss + p_topo) / 2
 
 
-def _jackknife_se(values: list[float | None]) -> float | None:
-    """Leave-one-out jackknife standard error, ``None`` when fewer than three of the
-    leave-one-out values are defined."""
+JACKKNIFE_GROUPS = 10  # at most this many refits per forecast, however many points
+
+
+def jackknife_groups(n: int, groups: int = JACKKNIFE_GROUPS) -> list[np.ndarray]:
+    """The index sets left out in turn: each point alone when ``n <= groups``, else
+    ``groups`` interleaved groups (point i in group i mod groups), so that every group
+    spans the whole run and the cost stays bounded as points accumulate."""
+    g = min(n, groups)
+    return [np.arange(k, n, g) for k in range(g)]
+
+
+def jackknife_se(values: list[float | None]) -> float | None:
+    """Delete-a-group jackknife standard error, ``sqrt((g − 1)/g · Σ(θᵢ − θ̄)²)`` over the
+    ``g`` leave-a-group-out values that are defined; ``None`` with fewer than three."""
     v = np.array([x for x in values if x is not None and math.isfinite(x)], dtype=np.float64)
-    n = v.size
-    if n < 3:
+    g = v.size
+    if g < 3:
         return None
-    return float(math.sqrt((n - 1) / n * np.sum((v - v.mean()) ** 2)))
+    return float(math.sqrt((g - 1) / g * np.sum((v - v.mean()) ** 2)))
 
 
 def forecast_final_loss(steps: Sequence[float], losses: Sequence[float | None],
@@ -172,24 +198,23 @@ def forecast_final_loss(steps: Sequence[float], losses: Sequence[float | None],
     s, lo = _finite(steps, losses)
     if np.sum(s > 0) < 3:
         return None
-    p_loss, _ = _forecast(s, lo, None, final_step)
-    loo = [_forecast(np.delete(s, i), np.delete(lo, i), None, final_step)[0]
-           for i in range(s.size)]
-    backtest = _backtest(steps, losses, features)
-    candidates = {f: e for f, e in backtest.items() if f != "loss_only"}
+    f = _Forecaster(final_step)
+    loo = [f.loss_only(np.delete(s, i), np.delete(lo, i)) for i in jackknife_groups(s.size)]
+    backtest = _backtest(f, steps, losses, features)
+    candidates = {name: e for name, e in backtest.items() if name != "loss_only"}
     best = min(candidates, key=candidates.get) if candidates else None
     combined = combined_se = None
     if best is not None:
         s_f, lo_f, fe_f = _finite(steps, losses, features[best])
-        combined = _forecast(s_f, lo_f, fe_f, final_step)[1]
-        combined_se = _jackknife_se([
-            _forecast(np.delete(s_f, i), np.delete(lo_f, i), np.delete(fe_f, i),
-                      final_step)[1] for i in range(s_f.size)])
-    return Forecast(float(final_step), p_loss, _jackknife_se(loo), best, combined,
-                    combined_se, backtest)
+        combined = f.combined(s_f, lo_f, fe_f)
+        combined_se = jackknife_se([
+            f.combined(np.delete(s_f, i), np.delete(lo_f, i), np.delete(fe_f, i))
+            for i in jackknife_groups(s_f.size)])
+    return Forecast(float(final_step), f.loss_only(s, lo), jackknife_se(loo), best,
+                    combined, combined_se, backtest)
 
 
-def _backtest(steps: Sequence[float], losses: Sequence[float | None],
+def _backtest(f: _Forecaster, steps: Sequence[float], losses: Sequence[float | None],
               features: Mapping[str, Sequence[float | None]]) -> dict[str, float]:
     """|forecast of the latest loss from the points in the first half of the steps so
     far − the latest loss|, for the loss curve alone and combined with each feature."""
@@ -199,7 +224,7 @@ def _backtest(steps: Sequence[float], losses: Sequence[float | None],
     t_last, truth = float(s[-1]), float(lo[-1])
     out: dict[str, float] = {}
     half = s <= t_last / 2
-    p_loss, _ = _forecast(s[half], lo[half], None, t_last)
+    p_loss = f.loss_only(s[half], lo[half], t_last)
     if p_loss is not None:
         out["loss_only"] = abs(p_loss - truth)
     for name, values in features.items():
@@ -207,7 +232,7 @@ def _backtest(steps: Sequence[float], losses: Sequence[float | None],
         if s_f.size == 0 or s_f[-1] != t_last:
             continue
         early = s_f <= t_last / 2
-        combined = _forecast(s_f[early], lo_f[early], fe_f[early], t_last)[1]
+        combined = f.combined(s_f[early], lo_f[early], fe_f[early], t_last)
         if combined is not None and math.isfinite(combined):
             out[name] = abs(combined - truth)
     return out

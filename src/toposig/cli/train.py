@@ -52,20 +52,34 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
                         "results folder (the live monitor's records, figure and signal)")
     p.add_argument("--measure-signatures", metavar="LIST", default="embedding,weights",
                    help="the families --measure-out measures (default: %(default)s)")
+    p.add_argument("--measure-every", metavar="N", type=int, default=None,
+                   help="with --measure-out, measure only the checkpoints at multiples of N "
+                        "steps (and the last); default: every checkpoint")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     return p
 
 
-def live_measurement(out: str, families, suite_dir: Path, final_step: int) -> OnCheckpoint:
+def live_measurement(out: str, families, suite_dir: Path, final_step: int,
+                     every: int | None = None) -> OnCheckpoint:
     """The trainer's checkpoint hook that measures each model in memory, one
     :class:`~toposig.live.monitor.TopologyMonitor` per model (labelled by its name), with
-    the validation loss the checkpoint stores."""
+    the validation loss the checkpoint stores: every checkpoint, or with ``every`` those
+    at multiples of it and the last.
+
+    Raises:
+        SettingsError: ``every`` below 1.
+    """
     from toposig.live.monitor import TopologyMonitor
+
+    if every is not None and every < 1:
+        raise SettingsError(f"--measure-every must be at least 1, got {every}")
 
     monitors: dict[str, TopologyMonitor] = {}
 
     def on_checkpoint(spec: ModelSpec, model, step: int, info: dict) -> None:
+        if every is not None and step % every and step != final_step:
+            return
         if spec.name not in monitors:
             monitors[spec.name] = TopologyMonitor(
                 byte_tokenizer(), out, families=families or DEFAULT_FAMILIES,
@@ -89,7 +103,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         if args.measure_out:
             measure = live_measurement(args.measure_out,
                                        parse_signatures(args.measure_signatures),
-                                       Path(args.suite_dir) / config.name, config.steps)
+                                       Path(args.suite_dir) / config.name, config.steps,
+                                       every=args.measure_every)
         suite_dir, results = train_suite(config, args.suite_dir, progress=not args.no_progress,
                                          on_checkpoint=measure)
     except (TrainingConfigError, DataMissingError, FolderLockedError, SettingsError,

@@ -268,7 +268,7 @@ class TopologyMonitor:
             self.final_step = final_step
         t0 = time.perf_counter()
         try:
-            result = self._measure(model, step, stored_loss)
+            result = self._measure(model, step, stored_loss, first)
         except Exception as exc:
             if first:
                 raise
@@ -305,14 +305,15 @@ class TopologyMonitor:
             probe_texts=i.probe_texts, landscape_hash=hashes.get(Family.LANDSCAPE),
             gradients_hash=hashes.get(Family.GRADIENTS), command=self.command)
 
-    def _measure(self, model, step: int,
-                 stored_loss: tuple[float | None, str | None]) -> LiveResult:
+    def _measure(self, model, step: int, stored_loss: tuple[float | None, str | None],
+                 first: bool) -> LiveResult:
         placement = Placement.of_model(model, self.inputs.settings.dtype)
         ckpt = Checkpoint(model=self.model_name, label=self.label, step=step,
                           source="memory", location=IN_MEMORY)
         outcome = execute(self._plan(ckpt, placement), self.out, force=True, progress=False,
                           executor=InMemoryExecutor(model, self.tokenizer, self.inputs,
-                                                    stored_loss), extend=True)
+                                                    stored_loss), extend=True,
+                          refresh_first=first)
         self._entries = [e for e in outcome.records if e.get("model_label") == self.label
                          and e.get("step") is not None]
         entry = next((e for e in self._entries if e["step"] == step), None)

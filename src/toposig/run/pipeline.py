@@ -190,7 +190,7 @@ def run_config(plan: RunPlan, outcome: RunOutcome, started: str,
 
 def execute(plan: RunPlan, out_dir: str | Path, force: bool = False,
             progress: bool = True, executor: Executor | None = None, *,
-            extend: bool = False) -> RunOutcome:
+            extend: bool = False, refresh_first: bool = True) -> RunOutcome:
     """Analyse every checkpoint of the plan, resuming from finished records.
 
     ``out_dir`` holds one study (:mod:`toposig.run.study`): a plan that brings a model the
@@ -203,7 +203,9 @@ def execute(plan: RunPlan, out_dir: str | Path, force: bool = False,
     (this plan's and the finished records of the study's other checkpoints and
     families), are rebuilt from the records before the first task (a killed run's are
     stale), after a recorded failure, and once at the end, also when the run is
-    interrupted or raises. The whole run holds ``out_dir``'s lock
+    interrupted or raises (``refresh_first=False`` skips the rebuild before the first task:
+    for a caller that runs one checkpoint at a time and knows its last call rebuilt
+    them, as the live monitor does). The whole run holds ``out_dir``'s lock
     (:mod:`toposig.files.locks`) and first removes the temporaries a killed run left there.
 
     Raises:
@@ -215,11 +217,11 @@ def execute(plan: RunPlan, out_dir: str | Path, force: bool = False,
         check_run_fits(out_dir, plan.models, plan.hashes, plan.settings_views(),
                        extend=extend, sources=plan.sources)
         remove_stale_temporaries(out_dir)
-        return _execute(plan, out_dir, force, progress, executor)
+        return _execute(plan, out_dir, force, progress, executor, refresh_first)
 
 
 def _execute(plan: RunPlan, out_dir: str | Path, force: bool, progress: bool,
-             executor: Executor | None) -> RunOutcome:
+             executor: Executor | None, refresh_first: bool) -> RunOutcome:
     """:func:`execute` once the results folder is locked, checked and cleaned."""
     previous = load_study(out_dir)
     study = merge_study(previous, {"models": plan.models, "signatures": plan.all_families,
@@ -289,7 +291,7 @@ def _execute(plan: RunPlan, out_dir: str | Path, force: bool, progress: bool,
         bar.set_postfix_str(f"{task.ckpt.label} {task.ckpt.name}")
         bar.update(1)
 
-    if tasks:
+    if tasks and refresh_first:
         refresh()
     try:
         (executor or SerialExecutor()).run(tasks, plan, emit, done)
