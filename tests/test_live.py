@@ -199,6 +199,24 @@ def test_an_unattached_callback_logs_to_log_history_and_says_so(tmp_path):
     assert [h["step"] for h in trainer.state.log_history if "topology/np_mean" in h] == [0]
 
 
+def test_saves_and_evaluations_at_an_epochs_end_are_measured(tmp_path):
+    from transformers import Trainer, TrainingArguments
+
+    from toposig.integrations import TopologyCallback
+
+    blocks = [{"input_ids": b, "labels": b} for b in byte_blocks()[:16]]
+    args = TrainingArguments(output_dir=str(tmp_path / "r"), num_train_epochs=2,
+                             per_device_train_batch_size=8, save_strategy="epoch",
+                             eval_strategy="epoch", use_cpu=True, disable_tqdm=True,
+                             report_to=[])
+    trainer = Trainer(model=tiny_model(), args=args, processing_class=byte_tokenizer(),
+                      train_dataset=blocks, eval_dataset=blocks[:8])
+    cb = TopologyCallback(out=tmp_path / "live", families=["weights"]).attach(trainer)
+    trainer.train()
+    assert sorted(cb.monitor.measured) == [0, 2, 4]
+    assert entries(tmp_path / "live")[4]["loss_key"] == "log_history.eval_loss"
+
+
 def test_a_failing_measurement_is_recorded_and_training_goes_on(tmp_path, monkeypatch):
     from toposig.model import weight_stage
 
@@ -364,3 +382,27 @@ def test_a_monitor_refuses_bad_options(tmp_path):
         TopologyMonitor(byte_tokenizer(), tmp_path, families=["spectra"])
     with pytest.raises(ValueError, match="label"):
         TopologyMonitor(byte_tokenizer(), tmp_path, label="../escape")
+
+
+def readme_trainer_example() -> str:
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    block = text.split("<!-- trainer-example -->", 1)[1]
+    return block.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_readmes_trainer_example_runs_and_logs_to_tensorboard(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    code = readme_trainer_example()
+    shrunk = (code.replace("max_steps=300", "max_steps=4").replace("save_steps=100", "save_steps=2")
+              .replace("every_n_steps=50", "every_n_steps=2").replace("128 * 4000", "128 * 64")
+              .replace('"runs/live-demo"', repr(str(tmp_path / "runs")))
+              .replace('"results/live-demo"', repr(str(tmp_path / "results"))))
+    assert shrunk.count(str(tmp_path)) == 2 and "max_steps=4" in shrunk
+    assert len(code.strip().splitlines()) <= 16
+    exec(compile(shrunk, "README trainer example", "exec"), {})
+    assert sorted(entries(tmp_path / "results")) == [0, 1, 2, 4]
+    events = list((tmp_path / "runs").rglob("events.out.tfevents*"))
+    acc = EventAccumulator(str(events[0].parent))
+    acc.Reload()
+    assert "train/topology/h1_total_persistence" in acc.Tags()["scalars"]

@@ -12,8 +12,9 @@ The public API (imported on first use, so ``import toposig`` stays light):
   :func:`diagram_features`, :func:`spectral_features`, :func:`neural_persistence`,
   :func:`weight_signatures`.
 
-The commands (``toposig run|analyze|train|extract``, and the scripts in ``src/``) are in
-:mod:`toposig.cli`.
+Measuring while a model trains (the ``transformers`` and Lightning callbacks, a monitor
+for hand-written loops) is in :mod:`toposig.integrations`. The commands (``toposig
+run|analyze|train|extract``, and the scripts in ``src/``) are in :mod:`toposig.cli`.
 """
 
 from __future__ import annotations

@@ -102,14 +102,18 @@ class TopologyCallback(TrainerCallback):
             self._measure(args, state, model)
 
     def on_step_end(self, args, state, control, **kwargs):
-        step = state.global_step
-        if self.monitor is None or step in self.monitor.measured:
-            return
-        if (self.schedule.due(step) or (self.schedule.at_save and control.should_save)
+        if (self.schedule.due(state.global_step)
+                or (self.schedule.at_save and control.should_save)
                 or (self.schedule.at_evaluate and control.should_evaluate)):
-            self._pending = step
+            self._mark(state)
+
+    def on_evaluate(self, args, state, control, **kwargs):
+        if self.schedule.at_evaluate:  # evaluations at an epoch's end pass no on_step_end
+            self._mark(state)
 
     def on_save(self, args, state, control, model=None, **kwargs):
+        if self.schedule.at_save:  # so do saves at an epoch's end (save_strategy="epoch")
+            self._mark(state)
         self._flush(args, state, model)
 
     def on_step_begin(self, args, state, control, model=None, **kwargs):
@@ -133,6 +137,11 @@ class TopologyCallback(TrainerCallback):
         self.monitor = TopologyMonitor(
             tokenizer, self.out, schedule=self.schedule, label=label or "model",
             command="toposig.integrations.TopologyCallback (transformers Trainer)", **opts)
+
+    def _mark(self, state) -> None:
+        """The current step is due: measure it at the next flush."""
+        if self.monitor is not None and state.global_step not in self.monitor.measured:
+            self._pending = state.global_step
 
     def _flush(self, args, state, model) -> None:
         if self._pending is None or model is None or not state.is_world_process_zero:

@@ -80,7 +80,9 @@ class LightningTopologyCallback(pl.Callback):
             self.monitor.finish()
 
     def _measure(self, trainer, pl_module, outputs) -> LiveResult:
-        final = trainer.max_steps if trainer.max_steps and trainer.max_steps > 0 else None
+        final = trainer.max_steps if trainer.max_steps and trainer.max_steps > 0 \
+            else trainer.estimated_stepping_batches  # max_epochs: the planned steps
+        final = final if isinstance(final, int) else None  # inf: not known
         result = self.monitor.measure(self._model(pl_module), trainer.global_step,
                                       stored_loss=stored_loss(trainer, outputs),
                                       final_step=final)

@@ -64,15 +64,24 @@ FIGURE = Path("live") / "topology.png"
 SIGNAL_FILE = Path("live") / "signal.json"
 
 
+LOSS_KINDS = {"mean_nll": "loss on the analysed texts", "loss": "loss the trainer reported",
+              "mlm_loss": "masked-LM loss on the analysed texts"}
+
+
+def loss_kind(entries: Sequence[dict]) -> str:
+    """The one kind of loss a live series uses throughout: the mean token loss on the
+    analysed texts (``mean_nll``, ln perplexity) when every entry has it, else the loss
+    the trainer reported (``loss``) when every entry has it, else whichever more entries
+    have, so that a series never mixes two kinds of loss."""
+    counts = {k: sum(e.get(k) is not None for e in entries) for k in LOSS_KINDS}
+    return next((k for k in LOSS_KINDS if counts[k] == len(entries)),
+                max(LOSS_KINDS, key=lambda k: counts[k]))
+
+
 def loss_series(entries: Sequence[dict]) -> list[float | None]:
-    """One loss per entry, of one kind throughout: the mean token loss on the analysed
-    texts (``mean_nll``, ln perplexity) when every entry has it, else the loss the
-    trainer reported (``loss``) when every entry has it, else whichever more entries
-    have (``None`` for the others), so a series never mixes two kinds of loss."""
-    kinds = ("mean_nll", "loss", "mlm_loss")
-    counts = {k: sum(e.get(k) is not None for e in entries) for k in kinds}
-    kind = next((k for k in kinds if counts[k] == len(entries)),
-                max(kinds, key=lambda k: counts[k]))
+    """One loss per entry, of the kind :func:`loss_kind` chooses (``None`` where an entry
+    lacks it)."""
+    kind = loss_kind(entries)
     return [e.get(kind) for e in entries]
 
 
@@ -367,7 +376,8 @@ class TopologyMonitor:
 
         _, losses, _ = self._series()
         try:
-            draw_live_figure(self._entries, self.out / FIGURE, losses, self._signal)
+            draw_live_figure(self._entries, self.out / FIGURE, losses, self._signal,
+                             loss_name=LOSS_KINDS[loss_kind(self._entries)])
         except Exception as exc:  # noqa: BLE001 - a figure never stops training
             logger.warning("toposig: could not draw %s: %s", self.out / FIGURE, exc)
         self._drawn_at = time.monotonic()

@@ -19,7 +19,7 @@ LIVE_PANELS = (("h1_total_persistence", "H1 total persistence"),
 
 
 def draw_live_figure(entries: Sequence[dict], path: str | Path, losses: Sequence[float | None],
-                     signal: Signal | None = None) -> Path | None:
+                     signal: Signal | None = None, loss_name: str = "loss") -> Path | None:
     """Draw the panels the entries have values for, and the loss with the forecast.
 
     Args:
@@ -28,6 +28,7 @@ def draw_live_figure(entries: Sequence[dict], path: str | Path, losses: Sequence
         losses: ``(n,)`` the loss of each entry (nats; ``None`` where unknown).
         signal: the latest :class:`~toposig.analysis.online.Signal`, whose forecast is
             drawn at its final step with a ±2 s.e. bar.
+        loss_name: what the losses are, for the panel's title.
 
     Returns:
         The path written, or ``None`` when there is nothing to draw.
@@ -36,7 +37,7 @@ def draw_live_figure(entries: Sequence[dict], path: str | Path, losses: Sequence
     panels = [(key, title, [value_of(e, key) for e in entries]) for key, title in LIVE_PANELS]
     panels = [p for p in panels if any(v is not None for v in p[2])]
     if any(v is not None for v in losses):
-        panels.append(("loss", "loss (nats / token)", list(losses)))
+        panels.append(("loss", f"{loss_name} (nats / token)", list(losses)))
     if not panels:
         return None
     forecast = signal.forecast if signal is not None else None
@@ -48,7 +49,7 @@ def draw_live_figure(entries: Sequence[dict], path: str | Path, losses: Sequence
                    if s is not None and v is not None]
             ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", ms=3, lw=1.2,
                     color="#1f77b4")
-            ax.set_title(title)
+            ax.set_title(title, fontsize=9 if len(title) > 30 else None)
             span = list(steps)
             if key == "loss" and forecast is not None:
                 span.append(forecast.final_step)
