@@ -369,6 +369,11 @@ def test_a_hand_written_loop_measures_when_due_and_refuses_to_mix_two_trainings(
                               schedule=Schedule(every_n_steps=2))
     resumed.start(4)  # a resumed training may go on writing
     assert resumed.measure(model, 6).entry["step"] == 6
+    again = TopologyMonitor(byte_tokenizer(), tmp_path / "live", texts=texts, label="loop",
+                            overwrite=True)
+    again(tiny_model(), 0)  # starts afresh: the earlier training's records are gone
+    assert sorted(entries(tmp_path / "live")) == [0]
+    assert len(list((tmp_path / "live" / "records").rglob("step*.json"))) == 2
 
 
 def test_the_signal_uses_one_kind_of_loss_throughout():

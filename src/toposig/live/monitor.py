@@ -166,8 +166,8 @@ class TopologyMonitor:
         log_features: the features logged as scalars, or ``"all"``.
         figure_interval_s: the least time between two refreshes of the figure (it is
             always drawn by :meth:`finish`).
-        overwrite: let a training that starts at step 0 replace the folder's live
-            records of ``label`` (refused by default: :class:`LiveRunExistsError`).
+        overwrite: let a training that starts at step 0 remove the folder's records of
+            ``label`` and start afresh (refused by default: :class:`LiveRunExistsError`).
         command: how the run was made, for ``config.json``.
 
     Raises:
@@ -237,18 +237,26 @@ class TopologyMonitor:
         calls it when no integration has).
 
         Raises:
-            LiveRunExistsError: ``step`` is 0 and the folder already holds live records
-                of this label (a fresh training would mix with them), unless
-                ``overwrite``.
+            LiveRunExistsError: ``step`` is 0 and the folder already holds records of
+                this label (a fresh training would mix with them); with ``overwrite``
+                they are removed instead (``records/*/<label>/step*.json|npz``, and the
+                label's signal history).
         """
         self._started = True
         self._history = [h for h in self._read_signal().get(self.label, [])
                          if isinstance(h, dict) and isinstance(h.get("step"), (int, float))
                          and h["step"] < step]
-        if step != 0 or self.overwrite:
+        if step != 0:
             return
         held = sorted((self.out / "records").glob(f"*/{self.label}/step*.json"))
-        if held:
+        if held and self.overwrite:
+            for path in (self.out / "records").glob(f"*/{self.label}/step*.*"):
+                if path.suffix in (".json", ".npz") and path.is_file():
+                    path.unlink()
+            self._history = []
+            logger.warning("toposig: removed the %d earlier record(s) of %r in %s "
+                           "(overwrite=True)", len(held), self.label, self.out)
+        elif held:
             raise LiveRunExistsError(
                 f"{self.out} already holds {len(held)} record(s) of {self.label!r} "
                 f"({held[0].parent}); a training starting at step 0 would mix with them. "
