@@ -154,8 +154,8 @@ def test_trainer_callback_logs_through_trainer_log_and_tensorboard(hf_run):
     tags = acc.Tags()["scalars"]
     assert "train/topology/h1_total_persistence" in tags
     assert [e.step for e in acc.Scalars("train/topology/rankme")] == [0, 1, 2, 4, 6, 8, 12]
-    assert (root / "live" / "live" / "topology.png").is_file()
-    signal = json.loads((root / "live" / "live" / "signal.json").read_text())["run"]
+    assert (root / "live" / "live" / "run" / "topology.png").is_file()
+    signal = json.loads((root / "live" / "live" / "run" / "signal.json").read_text())
     assert [s["step"] for s in signal] == [0, 1, 2, 4, 6, 8, 12]
     assert signal[-1]["forecast"]["final_step"] == 12
     assert "experimental" in signal[-1]["caveat"]
@@ -215,6 +215,24 @@ def test_saves_and_evaluations_at_an_epochs_end_are_measured(tmp_path):
     trainer.train()
     assert sorted(cb.monitor.measured) == [0, 2, 4]
     assert entries(tmp_path / "live")[4]["loss_key"] == "log_history.eval_loss"
+
+
+def test_a_callback_both_passed_and_attached_measures_once(tmp_path):
+    from transformers import Trainer, TrainingArguments
+
+    from toposig.integrations import TopologyCallback
+
+    args = TrainingArguments(output_dir=str(tmp_path / "r"), max_steps=2,
+                             per_device_train_batch_size=4, save_strategy="no", use_cpu=True,
+                             disable_tqdm=True, report_to=[])
+    cb = TopologyCallback(out=tmp_path / "live", families=["weights"], every_n_steps=1)
+    trainer = Trainer(model=tiny_model(), args=args, processing_class=byte_tokenizer(),
+                      train_dataset=[{"input_ids": b, "labels": b} for b in byte_blocks()[:8]],
+                      callbacks=[cb])
+    cb.attach(trainer)
+    trainer.train()
+    assert sum(c is cb for c in trainer.callback_handler.callbacks) == 1
+    assert [h["step"] for h in trainer.state.log_history if "topology/np_mean" in h] == [0, 1, 2]
 
 
 def test_a_failing_measurement_is_recorded_and_training_goes_on(tmp_path, monkeypatch):
@@ -338,7 +356,7 @@ def test_the_projects_trainer_measures_through_the_same_path(tmp_path):
     for step in offline:
         assert_same_numbers(live[step], offline[step])
         assert live[step]["loss_key"] == "val_loss"
-    assert (tmp_path / "live" / "live" / "topology.png").is_file()
+    assert (tmp_path / "live" / "live" / "m-h16" / "topology.png").is_file()
 
 
 # ----------------------------------------------------------- a hand-written loop
@@ -374,6 +392,8 @@ def test_a_hand_written_loop_measures_when_due_and_refuses_to_mix_two_trainings(
     again(tiny_model(), 0)  # starts afresh: the earlier training's records are gone
     assert sorted(entries(tmp_path / "live")) == [0]
     assert len(list((tmp_path / "live" / "records").rglob("step*.json"))) == 2
+    config = json.loads((tmp_path / "live" / "data" / "config.json").read_text())
+    assert config["steps"]["loop"] == [0]
 
 
 def test_the_signal_uses_one_kind_of_loss_throughout():
@@ -389,10 +409,15 @@ def test_a_monitor_refuses_bad_options(tmp_path):
         TopologyMonitor(byte_tokenizer(), tmp_path, label="../escape")
 
 
-def readme_trainer_example() -> str:
+def readme_example(marker: str) -> str:
+    """The python block after ``<!-- marker -->`` in the README."""
     text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    block = text.split("<!-- trainer-example -->", 1)[1]
+    block = text.split(f"<!-- {marker} -->", 1)[1]
     return block.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def readme_trainer_example() -> str:
+    return readme_example("trainer-example")
 
 
 def test_the_readmes_trainer_example_runs_and_logs_to_tensorboard(tmp_path):
@@ -411,3 +436,95 @@ def test_the_readmes_trainer_example_runs_and_logs_to_tensorboard(tmp_path):
     acc = EventAccumulator(str(events[0].parent))
     acc.Reload()
     assert "train/topology/h1_total_persistence" in acc.Tags()["scalars"]
+
+
+def test_the_readmes_lightning_and_loop_examples_run(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    setup = readme_trainer_example().split("args = ", 1)[0].replace("128 * 4000", "128 * 64")
+    namespace: dict = {}
+    exec(compile(setup, "README trainer example, its first lines", "exec"), namespace)
+    for marker, results in (("lightning-example", "results/live-lightning"),
+                            ("loop-example", "results/live-loop")):
+        code = (readme_example(marker).replace("max_steps=300", "max_steps=4")
+                .replace("total = torch.optim.AdamW(model.parameters(), lr=1e-3), 300",
+                         "total = torch.optim.AdamW(model.parameters(), lr=1e-3), 4")
+                .replace("every_n_steps=50", "every_n_steps=2"))
+        assert "300" not in code, marker
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            exec(compile(code, f"README {marker}", "exec"), namespace)
+        assert sorted(entries(tmp_path / results)) == [0, 1, 2, 4], marker
+
+
+def test_a_model_with_dropout_is_measured_in_eval_mode_and_its_modes_are_restored(tmp_path):
+    import toposig
+
+    texts = [t for t in wikitext_rows("validation") if len(t.strip()) >= 100][:40]
+    torch.manual_seed(0)
+    model = GPTNeoXForCausalLM(GPTNeoXConfig(
+        vocab_size=264, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=128, max_position_embeddings=128, hidden_dropout=0.3,
+        attention_dropout=0.3))
+    model.train()
+    model.gpt_neox.layers[0].eval()  # a frozen block kept in eval mode
+    monitor = TopologyMonitor(byte_tokenizer(), tmp_path / "live", texts=texts,
+                              families=["embedding"], label="drop")
+    live = monitor.measure(model, 0).entry
+    assert model.training and not model.gpt_neox.layers[0].training
+    assert model.gpt_neox.layers[1].training
+    reference = toposig.measure(model.eval(), byte_tokenizer(), texts, families=["embedding"])
+    assert live["perplexity"] == pytest.approx(reference.perplexity, rel=1e-9)
+
+
+def test_a_resumed_training_drops_the_records_its_abandoned_continuation_left(tmp_path):
+    texts = [t for t in wikitext_rows("validation") if len(t.strip()) >= 100][:20]
+    model = tiny_model()
+
+    def monitor():
+        return TopologyMonitor(byte_tokenizer(), tmp_path / "live", texts=texts,
+                               families=["weights"], label="r",
+                               schedule=Schedule(every_n_steps=1))
+
+    first = monitor()
+    for step in range(7):
+        first(model, step)
+    resumed = monitor()
+    resumed.start(3)  # resumed from the checkpoint at step 3
+    assert sorted(entries(tmp_path / "live")) == list(range(7))  # aggregates: next write
+    resumed(model, 4)
+    assert sorted(entries(tmp_path / "live")) == [0, 1, 2, 3, 4]
+    config = json.loads((tmp_path / "live" / "data" / "config.json").read_text())
+    assert config["steps"]["r"] == [0, 1, 2, 3, 4]
+    signal = json.loads((tmp_path / "live" / "live" / "r" / "signal.json").read_text())
+    assert [h["step"] for h in signal] == [0, 1, 2, 3, 4]
+
+
+def test_a_label_the_study_gives_another_model_is_refused_before_anything_is_removed(
+        tmp_path, tiny_series):
+    assert run_experiments.main(["--models", str(tiny_series), "--steps", "0",
+                                 "--signatures", "weights", "--out", str(tmp_path / "r"),
+                                 "--no-progress"]) == 0
+    label = json.loads((tmp_path / "r" / "data" / "config.json").read_text())["models"]
+    (name,) = label
+    before = sorted(p.name for p in (tmp_path / "r").rglob("*.json"))
+    monitor = TopologyMonitor(byte_tokenizer(), tmp_path / "r", families=["weights"],
+                              label=name, overwrite=True, extend=True)
+    from toposig.run.study import StudyMismatchError
+
+    with pytest.raises(StudyMismatchError, match="another label"):
+        monitor(tiny_model(), 0)
+    assert sorted(p.name for p in (tmp_path / "r").rglob("*.json")) == before
+
+
+def test_a_damaged_signal_file_is_written_afresh_and_a_bad_step_refused(tmp_path):
+    monitor = TopologyMonitor(byte_tokenizer(), tmp_path / "live", families=["weights"],
+                              label="s", schedule=Schedule(every_n_steps=1))
+    path = tmp_path / "live" / "live" / "s" / "signal.json"
+    path.parent.mkdir(parents=True)
+    path.write_text('{"s": 5}')
+    model = tiny_model()
+    monitor(model, 0)
+    monitor(model, 1)
+    assert [h["step"] for h in json.loads(path.read_text())] == [0, 1]
+    with pytest.raises(ValueError, match="non-negative integer"):
+        monitor.measure(model, -1)

@@ -95,26 +95,35 @@ class Measurement:
 
 @contextlib.contextmanager
 def preserved_state(model) -> Iterator[None]:
-    """Restore ``model``'s mode, parameter flags and gradients and the random number
-    generators after the block, whatever it did to them."""
+    """Restore after the block, whatever it did to them: the train/eval mode of ``model``
+    and of each of its submodules (a frozen block kept in eval mode stays so), every
+    parameter's ``requires_grad`` and ``.grad``, and the random number generators (torch's
+    CPU and CUDA ones, NumPy's global one and Python's ``random``)."""
+    import random
+
     import torch
 
     params = list(model.parameters())
     flags = [p.requires_grad for p in params]
     grads = [p.grad for p in params]
-    training = model.training
+    modes = [(m, m.training) for m in model.modules()]
     cpu_rng = torch.get_rng_state()
     cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+    np_rng = np.random.get_state()
+    py_rng = random.getstate()
     try:
         yield
     finally:
         for p, flag, grad in zip(params, flags, grads, strict=True):
             p.requires_grad_(flag)
             p.grad = grad
-        model.train(training)
+        for module, training in modes:
+            module.training = training
         torch.set_rng_state(cpu_rng)
         if cuda_rng is not None:
             torch.cuda.set_rng_state_all(cuda_rng)
+        np.random.set_state(np_rng)
+        random.setstate(py_rng)
 
 
 def measure(model, tokenizer, texts: Sequence[str] | None = None, *,
@@ -264,6 +273,7 @@ def measure_families(model, tokenizer, ckpt: Checkpoint, families: Sequence[Fami
         emit(family, result)
 
     with preserved_state(model):
+        model.eval()  # no dropout: the pipeline's models are loaded in eval mode
         if Family.WEIGHTS in families:
             ws = inputs.weight_settings
             attempt(Family.WEIGHTS, lambda: analyse_weights(

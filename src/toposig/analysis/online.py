@@ -86,7 +86,7 @@ class Signal:
     forecast of the final loss (``None`` without a planned final step or enough
     points)."""
 
-    step: float
+    step: int | float
     n_points: int
     loss_phase: Phase | None
     feature_phases: dict[str, Phase]
@@ -114,10 +114,12 @@ class Signal:
 
 def current_phase(steps: Sequence[float], values: Sequence[float | None]) -> Phase | None:
     """The three-segment fit of ``values`` against ``log(1 + step)`` and the segment of
-    the latest point; ``None`` with fewer than :data:`PHASE_MIN_POINTS` finite points."""
+    the latest point; ``None`` with fewer than :data:`PHASE_MIN_POINTS` finite points, a
+    constant series (no phase to tell) or a negative step."""
+    finite = [v for v in values if v is not None and math.isfinite(v)]
+    if len(finite) < PHASE_MIN_POINTS or min(finite) == max(finite) or min(steps) < 0:
+        return None  # too few points, a constant series, or no log(1 + step)
     x = [math.log1p(s) for s in steps]
-    if sum(v is not None and math.isfinite(v) for v in values) < PHASE_MIN_POINTS:
-        return None
     try:
         fit = phases.piecewise_linear_fit(x, values, n_segments=3)
     except ValueError:
@@ -249,7 +251,8 @@ def stop_or_scale(steps: Sequence[float], losses: Sequence[float | None],
         steps: ``(n,)`` the steps measured so far.
         losses: ``(n,)`` the loss at each (nats; ``None`` where unknown).
         features: name -> ``(n,)`` feature values.
-        final_step: the run's planned last step (``None``: no forecast).
+        final_step: the run's planned last step (``None``, or a step before the latest
+            one: no forecast).
         phase_features: the features whose current phase is reported.
         forecast_features: the candidates for the best feature (default: every one of
             ``features``).
@@ -259,8 +262,9 @@ def stop_or_scale(steps: Sequence[float], losses: Sequence[float | None],
     feature_phases = {f: ph for f in phase_features if f in features
                       if (ph := current_phase(steps, features[f])) is not None}
     forecast = None
-    if final_step is not None:
+    if final_step is not None and len(steps) and final_step >= max(steps):
         forecast = forecast_final_loss(steps, losses, {f: features[f] for f in names},
                                        final_step)
-    return Signal(float(max(steps)) if len(steps) else 0.0, len(steps),
+    last = max(steps) if len(steps) else 0
+    return Signal(int(last) if float(last).is_integer() else float(last), len(steps),
                   current_phase(steps, losses), feature_phases, forecast)

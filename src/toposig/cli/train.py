@@ -24,7 +24,7 @@ from pathlib import Path
 from toposig.cli.options import setup_logging
 from toposig.config import SettingsError, parse_signatures
 from toposig.files.locks import FolderLockedError
-from toposig.live.monitor import FIGURE, LiveRunExistsError
+from toposig.live.monitor import LIVE_DIR, LiveRunExistsError
 from toposig.model.training import (
     ModelSpec,
     OnCheckpoint,
@@ -84,7 +84,11 @@ def live_measurement(out: str, families, suite_dir: Path, final_step: int,
             monitors[spec.name] = TopologyMonitor(
                 byte_tokenizer(), out, families=families or DEFAULT_FAMILIES,
                 label=spec.name, model_name=str(suite_dir / spec.name),
-                command="toposig train --measure-out")
+                command="toposig train --measure-out",
+                # the suite's models are one study, and its training is deterministic
+                # (the suite folder's settings are checked): a model trained again from
+                # step 0 replaces its own records with the same numbers
+                extend=True, overwrite=True)
         monitor = monitors[spec.name]
         monitor.measure(model, step, stored_loss=(info.get("val_loss"), "val_loss"),
                         final_step=final_step)
@@ -119,9 +123,9 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         print(f"{r.name:<20} {r.num_parameters:>10,} {len(r.checkpoints):>11} "
               f"{r.final_val_loss:>15.4f} {trained:>10}")
     if args.measure_out:
-        print(f"measured in memory: {args.measure_out} (figure: "
-              f"{Path(args.measure_out) / FIGURE}; next: python src/analyze_results.py "
-              f"--results {args.measure_out})")
+        print(f"measured in memory: {args.measure_out} (figures: "
+              f"{Path(args.measure_out) / LIVE_DIR}/<model>/topology.png; next: python "
+              f"src/analyze_results.py --results {args.measure_out})")
     print(f"next: python src/run_experiments.py --models {suite_dir}/*  "
           f"(or --preset {args.preset}, which trains and analyses in one go)")
     return 0

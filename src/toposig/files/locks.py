@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,17 +27,19 @@ class FolderLockedError(RuntimeError):
 
 
 @contextmanager
-def exclusive(folder: str | Path, what: str = "folder", *, create: bool = True
-              ) -> Iterator[Path]:
+def exclusive(folder: str | Path, what: str = "folder", *, create: bool = True,
+              wait_s: float = 0.0) -> Iterator[Path]:
     """Hold ``folder``'s lock for the duration of the ``with`` block.
 
     Args:
         folder: created if missing, unless ``create`` is false: then a missing folder
             is not locked (there is nothing in it to protect).
         what: how messages name the folder (``"results folder"``, ``"suite folder"``).
+        wait_s: how long to wait for another process to release it (default: not at
+            all), trying every 0.2 s.
 
     Raises:
-        FolderLockedError: another process holds it.
+        FolderLockedError: another process holds it (still, after ``wait_s``).
     """
     try:
         import fcntl
@@ -61,13 +64,20 @@ def exclusive(folder: str | Path, what: str = "folder", *, create: bool = True
     path = folder / LOCK_NAME
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "unknown"
-            raise FolderLockedError(
-                f"the {what} {str(folder)!r} is in use by another toposig run (process "
-                f"{holder}); wait for it to finish, or choose another folder") from None
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError:
+                if time.monotonic() >= deadline:
+                    holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() \
+                        or "unknown"
+                    raise FolderLockedError(
+                        f"the {what} {str(folder)!r} is in use by another toposig run "
+                        f"(process {holder}); wait for it to finish, or choose another "
+                        "folder") from None
+                time.sleep(0.2)
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
         _held[key] = 1

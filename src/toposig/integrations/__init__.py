@@ -24,6 +24,7 @@ _EXPORTS = {
     "TopologyMonitor": "toposig.live.monitor",
     "Schedule": "toposig.live.monitor",
     "LiveResult": "toposig.live.monitor",
+    "LiveRunExistsError": "toposig.live.monitor",
 }
 __all__ = sorted(_EXPORTS)
 

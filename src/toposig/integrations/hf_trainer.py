@@ -33,13 +33,22 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
-from toposig.files.names import check_name, escape
+from toposig.files.names import UnsafeNameError, check_name, escape
 from toposig.in_memory import check_families
 from toposig.live.monitor import LiveResult, Schedule, TopologyMonitor
 from toposig.records import DEFAULT_FAMILIES
 from toposig.sources.checkpoint_files import trainer_state_dict_loss
 
 logger = logging.getLogger(__name__)
+
+
+def default_label(output_dir: str | Path) -> str:
+    """The name of the Trainer's ``output_dir`` as a plain file name (``model`` when
+    nothing of it can be one)."""
+    try:
+        return check_name(escape(Path(output_dir).name).lstrip("-_"), "label")
+    except UnsafeNameError:
+        return "model"
 
 
 class TopologyCallback(TrainerCallback):
@@ -79,7 +88,8 @@ class TopologyCallback(TrainerCallback):
     def attach(self, trainer) -> TopologyCallback:
         """Add this callback to ``trainer`` and log through ``trainer.log``."""
         self.trainer = trainer
-        trainer.add_callback(self)
+        if self not in trainer.callback_handler.callbacks:  # already in callbacks=[...]
+            trainer.add_callback(self)
         return self
 
     # -- events ---------------------------------------------------------------------
@@ -90,7 +100,7 @@ class TopologyCallback(TrainerCallback):
             return
         if self.monitor is None:
             self._make_monitor(self.tokenizer or processing_class,
-                               self.options["label"] or escape(Path(args.output_dir).name))
+                               self.options["label"] or default_label(args.output_dir))
         if self.trainer is None and not self._warned:
             self._warned = True
             warnings.warn(

@@ -15,7 +15,10 @@ callbacks, the project's own trainer, a hand-written loop) drives. Each measurem
    and retried like any other;
 3. returns the scalars to log (``topology/<feature>`` and the experimental
    ``topology/experimental/...`` signal of :mod:`toposig.analysis.online`), and refreshes
-   ``live/topology.png`` and ``live/signal.json`` in the results folder.
+   ``live/<label>/topology.png`` and ``live/<label>/signal.json`` in the results folder.
+
+The whole measurement holds the results folder's lock (waiting up to ``lock_wait_s`` for
+another toposig process), as a pipeline run does.
 
 A measurement that fails outright (after the first) is logged and training goes on;
 the first one raises, so a results folder that belongs to another study, or a model
@@ -40,6 +43,7 @@ from toposig.config import (
     WeightSettings,
 )
 from toposig.files.atomic import atomic_write_json, read_json
+from toposig.files.locks import exclusive
 from toposig.files.names import check_name
 from toposig.in_memory import IN_MEMORY, MeasureInputs, check_families
 from toposig.live.executor import InMemoryExecutor
@@ -47,6 +51,7 @@ from toposig.model.placement import Placement
 from toposig.records import DEFAULT_FAMILIES, Family
 from toposig.run.pipeline import execute
 from toposig.run.plan import RunPlan, family_hashes
+from toposig.run.study import StudyMismatchError, load_study
 from toposig.schedule import is_scheduled
 from toposig.sources.checkpoints import Checkpoint
 
@@ -60,8 +65,9 @@ LOG_FEATURES = ("perplexity", "h0_total_persistence", "h1_total_persistence",
                 "h1_n_features", "h1_persistence_entropy", "rankme", "np_mean",
                 "weight_h0_total", "weight_h1_total", "hessian_eig_1", "hessian_trace",
                 "landscape_n_minima", "grad_h0_total_persistence", "grad_norm_mean")
-FIGURE = Path("live") / "topology.png"
-SIGNAL_FILE = Path("live") / "signal.json"
+LIVE_DIR = "live"  # live/<label>/topology.png and live/<label>/signal.json
+FIGURE_NAME = "topology.png"
+SIGNAL_NAME = "signal.json"
 
 
 LOSS_KINDS = {"mean_nll": "loss on the analysed texts", "loss": "loss the trainer reported",
@@ -83,6 +89,13 @@ def loss_series(entries: Sequence[dict]) -> list[float | None]:
     lacks it)."""
     kind = loss_kind(entries)
     return [e.get(kind) for e in entries]
+
+
+def check_step(step: object) -> None:
+    """Raise ``ValueError`` unless ``step`` is a non-negative integer."""
+    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        raise ValueError(f"a step is the number of optimizer updates done, a non-negative "
+                         f"integer; got {step!r}")
 
 
 class LiveRunExistsError(FileExistsError):
@@ -166,8 +179,14 @@ class TopologyMonitor:
         log_features: the features logged as scalars, or ``"all"``.
         figure_interval_s: the least time between two refreshes of the figure (it is
             always drawn by :meth:`finish`).
-        overwrite: let a training that starts at step 0 remove the folder's records of
-            ``label`` and start afresh (refused by default: :class:`LiveRunExistsError`).
+        overwrite: let a training that starts at step 0 remove the folder's live
+            records of ``label`` and start afresh (refused by default:
+            :class:`LiveRunExistsError`).
+        extend: let this label join a folder whose study holds other models (as
+            ``run_experiments.py --extend``; refused by default, as a run bringing a new
+            model is).
+        lock_wait_s: how long a measurement waits for the folder's lock when another
+            toposig process holds it (an analysis, say) before giving up.
         command: how the run was made, for ``config.json``.
 
     Raises:
@@ -183,6 +202,7 @@ class TopologyMonitor:
                  gradient_settings: GradientSettings | None = None,
                  log_features: Sequence[str] | str = LOG_FEATURES,
                  figure_interval_s: float = 60.0, overwrite: bool = False,
+                 extend: bool = False, lock_wait_s: float = 60.0,
                  command: str = "toposig live monitor"):
         self.tokenizer = tokenizer
         self.out = Path(out)
@@ -198,6 +218,8 @@ class TopologyMonitor:
         self.log_features = log_features
         self.figure_interval_s = figure_interval_s
         self.overwrite = overwrite
+        self.extend = extend
+        self.lock_wait_s = lock_wait_s
         self.command = command
         self.measured: set[int] = set()
         self.results: list[LiveResult] = []
@@ -233,35 +255,89 @@ class TopologyMonitor:
     # -- measuring ------------------------------------------------------------------
 
     def start(self, step: int) -> None:
-        """Check the folder before training starts at ``step`` (the first measurement
-        calls it when no integration has).
+        """Check the folder, under its lock, before training starts at ``step`` (the
+        first measurement calls it when no integration has).
+
+        A training resumed at ``step`` > 0 goes on writing; its label's live records
+        after ``step``, left by the continuation it abandoned, are removed (they would
+        mix two trainings), and so are their steps in the study.
 
         Raises:
             LiveRunExistsError: ``step`` is 0 and the folder already holds records of
                 this label (a fresh training would mix with them); with ``overwrite``
-                they are removed instead (``records/*/<label>/step*.json|npz``, and the
-                label's signal history).
+                its live records are removed instead.
+            StudyMismatchError: the folder's study holds another model under this
+                label, or records of it that the offline pipeline made.
+            FolderLockedError: another toposig process holds the folder.
         """
-        self._started = True
-        self._history = [h for h in self._read_signal().get(self.label, [])
-                         if isinstance(h, dict) and isinstance(h.get("step"), (int, float))
-                         and h["step"] < step]
-        if step != 0:
+        if self.results:  # measuring already: the folder was checked when it started
             return
-        held = sorted((self.out / "records").glob(f"*/{self.label}/step*.json"))
-        if held and self.overwrite:
-            for path in (self.out / "records").glob(f"*/{self.label}/step*.*"):
-                if path.suffix in (".json", ".npz") and path.is_file():
-                    path.unlink()
-            self._history = []
-            logger.warning("toposig: removed the %d earlier record(s) of %r in %s "
-                           "(overwrite=True)", len(held), self.label, self.out)
-        elif held:
-            raise LiveRunExistsError(
-                f"{self.out} already holds {len(held)} record(s) of {self.label!r} "
-                f"({held[0].parent}); a training starting at step 0 would mix with them. "
-                "Write to another folder (out=...), give this run another label, or pass "
-                "overwrite=True to replace them")
+        check_step(step)
+        with self._locked():
+            config = load_study(self.out)
+            held_model = ((config or {}).get("models") or {}).get(self.label)
+            if held_model is not None and held_model != self.model_name:
+                raise StudyMismatchError(
+                    f"{self.out} holds {held_model!r} under the label {self.label!r}; this "
+                    f"training is {self.model_name!r}: give it another label (label=...) "
+                    "or write to another folder (out=...)")
+            records = self._label_records()
+            if step == 0 and records and not self.overwrite:
+                raise LiveRunExistsError(
+                    f"{self.out} already holds records of {self.label!r} at "
+                    f"{len({s for s, _ in records})} step(s) "
+                    f"({records[0][1].parent}); a training starting at step 0 would mix "
+                    "with them. Write to another folder (out=...), give this run another "
+                    "label, or pass overwrite=True to remove them first")
+            stale = [(s, p) for s, p in records if s > step or (step == 0 and s == 0)]
+            if stale:
+                self._remove(stale, step, config)
+            self._history = [h for h in self._read_signal()
+                             if isinstance(h.get("step"), (int, float)) and h["step"] <= step
+                             and not (step == 0 and stale)]
+        self._started = True
+
+    def _label_records(self) -> list[tuple[int, Path]]:
+        """(step, path) of this label's record files in the folder, every family."""
+        out = []
+        for path in sorted((self.out / "records").glob(f"*/{self.label}/step*.json")):
+            digits = path.stem.removeprefix("step")
+            if digits.isdigit():
+                out.append((int(digits), path))
+        return out
+
+    def _remove(self, stale: list[tuple[int, Path]], step: int, config: dict | None) -> None:
+        """Delete ``stale`` records (with their arrays) and their steps in the study;
+        only records this monitor's kind made (``source: "memory"``)."""
+        foreign = []
+        for _, path in stale:
+            try:
+                rec = read_json(path)
+            except (OSError, ValueError):
+                continue  # unreadable: the pipeline recomputes such a record anyway
+            if isinstance(rec, dict) and rec.get("source") not in ("memory", None):
+                foreign.append(path)
+        if foreign:
+            raise StudyMismatchError(
+                f"{foreign[0]} (and {len(foreign) - 1} more) of {self.label!r} were made by "
+                "the offline pipeline, not during training; they are not removed. Give this "
+                "training another label (label=...) or write to another folder (out=...)")
+        for _, path in stale:
+            path.unlink(missing_ok=True)
+            path.with_suffix(".npz").unlink(missing_ok=True)
+        gone = {s for s, _ in stale}
+        if config is not None and self.label in (config.get("steps") or {}):
+            config["steps"][self.label] = [s for s in config["steps"][self.label]
+                                           if s not in gone]
+            atomic_write_json(self.out / "data" / "config.json", config)
+        logger.warning("toposig: removed the records of %r at %d step(s) in %s (%s)",
+                       self.label, len(gone), self.out,
+                       "overwrite=True" if step == 0 else
+                       f"left by a training that went past step {step}, now resumed there")
+
+    def _locked(self):
+        """The folder's lock, waiting up to ``lock_wait_s`` for another process."""
+        return exclusive(self.out, "results folder", wait_s=self.lock_wait_s)
 
     def measure(self, model, step: int, *,
                 stored_loss: tuple[float | None, str | None] = (None, None),
@@ -275,9 +351,12 @@ class TopologyMonitor:
                 last one given).
 
         Raises:
+            ValueError: ``step`` is not a non-negative integer.
             Whatever the first measurement raises (a folder of another study, a model
-            that cannot be measured); later failures are logged and returned.
+            that cannot be measured, a folder another process holds); later failures are
+            logged and returned.
         """
+        check_step(step)
         first = not self.results
         if not self._started:
             self.start(step)
@@ -285,7 +364,8 @@ class TopologyMonitor:
             self.final_step = final_step
         t0 = time.perf_counter()
         try:
-            result = self._measure(model, step, stored_loss, first)
+            with self._locked():
+                result = self._measure(model, step, stored_loss, first)
         except Exception as exc:
             if first:
                 raise
@@ -301,7 +381,18 @@ class TopologyMonitor:
     def finish(self) -> None:
         """Draw the figure once more with everything measured (call at the end)."""
         if self._entries:
-            self._draw(force=True)
+            with self._locked():
+                self._draw(force=True)
+
+    @property
+    def figure_path(self) -> Path:
+        """This label's live figure: ``live/<label>/topology.png``."""
+        return self.out / LIVE_DIR / self.label / FIGURE_NAME
+
+    @property
+    def signal_path(self) -> Path:
+        """This label's signal history: ``live/<label>/signal.json``."""
+        return self.out / LIVE_DIR / self.label / SIGNAL_NAME
 
     # -- internals ------------------------------------------------------------------
 
@@ -324,20 +415,27 @@ class TopologyMonitor:
 
     def _measure(self, model, step: int, stored_loss: tuple[float | None, str | None],
                  first: bool) -> LiveResult:
+        """One measurement, the folder's lock held (:meth:`measure`)."""
         placement = Placement.of_model(model, self.inputs.settings.dtype)
         ckpt = Checkpoint(model=self.model_name, label=self.label, step=step,
                           source="memory", location=IN_MEMORY)
-        outcome = execute(self._plan(ckpt, placement), self.out, force=True, progress=False,
+        plan = self._plan(ckpt, placement)
+        outcome = execute(plan, self.out, force=True, progress=False,
                           executor=InMemoryExecutor(model, self.tokenizer, self.inputs,
-                                                    stored_loss), extend=True,
-                          refresh_first=first)
-        self._entries = [e for e in outcome.records if e.get("model_label") == self.label
+                                                    stored_loss),
+                          extend=self.extend, refresh_first=first)
+        label = plan.checkpoints[0].label  # as the study knows it
+        self._entries = [e for e in outcome.records if e.get("model_label") == label
                          and e.get("step") is not None]
         entry = next((e for e in self._entries if e["step"] == step), None)
         failures = [f for f in outcome.failures if f.get("step") == step]
-        self._signal = self._compute_signal()
-        self._write_signal()
-        self._draw(force=False)
+        try:  # the experimental signal and the figure never cost a measurement
+            self._signal = self._compute_signal()
+            self._write_signal()
+            self._draw(force=False)
+        except Exception as exc:  # noqa: BLE001
+            logger.warning("toposig: the live signal or figure at step %d failed: %s: %s",
+                           step, type(exc).__name__, exc)
         return LiveResult(step, entry, failures, self._scalars(entry), self._signal)
 
     def _series(self) -> tuple[list[int], list[float | None], dict[str, list]]:
@@ -356,16 +454,18 @@ class TopologyMonitor:
                                     phase_features=PHASE_FEATURES,
                                     forecast_features=PREDICTION_FEATURES)
 
-    def _read_signal(self) -> dict:
-        """``live/signal.json``: label -> the signal after each measurement (``{}`` when
-        missing or unreadable)."""
-        path = self.out / SIGNAL_FILE
+    def _read_signal(self) -> list[dict]:
+        """This label's ``signal.json``: the signal after each measurement (``[]`` when
+        missing or not such a list; it is then written afresh)."""
+        path = self.signal_path
         try:
-            data = read_json(path) if path.is_file() else {}
+            data = read_json(path) if path.is_file() else []
         except (OSError, ValueError):
-            logger.warning("toposig: %s is unreadable; it is written afresh", path)
-            data = {}
-        return data if isinstance(data, dict) else {}
+            data = None
+        if not (isinstance(data, list) and all(isinstance(h, dict) for h in data)):
+            logger.warning("toposig: %s is not a list of signals; it is written afresh", path)
+            return []
+        return data
 
     def _write_signal(self) -> None:
         if self._signal is None:
@@ -373,8 +473,7 @@ class TopologyMonitor:
         self._history = [h for h in self._history if h.get("step") != self._signal.step]
         self._history.append(self._signal.to_dict())
         self._history.sort(key=lambda h: h["step"])
-        atomic_write_json(self.out / SIGNAL_FILE,
-                          {**self._read_signal(), self.label: self._history})
+        atomic_write_json(self.signal_path, self._history)
 
     def _draw(self, force: bool) -> None:
         now = time.monotonic()
@@ -384,10 +483,10 @@ class TopologyMonitor:
 
         _, losses, _ = self._series()
         try:
-            draw_live_figure(self._entries, self.out / FIGURE, losses, self._signal,
+            draw_live_figure(self._entries, self.figure_path, losses, self._signal,
                              loss_name=LOSS_KINDS[loss_kind(self._entries)])
         except Exception as exc:  # noqa: BLE001 - a figure never stops training
-            logger.warning("toposig: could not draw %s: %s", self.out / FIGURE, exc)
+            logger.warning("toposig: could not draw %s: %s", self.figure_path, exc)
         self._drawn_at = time.monotonic()
 
     def _scalars(self, entry: dict | None) -> dict[str, float]:

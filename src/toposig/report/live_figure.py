@@ -62,7 +62,7 @@ def draw_live_figure(entries: Sequence[dict], path: str | Path, losses: Sequence
                                     yerr=[2 * se] if se is not None else None, fmt="s",
                                     ms=4, color=color, capsize=3,
                                     label=f"forecast, {name}")
-                ax.legend(loc="upper right", fontsize=7,
+                ax.legend(loc="lower left", fontsize=7,
                           title="experimental", title_fontsize=7)
             set_step_axis(ax, span)
         fig.suptitle(f"live measurements, step {max(s for s in steps if s is not None)}",

@@ -197,8 +197,8 @@ def plot_training_curves(records: list[dict], statistics: dict, path: Path,
                 else ("perplexity", "Perplexity on the analysed texts",
                       "perplexity (log scale)", True, "no perplexity"))
     for ax, key, title, ylabel, logy, empty in (
-            (axes[0], "loss", "Validation loss stored with the checkpoint",
-             "loss (nats / token)", False, "no stored validation loss"),
+            (axes[0], "loss", stored_loss_title(records), "loss (nats / token)", False,
+             "no stored validation loss"),
             (axes[1], *measured)):
         band = draw_bootstrap_bands(ax, groups, styles, key, step_of)
         line_panel(ax, record_series(groups, key), styles, title=title, ylabel=ylabel,
@@ -206,6 +206,17 @@ def plot_training_curves(records: list[dict], statistics: dict, path: Path,
                     extra_handles=[bootstrap_band_handle()] if band else [])
     fig.suptitle("Training curves: model quality across training")
     return save_figure(fig, path)
+
+
+def stored_loss_title(records: Sequence[dict]) -> str:
+    """What the stored losses are: a validation loss (``val_loss``, ``eval_loss``) as the
+    project's and most trainers' checkpoints store, or, where any record's ``loss_key``
+    says otherwise (a live run's training loss), the keys themselves."""
+    keys = sorted({str(r.get("loss_key")) for r in records
+                   if finite_or_none(r.get("loss")) is not None})
+    if all("val" in k.rsplit(".", 1)[-1] for k in keys):
+        return "Validation loss stored with the checkpoint"
+    return f"Loss stored with the checkpoint ({', '.join(keys)})"
 
 
 # -------------------------------------------------------------- controlled summary

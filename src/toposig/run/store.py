@@ -157,11 +157,11 @@ def load_arrays(results_root: str | Path, record: dict) -> dict[str, np.ndarray]
 
 def remove_stale_temporaries(root: str | Path) -> list[Path]:
     """Delete the temporaries (``.<name>.<random>.tmp``) that a killed run left under a
-    results root's ``data/``, ``plots/``, ``live/`` and ``records/<hash>/<model>/`` folders; call it
-    only while holding the root's lock. Nothing else is touched."""
+    results root's ``data/``, ``plots/``, ``live/<label>/`` and ``records/<hash>/<model>/``
+    folders; call it only while holding the root's lock. Nothing else is touched."""
     root = Path(root)
     removed = []
-    for pattern in ("data/.*.tmp", "plots/.*.tmp", "live/.*.tmp", "records/*/*/.*.tmp"):
+    for pattern in ("data/.*.tmp", "plots/.*.tmp", "live/*/.*.tmp", "records/*/*/.*.tmp"):
         for p in root.glob(pattern):
             if p.is_file() and not p.is_symlink():
                 p.unlink(missing_ok=True)

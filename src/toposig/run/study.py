@@ -69,11 +69,12 @@ def _same_model(held: str, new: str, held_source: str | None,
     """Whether ``new`` is the model the study holds as ``held``: the same name; for local
     models the same folder, or a local folder where the held one no longer exists (a
     moved or freshly cloned series, whose records are reused only where the contents
-    match). A Hub model is only ever itself, and a model of unknown source (a config.json
-    from before sources were recorded) only itself or the same existing folder."""
+    match). A Hub model, or one measured in memory during training, is only ever itself,
+    and a model of unknown source (a config.json from before sources were recorded) only
+    itself or the same existing folder."""
     if held == new:
         return True
-    if "hub" in (held_source, new_source):
+    if {"hub", "memory"} & {held_source, new_source}:  # named, not a folder
         return False
     a, b = Path(held), Path(new)
     if a.exists() and b.exists():
