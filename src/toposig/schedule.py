@@ -30,5 +30,7 @@ def is_scheduled(step: int, every: int, kind: str = "pythia") -> bool:
 
 def scheduled_steps(total: int, every: int, kind: str = "pythia") -> list[int]:
     """The steps of ``0..total`` on the schedule (:func:`is_scheduled`), always with 0 and
-    ``total``."""
-    return sorted({s for s in range(total + 1) if is_scheduled(s, every, kind)} | {0, total})
+    ``total``; only the multiples of ``every`` and the powers of two are tried."""
+    candidates = set(range(0, total + 1, max(every, 1)))
+    candidates |= {1 << k for k in range(max(every, 1).bit_length()) if 1 << k <= total}
+    return sorted({s for s in candidates if is_scheduled(s, every, kind)} | {0, total})

@@ -130,14 +130,6 @@ def current_phase(steps: Sequence[float], values: Sequence[float | None]) -> Pha
     return Phase(phase, phases.breakpoint_steps(fit), fit["slopes"], fit["r2"])
 
 
-def _finite(steps, losses, feature=None) -> tuple[np.ndarray, ...]:
-    cols = [steps, losses] + ([feature] if feature is not None else [])
-    arrs = [np.array([np.nan if v is None else v for v in c], dtype=np.float64) for c in cols]
-    keep = np.logical_and.reduce([np.isfinite(a) for a in arrs])
-    order = np.argsort(arrs[0][keep], kind="stable")
-    return tuple(a[keep][order] for a in arrs)
-
-
 class _Forecaster:
     """Forecasts with the power-law fits cached by the points they are fitted to (the
     jackknife and the backtest refit the same points many times over)."""
@@ -197,7 +189,7 @@ def forecast_final_loss(steps: Sequence[float], losses: Sequence[float | None],
     Returns:
         ``None`` when fewer than three points with ``step > 0`` have a loss.
     """
-    s, lo = _finite(steps, losses)
+    s, lo = prediction.finite_aligned(steps, losses)
     if np.sum(s > 0) < 3:
         return None
     f = _Forecaster(final_step)
@@ -207,7 +199,7 @@ def forecast_final_loss(steps: Sequence[float], losses: Sequence[float | None],
     best = min(candidates, key=candidates.get) if candidates else None
     combined = combined_se = None
     if best is not None:
-        s_f, lo_f, fe_f = _finite(steps, losses, features[best])
+        s_f, lo_f, fe_f = prediction.finite_aligned(steps, losses, features[best])
         combined = f.combined(s_f, lo_f, fe_f)
         combined_se = jackknife_se([
             f.combined(np.delete(s_f, i), np.delete(lo_f, i), np.delete(fe_f, i))
@@ -220,7 +212,7 @@ def _backtest(f: _Forecaster, steps: Sequence[float], losses: Sequence[float | N
               features: Mapping[str, Sequence[float | None]]) -> dict[str, float]:
     """|forecast of the latest loss from the points in the first half of the steps so
     far − the latest loss|, for the loss curve alone and combined with each feature."""
-    s, lo = _finite(steps, losses)
+    s, lo = prediction.finite_aligned(steps, losses)
     if s.size == 0:
         return {}
     t_last, truth = float(s[-1]), float(lo[-1])
@@ -230,7 +222,7 @@ def _backtest(f: _Forecaster, steps: Sequence[float], losses: Sequence[float | N
     if p_loss is not None:
         out["loss_only"] = abs(p_loss - truth)
     for name, values in features.items():
-        s_f, lo_f, fe_f = _finite(steps, losses, values)
+        s_f, lo_f, fe_f = prediction.finite_aligned(steps, losses, values)
         if s_f.size == 0 or s_f[-1] != t_last:
             continue
         early = s_f <= t_last / 2

@@ -35,7 +35,7 @@ _B_MIN, _B_MAX = 1e-6, 5.0
 _B_GRID = np.geomspace(1e-3, _B_MAX, 80)
 
 
-def _arrays(*seqs: Sequence[float | None]) -> tuple[np.ndarray, ...]:
+def finite_aligned(*seqs: Sequence[float | None]) -> tuple[np.ndarray, ...]:
     """Float arrays with positions holding a None/NaN/inf in any of them dropped,
     sorted by the first."""
     arrs = [np.array([np.nan if v is None else v for v in s], dtype=np.float64) for s in seqs]
@@ -89,7 +89,7 @@ def fit_loss_power_law(steps: Sequence[float], losses: Sequence[float | None]) -
         "refined": bool}``; with fewer than three points or a non-positive loss,
         ``a = b = c = None``, ``ok = False`` and ``"reason"``.
     """
-    t, y = _arrays(steps, losses)
+    t, y = finite_aligned(steps, losses)
     pos = t > 0
     t, y = t[pos], y[pos]
     n = int(t.size)
@@ -188,7 +188,7 @@ def topology_only_prediction(steps: Sequence[float], losses: Sequence[float | No
         The predicted loss, or None when undefined: fewer than three early checkpoints,
         or a feature that does not change over them (no coupling can be estimated).
     """
-    s, lo, fe = _arrays(steps, losses, feature)
+    s, lo, fe = finite_aligned(steps, losses, feature)
     early = s <= fraction * final_step
     s, lo, fe = s[early], lo[early], fe[early]
     if s.size < 3:

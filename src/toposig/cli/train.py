@@ -24,7 +24,7 @@ from pathlib import Path
 from toposig.cli.options import setup_logging
 from toposig.config import SettingsError, parse_signatures
 from toposig.files.locks import FolderLockedError
-from toposig.live.monitor import LIVE_DIR, LiveRunExistsError
+from toposig.live.monitor import LIVE_DIR, LiveRunExistsError, TopologyMonitor
 from toposig.model.training import (
     ModelSpec,
     OnCheckpoint,
@@ -36,6 +36,7 @@ from toposig.model.training import (
 )
 from toposig.records import DEFAULT_FAMILIES
 from toposig.run.study import StudyMismatchError
+from toposig.schedule import is_scheduled
 from toposig.sources.corpus import DataMissingError
 
 
@@ -70,15 +71,14 @@ def live_measurement(out: str, families, suite_dir: Path, final_step: int,
     Raises:
         SettingsError: ``every`` below 1.
     """
-    from toposig.live.monitor import TopologyMonitor
-
     if every is not None and every < 1:
         raise SettingsError(f"--measure-every must be at least 1, got {every}")
 
     monitors: dict[str, TopologyMonitor] = {}
 
     def on_checkpoint(spec: ModelSpec, model, step: int, info: dict) -> None:
-        if every is not None and step % every and step != final_step:
+        if every is not None and not is_scheduled(step, every, "regular") \
+                and step != final_step:
             return
         if spec.name not in monitors:
             monitors[spec.name] = TopologyMonitor(

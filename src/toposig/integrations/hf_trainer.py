@@ -139,13 +139,13 @@ class TopologyCallback(TrainerCallback):
 
     # -- internals ------------------------------------------------------------------
 
-    def _make_monitor(self, tokenizer, label: str | None) -> None:
+    def _make_monitor(self, tokenizer, label: str) -> None:
         if tokenizer is None:
             raise ValueError("TopologyCallback needs the tokenizer (tokenizer=...), or a "
                              "Trainer with a processing_class")
         opts = {k: v for k, v in self.options.items() if k != "label"}
         self.monitor = TopologyMonitor(
-            tokenizer, self.out, schedule=self.schedule, label=label or "model",
+            tokenizer, self.out, schedule=self.schedule, label=label,
             command="toposig.integrations.TopologyCallback (transformers Trainer)", **opts)
 
     def _mark(self, state) -> None:

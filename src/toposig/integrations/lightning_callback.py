@@ -23,7 +23,6 @@ from pathlib import Path
 
 import lightning.pytorch as pl
 
-from toposig.in_memory import check_families
 from toposig.live.monitor import LiveResult, Schedule, TopologyMonitor
 from toposig.records import DEFAULT_FAMILIES
 
@@ -52,7 +51,6 @@ class LightningTopologyCallback(pl.Callback):
                  out: str | Path = "results/live", every_n_steps: int = 100, *,
                  doubling: bool = False, families: Sequence[str] = DEFAULT_FAMILIES,
                  label: str = "model", model: Callable | None = None, **monitor):
-        check_families(families)
         self.monitor = TopologyMonitor(
             tokenizer, out, texts=texts, families=families, label=label,
             schedule=Schedule(every_n_steps, doubling, at_save=False),

@@ -5,14 +5,15 @@ callbacks, the project's own trainer, a hand-written loop) drives. Each measurem
 
 1. runs the chosen signature families on the model in memory, without saving or
    reloading it (:func:`toposig.in_memory.measure_families`: eval mode and no gradients
-   for the forward passes, the model's own device and precision; train mode, parameter
-   flags and gradients and the CPU and CUDA random number generators restored after; the
-   weights and the optimizer never touched);
+   for the forward passes, the model's own device and precision; every module's
+   train/eval mode, parameter flags and gradients and the random number generators
+   restored after, :func:`toposig.in_memory.preserved_state`; the weights and the
+   optimizer never touched);
 2. writes the records through the offline pipeline's own driver
    (:func:`toposig.run.pipeline.execute`, with an executor that measures in memory): the
    same folder layout, schema, settings hashes, aggregates and ``config.json``, so
    ``analyze_results.py`` runs on the folder unchanged, and a failed family is recorded
-   and retried like any other;
+   as the pipeline records one;
 3. returns the scalars to log (``topology/<feature>`` and the experimental
    ``topology/experimental/...`` signal of :mod:`toposig.analysis.online`), and refreshes
    ``live/<label>/topology.png`` and ``live/<label>/signal.json`` in the results folder.
@@ -481,9 +482,9 @@ class TopologyMonitor:
             return
         from toposig.report.live_figure import draw_live_figure
 
-        _, losses, _ = self._series()
         try:
-            draw_live_figure(self._entries, self.figure_path, losses, self._signal,
+            draw_live_figure(self._entries, self.figure_path, loss_series(self._entries),
+                             self._signal,
                              loss_name=LOSS_KINDS[loss_kind(self._entries)])
         except Exception as exc:  # noqa: BLE001 - a figure never stops training
             logger.warning("toposig: could not draw %s: %s", self.figure_path, exc)
