@@ -131,6 +131,15 @@ def wikitext_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
+def seed_measurements() -> Path:
+    """../shared/data/seed-measurements: the seed studies' published per-checkpoint tables."""
+    folder = SHARED_DATA / "seed-measurements"
+    if not (folder / "seed-b-small-gpts" / "tda_features.json").is_file():
+        _require_or_skip(f"the seed studies' measurements ({folder})")
+    return folder
+
+
+@pytest.fixture(scope="session")
 def tokenizer_file() -> Path:
     if not TOKENIZER_FILE.is_file():
         _require_or_skip(f"the Pythia tokenizer ({TOKENIZER_FILE})")

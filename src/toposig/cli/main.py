@@ -4,6 +4,9 @@
     toposig analyze ...   = python src/analyze_results.py ...
     toposig train ...     = python src/train_suite.py ...
     toposig extract ...   = python src/extract_embeddings.py ...
+    toposig import ...    other people's measurement tables -> a results folder
+    toposig backtest ...  the final-loss forecasts scored on finished runs
+    toposig compare ...   two results folders, number by number and by conclusion
 """
 
 from __future__ import annotations
@@ -16,11 +19,14 @@ COMMANDS = {
     "analyze": ("analyze", "records -> statistics.json, summary.md and the figures"),
     "train": ("train", "train one of the project's model suites (a preset)"),
     "extract": ("extract", "one checkpoint -> its record, printed as JSON"),
+    "import": ("import_tables", "measurement tables made elsewhere -> a results folder"),
+    "backtest": ("backtest", "final-loss forecasts scored on finished runs"),
+    "compare": ("compare", "two results folders, number by number and by conclusion"),
 }
 
 
 def usage() -> str:
-    lines = ["usage: toposig {run,analyze,train,extract} [options]   (toposig COMMAND --help)",
+    lines = [f"usage: toposig {{{','.join(COMMANDS)}}} [options]   (toposig COMMAND --help)",
              ""]
     lines += [f"  {name:<9}{about}" for name, (_, about) in COMMANDS.items()]
     return "\n".join(lines)

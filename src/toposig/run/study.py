@@ -157,6 +157,11 @@ def check_run_fits(out_dir: str | Path, models: dict[str, str],
     config = load_study(out_dir)
     if config is None:
         return
+    if config.get("imported"):
+        raise StudyMismatchError(
+            f"{out_dir} holds measurements imported with `toposig import` "
+            f"({', '.join(config['models'])}), not checkpoints a run can add to: "
+            f"{elsewhere(out_dir)}")
     held: dict[str, str] = config["models"]
     held_sources = config.get("model_sources") or {}
     sources = sources or {}

@@ -1,0 +1,113 @@
+"""Backtest the final-loss forecasts on finished runs.
+
+For each run in the results folders given, forecast its final loss from the checkpoints
+up to 20, 30 and 50 % of its last step with every method (the latest observed loss, the
+power law fitted after the initial plateau, the same law fitted through the plateau, the
+default "shrunk" forecast, and the power law combined with a topological feature chosen
+on the run's own history), and score each by its mean absolute error and the share of
+95 % intervals that hold the final loss. Also scores the stop rule at 20, 30, 50 and
+75 %. Losses in nats: a run's stored loss, else its mean token loss on the analysed texts
+(ln perplexity), else its masked-LM loss.
+
+Writes {"default_method", "rows": [{"model", "fraction", "method", "forecast", "low",
+"high", "final", ...}], "summary", "decisions", ...} to --out and prints the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from toposig.analysis import backtest, forecast
+from toposig.analysis.statistics import (
+    PREDICTION_FEATURES,
+    ResultsMissingError,
+    load_entries,
+    quality_loss,
+)
+from toposig.analysis.stats import by_model, feature_names, feature_values
+from toposig.files.atomic import atomic_write_json
+
+
+def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("folders", nargs="+", metavar="FOLDER",
+                   help="results folders (written by a run or by toposig import)")
+    p.add_argument("--out", required=True, metavar="FILE.json",
+                   help="where to write the backtest (rows, summary, decisions)")
+    p.add_argument("--fractions", default="0.2,0.3,0.5", metavar="LIST",
+                   help="cutoffs as fractions of each run's last step (default: %(default)s)")
+    p.add_argument("--min-gain", type=float, default=forecast.STOP_GAIN, metavar="NATS",
+                   help="the stop rule's smallest gain worth training for, nats "
+                        "(default: %(default)s)")
+    p.add_argument("--noise", type=float, default=None, metavar="NATS",
+                   help="the loss's measurement noise for the stop rule, nats (default: "
+                        "estimated from each curve; 0 for an evaluation on fixed texts)")
+    p.add_argument("--all-features", action="store_true",
+                   help="let the topological forecast choose among every feature, not only "
+                        "the analysis' prediction features")
+    return p
+
+
+def load_series(folders: list[str]) -> dict[str, backtest.Series]:
+    """Each run of the folders as a :class:`~toposig.analysis.backtest.Series`; a label
+    that two folders share is prefixed with its folder's name."""
+    per_folder = [(Path(f), by_model(load_entries(f))) for f in folders]
+    counts: dict[str, int] = {}
+    for _, groups in per_folder:
+        for label in groups:
+            counts[label] = counts.get(label, 0) + 1
+    out = {}
+    for folder, groups in per_folder:
+        for label, recs in groups.items():
+            name = label if counts[label] == 1 else f"{folder.name}/{label}"
+            names = feature_names(recs)
+            out[name] = backtest.Series([r["step"] for r in recs],
+                                        [quality_loss(r) for r in recs],
+                                        {f: feature_values(recs, f) for f in names})
+    return out
+
+
+def table_lines(result: dict) -> list[str]:
+    lines = [f"{'method':<24}{'n':>4}{'MAE (nats)':>12}{'coverage':>10}{'width':>9}"
+             f"{'above':>7}"]
+    for method, s in result["summary"].items():
+        if not s["n"]:
+            lines.append(f"{method:<24}{0:>4}  (undefined on every run)")
+            continue
+        mark = "  <- default" if method == result["default_method"] else ""
+        lines.append(f"{method:<24}{s['n']:>4}{s['mae']:>12.4f}{s['coverage']:>10.2f}"
+                     f"{s['mean_width']:>9.3f}{s['above_final']:>7.2f}{mark}")
+    d = result["decision_rates"]
+
+    def pct(v):
+        return "-" if v is None else f"{v:.0%}"
+
+    lines.append(f"stop rule (min gain {result['min_gain']} nats): {d['n']} decisions, "
+                 f"{d['n_stop']} stop, {d['n_continue']} continue; false stops "
+                 f"{pct(d['false_stop'])}, missed stops {pct(d['missed_stop'])}, "
+                 f"accuracy {pct(d['accuracy'])}")
+    return lines
+
+
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    args = build_parser(prog).parse_args(argv)
+    try:
+        fractions = [float(x) for x in args.fractions.split(",") if x.strip()]
+        if not fractions or not all(0 < f < 1 for f in fractions):
+            raise ValueError(f"--fractions must be numbers between 0 and 1, got "
+                             f"{args.fractions!r}")
+        series = load_series(args.folders)
+        result = backtest.backtest(
+            series, fractions, None if args.all_features else PREDICTION_FEATURES,
+            min_gain=args.min_gain, noise=args.noise)
+        atomic_write_json(Path(args.out), result)
+    except (ResultsMissingError, ValueError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"{len(series)} run(s), cutoffs {', '.join(f'{f:g}' for f in fractions)}")
+    print("\n".join(table_lines(result)))
+    print(f"backtest: {args.out}")
+    return 0

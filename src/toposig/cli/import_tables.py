@@ -1,0 +1,52 @@
+"""Import per-checkpoint measurements made elsewhere into a results folder.
+
+Reads the seed studies' tables or any table of one row per model x step, validates every
+row before writing anything, and writes a results folder that analyze, backtest and
+compare (and toposig.load_results) read like one toposig measured:
+
+  seed-a  the embedding study's pythia-*_results.json (one file per model)
+  seed-b  the weight study's tda_features.json (model -> rows)
+  table   a CSV or Parquet file: columns model, step (required), revision,
+          num_parameters (optional), the qualities loss (nats), perplexity, mlm_loss,
+          and numeric features (every other column)
+
+The format of each file is detected when --format is not given. Values are carried
+exactly; each record names its file, the file's SHA-256 and its row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from toposig.analysis.stats import feature_family
+from toposig.files.locks import FolderLockedError
+from toposig.run.importer import write_import
+from toposig.run.study import StudyMismatchError
+from toposig.sources.imports import FORMATS, ImportFormatError, read_rows
+
+
+def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("files", nargs="+", metavar="FILE", help="the tables to import")
+    p.add_argument("--out", required=True, metavar="FOLDER",
+                   help="the results folder to write (new, or one holding this same import)")
+    p.add_argument("--format", choices=FORMATS, default=None,
+                   help="the files' format (default: detected per file)")
+    return p
+
+
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    args = build_parser(prog).parse_args(argv)
+    try:
+        rows = read_rows(args.files, args.format)
+        config = write_import(args.out, rows, feature_family)
+    except (ImportFormatError, StudyMismatchError, FolderLockedError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    n_features = len({f for r in rows for f in r.features})
+    print(f"imported {len(rows)} checkpoints of {len(config['models'])} model(s) "
+          f"({', '.join(config['models'])}), {n_features} features, into {args.out}")
+    print(f"next: toposig analyze --results {args.out}")
+    return 0

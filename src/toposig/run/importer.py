@@ -1,0 +1,126 @@
+"""``toposig import``: other people's measurement tables -> a results folder.
+
+The folder has the layout a run writes, so the analysis (``analyze_results.py``,
+:func:`toposig.load_results`, ``toposig backtest``, ``toposig compare``) reads it like
+one the project measured:
+
+- ``records/import-<hash>/<label>/step<NNNNNN>.json``: one record per model × step with
+  its provenance (file, SHA-256, row, format), the imported features and which feature
+  family each belongs to, and the file's names of renamed columns;
+- ``data/all_results.json``, ``data/<label>_results.json``: the aggregate entries (the
+  record's quality measures and features at the top level, as a run's entries);
+- ``data/config.json``: the study (models, steps) and ``imported`` (format, files and
+  their SHA-256), so a later ``run`` into the folder is refused.
+
+``<hash>`` is a hash of the import's inputs (formats and file contents), so importing the
+same files again rewrites the same bytes, and importing other files into a folder that
+holds an import is refused. For a quality given as perplexity only, ``mean_nll`` =
+ln(perplexity) is added (the loss in nats), and the record lists it under ``derived``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from toposig.files.atomic import atomic_write_json
+from toposig.files.locks import exclusive
+from toposig.records import FAMILIES, SCHEMA_VERSION, FeatureFamily
+from toposig.run.study import StudyMismatchError, load_study
+from toposig.sources.imports import ImportedRow
+
+
+def import_digest(rows: Sequence[ImportedRow]) -> str:
+    """12 hex digits of SHA-256 over the imported files' (format, SHA-256), sorted."""
+    sources = sorted({(r.provenance.format, r.provenance.sha256) for r in rows})
+    return hashlib.sha256(json.dumps(sources).encode()).hexdigest()[:12]
+
+
+Classify = Callable[[str], FeatureFamily]
+
+
+def entry_of(row: ImportedRow, digest: str, classify: Classify) -> dict:
+    """The record (and aggregate entry) of one imported row; ``classify`` names each
+    feature's family (the analysis' :func:`toposig.analysis.stats.feature_family`)."""
+    features = dict(row.features)
+    families = {name: classify(name) for name in features}
+    signatures = [f for f in FAMILIES if any(fam.signature == f for fam in families.values())]
+    entry: dict = {
+        "schema_version": SCHEMA_VERSION,
+        "status": "ok",
+        "model": row.model,
+        "model_label": row.label,
+        "step": row.step,
+        "source": "imported",
+        "location": row.provenance.file,
+        "revision": row.revision,
+        "checkpoint_fingerprint": None,
+        "settings_hash": f"import-{digest}",
+        "families": signatures,
+        "num_parameters": row.num_parameters,
+        **row.quality,
+    }
+    derived = []
+    if "loss" not in row.quality and row.quality.get("perplexity", 0) > 0:
+        entry["mean_nll"] = math.log(row.quality["perplexity"])
+        derived.append("mean_nll")
+    entry["features"] = features
+    entry["imported"] = {
+        "file": row.provenance.file, "sha256": row.provenance.sha256,
+        "row": row.provenance.row, "format": row.provenance.format,
+        "columns": row.columns, "feature_family": {k: str(v) for k, v in families.items()},
+        "derived": derived, "metadata": row.metadata,
+    }
+    if row.timings_s:
+        entry["timings_s"] = row.timings_s
+    return entry
+
+
+def write_import(out_dir: str | Path, rows: Sequence[ImportedRow], classify: Classify
+                 ) -> dict:
+    """Write the results folder of the module docstring; returns its config.
+
+    Raises:
+        StudyMismatchError: ``out_dir`` holds another study (a run's, or an import of
+            other files); nothing is written.
+        FolderLockedError: another process holds the folder.
+    """
+    out = Path(out_dir)
+    digest = import_digest(rows)
+    order = list(dict.fromkeys(r.label for r in rows))
+    rows = sorted(rows, key=lambda r: (order.index(r.label), r.step))
+    sources = sorted({(r.provenance.file, r.provenance.sha256, r.provenance.format)
+                      for r in rows}, key=lambda t: (t[1], t[0]))
+    config = {
+        "schema_version": SCHEMA_VERSION,
+        "imported": {
+            "digest": digest,
+            "files": [{"file": f, "sha256": h, "format": fmt} for f, h, fmt in sources],
+        },
+        "models": {label: next(r.model for r in rows if r.label == label) for label in order},
+        "model_sources": dict.fromkeys(order, "imported"),
+        "steps": {label: [r.step for r in rows if r.label == label] for label in order},
+        "n_checkpoints": len(rows),
+    }
+    with exclusive(out, "results folder"):
+        held = load_study(out)
+        if held is not None and (held.get("imported") or {}).get("digest") != digest:
+            what = ("an import of other files" if held.get("imported")
+                    else "the study of a run")
+            raise StudyMismatchError(
+                f"{out} holds {what} ({', '.join(held['models'])}); import into a folder "
+                "of its own (--out)")
+        entries = [entry_of(r, digest, classify) for r in rows]
+        for e in entries:
+            atomic_write_json(out / "records" / f"import-{digest}" / e["model_label"]
+                              / f"step{e['step']:06d}.json", e)
+        data = out / "data"
+        atomic_write_json(data / "all_results.json", entries)
+        for label in order:
+            atomic_write_json(data / f"{label}_results.json",
+                              [e for e in entries if e["model_label"] == label])
+        atomic_write_json(data / "config.json", config)
+    return config

@@ -1,0 +1,354 @@
+"""Other people's per-checkpoint measurement tables, read as typed rows.
+
+Three formats (:data:`FORMATS`; :func:`detect_format` tells them apart):
+
+- ``seed-a``: the embedding study's ``pythia-*_results.json``: a JSON list, one object
+  per checkpoint with ``model``, ``checkpoint``, ``step``, ``perplexity`` and features.
+- ``seed-b``: the weight study's ``tda_features.json``: a JSON object, model -> list of
+  objects with ``step``, ``loss`` and features.
+- ``table``: a CSV (``.csv``) or Parquet (``.parquet``/``.pq``) file, one row per model ×
+  step. Columns: ``model`` (text) and ``step`` (a whole number >= 0) are required;
+  ``revision`` (text) and ``num_parameters`` are optional identity; the quality columns
+  ``loss`` (nats), ``perplexity`` and ``mlm_loss`` are qualities, not features; every
+  other column is a feature and must be numeric (empty cells are missing values).
+
+Values are carried exactly as the file has them (a JSON number, or the float the CSV
+text parses to). Seed columns whose meaning is one of toposig's features take its name,
+and the row says so (``columns``: imported name -> the file's column); the rest keep
+their names. Every problem is found before anything is written, and the error names the
+file and the row.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from toposig.files.names import UnsafeNameError, check_name
+
+FORMATS: tuple[str, ...] = ("seed-a", "seed-b", "table")
+QUALITY_COLUMNS: tuple[str, ...] = ("loss", "perplexity", "mlm_loss")
+# Names a model label cannot take: data/all_results.json holds every model's entries.
+RESERVED_LABELS = frozenset({"all"})
+
+# seed A: the file's column -> toposig's name for the same quantity (DESIGN.md §4: the
+# seed's "effective rank" is the entropy rank of the covariance eigenvalues)
+SEED_A_RENAMES = {"effective_rank": "effective_rank_cov"}
+SEED_A_METADATA = ("embedding_dim", "n_embeddings", "pca_dim", "n_points")
+SEED_A_TIMINGS = ("total_time_s", "ph_compute_time_s")
+# seed B: neural persistence is the seed paper's variant (toposig's np_seed_*); its
+# h0_/h1_ features are weight-row homology, which toposig names weight_*
+SEED_B_METADATA = ("n_analyzed_layers", "config_name")
+
+
+class ImportFormatError(ValueError):
+    """A measurement table that cannot be imported; the message names the file and row."""
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a row came from: the file (as given), its SHA-256 and the row (0-based
+    position in the file's list, or the table's data row, or ``model[i]`` for seed B)."""
+
+    file: str
+    sha256: str
+    row: str
+    format: str
+
+
+@dataclass(frozen=True)
+class ImportedRow:
+    """One model × step of an imported table.
+
+    Attributes:
+        model: the model as the file names it (``EleutherAI/pythia-70m``).
+        label: the model's label in the results folder (a plain file name).
+        step: the training step.
+        quality: ``loss`` (nats), ``perplexity``, ``mlm_loss``, those the file has.
+        features: imported name -> value (floats; ``None`` where missing).
+        columns: imported feature name -> the file's column, where they differ.
+        revision, num_parameters: identity the file gives, else ``None``.
+        metadata, timings_s: the file's other per-row fields (sizes, seconds).
+    """
+
+    model: str
+    label: str
+    step: int
+    quality: dict[str, float]
+    features: dict[str, float | None]
+    provenance: Provenance
+    columns: dict[str, str] = field(default_factory=dict)
+    revision: str | None = None
+    num_parameters: int | None = None
+    metadata: dict[str, object] = field(default_factory=dict)
+    timings_s: dict[str, float] = field(default_factory=dict)
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _fail(path: Path, where: str, why: str) -> ImportFormatError:
+    return ImportFormatError(f"{path}{', ' + where if where else ''}: {why}")
+
+
+def _number(value: object, path: Path, where: str, column: str,
+            allow_missing: bool = True) -> float | None:
+    """A finite float from a JSON/CSV value; ``None`` for missing (null, empty, NaN)."""
+    if value is None or (isinstance(value, str) and value.strip() == ""):
+        if allow_missing:
+            return None
+        raise _fail(path, where, f"{column!r} is missing")
+    if isinstance(value, bool):
+        raise _fail(path, where, f"{column!r} is {value!r}, not a number")
+    if isinstance(value, (int, float)):
+        v = float(value)
+    elif isinstance(value, str):
+        try:
+            v = float(value)
+        except ValueError:
+            raise _fail(path, where, f"{column!r} is {value!r}, not a number") from None
+    else:
+        raise _fail(path, where, f"{column!r} is {type(value).__name__}, not a number")
+    if math.isnan(v):
+        if allow_missing:
+            return None
+        raise _fail(path, where, f"{column!r} is missing (NaN)")
+    if math.isinf(v):
+        raise _fail(path, where, f"{column!r} is {value!r}, not a finite number")
+    return v
+
+
+def _step(value: object, path: Path, where: str) -> int:
+    v = _number(value, path, where, "step", allow_missing=False)
+    if v is None or v < 0 or not float(v).is_integer():
+        raise _fail(path, where, f"'step' is {value!r}, not a whole number >= 0")
+    return int(v)
+
+
+def model_label(model: str, path: Path, where: str) -> str:
+    """The label of a model in the results folder: the last part of its name
+    (``EleutherAI/pythia-70m`` -> ``pythia-70m``), which must be a plain file name."""
+    if not isinstance(model, str) or not model.strip():
+        raise _fail(path, where, f"'model' is {model!r}, not a name")
+    label = model.strip().rstrip("/").rsplit("/", 1)[-1]
+    try:
+        check_name(label, "model label")
+    except UnsafeNameError as exc:
+        raise _fail(path, where, str(exc)) from None
+    if label in RESERVED_LABELS:
+        raise _fail(path, where, f"a model cannot be labelled {label!r}: the results folder "
+                                 f"uses data/{label}_results.json for every model")
+    return label
+
+
+def _load_json(path: Path):
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise _fail(path, "", f"not valid JSON ({exc})") from None
+
+
+def detect_format(path: Path) -> str:
+    """``table`` for ``.csv``/``.parquet``/``.pq``; for JSON, ``seed-a`` (a list of
+    objects with ``perplexity``) or ``seed-b`` (an object of lists of objects with
+    ``step``).
+
+    Raises:
+        ImportFormatError: none of them.
+    """
+    if path.suffix.lower() in (".csv", ".parquet", ".pq"):
+        return "table"
+    data = _load_json(path)
+    if isinstance(data, list) and data and all(isinstance(r, dict) for r in data) \
+            and "perplexity" in data[0]:
+        return "seed-a"
+    if isinstance(data, dict) and data and all(
+            isinstance(v, list) and v and isinstance(v[0], dict) and "step" in v[0]
+            for v in data.values()):
+        return "seed-b"
+    raise _fail(path, "", "not a format toposig imports: seed-a (a JSON list of "
+                          "checkpoint objects with 'perplexity'), seed-b (a JSON object of "
+                          "model -> list of objects with 'step'), or a table (.csv, "
+                          ".parquet); pass --format to say which")
+
+
+def _features(obj: Mapping, skip: Iterable[str], renames: Mapping[str, str], path: Path,
+              where: str) -> tuple[dict[str, float | None], dict[str, str]]:
+    features: dict[str, float | None] = {}
+    columns: dict[str, str] = {}
+    skip = set(skip)
+    for key, value in obj.items():
+        if key in skip:
+            continue
+        name = renames(key) if callable(renames) else renames.get(key, key)
+        if name in features:
+            raise _fail(path, where, f"columns {columns.get(name, name)!r} and {key!r} both "
+                                     f"become feature {name!r}")
+        features[name] = _number(value, path, where, key)
+        if name != key:
+            columns[name] = key
+    return features, columns
+
+
+def read_seed_a(path: Path, sha256: str) -> list[ImportedRow]:
+    data = _load_json(path)
+    if not isinstance(data, list) or not data:
+        raise _fail(path, "", "seed-a: expected a non-empty JSON list of checkpoint objects")
+    rows = []
+    for i, obj in enumerate(data):
+        where = f"row {i}"
+        if not isinstance(obj, dict):
+            raise _fail(path, where, "not a JSON object")
+        for key in ("model", "step", "perplexity"):
+            if key not in obj:
+                raise _fail(path, where, f"no {key!r}")
+        label = model_label(obj["model"], path, where)
+        step = _step(obj["step"], path, where)
+        ppl = _number(obj["perplexity"], path, where, "perplexity", allow_missing=False)
+        skip = ("model", "checkpoint", "step", "perplexity", *SEED_A_METADATA, *SEED_A_TIMINGS)
+        features, columns = _features(obj, skip, SEED_A_RENAMES, path, where)
+        rows.append(ImportedRow(
+            model=obj["model"], label=label, step=step, quality={"perplexity": ppl},
+            features=features, columns=columns,
+            provenance=Provenance(str(path), sha256, str(i), "seed-a"),
+            revision=str(obj["checkpoint"]) if obj.get("checkpoint") is not None else None,
+            metadata={k: obj[k] for k in SEED_A_METADATA if k in obj},
+            timings_s={k: obj[k] for k in SEED_A_TIMINGS if isinstance(obj.get(k), (int, float))}))
+    return rows
+
+
+_LAYER_NP = re.compile(r"layer_(\d+)_np")
+
+
+def _seed_b_name(key: str) -> str:
+    if key.startswith("neural_persistence_"):
+        return "np_seed_" + key.removeprefix("neural_persistence_")
+    if m := _LAYER_NP.fullmatch(key):
+        return f"np_seed_layer_{m.group(1)}"
+    if key.startswith(("h0_", "h1_", "h2_")):
+        return "weight_" + key
+    return key
+
+
+def read_seed_b(path: Path, sha256: str) -> list[ImportedRow]:
+    data = _load_json(path)
+    if not isinstance(data, dict) or not data:
+        raise _fail(path, "", "seed-b: expected a non-empty JSON object, model -> rows")
+    rows = []
+    for model, series in data.items():
+        if not isinstance(series, list) or not series:
+            raise _fail(path, f"model {model!r}", "expected a non-empty list of rows")
+        label = model_label(model, path, f"model {model!r}")
+        for i, obj in enumerate(series):
+            where = f"{model}[{i}]"
+            if not isinstance(obj, dict):
+                raise _fail(path, where, "not a JSON object")
+            for key in ("step", "loss"):
+                if key not in obj:
+                    raise _fail(path, where, f"no {key!r}")
+            step = _step(obj["step"], path, where)
+            loss = _number(obj["loss"], path, where, "loss", allow_missing=False)
+            features, columns = _features(obj, ("step", "loss", *SEED_B_METADATA),
+                                          _seed_b_name, path, where)
+            rows.append(ImportedRow(
+                model=model, label=label, step=step, quality={"loss": loss},
+                features=features, columns=columns,
+                provenance=Provenance(str(path), sha256, where, "seed-b"),
+                metadata={k: obj[k] for k in SEED_B_METADATA if k in obj}))
+    return rows
+
+
+def read_table(path: Path, sha256: str) -> list[ImportedRow]:
+    import pandas as pd
+
+    try:
+        if path.suffix.lower() == ".csv":
+            df = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[])
+        else:
+            df = pd.read_parquet(path)
+    except Exception as exc:  # pandas raises many kinds on a damaged file
+        raise _fail(path, "", f"cannot be read as a table ({type(exc).__name__}: {exc})") \
+            from None
+    if df.empty:
+        raise _fail(path, "", "the table has no rows")
+    columns = [str(c) for c in df.columns]
+    if len(set(columns)) != len(columns):
+        raise _fail(path, "", "the table has duplicate column names")
+    for key in ("model", "step"):
+        if key not in columns:
+            raise _fail(path, "", f"no {key!r} column (the columns are {', '.join(columns)})")
+    quality_cols = [c for c in QUALITY_COLUMNS if c in columns]
+    identity = ("model", "step", "revision", "num_parameters")
+    rows = []
+    for i, rec in enumerate(df.to_dict("records")):
+        where = f"row {i + 2 if path.suffix.lower() == '.csv' else i}"  # CSV: line number
+        model = rec["model"]
+        label = model_label(model if isinstance(model, str) else str(model), path, where)
+        step = _step(rec["step"], path, where)
+        quality = {c: v for c in quality_cols
+                   if (v := _number(rec[c], path, where, c)) is not None}
+        n_params = _number(rec.get("num_parameters"), path, where, "num_parameters")
+        features, _ = _features({k: v for k, v in rec.items() if k not in identity},
+                                quality_cols, {}, path, where)
+        revision = rec.get("revision")
+        rows.append(ImportedRow(
+            model=str(model), label=label, step=step, quality=quality, features=features,
+            provenance=Provenance(str(path), sha256, where.removeprefix("row "), "table"),
+            revision=None if revision in (None, "") else str(revision),
+            num_parameters=None if n_params is None else int(n_params)))
+    return rows
+
+
+READERS = {"seed-a": read_seed_a, "seed-b": read_seed_b, "table": read_table}
+
+
+def read_rows(paths: Iterable[str | Path], fmt: str | None = None) -> list[ImportedRow]:
+    """The rows of every file, validated together: each file readable in its format,
+    every step a whole number, qualities and features numeric, no model × step twice
+    (within or across files), no two models with one label.
+
+    Args:
+        paths: the files.
+        fmt: one of :data:`FORMATS` for every file, or ``None`` to detect each.
+
+    Raises:
+        ImportFormatError: the first problem, naming the file and row.
+    """
+    if fmt is not None and fmt not in FORMATS:
+        raise ImportFormatError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    rows: list[ImportedRow] = []
+    seen: dict[tuple[str, int], Provenance] = {}
+    owner: dict[str, str] = {}
+    for p in paths:
+        path = Path(p)
+        if not path.is_file():
+            raise ImportFormatError(f"{path}: no such file")
+        if path.stat().st_size == 0:
+            raise ImportFormatError(f"{path}: the file is empty")
+        kind = fmt or detect_format(path)
+        for row in READERS[kind](path, file_sha256(path)):
+            if owner.setdefault(row.label, row.model) != row.model:
+                raise ImportFormatError(
+                    f"{path}, row {row.provenance.row}: models {owner[row.label]!r} and "
+                    f"{row.model!r} would both be labelled {row.label!r}")
+            key = (row.label, row.step)
+            if key in seen:
+                first = seen[key]
+                raise ImportFormatError(
+                    f"{path}, row {row.provenance.row}: model {row.model!r} step {row.step} "
+                    f"is also in {first.file}, row {first.row}")
+            seen[key] = row.provenance
+            rows.append(row)
+    if not rows:
+        raise ImportFormatError("nothing to import")
+    return rows

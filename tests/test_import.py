@@ -1,0 +1,205 @@
+"""toposig import: the seed studies' published tables and documented CSV/Parquet tables
+become results folders the analysis reads, values carried exactly, every bad input
+refused with the file and row named before anything is written."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from toposig.analysis.stats import feature_family
+from toposig.analysis.table import load_results
+from toposig.cli.import_tables import main as import_main
+from toposig.records import FeatureFamily
+from toposig.run.importer import write_import
+from toposig.run.study import StudyMismatchError, check_run_fits
+from toposig.sources.imports import ImportFormatError, detect_format, read_rows
+
+
+def seed_a_files(folder: Path) -> list[Path]:
+    return sorted((folder / "seed-a-pythia").glob("pythia-*_results.json"))
+
+
+def entries(out: Path) -> list[dict]:
+    return json.loads((out / "data" / "all_results.json").read_text())
+
+
+def test_seed_a_values_are_carried_exactly_with_their_provenance(seed_measurements, tmp_path):
+    files = seed_a_files(seed_measurements)
+    assert [detect_format(f) for f in files] == ["seed-a"] * 3
+    out = tmp_path / "seed-a"
+    assert import_main([*map(str, files), "--out", str(out)]) == 0
+    got = {(e["model_label"], e["step"]): e for e in entries(out)}
+    assert len(got) == 57
+    for f in files:
+        sha = hashlib.sha256(f.read_bytes()).hexdigest()
+        for i, src in enumerate(json.loads(f.read_text())):
+            e = got[(src["model"].split("/")[-1], src["step"])]
+            assert e["perplexity"] == src["perplexity"]
+            assert e["mean_nll"] == math.log(src["perplexity"])
+            assert e["imported"]["derived"] == ["mean_nll"]
+            assert (e["imported"]["file"], e["imported"]["sha256"], e["imported"]["row"]) == \
+                (str(f), sha, str(i))
+            assert e["revision"] == src["checkpoint"]
+            assert e["features"]["effective_rank_cov"] == src["effective_rank"]
+            assert e["imported"]["columns"]["effective_rank_cov"] == "effective_rank"
+            for key in ("h1_total_persistence", "h0_n_features", "participation_ratio",
+                        "top_eigenvalue", "pca_variance_explained"):  # unknown ones kept
+                assert e["features"][key] == src[key]
+            assert "total_time_s" not in e["features"]
+            assert e["timings_s"]["total_time_s"] == src["total_time_s"]
+            fams = e["imported"]["feature_family"]
+            assert fams["h1_total_persistence"] == FeatureFamily.EMBEDDING_TOPOLOGICAL
+            assert fams["effective_rank_cov"] == FeatureFamily.EMBEDDING_SPECTRAL
+            record = out / "records" / e["settings_hash"] / e["model_label"] / \
+                f"step{e['step']:06d}.json"
+            assert json.loads(record.read_text()) == e
+    table = load_results(out)
+    assert set(table["model"]) == {"pythia-70m", "pythia-160m", "pythia-410m"}
+    assert (table["family"] == "embedding").all()
+
+
+def test_seed_b_names_say_what_the_columns_measure(seed_measurements, tmp_path):
+    path = seed_measurements / "seed-b-small-gpts" / "tda_features.json"
+    assert detect_format(path) == "seed-b"
+    out = tmp_path / "seed-b"
+    assert import_main([str(path), "--out", str(out)]) == 0
+    src = json.loads(path.read_text())
+    got = entries(out)
+    assert len(got) == 255
+    assert list(json.loads((out / "data" / "config.json").read_text())["models"]) == list(src)
+    for e in got:
+        row = src[e["model_label"]][int(e["imported"]["row"].rsplit("[", 1)[1][:-1])]
+        assert e["step"] == row["step"] and e["loss"] == row["loss"]
+        assert e["features"]["np_seed_mean"] == row["neural_persistence_mean"]
+        assert e["features"]["weight_h0_total_persistence"] == row["h0_total_persistence"]
+        assert e["features"]["np_seed_layer_0"] == row["layer_0_np"]
+        assert e["families"] == ["weights"]
+    assert feature_family("weight_h0_total_persistence") == FeatureFamily.WEIGHT_TOPOLOGICAL
+
+
+def test_a_table_keeps_unknown_columns_and_its_qualities(tmp_path):
+    csv = tmp_path / "evals.csv"
+    csv.write_text("model,step,loss,accuracy,h1_total_persistence,revision\n"
+                   "org/run-a,0,5.5,0.1,2.25,r0\norg/run-a,100,3.25,0.3,1.5,r1\n"
+                   "run-b,0,5.75,,2.0,\n")
+    out = tmp_path / "out"
+    assert import_main([str(csv), "--out", str(out)]) == 0
+    got = entries(out)
+    assert [(e["model_label"], e["step"], e["loss"]) for e in got] == [
+        ("run-a", 0, 5.5), ("run-a", 100, 3.25), ("run-b", 0, 5.75)]
+    assert got[0]["features"] == {"accuracy": 0.1, "h1_total_persistence": 2.25}
+    assert got[2]["features"]["accuracy"] is None and got[2]["revision"] is None
+    assert got[1]["revision"] == "r1" and got[1]["imported"]["row"] == "3"
+    parquet = tmp_path / "evals.parquet"
+    pd.read_csv(csv).to_parquet(parquet)
+    rows = read_rows([parquet])
+    assert [r.features["h1_total_persistence"] for r in rows] == [2.25, 1.5, 2.0]
+
+
+BAD_TABLES = {
+    "no step column": ("model,loss\na,1\n", "no 'step' column"),
+    "no model column": ("step,loss\n0,1\n", "no 'model' column"),
+    "duplicate model x step": ("model,step,loss\na,0,1\na,0,2\n", "row 3: model 'a' step 0 "
+                                                                 "is also in"),
+    "non-numeric value": ("model,step,loss,f\na,0,1,x\n", "row 2: 'f' is 'x', not a number"),
+    "fractional step": ("model,step,loss\na,1.5,1\n", "row 2: 'step' is '1.5'"),
+    "negative step": ("model,step,loss\na,-1,1\n", "row 2: 'step' is '-1'"),
+    "missing step": ("model,step,loss\na,,1\n", "row 2: 'step' is missing"),
+    "header only": ("model,step,loss\n", "the table has no rows"),
+    "unsafe label": ("model,step,loss\n..,0,1\n", "row 2: model label '..'"),
+    "reserved label": ("model,step,loss\norg/all,0,1\n", "cannot be labelled 'all'"),
+    "infinite value": ("model,step,loss,f\na,0,1,inf\n", "not a finite number"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_TABLES))
+def test_bad_tables_are_refused_naming_file_and_row_before_writing(case, tmp_path, capsys):
+    text, message = BAD_TABLES[case]
+    csv = tmp_path / "bad.csv"
+    csv.write_text(text)
+    out = tmp_path / "out"
+    assert import_main([str(csv), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert str(csv) in err and message in err, err
+    assert not out.exists()
+
+
+def test_bad_files_and_collisions_across_files(tmp_path, capsys):
+    empty = tmp_path / "empty.json"
+    empty.write_text("")
+    with pytest.raises(ImportFormatError, match="empty.json: the file is empty"):
+        read_rows([empty])
+    damaged = tmp_path / "d.json"
+    damaged.write_text("[{")
+    with pytest.raises(ImportFormatError, match="d.json: not valid JSON"):
+        read_rows([damaged])
+    odd = tmp_path / "odd.json"
+    odd.write_text('{"a": 1}')
+    with pytest.raises(ImportFormatError, match="not a format toposig imports"):
+        read_rows([odd])
+    seed_a = tmp_path / "a.json"
+    seed_a.write_text(json.dumps([{"model": "x/m", "step": 0, "perplexity": "high"}]))
+    with pytest.raises(ImportFormatError, match=r"a.json, row 0: 'perplexity' is 'high'"):
+        read_rows([seed_a])
+    seed_b = tmp_path / "b.json"
+    seed_b.write_text(json.dumps({"m": [{"step": 0, "loss": 1.0}, {"step": 1}]}))
+    with pytest.raises(ImportFormatError, match=r"b.json, m\[1\]: no 'loss'"):
+        read_rows([seed_b])
+    one, two = tmp_path / "one.csv", tmp_path / "two.csv"
+    one.write_text("model,step,loss\nx/m,0,1\n")
+    two.write_text("model,step,loss\ny/m,5,1\n")
+    with pytest.raises(ImportFormatError, match="'x/m' and 'y/m' would both be labelled 'm'"):
+        read_rows([one, two])
+    two.write_text("model,step,loss\nx/m,0,2\n")
+    with pytest.raises(ImportFormatError, match="step 0 is also in .*one.csv, row 2"):
+        read_rows([one, two])
+    with pytest.raises(ImportFormatError, match="--format must be one of"):
+        read_rows([one], "excel")
+    assert import_main([str(tmp_path / "absent.csv"), "--out", str(tmp_path / "o")]) == 2
+    assert "no such file" in capsys.readouterr().err
+
+
+def test_an_imported_folder_is_its_own_study(tmp_path):
+    csv = tmp_path / "t.csv"
+    csv.write_text("model,step,loss,f\na,0,2,1\na,10,1,3\n")
+    out = tmp_path / "out"
+    rows = read_rows([csv])
+    write_import(out, rows, feature_family)
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    write_import(out, read_rows([csv]), feature_family)  # the same import: the same bytes
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    other = tmp_path / "u.csv"
+    other.write_text("model,step,loss,f\nb,0,2,1\n")
+    with pytest.raises(StudyMismatchError, match="an import of other files"):
+        write_import(out, read_rows([other]), feature_family)
+    with pytest.raises(StudyMismatchError, match="imported with `toposig import`"):
+        check_run_fits(out, {"a": "runs/a"})
+    run_folder = tmp_path / "run"
+    (run_folder / "data").mkdir(parents=True)
+    (run_folder / "data" / "config.json").write_text(json.dumps({"models": {"m": "x"}}))
+    with pytest.raises(StudyMismatchError, match="the study of a run"):
+        write_import(run_folder, rows, feature_family)
+
+
+def test_the_analysis_runs_on_an_imported_folder(tmp_path):
+    from toposig.report.summary import analyse
+
+    csv = tmp_path / "t.csv"
+    lines = ["model,step,loss,h1_total_persistence,np_mean"]
+    for m, scale in (("a", 1.0), ("b", 1.3)):
+        for step in (0, 10, 20, 40, 80, 160, 320, 640):
+            loss = scale * (2 + 3 * (1 + step) ** -0.5)
+            lines.append(f"{m},{step},{loss},{loss * 0.5 + step % 3},{1 / loss}")
+    csv.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out"
+    assert import_main([str(csv), "--out", str(out)]) == 0
+    statistics, _ = analyse(out, plots=False, seed=0)
+    assert statistics["target"] == "loss"
+    assert statistics["correlations"]["per_model"]["a"]["np_mean"]["spearman_r"] == -1.0
+    assert (out / "summary.md").is_file()
