@@ -8,9 +8,12 @@ own methods:
   (:func:`toposig.analysis.phases.piecewise_linear_fit`, as the phase analysis uses) of
   the loss and of each phase feature; the current phase is the segment of the latest
   point (1 = the first, 3 = the last). Needs six points.
-* **final-loss forecast** at ``final_step`` (the run's planned last step):
-  ``loss_only``, the power law ``a·t^(−b) + c`` fitted to the losses so far
-  (:func:`toposig.analysis.prediction.fit_loss_power_law`), and ``combined``, its mean
+* **final-loss forecast** at ``final_step`` (the run's planned last step): ``default``,
+  the backtested default of :mod:`toposig.analysis.forecast` with its 95 % interval (the
+  one to act on; ``toposig backtest`` scores it on finished runs), and the stop rule's
+  decision (:func:`toposig.analysis.forecast.decide`); ``loss_only``, the power law
+  ``a·t^(−b) + c`` fitted to the losses after the initial plateau
+  (:func:`toposig.analysis.forecast.plateau_end`), and ``combined``, its mean
   with the topology-only prediction (:func:`~toposig.analysis.prediction.
   topology_only_prediction`) of the *best feature*: the one whose combined forecast,
   made from the first half of the steps so far, came closest to the latest loss (a
@@ -32,9 +35,11 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from toposig.analysis import phases, prediction
+from toposig.analysis import forecast, phases, prediction
 
 PHASE_MIN_POINTS = 6  # three segments of two points
+# the stop rule's decision as a logged scalar
+DECISION_CODES = {"continue": 0, "stop: plateaued": 1, "stop: getting worse": 2}
 CAVEAT = ("experimental: the combined forecast averages the loss-curve extrapolation with "
           "one feature's; offline, almost any feature (topological or not) lowered the "
           "error the same way, and almost no feature-loss association survived the "
@@ -69,6 +74,10 @@ class Forecast:
             prediction, and its jackknife s.e.
         backtest_error: feature (and ``"loss_only"``) -> |forecast made from the first
             half of the steps so far − the latest loss|.
+        default, default_low, default_high: the backtested default forecast
+            (:data:`toposig.analysis.forecast.DEFAULT_METHOD`) and its 95 % interval.
+        decision, decision_reason: the stop rule (:func:`toposig.analysis.forecast.
+            decide`): ``continue``, ``stop: plateaued`` or ``stop: getting worse``.
     """
 
     final_step: float
@@ -78,6 +87,11 @@ class Forecast:
     combined: float | None = None
     combined_se: float | None = None
     backtest_error: dict[str, float] = field(default_factory=dict)
+    default: float | None = None
+    default_low: float | None = None
+    default_high: float | None = None
+    decision: str | None = None
+    decision_reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -102,10 +116,13 @@ class Signal:
             out[f"phase_{name}"] = float(ph.phase)
         f = self.forecast
         if f is not None:
-            for key in ("loss_only", "loss_only_se", "combined", "combined_se"):
+            for key in ("loss_only", "loss_only_se", "combined", "combined_se", "default",
+                        "default_low", "default_high"):
                 value = getattr(f, key)
                 if value is not None and math.isfinite(value):
                     out[f"final_loss_{key}"] = float(value)
+            if f.decision is not None:
+                out["stop"] = float(DECISION_CODES[f.decision])
         return out
 
     def to_dict(self) -> dict:
@@ -139,10 +156,14 @@ class _Forecaster:
         self._fits: dict[tuple, float | None] = {}
 
     def loss_only(self, s: np.ndarray, lo: np.ndarray, at: float | None = None) -> float | None:
+        """The power law fitted after the initial plateau
+        (:func:`toposig.analysis.forecast.plateau_end`), extrapolated to ``at``."""
         at = self.final_step if at is None else at
         key = (s.tobytes(), lo.tobytes(), at)
         if key not in self._fits:
-            self._fits[key] = prediction.extrapolate(prediction.fit_loss_power_law(s, lo), at)
+            start = forecast.plateau_end(s, lo)
+            self._fits[key] = prediction.extrapolate(
+                prediction.fit_loss_power_law(s[start:], lo[start:]), at)
         return self._fits[key]
 
     def combined(self, s: np.ndarray, lo: np.ndarray, fe: np.ndarray,
@@ -204,8 +225,11 @@ def forecast_final_loss(steps: Sequence[float], losses: Sequence[float | None],
         combined_se = jackknife_se([
             f.combined(np.delete(s_f, i), np.delete(lo_f, i), np.delete(fe_f, i))
             for i in jackknife_groups(s_f.size)])
+    default = forecast.forecast_all(s, lo, final_step)[forecast.DEFAULT_METHOD]
+    decision = forecast.decide(s, lo, final_step)
     return Forecast(float(final_step), f.loss_only(s, lo), jackknife_se(loo), best,
-                    combined, combined_se, backtest)
+                    combined, combined_se, backtest, default.forecast, default.low,
+                    default.high, decision.action, decision.reason)
 
 
 def _backtest(f: _Forecaster, steps: Sequence[float], losses: Sequence[float | None],

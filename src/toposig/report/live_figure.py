@@ -62,8 +62,15 @@ def draw_live_figure(entries: Sequence[dict], path: str | Path, losses: Sequence
                                     yerr=[2 * se] if se is not None else None, fmt="s",
                                     ms=4, color=color, capsize=3,
                                     label=f"forecast, {name}")
+                if forecast.default is not None:
+                    ax.errorbar([forecast.final_step], [forecast.default],
+                                yerr=[[forecast.default - forecast.default_low],
+                                      [forecast.default_high - forecast.default]],
+                                fmt="D", ms=4, color="black", capsize=3,
+                                label="forecast (default, 95 %)")
                 ax.legend(loc="lower left", fontsize=7,
-                          title="experimental", title_fontsize=7)
+                          title=f"experimental; {forecast.decision or 'no decision'}",
+                          title_fontsize=7)
             set_step_axis(ax, span)
         fig.suptitle(f"live measurements, step {max(s for s in steps if s is not None)}",
                      fontsize=10)
