@@ -149,3 +149,40 @@ def test_beyond_baseline_separates_a_norm_proxy_from_a_loss_tracker():
     assert out["per_model"]["a"]["weight_l2_norm"]["significant"]["beyond_baseline"] is None
     assert controls.baseline_of("h1_total_persistence") == "mean_norm"
     assert controls.baseline_of("rankme") is None
+
+
+def test_the_detrended_controls_tell_a_tracker_from_a_shared_trend():
+    targets = {"driven": "perplexity", "trend": "perplexity", "noise": "perplexity"}
+    out = controls.controlled_correlations(records_for(), targets, n_resamples=100, seed=0,
+                                           n_surrogates=199)
+    summary = out["summary"]
+    assert summary["driven"]["significant_detrended"] == 3
+    assert summary["driven"]["significant_partial_first_differences"] == 3
+    assert summary["trend"]["significant_detrended"] == 0
+    assert summary["noise"]["significant_detrended"] == 0
+    a = out["per_model"]["a"]["driven"]
+    assert a["scope"] == "model" and a["detrended_holm_p"] >= a["detrended_p"]
+    pooled = out["pooled"]["driven"]
+    assert pooled["detrended_r"] is None and pooled["significant"]["detrended"] is None
+    # Holm runs within each control over its defined tests: 3 features x 3 models for the
+    # within-model controls, x (3 models + pooled) for the others
+    assert out["n_tests_by_control"]["detrended"] == 9
+    assert out["n_tests_by_control"]["raw"] == 12
+    assert out["n_tests_by_control"]["beyond_baseline"] == 0  # no baseline among these
+
+
+def test_the_noise_floor_flags_changes_within_the_remeasurement_spread():
+    recs = []
+    for i in range(10):
+        recs.append({"model_label": "a", "step": i * 10, "perplexity": 10.0 - i,
+                     "features": {"quiet": 1.0 + 0.001 * i, "loud": float(i)},
+                     "features_resampled": {"quiet": {"std": 0.01}, "loud": {"std": 0.01}}})
+    assert controls.noise_floor(recs, "quiet") is True
+    assert controls.noise_floor(recs, "loud") is False
+    assert controls.noise_floor(recs, "absent") is None
+    out = controls.controlled_correlations(recs, {"quiet": "perplexity"}, n_resamples=50,
+                                           n_surrogates=99)
+    e = out["per_model"]["a"]["quiet"]
+    assert e["below_noise_floor"] and e["significant"]["above_noise_floor"] is False
+    assert out["summary"]["quiet"]["below_noise_floor"] == 1
+    assert out["summary"]["quiet"]["all_controls"] == 0  # raw rho is -1, but under the floor

@@ -19,6 +19,17 @@ module adds:
   topology, the Hessian trace for the loss surface's merge tree, the mean gradient norm
   for gradient topology): does the feature track the loss's checkpoint-to-checkpoint
   changes beyond what the plain quantity already does?
+- within each model, the two controls of :mod:`toposig.analysis.trend_controls` that
+  were tried on simulated runs where the truth is known: the **detrended** correlation
+  (each series' deviation from its own smooth trend in log(1 + step)) and **partial
+  first differences** (first differences regressed on a smooth function of log step),
+  each with a surrogate p-value that respects autocorrelation. Plain first differences
+  and the partial correlation on log step are kept for comparison; the simulations show
+  they are not calibrated (shared deceleration passes them);
+- the **noise floor**: with bootstrap resamples of the texts (``features_resampled``), a
+  feature whose consecutive changes mostly lie within 1.96 · sqrt(se_a² + se_b²) of
+  re-measuring the same checkpoints is flagged ``below_noise_floor`` in that model, and
+  cannot survive there.
 
 Pure functions on arrays and records.
 """
@@ -31,11 +42,22 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import stats as sps
 
+from toposig.analysis import trend_controls
 from toposig.analysis.stats import MIN_POINTS, by_model, correlation, feature_values
 
 ALPHA = 0.05
 N_BOOTSTRAP = 1000
-CONTROLS = ("raw", "partial_log_step", "first_differences", "beyond_baseline")
+CONTROLS = ("raw", "partial_log_step", "first_differences", "beyond_baseline", "detrended",
+            "partial_first_differences")
+# (p-value key, Holm-adjusted key, control) of each Holm family
+HOLM_FAMILIES = (("spearman_p", "holm_p", "raw"), ("partial_p", "partial_holm_p",
+                                                   "partial_log_step"),
+                 ("diff_p", "diff_holm_p", "first_differences"),
+                 ("beyond_p", "beyond_holm_p", "beyond_baseline"),
+                 ("detrended_p", "detrended_holm_p", "detrended"),
+                 ("pfd_p", "pfd_holm_p", "partial_first_differences"))
+N_SURROGATES = 999
+NOISE_FLOOR_SHARE = 0.5  # below the floor: fewer than half the changes resolved
 # The non-topological quantity of the same space that a topological feature must beat.
 WEIGHT_BASELINE = "weight_l2_norm"
 EMBEDDING_BASELINE = "mean_norm"
@@ -148,7 +170,8 @@ def holm(pvalues: Sequence[float | None]) -> list[float | None]:
 
 
 def controlled_correlations(records: Sequence[dict], targets: dict[str, str],
-                            n_resamples: int = N_BOOTSTRAP, seed: int = 0) -> dict:
+                            n_resamples: int = N_BOOTSTRAP, seed: int = 0,
+                            n_surrogates: int = N_SURROGATES) -> dict:
     """Every feature × model correlation with its target, under each control.
 
     Args:
@@ -156,15 +179,21 @@ def controlled_correlations(records: Sequence[dict], targets: dict[str, str],
         targets: feature name -> the record field it is correlated with (``perplexity``
             for embedding features, ``loss`` for weight features).
         n_resamples: bootstrap resamples per correlation.
-        seed: seeds the bootstrap (each test gets its own stream from it).
+        seed: seeds the bootstrap and the surrogates (each test gets its own stream).
+        n_surrogates: surrogates per detrended and partial-first-difference p-value.
 
     Returns:
         ``{"per_model": {label: {feature: entry}}, "pooled": {feature: entry},
         "summary": {feature: {...}}, ...}``
         where an entry holds ``target``, ``n``, Spearman/Pearson r and p, ``ci_low`` /
         ``ci_high``, ``holm_p``, ``partial_r`` / ``partial_p`` / ``partial_holm_p``,
-        ``diff_r`` / ``diff_p`` / ``diff_holm_p`` and ``significant`` under each
-        control (Holm-adjusted p < 0.05, the same sign as the raw ρ for the controls).
+        ``diff_r`` / ``diff_p`` / ``diff_holm_p``, ``beyond_*``, ``detrended_*`` and
+        ``pfd_*`` (within one model only; ``None`` pooled), ``below_noise_floor`` and
+        ``significant`` under each control (Holm-adjusted p < 0.05; the same sign as the
+        raw ρ for the trend-level controls; either sign for the detrended and partial
+        first-difference controls, whose fluctuations may run against the trend).
+        Holm's correction runs within each control over its defined tests
+        (``n_tests_by_control``).
         ``summary`` counts, per feature, the models where it stays significant. The
         pooled tests (all models' checkpoints together, when there are several models)
         share the Holm family; pooled, the partial control is defined even when each
@@ -177,28 +206,32 @@ def controlled_correlations(records: Sequence[dict], targets: dict[str, str],
         per_model[label] = {}
         for f_index, (feature, target) in enumerate(targets.items()):
             entry = _controlled_entry([recs], feature, target, n_resamples,
-                                      _stream(seed, m_index, f_index))
+                                      _stream(seed, m_index, f_index), n_surrogates)
             per_model[label][feature] = entry
             flat.append(entry)
     pooled: dict[str, dict] = {}
     if len(groups) > 1:
         for f_index, (feature, target) in enumerate(targets.items()):
             pooled[feature] = _controlled_entry(list(groups.values()), feature, target,
-                                                n_resamples, _stream(seed, len(groups), f_index))
+                                                n_resamples, _stream(seed, len(groups), f_index),
+                                                n_surrogates)
             flat.append(pooled[feature])
-    for key, out in (("spearman_p", "holm_p"), ("partial_p", "partial_holm_p"),
-                     ("diff_p", "diff_holm_p"), ("beyond_p", "beyond_holm_p")):
+    n_tests_by_control = {}
+    for key, out, control in HOLM_FAMILIES:
         for entry, adj in zip(flat, holm([e[key] for e in flat]), strict=True):
             entry[out] = adj
+        n_tests_by_control[control] = sum(e[key] is not None for e in flat)
     for entry in flat:
         entry["significant"] = _significance(entry)
     return {
         "alpha": ALPHA,
         "n_bootstrap": n_resamples,
+        "n_surrogates": n_surrogates,
         "pooled": pooled,
         "seed": seed,
         "controls": list(CONTROLS),
         "n_tests": len(flat),
+        "n_tests_by_control": n_tests_by_control,
         "targets": dict(targets),
         "per_model": per_model,
         "summary": _summary(per_model, pooled, targets),
@@ -206,7 +239,7 @@ def controlled_correlations(records: Sequence[dict], targets: dict[str, str],
 
 
 def _controlled_entry(groups: list[list[dict]], feature: str, target: str, n_resamples: int,
-                      seed: int) -> dict:
+                      seed: int, n_surrogates: int = N_SURROGATES) -> dict:
     """One feature's tests over the records of one model, or pooled over several models
     (then first differences are taken within each model and concatenated)."""
     recs = [r for g in groups for r in g]
@@ -231,7 +264,19 @@ def _controlled_entry(groups: list[list[dict]], feature: str, target: str, n_res
             *_within_model_diffs(groups, feature, target, baseline))
     else:
         baseline = None
+    trend = {"detrended_r": None, "detrended_p": None, "detrended_undefined": None,
+             "pfd_r": None, "pfd_p": None, "pfd_undefined": None}
+    if len(groups) == 1:
+        step_values = [r.get("step") for r in recs]
+        for key, fn in (("detrended", trend_controls.detrended_correlation),
+                        ("pfd", trend_controls.partial_first_differences)):
+            res = fn(x, y, step_values, seed=seed, n_surrogates=n_surrogates)
+            trend[f"{key}_r"], trend[f"{key}_p"] = res["r"], res["p"]
+            trend[f"{key}_undefined"] = res.get("reason")
     return {
+        "scope": "model" if len(groups) == 1 else "pooled",
+        **trend,
+        "below_noise_floor": noise_floor(recs, feature) if len(groups) == 1 else None,
         "target": target,
         "n": raw["n"],
         "spearman_r": raw.get("spearman_r"),
@@ -251,6 +296,23 @@ def _controlled_entry(groups: list[list[dict]], feature: str, target: str, n_res
         "beyond_r": beyond_r,
         "beyond_p": beyond_p,
     }
+
+
+def noise_floor(records: Sequence[dict], feature: str) -> bool | None:
+    """Whether a feature's checkpoint-to-checkpoint changes lie below its re-measurement
+    noise in one model: fewer than half its consecutive changes exceed
+    1.96 · sqrt(se_a² + se_b²), se the standard deviation over bootstrap resamples of the
+    texts (``features_resampled``). ``None`` without resamples of the feature."""
+    vals = [(r.get("features", {}).get(feature),
+             ((r.get("features_resampled") or {}).get(feature) or {}).get("std"))
+            for r in records]
+    vals = [(v, se) for v, se in vals if v is not None and se is not None]
+    if len(vals) < 2:
+        return None
+    v = np.array([a for a, _ in vals], dtype=np.float64)
+    se = np.array([b for _, b in vals], dtype=np.float64)
+    resolved = np.abs(np.diff(v)) > 1.96 * np.sqrt(se[:-1] ** 2 + se[1:] ** 2)
+    return bool(np.mean(resolved) < NOISE_FLOOR_SHARE)
 
 
 def _within_model_diffs(groups: list[list[dict]], feature: str, target: str,
@@ -288,6 +350,10 @@ def _significance(e: dict) -> dict[str, bool]:
                      and np.sign(r) == np.sign(e["spearman_r"]))
         return p is not None and p < ALPHA and same_sign
 
+    def either(p) -> bool | None:
+        return None if p is None else p < ALPHA
+
+    within = e["scope"] == "model"
     return {
         "raw": e["holm_p"] is not None and e["holm_p"] < ALPHA,
         "partial_log_step": sig(e["partial_holm_p"], e["partial_r"]),
@@ -295,6 +361,12 @@ def _significance(e: dict) -> dict[str, bool]:
         # None: not applicable (the feature is itself a baseline, or has none)
         "beyond_baseline": (sig(e["beyond_holm_p"], e["beyond_r"])
                             if e["baseline"] is not None else None),
+        # within one model only (None pooled); an undefined test is not passed
+        "detrended": bool(either(e["detrended_holm_p"])) if within else None,
+        "partial_first_differences": bool(either(e["pfd_holm_p"])) if within else None,
+        # None: no resamples to measure the floor with
+        "above_noise_floor": (None if e["below_noise_floor"] is None
+                              else not e["below_noise_floor"]),
     }
 
 
@@ -312,6 +384,7 @@ def _summary(per_model: dict[str, dict[str, dict]], pooled: dict[str, dict],
             "all_controls": sum(all(v for v in e["significant"].values() if v is not None)
                                 for e in entries),
             "partial_undefined": sum(e["partial_undefined"] is not None for e in entries),
+            "below_noise_floor": sum(bool(e["below_noise_floor"]) for e in entries),
             "pooled": pooled[feature]["significant"] if feature in pooled else None,
         }
     return out

@@ -345,11 +345,15 @@ def compute_statistics(results_dir: str | Path, records: list[dict],
         "weight_wasserstein": weight_wasserstein_series(results_dir, records),
         "notes": {
             "controlled": "per feature x model: Spearman with a percentile bootstrap 95% CI "
-                          "over checkpoints, Holm-adjusted p over all features x models, "
-                          "partial Spearman controlling for log(1 + step), Spearman of "
-                          "first differences; 'significant' = Holm-adjusted p < 0.05 (and "
-                          "the raw sign, for the controls). Embedding features are tested "
-                          "against perplexity, weight features against the stored loss",
+                          "over checkpoints, Holm-adjusted p within each control over its "
+                          "defined feature x model tests (n_tests_by_control), partial "
+                          "Spearman controlling for log(1 + step), Spearman of first "
+                          "differences, beyond the space's plain norm; within each model the "
+                          "detrended and partial-first-difference controls "
+                          "(toposig.analysis.trend_controls, surrogate p) and the noise "
+                          "floor; 'significant' = Holm-adjusted p < 0.05 (and the raw sign, "
+                          "for the trend-level controls). The target of each feature is in "
+                          "'targets'",
             "target": "correlations are with this quality measure; perplexity is measured "
                       "on the analysed texts, loss is what the checkpoint stored (its "
                       "loss_key says which: val_loss, loss, ...)",

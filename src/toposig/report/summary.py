@@ -91,7 +91,9 @@ FINAL_FEATURES = ("h1_n_features", "h1_total_persistence", "h1_persistence_entro
                   "np_mean", "np_seed_mean", "weight_h0_total", "weight_h1_total")
 LARGEST_MODEL_FEATURES = ("np_mean", "np_std", "np_seed_mean", "weight_h0_total")
 CONTROL_NAMES = {"raw": "raw", "partial_log_step": "partial", "first_differences": "first-diff",
-                 "beyond_baseline": "beyond-baseline"}
+                 "beyond_baseline": "beyond-baseline", "detrended": "detrended",
+                 "partial_first_differences": "partial-diff",
+                 "above_noise_floor": "above-noise-floor"}
 
 
 # ---------------------------------------------------------------------------- formats
@@ -350,10 +352,20 @@ def _controlled_entries(statistics: dict, feature: str) -> list[tuple[str, dict]
     return rows
 
 
+def _holm_text(c: dict) -> str:
+    """How many tests each Holm family holds (statistics from before the families were
+    counted say the number of feature × model entries)."""
+    by = c.get("n_tests_by_control")
+    if not isinstance(by, dict):
+        return f"Holm over all {c.get('n_tests', '?')} feature × model tests"
+    names = ", ".join(f"{CONTROL_NAMES.get(k, k)} {v}" for k, v in by.items())
+    return f"Holm within each control over its defined feature × model tests ({names})"
+
+
 def _bootstrap_text(statistics: dict) -> str:
     c = _mapping(statistics.get("controlled"))
     return (f"95% percentile bootstrap CI over checkpoints ({c.get('n_bootstrap', '?')} "
-            f"resamples); Holm over all {c.get('n_tests', '?')} feature × model tests")
+            f"resamples); {_holm_text(c)}")
 
 
 def _feature_vs_target(statistics: dict, feature: str, what: str) -> list[str]:
@@ -576,6 +588,15 @@ def _survives(entry: dict) -> str:
     return ", ".join(kept) or "none"
 
 
+def _trend_cells(e: dict) -> list[str]:
+    """Detrended and partial-first-difference ρ and Holm p (within a model; a dash pooled)
+    and the noise floor (below / above / a dash without resamples)."""
+    floor = e.get("below_noise_floor")
+    return [fmt_rho(e.get("detrended_r")), fmt_p(e.get("detrended_holm_p")),
+            fmt_rho(e.get("pfd_r")), fmt_p(e.get("pfd_holm_p")),
+            DASH if floor is None else ("below" if floor else "above")]
+
+
 def _rho_ci(entry: dict) -> str:
     """``ρ [lo, hi]``, or whichever part is defined, or a dash."""
     parts = [fmt_rho(entry.get("spearman_r")), fmt_ci(entry.get("ci_low"), entry.get("ci_high"))]
@@ -592,9 +613,12 @@ def _robustness(statistics: dict, records: list[dict]) -> list[str]:
         features += [f for f in fs if f not in features]
     if not features:
         raise _Absent("no feature was tested")
+    trend = "n_tests_by_control" in controlled  # statistics with the detrended controls
     headers = ["Feature", "Model", "Target", "n", "ρ [95% CI]", "Holm p", "Partial r",
                "Partial Holm p", "First-diff ρ", "First-diff Holm p", "Baseline",
-               "Beyond-baseline r", "Beyond-baseline Holm p", "Survives"]
+               "Beyond-baseline r", "Beyond-baseline Holm p",
+               *(["Detrended ρ", "Detrended Holm p", "Partial-diff ρ", "Partial-diff Holm p",
+                  "Noise floor"] if trend else []), "Survives"]
     rows = []
     for f in features:
         entries = [(m, fs[f]) for m, fs in per_model.items() if f in fs]
@@ -611,7 +635,7 @@ def _robustness(statistics: dict, records: list[dict]) -> list[str]:
                          fmt_rho(e.get("diff_r")), fmt_p(e.get("diff_holm_p")),
                          _code(e["baseline"]) if e.get("baseline") else DASH,
                          fmt_rho(e.get("beyond_r")), fmt_p(e.get("beyond_holm_p")),
-                         _survives(e)])
+                         *(_trend_cells(e) if trend else []), _survives(e)])
     ns = [e.get("n") for fs in per_model.values() for e in fs.values()]
     caption = (f"Every feature × model (and pooled) against its target (embedding features vs "
                f"perplexity; weight, curvature, landscape and gradient features vs loss; per "
@@ -626,6 +650,18 @@ def _robustness(statistics: dict, records: list[dict]) -> list[str]:
                "applicable); a "
                f"control is survived when its Holm p < {controlled.get('alpha', 0.05)} with "
                "the raw ρ's sign.")
+    if trend:
+        caption += (" Within each model, the two controls tried on simulated runs "
+                    "(`toposig.analysis.trend_controls`): detrended ρ, of each series' "
+                    "deviation from its own REML smoothing spline in log(1 + step), and "
+                    "partial-diff ρ, of first differences regressed on a smooth function of "
+                    f"log step, each with a p from {controlled.get('n_surrogates', '?')} "
+                    "phase-randomised surrogates (Holm as above; survived at either sign); "
+                    "noise floor: below when fewer than half the feature's consecutive "
+                    "changes exceed 1.96 × their bootstrap-resample standard errors (then it "
+                    "cannot survive in that model). The plain first differences and the "
+                    "partial on log step are not calibrated under shared deceleration "
+                    "(`bench/bench_controls_calibration.py`); the detrended controls are.")
     return [caption, "", *_table(headers, rows)]
 
 
@@ -793,17 +829,35 @@ def _header(statistics: dict, records: list[dict]) -> list[str]:
         lines.append(f"Models ({len(models)}): "
                      + ", ".join(f"`{k}`" for k in models) + ".")
     if statistics.get("target"):
-        lines.append(f"Correlation target of `correlations`: {statistics['target']}; in the "
-                     "controlled tests embedding features are tested against perplexity and "
-                     "weight, curvature, landscape and gradient features against the stored "
-                     "loss (each falling back to the other where it is missing).")
+        lines.append(f"Correlation target of `correlations`: "
+                     f"{TARGET_WORDS.get(statistics['target'], statistics['target'])}; in "
+                     f"the controlled tests {_targets_text(controlled)}.")
     if controlled.get("n_tests"):
-        lines.append(f"Significance: Holm-adjusted p < {controlled.get('alpha', 0.05)} over "
-                     f"{controlled['n_tests']} tests; bootstrap CIs from "
+        lines.append(f"Significance: Holm-adjusted p < {controlled.get('alpha', 0.05)}, "
+                     f"{_holm_text(controlled)}; bootstrap CIs from "
                      f"{controlled.get('n_bootstrap', '?')} resamples.")
     lines.append("Not reproduced: the seeds' software-version and hyperparameter tables "
                  "(see `data/config.json`).")
     return lines
+
+
+TARGET_WORDS = {"perplexity": "perplexity (on the analysed texts)",
+                "loss": "the loss stored with each checkpoint",
+                "mlm_loss": "the masked-LM loss (on the analysed texts)"}
+
+
+def _targets_text(controlled: dict) -> str:
+    """Which quality measure each kind of feature was tested against, from the tests'
+    own targets (an encoder's are its masked-LM loss)."""
+    groups: dict[str, list[str]] = {}
+    for feature, target in (controlled.get("targets") or {}).items():
+        label = feature_family(feature).label
+        if label not in groups.setdefault(target, []):
+            groups[target].append(label)
+    if not groups:
+        return "no feature was tested"
+    return "; ".join(f"{', '.join(labels)} features are tested against "
+                     f"{TARGET_WORDS.get(t, t)}" for t, labels in groups.items())
 
 
 def summary_markdown(statistics: dict, records: list[dict]) -> str:
