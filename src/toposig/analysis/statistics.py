@@ -318,7 +318,8 @@ def records_digest(records: list[dict]) -> str:
 
 def compute_statistics(results_dir: str | Path, records: list[dict],
                        target: str = "auto", seed: int = 0,
-                       n_bootstrap: int = controls.N_BOOTSTRAP) -> dict:
+                       n_bootstrap: int = controls.N_BOOTSTRAP,
+                       n_surrogates: int = controls.N_SURROGATES) -> dict:
     target = choose_target(records, target)
     families = feature_families(records)
     has_embedding = any(r.get("arrays_file") for r in records)
@@ -335,7 +336,7 @@ def compute_statistics(results_dir: str | Path, records: list[dict],
         },
         "controlled": controls.controlled_correlations(
             records, feature_targets(records, stats.feature_names(records)),
-            n_resamples=n_bootstrap, seed=seed),
+            n_resamples=n_bootstrap, seed=seed, n_surrogates=n_surrogates),
         "phases": phase_analysis(records),
         "stability": stability_analysis(records),
         "scaling": scaling_analysis(records),
@@ -396,8 +397,9 @@ def summary_lines(statistics: dict, top: int = 8) -> list[str]:
         lines.append("no correlation is defined (fewer than 3 checkpoints, or constant values)")
     summary = statistics.get("controlled", {}).get("summary", {})
     robust = [f for f, s in summary.items() if s["n_models"] and s["all_controls"] == s["n_models"]]
-    lines.append(f"significant in every model after Holm, partial (log step) and first-difference "
-                 f"controls: {', '.join(robust) if robust else 'none'}")
+    lines.append(f"significant in every model under every control (Holm; partial on log step; "
+                 f"first differences; beyond the baseline; detrended; partial first "
+                 f"differences; above the noise floor): {', '.join(robust) if robust else 'none'}")
     return lines
 
 
