@@ -186,3 +186,26 @@ def test_the_noise_floor_flags_changes_within_the_remeasurement_spread():
     assert e["below_noise_floor"] and e["significant"]["above_noise_floor"] is False
     assert out["summary"]["quiet"]["below_noise_floor"] == 1
     assert out["summary"]["quiet"]["all_controls"] == 0  # raw rho is -1, but under the floor
+
+
+def test_a_feature_must_beat_the_best_baseline_of_its_space():
+    rng = np.random.default_rng(7)
+    recs = []
+    for m in ("a", "b"):
+        n = 50
+        rank = np.cumsum(rng.uniform(0.5, 1.5, size=n))  # the effective rank's own path
+        loss = 60 - rank + rng.normal(scale=0.3, size=n)
+        for i in range(n):
+            h1 = float(rank[i] + rng.normal(scale=0.01))
+            recs.append({"model_label": m, "step": i * 100,
+                         "perplexity": float(np.exp(loss[i] / 20)),
+                         "features": {"mean_norm": float(rng.normal()),
+                                      "rankme": float(rank[i]), "h1_total_persistence": h1}})
+    out = controls.controlled_correlations(recs, {"h1_total_persistence": "perplexity"},
+                                           n_resamples=50, n_surrogates=49)
+    e = out["per_model"]["a"]["h1_total_persistence"]
+    # beyond the mean norm it would pass; beyond RankMe, which it only follows, it does not
+    assert e["beyond_by_baseline"]["mean_norm"]["p"] < 0.05
+    assert e["baseline"] == "rankme" and e["significant"]["beyond_baseline"] is False
+    assert set(e["beyond_by_baseline"]) == {"mean_norm", "rankme"}  # no effective_rank_cov
+    assert controls.baselines_of("np_mean")[0] == "weight_l2_norm"

@@ -30,12 +30,25 @@ def load(name: str):
     return json.loads((RESULTS / "data" / name).read_text(encoding="utf-8"))
 
 
+def without(argv: list[str], option: str) -> list[str]:
+    """``argv`` without ``option`` and its value."""
+    if option not in argv:
+        return argv
+    i = argv.index(option)
+    return argv[:i] + argv[i + 2:]
+
+
 def test_the_quick_start_is_the_command_that_made_the_committed_results():
+    """The quick start runs the reference's command into a folder of its own, analyses it
+    and compares it with the committed reference, writing nothing in results/."""
     commands = readme_quick_start()
-    run = [c for c in commands if c.startswith("python src/run_experiments.py")]
+    run = [shlex.split(c) for c in commands if c.startswith("python src/run_experiments.py")]
     assert len(run) == 1, commands
-    assert shlex.split(run[0]) == shlex.split(load("config.json")["last_run"]["command"])
-    assert "python src/analyze_results.py" in commands
+    out = run[0][run[0].index("--out") + 1]
+    assert Path(out).parent == Path("results") and Path(out) != Path("results")
+    assert without(run[0], "--out") == shlex.split(load("config.json")["last_run"]["command"])
+    assert f"python src/analyze_results.py --results {out}" in commands
+    assert f"toposig compare results {out}" in commands
     assert any(c.startswith("python datasets/download_wikitext.py") for c in commands)
 
 

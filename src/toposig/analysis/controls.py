@@ -13,12 +13,12 @@ module adds:
   the controls, with a t-test;
 - the Spearman correlation of first differences between consecutive checkpoints: two
   series that merely share a trend lose their correlation here;
-- beyond the baseline: the partial Spearman correlation of first differences controlling
-  for the first differences of the same space's non-topological baseline (the weights'
-  Frobenius norm for weight topology, the hidden states' mean norm for embedding
-  topology, the Hessian trace for the loss surface's merge tree, the mean gradient norm
-  for gradient topology): does the feature track the loss's checkpoint-to-checkpoint
-  changes beyond what the plain quantity already does?
+- beyond the best baseline: the partial Spearman correlation of first differences
+  controlling for the first differences of each non-topological baseline of the same
+  space (:func:`baselines_of`: norms, effective rank, the heavy-tail exponent), the
+  result being the baseline that leaves the feature least (the largest p): does the
+  feature track the loss's checkpoint-to-checkpoint changes beyond what every plain
+  quantity already does?
 - within each model, the two controls of :mod:`toposig.analysis.trend_controls` that
   were tried on simulated runs where the truth is known: the **detrended** correlation
   (each series' deviation from its own smooth trend in log(1 + step)) and **partial
@@ -58,29 +58,40 @@ HOLM_FAMILIES = (("spearman_p", "holm_p", "raw"), ("partial_p", "partial_holm_p"
                  ("pfd_p", "pfd_holm_p", "partial_first_differences"))
 N_SURROGATES = 999
 NOISE_FLOOR_SHARE = 0.5  # below the floor: fewer than half the changes resolved
-# The non-topological quantity of the same space that a topological feature must beat.
+# The non-topological quantities of the same space that a topological feature must beat,
+# the first of each list being the space's plain norm.
 WEIGHT_BASELINE = "weight_l2_norm"
 EMBEDDING_BASELINE = "mean_norm"
 LANDSCAPE_BASELINE = "hessian_trace"
 GRADIENT_BASELINE = "grad_norm_mean"
+WEIGHT_BASELINES = (WEIGHT_BASELINE, "weight_spectral_norm_mean", "weight_alpha_mean")
+EMBEDDING_BASELINES = (EMBEDDING_BASELINE, "effective_rank_cov", "rankme")
+
+
+def baselines_of(feature: str) -> tuple[str, ...]:
+    """The baselines a feature is tested beyond, the space's plain norm first: for
+    weight-space topology (``np_*``, ``weight_h*``) the Frobenius norm of the weights, the
+    mean spectral norm and the mean heavy-tail exponent alpha of the matrices (the
+    field's standard weight diagnostics, where the records have them); for
+    embedding-space topology (``h*_``) the mean norm of the hidden states and their
+    effective rank (the covariance's entropy rank, and RankMe); for the loss surface's
+    merge tree (``landscape_*``) the Hessian trace; for gradient-space topology
+    (``grad_h*``) the mean gradient norm; ``()`` for the baselines themselves, the
+    spectral and curvature features and anything else."""
+    if feature.startswith("np_") or feature.startswith("weight_h"):
+        return WEIGHT_BASELINES
+    if feature.startswith(("h0_", "h1_", "h2_")):
+        return EMBEDDING_BASELINES
+    if feature.startswith("landscape_"):
+        return (LANDSCAPE_BASELINE,)
+    if feature.startswith(("grad_h0_", "grad_h1_", "grad_h2_")):
+        return (GRADIENT_BASELINE,)
+    return ()
 
 
 def baseline_of(feature: str) -> str | None:
-    """The baseline a feature is tested beyond: the Frobenius norm of the weights for
-    weight-space topology (``np_*``, ``weight_h*``), the mean norm of the hidden states
-    for embedding-space topology (``h*_``), the Hessian trace (the surface's plain
-    curvature) for the loss surface's merge tree (``landscape_*``), the mean gradient
-    norm for gradient-space topology (``grad_h*``); ``None`` for the baselines
-    themselves, the spectral and curvature features and anything else."""
-    if feature.startswith("np_") or feature.startswith("weight_h"):
-        return WEIGHT_BASELINE
-    if feature.startswith(("h0_", "h1_", "h2_")):
-        return EMBEDDING_BASELINE
-    if feature.startswith("landscape_"):
-        return LANDSCAPE_BASELINE
-    if feature.startswith(("grad_h0_", "grad_h1_", "grad_h2_")):
-        return GRADIENT_BASELINE
-    return None
+    """The plain norm of a feature's space (the first of :func:`baselines_of`)."""
+    return next(iter(baselines_of(feature)), None)
 
 
 def _clean(*arrays: Sequence[float | None]) -> list[np.ndarray]:
@@ -257,13 +268,17 @@ def _controlled_entry(groups: list[list[dict]], feature: str, target: str, n_res
     if pr is None and raw["n"] >= MIN_POINTS + 1:
         why = _why_partial_undefined(x, y, steps)
     diff = correlation(*_within_model_diffs(groups, feature, target))
-    baseline = baseline_of(feature)
-    beyond_r = beyond_p = None
-    if baseline is not None and any(v is not None for v in feature_values(recs, baseline)):
-        beyond_r, beyond_p, _ = partial_spearman(
-            *_within_model_diffs(groups, feature, target, baseline))
-    else:
-        baseline = None
+    # beyond the best baseline: the partial test against each baseline the records have;
+    # the one that leaves the feature least (the largest p) is the result
+    beyond = {}
+    for b in baselines_of(feature):
+        if any(v is not None for v in feature_values(recs, b)):
+            r_b, p_b, _ = partial_spearman(*_within_model_diffs(groups, feature, target, b))
+            beyond[b] = {"r": r_b, "p": p_b}
+    baseline = beyond_r = beyond_p = None
+    if beyond:
+        baseline = max(beyond, key=lambda b: (beyond[b]["p"] is None, beyond[b]["p"] or 0.0))
+        beyond_r, beyond_p = beyond[baseline]["r"], beyond[baseline]["p"]
     trend = {"detrended_r": None, "detrended_p": None, "detrended_undefined": None,
              "pfd_r": None, "pfd_p": None, "pfd_undefined": None}
     if len(groups) == 1:
@@ -295,6 +310,7 @@ def _controlled_entry(groups: list[list[dict]], feature: str, target: str, n_res
         "baseline": baseline,
         "beyond_r": beyond_r,
         "beyond_p": beyond_p,
+        "beyond_by_baseline": beyond,
     }
 
 

@@ -13,8 +13,19 @@ checkpoints, those with ``step <= fraction · final_step``:
   :func:`topology_only_prediction`).
 * **combined**: the mean of the two when both are defined.
 * **ridge**: leave-one-model-out ridge regression from a fixed-length vector of early
-  summaries (early loss, early power-law parameters, early feature value and slope) to
-  the final loss, trained on the other models (:func:`ridge_lomo`).
+  summaries (the last early loss, the feature's last early value and its slope against
+  log step) to the final loss, trained on the other models (:func:`ridge_lomo`), with the
+  penalty chosen by leave-one-out cross-validation within the training models. Defined
+  only with at least :data:`RIDGE_MIN_TRAIN` training models (``RIDGE_MIN_TRAIN + 1``
+  models in all); with fewer it predicts nothing and ``prediction_table`` says why.
+
+  Why (issue 24 §4): the vector used to hold the early power-law parameters
+  ``log a, b, c`` too. Those are ill-conditioned (``a`` and ``b`` trade off along a
+  valley of the fit), and a fixed penalty ``alpha = 1`` on three models (two to train
+  on) turned last-bit input changes into 150 % changes of the ridge MAE. The vector now
+  holds only summaries that move by about as much as their inputs, the penalty is
+  cross-validated over a log grid (:data:`RIDGE_ALPHAS`), and a regression from three
+  summaries is not fitted to fewer than five models.
 
 The true final loss is the loss at the model's last checkpoint.
 """
@@ -22,17 +33,17 @@ The true final loss is the loss at the model's last checkpoint.
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 from scipy import optimize
 
 METHODS: tuple[str, ...] = ("loss_only", "topology_only", "combined", "ridge")
-RIDGE_FEATURES: tuple[str, ...] = ("early_loss", "log_a", "b", "c", "feature_early",
-                                   "feature_slope_log_step")
+RIDGE_FEATURES: tuple[str, ...] = ("early_loss", "feature_early", "feature_slope_log_step")
+RIDGE_MIN_TRAIN = 5                         # training models per leave-one-out fit, at least
+RIDGE_ALPHAS: tuple[float, ...] = tuple(float(v) for v in np.logspace(-3, 3, 13))
 _B_MIN, _B_MAX = 1e-6, 5.0
-_B_GRID = np.geomspace(1e-3, _B_MAX, 80)
+_B_GRID = np.geomspace(_B_MIN, _B_MAX, 121)
 
 
 def finite_aligned(*seqs: Sequence[float | None]) -> tuple[np.ndarray, ...]:
@@ -47,38 +58,141 @@ def finite_aligned(*seqs: Sequence[float | None]) -> tuple[np.ndarray, ...]:
 
 
 def _failed(reason: str, n: int) -> dict:
-    return {"a": None, "b": None, "c": None, "ok": False, "n": n, "reason": reason}
+    return {"a": None, "b": None, "c": None, "ok": False, "n": n, "refined": False,
+            "reason": reason}
 
 
-def _grid_start(u: np.ndarray, y: np.ndarray, c_max: float) -> tuple[float, float, float]:
-    """Best ``(a, b, c)`` for ``a·u^(−b) + c`` over a grid of b, with (a, c) by least squares
-    for each b and clipped to ``a >= 0``, ``0 <= c <= c_max``."""
-    best = (math.inf, 0.0, 1.0, 0.0)
-    for b in _B_GRID:
-        z = u**-b
-        design = np.column_stack([z, np.ones_like(z)])
-        (a, c), *_ = np.linalg.lstsq(design, y, rcond=None)
-        if not 0 <= c <= c_max:
-            c = min(max(c, 0.0), c_max)
-            zz = float(z @ z)
-            a = float(z @ (y - c)) / zz if zz > 0 else 0.0
-        if a < 0:
-            a, c = 0.0, min(max(float(np.mean(y)), 0.0), c_max)
-        sse = float(np.sum((a * z + c - y) ** 2))
-        if sse < best[0]:
-            best = (sse, float(a), float(b), float(c))
-    return best[1], best[2], best[3]
+def _profile(u: np.ndarray, y: np.ndarray, c_max: float, b: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For each exponent in ``b`` (``(k,)``), the exact least-squares ``(a, c)`` of
+    ``a·u^(−b) + c`` under ``a >= 0``, ``0 <= c <= c_max``, and its sum of squared errors.
+
+    For fixed b the problem is a strictly convex quadratic in ``(a, c)`` over a box: the
+    unconstrained solution when it is feasible, else the best of the box's edges, each a
+    one-dimensional least squares clipped to its range. The edge ``a = 0`` is never needed
+    (its optimum ``c = c_max``, as ``c_max`` is the smallest loss, lies on the edge
+    ``c = c_max``).
+
+    Returns:
+        ``a``, ``c``, ``sse``, each ``(k,)``.
+    """
+    z = u[None, :] ** -b[:, None]
+    zm = z.mean(axis=1)
+    ym = float(y.mean())
+    zc = z - zm[:, None]
+    szz = np.einsum("ij,ij->i", zc, zc)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        a_free = np.einsum("ij,j->i", zc, y - ym) / szz
+    c_free = ym - a_free * zm
+    zz = np.einsum("ij,ij->i", z, z)
+    a_low = np.maximum(z @ y / zz, 0.0)                # edge c = 0
+    a_high = np.maximum(z @ (y - c_max) / zz, 0.0)     # edge c = c_max
+
+    def sse(a: np.ndarray, c: np.ndarray | float) -> np.ndarray:
+        r = a[:, None] * z + (np.asarray(c, dtype=np.float64).reshape(-1, 1) - y[None, :])
+        return np.einsum("ij,ij->i", r, r)
+
+    sse_low, sse_high = sse(a_low, 0.0), sse(a_high, c_max)
+    edge_high = sse_high <= sse_low
+    a = np.where(edge_high, a_high, a_low)
+    c = np.where(edge_high, c_max, 0.0)
+    err = np.where(edge_high, sse_high, sse_low)
+    free = (szz > 0) & np.isfinite(a_free) & (a_free >= 0) & (c_free >= 0) & (c_free <= c_max)
+    if free.any():
+        err_free = sse(np.where(free, a_free, 0.0), np.where(free, c_free, 0.0))
+        free &= err_free <= err
+        a, c, err = (np.where(free, a_free, a), np.where(free, c_free, c),
+                     np.where(free, err_free, err))
+    return a, c, err
+
+
+def _profile_slope(u: np.ndarray, log_u: np.ndarray, y: np.ndarray, c_max: float,
+                   b: float) -> float:
+    """``d SSE / d b`` of the profile at ``b`` (envelope theorem: the partial derivative at
+    the optimal ``(a, c)``, whose box does not depend on b): ``2·a·Σ r_i·(−ln u_i)·u_i^(−b)``.
+    The same solution as :func:`_profile` for one b, written for a scalar b (it is called
+    once per root-finding step)."""
+    z = u ** -b
+    n = z.size
+    zm, ym = z.sum() / n, y.sum() / n
+    zc = z - zm
+    szz = zc @ zc
+    a_free = (zc @ (y - ym)) / szz if szz > 0 else math.nan
+    c_free = ym - a_free * zm
+    if a_free >= 0 and 0 <= c_free <= c_max:
+        a, c = a_free, c_free
+        r = a * z + (c - y)
+        best = r @ r
+    else:
+        best, a, c, r = math.inf, 0.0, 0.0, None
+    zz = z @ z
+    for c_edge in (c_max, 0.0):               # the same order of preference as _profile
+        a_edge = max((z @ (y - c_edge)) / zz, 0.0)
+        r_edge = a_edge * z + (c_edge - y)
+        err = r_edge @ r_edge
+        if err < best:
+            best, a, c, r = err, a_edge, c_edge, r_edge
+    if a == 0 or r is None:
+        return 0.0
+    return float(-2.0 * a * ((r * z) @ log_u))
+
+
+def _root_bracket(slope, grid: np.ndarray, k: int) -> tuple[float, float] | float | None:
+    """Around grid point ``k`` (the grid's smallest SSE): an interval where the profile's
+    slope goes from negative to positive, or the point itself when the slope is zero there
+    or the minimum is on a bound (slope pointing out of the box); None when neither the
+    neighbours nor a subdivision show such a sign change."""
+    g_k = slope(grid[k])
+    if g_k == 0:
+        return float(grid[k])
+    j = k + 1 if g_k < 0 else k - 1
+    if j < 0 or j >= grid.size:
+        return float(grid[k])                 # b on its bound, the SSE still falls outward
+    lo, hi = sorted((k, j))
+    g_lo, g_hi = (g_k, slope(grid[j])) if lo == k else (slope(grid[j]), g_k)
+    if g_lo < 0 < g_hi:
+        return float(grid[lo]), float(grid[hi])
+    if g_lo < 0 and g_hi == 0:
+        return float(grid[hi])
+    if g_lo == 0 and g_hi > 0:
+        return float(grid[lo])
+    sub = np.geomspace(grid[lo], grid[hi], 17)
+    g = [slope(v) for v in sub]
+    for i in range(16):
+        if g[i] < 0 <= g[i + 1] or g[i] <= 0 < g[i + 1]:
+            return float(sub[i]), float(sub[i + 1])
+    return None
 
 
 def fit_loss_power_law(steps: Sequence[float], losses: Sequence[float | None]) -> dict:
     """Least-squares fit of ``L(t) = a·t^(−b) + c`` to a loss curve.
 
-    Uses the checkpoints with ``step > 0`` and a finite loss. Bounds: ``a >= 0``,
-    ``0 < b <= 5``, ``0 <= c <= min(loss)``. Steps are divided by the largest step inside
-    the fit for conditioning. The start is the best point of a grid over ``b`` (with ``a``
-    and ``c`` solved linearly for each ``b``), refined by bounded nonlinear least squares
-    (``scipy.optimize.curve_fit``, trust-region reflective); when the refinement fails the
-    grid solution is kept (``"refined": False``).
+    Uses the checkpoints with ``step > 0`` and a finite loss; steps are divided by the
+    largest step inside the fit (``u = t / t_max``) for conditioning. Bounds: ``a >= 0``,
+    ``1e-6 <= b <= 5``, ``0 <= c <= min(loss)``.
+
+    Method (a profile over b, chosen so that the result is a smooth function of the input,
+    stable across CPUs: an input moved by 1e-12 relative moves the parameters by about the
+    problem's own condition number times that, not by an optimiser's stopping point):
+
+    1. For fixed b the best ``(a, c)`` in the box is an exact linear least squares
+       (:func:`_profile`), so the fit is a one-dimensional minimisation of the profile
+       ``SSE(b)``.
+    2. ``SSE(b)`` is evaluated on a geometric grid of b over the bounds; the smallest
+       value's neighbours bracket the minimum.
+    3. By the envelope theorem ``dSSE/db = 2·a·Σ r_i·(−ln u_i)·u_i^(−b)`` at the optimal
+       ``(a, c)``; its sign change in the bracket (negative to positive) is found with
+       :func:`scipy.optimize.brentq` to machine precision (``xtol = 1e-300``,
+       ``rtol = 4·eps``), and ``(a, c)`` are solved exactly at that b.
+
+    On the bounds: when the profile still falls at ``b = 1e-6`` or at ``b = 5``, b is that
+    bound (losses that do not fall with the step end at ``b = 1e-6``, a nearly constant
+    curve with ``a + c`` about their mean). ``c = 0`` or ``c = min(loss)`` and ``a = 0``
+    are the exact constrained solutions for that b (no clipping of a free solution).
+    ``a = 0`` only for constant losses; then the SSE does not depend on b and b is
+    ``1e-6``. When no sign change can be bracketed (a profile flat to rounding, or with
+    several minima within one grid cell), the grid point is kept with
+    ``"refined": False``.
 
     Args:
         steps: ``(n,)`` training steps.
@@ -86,8 +200,9 @@ def fit_loss_power_law(steps: Sequence[float], losses: Sequence[float | None]) -
 
     Returns:
         ``{"a" (loss · step^b), "b", "c" (loss), "ok": bool, "n": points used,
-        "refined": bool}``; with fewer than three points or a non-positive loss,
-        ``a = b = c = None``, ``ok = False`` and ``"reason"``.
+        "refined": bool (b located by the slope's root or on a bound), "reason": None}``;
+        with fewer than three points or a non-positive loss, ``a = b = c = None``,
+        ``ok = False`` and ``"reason"``.
     """
     t, y = finite_aligned(steps, losses)
     pos = t > 0
@@ -100,31 +215,39 @@ def fit_loss_power_law(steps: Sequence[float], losses: Sequence[float | None]) -
         return _failed("non-positive loss", n)
     ref = float(np.max(t))
     u = t / ref
-    a0, b0, c0 = _grid_start(u, y, c_max)
-    lower, upper = (0.0, _B_MIN, 0.0), (np.inf, _B_MAX, c_max)
-    p0 = (max(a0, 0.0), min(max(b0, _B_MIN), _B_MAX), min(max(c0, 0.0), c_max))
+    log_u = np.log(u)
+    grid = _B_GRID
+    with np.errstate(over="ignore", invalid="ignore"):
+        a_g, _, sse_g = _profile(u, y, c_max, grid)
+        sse_g = np.where(np.isfinite(sse_g), sse_g, np.inf)
+        if not np.isfinite(sse_g).any():
+            return _failed("fit overflowed", n)
+        k = int(np.argmin(sse_g))
+        refined = True
+        if a_g[k] == 0 or np.ptp(u) == 0:
+            b = float(grid[k])                    # flat in b: nothing to refine
+        else:
+            def slope(v: float) -> float:
+                return _profile_slope(u, log_u, y, c_max, float(v))
 
-    def f(x, a, b, c):
-        return a * x**-b + c
-
-    refined = True
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            popt, _ = optimize.curve_fit(f, u, y, p0=p0, bounds=(lower, upper), method="trf",
-                                         maxfev=20000, ftol=1e-15, xtol=1e-15, gtol=1e-15)
-        a_s, b, c = (float(v) for v in popt)
-        sse_fit = float(np.sum((f(u, a_s, b, c) - y) ** 2))
-        sse_grid = float(np.sum((f(u, *p0) - y) ** 2))
-        worse = sse_fit > sse_grid * (1 + 1e-9) + 1e-300
-        if not all(math.isfinite(v) for v in (a_s, b, c, sse_fit)) or worse:
-            raise RuntimeError("refinement ended worse than its start")
-    except (RuntimeError, ValueError):
-        (a_s, b, c), refined = p0, False
-    a = a_s * ref**b
-    if not math.isfinite(a):
+            try:
+                found = _root_bracket(slope, grid, k)
+                if found is None:
+                    b, refined = float(grid[k]), False
+                elif isinstance(found, float):
+                    b = found
+                else:
+                    b = float(optimize.brentq(slope, found[0], found[1], xtol=1e-300,
+                                              rtol=4 * np.finfo(float).eps, maxiter=200))
+            except (ValueError, RuntimeError):     # a non-finite slope, or no convergence
+                b, refined = float(grid[k]), False
+        a_arr, c_arr, _ = _profile(u, y, c_max, np.array([b]))
+        a_s, c = float(a_arr[0]), float(c_arr[0])
+        a = a_s * ref**b
+    if not (math.isfinite(a) and math.isfinite(c)):
         return _failed("fit overflowed", n)
-    return {"a": float(a), "b": float(b), "c": float(c), "ok": True, "n": n, "refined": refined}
+    return {"a": float(a), "b": b, "c": c, "ok": True, "n": n, "refined": refined,
+            "reason": None}
 
 
 def extrapolate(fit: Mapping, t: float | np.ndarray) -> float | np.ndarray | None:
@@ -217,48 +340,77 @@ def combined_prediction(a: float | None, b: float | None) -> float | None:
 
 
 def ridge_lomo(early_features: Mapping[str, np.ndarray], final_loss: Mapping[str, float],
-               alpha: float = 1.0) -> dict[str, float]:
+               alphas: Sequence[float] = RIDGE_ALPHAS,
+               min_train: int = RIDGE_MIN_TRAIN) -> dict[str, float]:
     """Leave-one-model-out ridge predictions of the final loss.
 
-    For each model, a ``SimpleImputer(mean) → StandardScaler → Ridge(alpha)`` pipeline is
-    trained on the other models' early-feature vectors and final losses and predicts the
-    held-out model. NaN entries are imputed with the training models' column mean
-    (columns that are NaN for every training model become constant and carry no weight),
-    so a model whose early power-law fit failed still gets a prediction.
+    For each model, a ``SimpleImputer(mean) → StandardScaler → RidgeCV(alphas)``
+    pipeline is trained on the other models' early-feature vectors and final losses and
+    predicts the held-out model; RidgeCV picks the penalty by (efficient) leave-one-out
+    cross-validation among those training models, so the held-out model never informs
+    its own penalty. NaN entries are imputed with the training models' column mean
+    (columns that are NaN for every training model become constant and carry no
+    weight), so a model whose early feature trend is undefined still gets a prediction.
 
     Args:
         early_features: model -> ``(d,)`` vector, the same length ``d`` for every model.
         final_loss: model -> true final loss (models without one, or without a finite
             one, are left out).
-        alpha: ridge penalty (on standardised features).
+        alphas: the penalties (on standardised features) cross-validated over.
+        min_train: the fewest training models a fit may have.
 
     Returns:
-        model -> predicted final loss; ``{}`` with fewer than three usable models.
+        model -> predicted final loss; ``{}`` with fewer than ``min_train + 1`` usable
+        models (:func:`ridge_reason` says so).
     """
+    return _ridge_lomo(early_features, final_loss, alphas, min_train)[0]
+
+
+def _usable(early_features: Mapping[str, np.ndarray], final_loss: Mapping[str, float]
+            ) -> list[str]:
+    return [m for m in early_features
+            if m in final_loss and final_loss[m] is not None
+            and math.isfinite(float(final_loss[m]))]
+
+
+def ridge_reason(early_features: Mapping[str, np.ndarray], final_loss: Mapping[str, float],
+                 min_train: int = RIDGE_MIN_TRAIN) -> str | None:
+    """Why :func:`ridge_lomo` predicts nothing; None when it is defined."""
+    n = len(_usable(early_features, final_loss))
+    if n < min_train + 1:
+        return (f"needs >= {min_train + 1} models with a final loss ({min_train} to train "
+                f"on per held-out model), found {n}")
+    return None
+
+
+def _ridge_lomo(early_features: Mapping[str, np.ndarray], final_loss: Mapping[str, float],
+                alphas: Sequence[float] = RIDGE_ALPHAS, min_train: int = RIDGE_MIN_TRAIN
+                ) -> tuple[dict[str, float], dict[str, float]]:
+    """:func:`ridge_lomo`'s predictions and, per held-out model, the penalty chosen."""
     from sklearn.impute import SimpleImputer
-    from sklearn.linear_model import Ridge
+    from sklearn.linear_model import RidgeCV
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
-    models = [m for m in early_features
-              if m in final_loss and final_loss[m] is not None
-              and math.isfinite(float(final_loss[m]))]
-    if len(models) < 3:
-        return {}
+    models = _usable(early_features, final_loss)
+    if ridge_reason(early_features, final_loss, min_train) is not None:
+        return {}, {}
     x = np.vstack([np.asarray(early_features[m], dtype=np.float64).ravel() for m in models])
     y = np.array([float(final_loss[m]) for m in models])
     x[~np.isfinite(x)] = np.nan
     out: dict[str, float] = {}
+    chosen: dict[str, float] = {}
     for i, m in enumerate(models):
         train = np.arange(len(models)) != i
         if np.all(np.isnan(x[train])):
             out[m] = float(np.mean(y[train]))
             continue
         pipe = make_pipeline(SimpleImputer(strategy="mean", keep_empty_features=True),
-                             StandardScaler(), Ridge(alpha=alpha))
+                             StandardScaler(), RidgeCV(alphas=tuple(alphas)))
         pipe.fit(x[train], y[train])
         out[m] = float(pipe.predict(x[i:i + 1])[0])
-    return out
+        chosen[m] = float(pipe[-1].alpha_)
+    return out, chosen
 
 
 def _ridge_vector(s: np.ndarray, lo: np.ndarray, fe: np.ndarray | None, final_step: float,
@@ -269,17 +421,13 @@ def _ridge_vector(s: np.ndarray, lo: np.ndarray, fe: np.ndarray | None, final_st
     ok_loss = early & np.isfinite(lo)
     if ok_loss.any():
         vec[0] = lo[ok_loss][-1]
-    fit = fit_loss_power_law(s[ok_loss], lo[ok_loss])
-    if fit["ok"]:
-        vec[1] = math.log(fit["a"]) if fit["a"] > 0 else np.nan
-        vec[2], vec[3] = fit["b"], fit["c"]
     if fe is not None:
         ok_feat = early & np.isfinite(fe)
         if ok_feat.any():
-            vec[4] = fe[ok_feat][-1]
+            vec[1] = fe[ok_feat][-1]
         line = _log_step_line(s[ok_feat], fe[ok_feat])
         if line is not None:
-            vec[5] = line[1]
+            vec[2] = line[1]
     return vec
 
 
@@ -289,7 +437,8 @@ def _mae(errors: list[float | None]) -> float | None:
 
 
 def prediction_table(series: Mapping[str, Mapping], fractions: Sequence[float] = (0.2, 0.3, 0.5),
-                     feature: str = "np_mean", alpha: float = 1.0) -> dict:
+                     feature: str = "np_mean", alphas: Sequence[float] = RIDGE_ALPHAS
+                     ) -> dict:
     """Final-loss predictions from early checkpoints, per fraction, model and method.
 
     Args:
@@ -298,7 +447,7 @@ def prediction_table(series: Mapping[str, Mapping], fractions: Sequence[float] =
             the last checkpoint with a finite loss, and ``final_step`` is the largest step.
         fractions: shares of each model's ``final_step`` that count as early.
         feature: the feature used by ``topology_only`` and in the ridge vectors.
-        alpha: ridge penalty for :func:`ridge_lomo`.
+        alphas: the ridge penalties :func:`ridge_lomo` cross-validates over.
 
     Returns:
         A JSON-serialisable dict::
@@ -308,8 +457,10 @@ def prediction_table(series: Mapping[str, Mapping], fractions: Sequence[float] =
                                                "abs_error": float|None}}},
                 "mae": {method: float|None},   # over the models where it is defined
                 "n_models": {method: int},
-                "improvement_over_loss_only": {method: float|None}}},
+                "improvement_over_loss_only": {method: float|None},
+                "ridge_alpha": {model: float}}},   # the penalty chosen per held-out model
              "methods": [...], "ridge_features": [...], "feature": feature,
+             "ridge_reason": str|None,   # why ridge predicts nothing (None: defined)
              "true_final_loss": {model: float}, "final_step": {model: float},
              "notes": "..."}
 
@@ -348,7 +499,8 @@ def prediction_table(series: Mapping[str, Mapping], fractions: Sequence[float] =
             preds[m] = {"loss_only": p_loss, "topology_only": p_topo,
                         "combined": combined_prediction(p_loss, p_topo), "ridge": None}
             vectors[m] = _ridge_vector(s, lo, fe, fs, fraction)
-        for m, p in ridge_lomo(vectors, truth, alpha=alpha).items():
+        ridge_pred, ridge_alpha = _ridge_lomo(vectors, truth, alphas)
+        for m, p in ridge_pred.items():
             preds[m]["ridge"] = p
         per_model: dict[str, dict] = {}
         errors: dict[str, list[float | None]] = {k: [] for k in METHODS}
@@ -370,12 +522,14 @@ def prediction_table(series: Mapping[str, Mapping], fractions: Sequence[float] =
             "per_model": per_model, "mae": mae,
             "n_models": {k: sum(e is not None for e in v) for k, v in errors.items()},
             "improvement_over_loss_only": improvement,
+            "ridge_alpha": ridge_alpha,
         }
     return {
         "fractions": out_fr,
         "methods": list(METHODS),
         "ridge_features": list(RIDGE_FEATURES),
         "feature": feature,
+        "ridge_reason": ridge_reason({m: np.zeros(0) for m in prepared}, truth),
         "true_final_loss": truth,
         "final_step": final_steps,
         "notes": (
@@ -386,8 +540,17 @@ def prediction_table(series: Mapping[str, Mapping], fractions: Sequence[float] =
             "the origin of consecutive early loss changes on feature changes, the feature "
             "change from a linear fit of the feature against log(1+step) on the early "
             "checkpoints extrapolated to final_step. combined: mean of the two. ridge: "
-            "leave-one-model-out ridge (mean imputation, standardisation) on "
-            f"{', '.join(RIDGE_FEATURES)}; needs >= 3 models. MAE is over the models where "
-            "a method is defined (see n_models)."
+            "leave-one-model-out ridge (mean imputation, standardisation, penalty chosen by "
+            "leave-one-out cross-validation within the training models over "
+            f"{RIDGE_ALPHAS[0]:g}..{RIDGE_ALPHAS[-1]:g}, {len(RIDGE_ALPHAS)} log-spaced "
+            f"values) on {', '.join(RIDGE_FEATURES)}; needs >= {RIDGE_MIN_TRAIN + 1} models "
+            f"({RIDGE_MIN_TRAIN} to train on), else no ridge prediction (ridge_reason). The "
+            "fitted power-law parameters are not ridge inputs: they are ill-conditioned, "
+            "and with them the ridge changed by up to 150% under last-bit input changes "
+            "(issue 24 §4). The power law is fitted as a profile over b, the minimum "
+            "located by the root of the profile's derivative, so it is a smooth function of "
+            "the losses (a change of the losses moves it by the fit's own sensitivity, not by "
+            "an optimiser's stopping point). MAE is over the models where a method is "
+            "defined (see n_models)."
         ),
     }

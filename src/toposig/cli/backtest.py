@@ -27,7 +27,7 @@ from toposig.analysis.statistics import (
     quality_loss,
 )
 from toposig.analysis.stats import by_model, feature_names, feature_values
-from toposig.files.atomic import atomic_write_json
+from toposig.files.atomic import STATISTICS_DIGITS, atomic_write_json, round_floats
 
 
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
@@ -103,6 +103,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         result = backtest.backtest(
             series, fractions, None if args.all_features else PREDICTION_FEATURES,
             min_gain=args.min_gain, noise=args.noise)
+        result = round_floats(result, STATISTICS_DIGITS)  # the same bytes on any CPU
         atomic_write_json(Path(args.out), result)
     except (ResultsMissingError, ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)

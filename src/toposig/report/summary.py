@@ -36,7 +36,12 @@ from pathlib import Path
 
 from toposig.analysis.statistics import compute_statistics, load_entries
 from toposig.analysis.stats import by_model, feature_family
-from toposig.files.atomic import atomic_write_bytes, atomic_write_json
+from toposig.files.atomic import (
+    STATISTICS_DIGITS,
+    atomic_write_bytes,
+    atomic_write_json,
+    round_floats,
+)
 from toposig.records import FeatureFamily
 
 DASH = "—"
@@ -467,7 +472,8 @@ def _prediction(statistics: dict, records: list[dict]) -> list[str]:
     caption = (f"Mean absolute error (nats) of each model's predicted final loss from the "
                f"checkpoints with step ≤ fraction × final step ({_count(len(truth), 'model')}; "
                f"true final loss: the stored loss at the last checkpoint); topology feature "
-               f"{_code(pred.get('feature', '?'))}; ridge is leave-one-model-out; improvement "
+               f"{_code(pred.get('feature', '?'))}; ridge is leave-one-model-out with a "
+               "cross-validated penalty (— with fewer than 6 models); improvement "
                "= (MAE_loss_only − MAE) / MAE_loss_only; no significance test.")
     return [caption, "", *_table(headers, rows)]
 
@@ -644,9 +650,11 @@ def _robustness(statistics: dict, records: list[dict]) -> list[str]:
                "partial Spearman controlling for log(1 + step) (pooled: also log parameters); "
                "Spearman of first differences between consecutive checkpoints; beyond the "
                "baseline: partial Spearman of first differences controlling for the first "
-               "differences of the same space's plain norm (`weight_l2_norm` for weight "
-               "topology, `mean_norm` for embedding topology, `hessian_trace` for the loss "
-               "surface's merge tree, `grad_norm_mean` for gradient topology; — where not "
+               "differences of the best baseline of the same space, the one that leaves the "
+               "feature least (weight topology: `weight_l2_norm`, and where measured "
+               "`weight_spectral_norm_mean`, `weight_alpha_mean`; embedding topology: "
+               "`mean_norm`, `effective_rank_cov`, `rankme`; the loss surface's merge tree: "
+               "`hessian_trace`; gradient topology: `grad_norm_mean`; — where not "
                "applicable); a "
                f"control is survived when its Holm p < {controlled.get('alpha', 0.05)} with "
                "the raw ρ's sign.")
@@ -786,8 +794,9 @@ def _prediction_by_feature(statistics: dict, records: list[dict]) -> list[str]:
     caption = ("Table 5's predictors with each feature in place of neural persistence: "
                "topology_only extrapolates the feature's early log-step trend through its "
                "coupling to the loss, combined is its mean with loss_only, ridge uses the "
-               "feature's early value and slope with the early loss fit (leave one model "
-               "out); MAE in nats over the models where the predictor is defined (Models: "
+               "feature's early value and slope and the last early loss (leave one model "
+               "out; none with fewer than 6 models); MAE in nats over the models where the "
+               "predictor is defined (Models: "
                "those of topology_only); no significance test.")
     return [caption, "", *_table(headers, rows)]
 
@@ -906,7 +915,10 @@ def analyse(results_dir: str | Path = "results", plots: bool = True,
     formats and resolution, a :class:`toposig.report.style.FigureOutput`; PNG by default).
     Returns the statistics and figure paths."""
     records = load_entries(results_dir)
-    statistics = compute_statistics(results_dir, records, target, seed=seed)
+    # rounded once, before anything is written or drawn from it, so that the file, the
+    # summary and the figures are the same on every CPU (files.atomic.STATISTICS_DIGITS)
+    statistics = round_floats(compute_statistics(results_dir, records, target, seed=seed),
+                              STATISTICS_DIGITS)
     atomic_write_json(Path(results_dir) / "data" / "statistics.json", statistics)
     write_summary(results_dir, statistics, records)
     figures: list[Path] = []

@@ -63,6 +63,8 @@ def entry_of(row: ImportedRow, digest: str, classify: Classify) -> dict:
         "num_parameters": row.num_parameters,
         **row.quality,
     }
+    if "loss" in row.quality:  # where the loss came from, as a run's loss_key says
+        entry["loss_key"] = f"'loss' of {Path(row.provenance.file).name}"
     derived = []
     if "loss" not in row.quality and row.quality.get("perplexity", 0) > 0:
         entry["mean_nll"] = math.log(row.quality["perplexity"])
