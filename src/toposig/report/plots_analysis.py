@@ -32,6 +32,7 @@ from matplotlib.ticker import FuncFormatter
 
 from toposig.analysis.statistics import diagrams_of
 from toposig.analysis.stats import by_model, feature_family
+from toposig.files.atomic import round_floats
 from toposig.records import FeatureFamily
 from toposig.report.plots import (
     FEATURE_LABELS,
@@ -525,8 +526,10 @@ def _scaling_panel(ax: Axes, name: str, fit: dict, groups: dict[str, list[dict]]
             ax.yaxis.set_minor_formatter(plain)
     if a is not None and b is not None:
         ns = np.array([n for _, n, _ in pts])
-        grid = np.geomspace(ns.min() / 1.3, ns.max() * 1.3, 100)
-        curve = a * grid ** b + (c or 0.0)
+        # NumPy's vectorised power and logarithm round differently on another CPU's
+        # instruction set; rounded to 10 digits the drawn curve is the same everywhere
+        grid = np.array(round_floats(np.geomspace(ns.min() / 1.3, ns.max() * 1.3, 100), 10))
+        curve = np.array(round_floats(a * grid ** b + (c or 0.0), 10), dtype=float)
         ok = np.isfinite(curve) & ((curve > 0) if positive else True)
         ax.plot(grid[ok], curve[ok], color="0.2", linewidth=1.2, linestyle="--", zorder=2)
 
