@@ -203,3 +203,42 @@ def test_the_analysis_runs_on_an_imported_folder(tmp_path):
     assert statistics["target"] == "loss"
     assert statistics["correlations"]["per_model"]["a"]["np_mean"]["spearman_r"] == -1.0
     assert (out / "summary.md").is_file()
+
+
+def test_a_quality_other_than_the_loss_with_its_direction(tmp_path, capsys):
+    from toposig.cli.backtest import main as backtest_main
+    from toposig.report.summary import analyse
+
+    csv = tmp_path / "evals.csv"
+    lines = ["model,step,accuracy,np_mean,h1_total_persistence"]
+    for m, scale in (("a", 1.0), ("b", 0.8)):
+        for step in (0, 10, 20, 40, 80, 160, 320, 640):
+            acc = scale * (0.9 - 0.6 * (1 + step) ** -0.5)
+            lines.append(f"{m},{step},{acc},{2 * acc + 0.01 * (step % 3)},{1 - acc}")
+    csv.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out"
+    assert import_main([str(csv), "--out", str(out), "--target", "accuracy",
+                        "--higher-is-better"]) == 0
+    e = entries(out)[0]
+    assert e["quality"] == {"column": "accuracy", "higher_is_better": True}
+    assert "accuracy" not in e["features"] and e["accuracy"] == pytest.approx(0.3)
+    config = json.loads((out / "data" / "config.json").read_text())
+    assert config["imported"]["quality"]["column"] == "accuracy"
+    statistics, _ = analyse(out, plots=False, seed=0)
+    assert statistics["target"] == "accuracy" and statistics["target_better"] == "higher"
+    assert set(statistics["controlled"]["targets"].values()) == {"accuracy"}
+    per_model = statistics["correlations"]["per_model"]["a"]
+    assert per_model["np_mean"]["spearman_r"] > 0.9  # rises as the model improves
+    assert per_model["h1_total_persistence"]["spearman_r"] == -1.0
+    assert "higher is better" in (out / "summary.md").read_text()
+    assert backtest_main([str(out), "--out", str(tmp_path / "b.json")]) == 2
+    assert "no loss to forecast (its quality is 'accuracy')" in capsys.readouterr().err
+    # a lower-is-better quality cannot be declared higher-is-better; a missing value is named
+    assert import_main([str(csv), "--out", str(tmp_path / "x"), "--target", "loss",
+                        "--higher-is-better"]) == 2
+    assert import_main([str(csv), "--out", str(tmp_path / "y"), "--higher-is-better"]) == 2
+    holes = tmp_path / "holes.csv"
+    holes.write_text("model,step,accuracy,f\na,0,,1\n")
+    assert import_main([str(holes), "--out", str(tmp_path / "z"), "--target", "accuracy"]) == 2
+    assert "row 2: no value of the target 'accuracy'" in capsys.readouterr().err
+    assert not (tmp_path / "z").exists()

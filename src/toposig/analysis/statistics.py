@@ -77,27 +77,48 @@ def wasserstein_series(results_dir: str | Path, records: list[dict]) -> dict[str
 TARGETS = ("perplexity", "loss", "mlm_loss")
 
 
+def declared_quality(records: list[dict]) -> dict | None:
+    """The quality measure the records declare (an import's ``--target``):
+    ``{"column": name, "higher_is_better": bool}``, or ``None`` when none does."""
+    found = [r["quality"] for r in records if isinstance(r.get("quality"), dict)]
+    return found[0] if found else None
+
+
 def choose_target(records: list[dict], target: str = "auto") -> str:
-    """The quality measure to correlate with: ``perplexity`` (measured on the analysed
-    texts) when every record has it, else ``loss`` (stored with the checkpoint) when
-    every record has that, else ``mlm_loss`` (an encoder's masked-LM loss on the analysed
-    texts) when every record has that, else whichever more records have.
+    """The quality measure to correlate with: the one the records declare (an import's
+    ``--target``, e.g. an accuracy), else ``perplexity`` (measured on the analysed texts)
+    when every record has it, else ``loss`` (stored with the checkpoint) when every record
+    has that, else ``mlm_loss`` (an encoder's masked-LM loss on the analysed texts) when
+    every record has that, else whichever more records have. An explicit ``target`` may
+    name any quality field the records carry.
 
     Raises:
-        ValueError: an explicit ``target`` that no record has, or an unknown name.
+        ValueError: an explicit ``target`` that no record has.
     """
-    if target not in ("auto", *TARGETS):
-        raise ValueError(f"--target must be auto, {', '.join(TARGETS)}, got {target!r}")
-    counts = {t: sum(r.get(t) is not None for r in records) for t in TARGETS}
+    declared = declared_quality(records)
+    known = (*TARGETS, *([declared["column"]] if declared else []))
+    counts = {t: sum(r.get(t) is not None for r in records) for t in known}
     if target != "auto":
+        if target not in counts:
+            counts[target] = sum(isinstance(r.get(target), (int, float))
+                                 and not isinstance(r.get(target), bool) for r in records)
         if counts[target] == 0:
-            raise ValueError(f"no record has a {target}; records have: "
-                             f"{', '.join(t for t in TARGETS if counts[t]) or 'none'}")
+            raise ValueError(f"no record has a quality {target!r}; records have: "
+                             f"{', '.join(t for t in known if counts[t]) or 'none'}")
         return target
+    if declared and counts[declared["column"]]:
+        return declared["column"]
     for t in TARGETS:
         if counts[t] == len(records):
             return t
     return max(TARGETS, key=lambda t: counts[t])
+
+
+def higher_is_better(records: list[dict], target: str) -> bool:
+    """Whether a larger ``target`` means a better model: only a declared quality can say
+    so (losses and perplexity are lower-is-better)."""
+    declared = declared_quality(records)
+    return bool(declared and declared["column"] == target and declared.get("higher_is_better"))
 
 
 def model_summaries(records: list[dict]) -> dict[str, dict]:
@@ -152,11 +173,15 @@ def weight_wasserstein_series(results_dir: str | Path, records: list[dict]
     return out
 
 
-def feature_targets(records: list[dict], features: list[str]) -> dict[str, str]:
-    """The quality measure each feature is tested against: perplexity for embedding
-    features and loss for weight features (as the two seed studies did) and for the
-    loss-derived curvature, landscape and gradient features, each falling back to the
-    other where records lack it."""
+def feature_targets(records: list[dict], features: list[str],
+                    target: str | None = None) -> dict[str, str]:
+    """The quality measure each feature is tested against: a ``target`` that is not one
+    of :data:`TARGETS` (a declared quality such as an accuracy) for every feature; else
+    perplexity for embedding features and loss for weight features (as the two seed
+    studies did) and for the loss-derived curvature, landscape and gradient features,
+    each falling back to the other where records lack it."""
+    if target is not None and target not in TARGETS:
+        return dict.fromkeys(features, target)
     has = {t: any(r.get(t) is not None for r in records) for t in TARGETS}
     out = {}
     for f in features:
@@ -322,6 +347,7 @@ def compute_statistics(results_dir: str | Path, records: list[dict],
                        n_surrogates: int = controls.N_SURROGATES) -> dict:
     target = choose_target(records, target)
     families = feature_families(records)
+    better = "higher" if higher_is_better(records, target) else "lower"
     has_embedding = any(r.get("arrays_file") for r in records)
     return {
         "records_sha256": records_digest(records),
@@ -329,13 +355,14 @@ def compute_statistics(results_dir: str | Path, records: list[dict],
         "models": model_summaries(records),
         "features": families,
         "target": target,
+        "target_better": better,
         "correlations": stats.correlations_with_target(records, target),
         "correlations_by_target": {
             t: stats.correlations_with_target(records, t)
             for t in TARGETS if t != target and any(r.get(t) is not None for r in records)
         },
         "controlled": controls.controlled_correlations(
-            records, feature_targets(records, stats.feature_names(records)),
+            records, feature_targets(records, stats.feature_names(records), target),
             n_resamples=n_bootstrap, seed=seed, n_surrogates=n_surrogates),
         "phases": phase_analysis(records),
         "stability": stability_analysis(records),

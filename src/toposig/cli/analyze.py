@@ -32,11 +32,13 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--results", default="results",
                    help="results root written by run_experiments.py --out (default: %(default)s)")
     p.add_argument("--no-plots", action="store_true", help="statistics only, no figures")
-    p.add_argument("--target", default="auto", choices=("auto", "perplexity", "loss", "mlm_loss"),
+    p.add_argument("--target", default="auto", metavar="QUALITY",
                    help="quality measure the features are correlated with: perplexity "
-                        "(measured on the texts), the loss stored with each checkpoint, or "
-                        "an encoder's masked-LM loss; auto = perplexity when every record "
-                        "has it (default: %(default)s)")
+                        "(measured on the texts), loss (stored with each checkpoint), "
+                        "mlm_loss (an encoder's masked-LM loss), or a quality an import "
+                        "declared (toposig import --target, e.g. an accuracy); auto = the "
+                        "declared one, else perplexity when every record has it "
+                        "(default: %(default)s)")
     p.add_argument("--seed", type=int, default=0,
                    help="seed of the bootstrap resamples (default: %(default)s)")
     p.add_argument("--formats", default="png", metavar="LIST",

@@ -23,6 +23,7 @@ from toposig.analysis import backtest, forecast
 from toposig.analysis.statistics import (
     PREDICTION_FEATURES,
     ResultsMissingError,
+    declared_quality,
     load_entries,
     quality_loss,
 )
@@ -62,6 +63,13 @@ def load_series(folders: list[str]) -> dict[str, backtest.Series]:
     out = {}
     for folder, groups in per_folder:
         for label, recs in groups.items():
+            if all(quality_loss(r) is None for r in recs):
+                declared = declared_quality(recs)
+                what = (f"its quality is {declared['column']!r}" if declared
+                        else "it has none")
+                raise ValueError(f"{folder}: {label} has no loss to forecast ({what}); "
+                                 "backtest forecasts a loss in nats: a stored loss, ln "
+                                 "perplexity or a masked-LM loss")
             name = label if counts[label] == 1 else f"{folder.name}/{label}"
             names = feature_names(recs)
             out[name] = backtest.Series([r["step"] for r in recs],

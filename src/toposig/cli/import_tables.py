@@ -23,7 +23,13 @@ from toposig.analysis.stats import feature_family
 from toposig.files.locks import FolderLockedError
 from toposig.run.importer import write_import
 from toposig.run.study import StudyMismatchError
-from toposig.sources.imports import FORMATS, ImportFormatError, read_rows
+from toposig.sources.imports import (
+    FORMATS,
+    QUALITY_COLUMNS,
+    ImportFormatError,
+    read_rows,
+    with_target,
+)
 
 
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
@@ -34,14 +40,30 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
                    help="the results folder to write (new, or one holding this same import)")
     p.add_argument("--format", choices=FORMATS, default=None,
                    help="the files' format (default: detected per file)")
+    p.add_argument("--target", default=None, metavar="COLUMN",
+                   help="the quality measure the analysis correlates with, any numeric "
+                        "column (e.g. an accuracy); it is then a quality, not a feature "
+                        "(default: the analysis chooses among loss, perplexity, mlm_loss)")
+    p.add_argument("--higher-is-better", action="store_true",
+                   help="the --target column grows as the model improves (an accuracy); "
+                        "losses and perplexity are lower-is-better")
     return p
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     args = build_parser(prog).parse_args(argv)
     try:
+        quality = None
+        if args.target is not None:
+            if args.higher_is_better and args.target in QUALITY_COLUMNS:
+                raise ImportFormatError(f"--higher-is-better: {args.target} is lower-is-better")
+            quality = {"column": args.target, "higher_is_better": args.higher_is_better}
+        elif args.higher_is_better:
+            raise ImportFormatError("--higher-is-better needs --target COLUMN")
         rows = read_rows(args.files, args.format)
-        config = write_import(args.out, rows, feature_family)
+        if quality is not None:
+            rows = with_target(rows, args.target)
+        config = write_import(args.out, rows, feature_family, quality)
     except (ImportFormatError, StudyMismatchError, FolderLockedError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -838,9 +838,11 @@ def _header(statistics: dict, records: list[dict]) -> list[str]:
         lines.append(f"Models ({len(models)}): "
                      + ", ".join(f"`{k}`" for k in models) + ".")
     if statistics.get("target"):
+        better = ("; higher is better, so a feature that rises as the model improves has "
+                  "a positive ρ" if statistics.get("target_better") == "higher" else "")
         lines.append(f"Correlation target of `correlations`: "
-                     f"{TARGET_WORDS.get(statistics['target'], statistics['target'])}; in "
-                     f"the controlled tests {_targets_text(controlled)}.")
+                     f"{TARGET_WORDS.get(statistics['target'], statistics['target'])}"
+                     f"{better}; in the controlled tests {_targets_text(controlled)}.")
     if controlled.get("n_tests"):
         lines.append(f"Significance: Holm-adjusted p < {controlled.get('alpha', 0.05)}, "
                      f"{_holm_text(controlled)}; bootstrap CIs from "

@@ -33,16 +33,19 @@ from toposig.run.study import StudyMismatchError, load_study
 from toposig.sources.imports import ImportedRow
 
 
-def import_digest(rows: Sequence[ImportedRow]) -> str:
-    """12 hex digits of SHA-256 over the imported files' (format, SHA-256), sorted."""
+def import_digest(rows: Sequence[ImportedRow], quality: dict | None = None) -> str:
+    """12 hex digits of SHA-256 over the imported files' (format, SHA-256), sorted, and
+    the declared quality measure, if any."""
     sources = sorted({(r.provenance.format, r.provenance.sha256) for r in rows})
-    return hashlib.sha256(json.dumps(sources).encode()).hexdigest()[:12]
+    key = sources if quality is None else [sources, quality]
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
 
 
 Classify = Callable[[str], FeatureFamily]
 
 
-def entry_of(row: ImportedRow, digest: str, classify: Classify) -> dict:
+def entry_of(row: ImportedRow, digest: str, classify: Classify,
+             quality: dict | None = None) -> dict:
     """The record (and aggregate entry) of one imported row; ``classify`` names each
     feature's family (the analysis' :func:`toposig.analysis.stats.feature_family`)."""
     features = dict(row.features)
@@ -69,6 +72,8 @@ def entry_of(row: ImportedRow, digest: str, classify: Classify) -> dict:
     if "loss" not in row.quality and row.quality.get("perplexity", 0) > 0:
         entry["mean_nll"] = math.log(row.quality["perplexity"])
         derived.append("mean_nll")
+    if quality is not None:
+        entry["quality"] = quality
     entry["features"] = features
     entry["imported"] = {
         "file": row.provenance.file, "sha256": row.provenance.sha256,
@@ -81,9 +86,13 @@ def entry_of(row: ImportedRow, digest: str, classify: Classify) -> dict:
     return entry
 
 
-def write_import(out_dir: str | Path, rows: Sequence[ImportedRow], classify: Classify
-                 ) -> dict:
+def write_import(out_dir: str | Path, rows: Sequence[ImportedRow], classify: Classify,
+                 quality: dict | None = None) -> dict:
     """Write the results folder of the module docstring; returns its config.
+
+    ``quality``: ``{"column": name, "higher_is_better": bool}``, the quality measure the
+    analysis correlates with (an import's ``--target``), kept in every entry and in
+    ``config.json``; ``None``: the analysis chooses among loss, perplexity, mlm_loss.
 
     Raises:
         StudyMismatchError: ``out_dir`` holds another study (a run's, or an import of
@@ -91,7 +100,7 @@ def write_import(out_dir: str | Path, rows: Sequence[ImportedRow], classify: Cla
         FolderLockedError: another process holds the folder.
     """
     out = Path(out_dir)
-    digest = import_digest(rows)
+    digest = import_digest(rows, quality)
     order = list(dict.fromkeys(r.label for r in rows))
     rows = sorted(rows, key=lambda r: (order.index(r.label), r.step))
     sources = sorted({(r.provenance.file, r.provenance.sha256, r.provenance.format)
@@ -101,6 +110,7 @@ def write_import(out_dir: str | Path, rows: Sequence[ImportedRow], classify: Cla
         "imported": {
             "digest": digest,
             "files": [{"file": f, "sha256": h, "format": fmt} for f, h, fmt in sources],
+            **({"quality": quality} if quality is not None else {}),
         },
         "models": {label: next(r.model for r in rows if r.label == label) for label in order},
         "model_sources": dict.fromkeys(order, "imported"),
@@ -115,7 +125,7 @@ def write_import(out_dir: str | Path, rows: Sequence[ImportedRow], classify: Cla
             raise StudyMismatchError(
                 f"{out} holds {what} ({', '.join(held['models'])}); import into a folder "
                 "of its own (--out)")
-        entries = [entry_of(r, digest, classify) for r in rows]
+        entries = [entry_of(r, digest, classify, quality) for r in rows]
         for e in entries:
             atomic_write_json(out / "records" / f"import-{digest}" / e["model_label"]
                               / f"step{e['step']:06d}.json", e)

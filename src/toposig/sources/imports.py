@@ -26,7 +26,7 @@ import json
 import math
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from toposig.files.names import UnsafeNameError, check_name
@@ -310,6 +310,28 @@ def read_table(path: Path, sha256: str) -> list[ImportedRow]:
 
 
 READERS = {"seed-a": read_seed_a, "seed-b": read_seed_b, "table": read_table}
+
+
+def with_target(rows: list[ImportedRow], column: str) -> list[ImportedRow]:
+    """The rows with the feature (or quality) ``column`` as their quality measure: a
+    feature column becomes a quality, not a feature.
+
+    Raises:
+        ImportFormatError: a row without a value for it (naming the file and row).
+    """
+    out = []
+    for r in rows:
+        # the file's column name or toposig's name for it (seed A's effective_rank is
+        # effective_rank_cov)
+        target = next((k for k, v in r.columns.items() if v == column), column)
+        value = r.quality.get(target, r.features.get(target))
+        if value is None:
+            raise ImportFormatError(f"{r.provenance.file}, row {r.provenance.row}: no value "
+                                    f"of the target {column!r}")
+        features = {k: v for k, v in r.features.items() if k != target}
+        out.append(replace(r, quality={**r.quality, target: value}, features=features,
+                           columns={k: v for k, v in r.columns.items() if k != target}))
+    return out
 
 
 def read_rows(paths: Iterable[str | Path], fmt: str | None = None) -> list[ImportedRow]:
