@@ -209,3 +209,20 @@ def test_a_feature_must_beat_the_best_baseline_of_its_space():
     assert e["baseline"] == "rankme" and e["significant"]["beyond_baseline"] is False
     assert set(e["beyond_by_baseline"]) == {"mean_norm", "rankme"}  # no effective_rank_cov
     assert controls.baselines_of("np_mean")[0] == "weight_l2_norm"
+
+
+def test_a_baseline_too_sparse_to_test_is_not_the_hardest():
+    rng = np.random.default_rng(2)
+    recs = []
+    for i in range(30):
+        loss = 5 - 0.1 * i + rng.normal(scale=0.2)
+        features = {"mean_norm": float(rng.normal()), "h1_total_persistence": float(-loss)}
+        if i < 2:
+            features["rankme"] = 1.0
+        recs.append({"model_label": "a", "step": i * 10, "perplexity": float(np.exp(loss)),
+                     "features": features})
+    out = controls.controlled_correlations(recs, {"h1_total_persistence": "perplexity"},
+                                           n_resamples=20, n_surrogates=19)
+    e = out["per_model"]["a"]["h1_total_persistence"]
+    assert e["beyond_by_baseline"]["rankme"]["p"] is None
+    assert e["baseline"] == "mean_norm" and e["beyond_p"] is not None

@@ -155,3 +155,33 @@ def test_backtest_refuses_bad_input(tmp_path, capsys):
                           "--fractions", "0.5,2"]) == 2
     assert "--fractions" in capsys.readouterr().err
     assert prediction.finite_aligned([], [])[0].size == 0
+
+
+def test_no_forecast_is_no_reason_to_stop():
+    d = forecast.decide([0, 1, 2], [5.0, 4.0, 3.0], 1000)
+    assert d.action == "continue" and "no forecast" in d.reason
+    steps = np.arange(0, 1100, 100, dtype=float)
+    loss = 2 + 3 * np.maximum(steps, 1) ** -0.3
+    rows = backtest.backtest_decisions("r", backtest.Series(steps, loss, {}), (0.2,))
+    assert rows[0].action == "continue"  # three points at 20 %: no power law yet
+
+
+def test_backtest_refuses_a_folder_twice_and_bad_options(tmp_path, capsys):
+    csv = tmp_path / "t.csv"
+    loss = plateau_then_power_law(STEPS)
+    csv.write_text("model,step,loss\n" + "".join(f"r,{int(s)},{float(v)!r}\n" for s, v in
+                                                 zip(STEPS, loss, strict=True)))
+    for name in ("x/res", "y/res"):
+        assert import_main([str(csv), "--out", str(tmp_path / name)]) == 0
+    out = tmp_path / "b.json"
+    assert backtest_main([str(tmp_path / "x/res"), str(tmp_path / "y/res"),
+                          "--out", str(out)]) == 0
+    assert "2 run(s)" in capsys.readouterr().out
+    assert {r["model"] for r in json.loads(out.read_text())["rows"]} == {
+        f"{tmp_path / 'x/res'}/r", f"{tmp_path / 'y/res'}/r"}
+    for argv, message in (([str(tmp_path / "x/res")] * 2, "given twice"),
+                          ([str(tmp_path / "x/res"), "--fractions", "0.2,0.2"], "distinct"),
+                          ([str(tmp_path / "x/res"), "--min-gain", "nan"], "--min-gain"),
+                          ([str(tmp_path / "x/res"), "--noise", "-1"], "--noise")):
+        assert backtest_main([*argv, "--out", str(out)]) == 2
+        assert message in capsys.readouterr().err

@@ -226,6 +226,7 @@ def test_a_quality_other_than_the_loss_with_its_direction(tmp_path, capsys):
     assert config["imported"]["quality"]["column"] == "accuracy"
     statistics, _ = analyse(out, plots=False, seed=0)
     assert statistics["target"] == "accuracy" and statistics["target_better"] == "higher"
+    assert statistics["models"]["a"]["final_accuracy"] == pytest.approx(0.9 - 0.6 * 641 ** -0.5)
     assert set(statistics["controlled"]["targets"].values()) == {"accuracy"}
     per_model = statistics["correlations"]["per_model"]["a"]
     assert per_model["np_mean"]["spearman_r"] > 0.9  # rises as the model improves
@@ -242,3 +243,20 @@ def test_a_quality_other_than_the_loss_with_its_direction(tmp_path, capsys):
     assert import_main([str(holes), "--out", str(tmp_path / "z"), "--target", "accuracy"]) == 2
     assert "row 2: no value of the target 'accuracy'" in capsys.readouterr().err
     assert not (tmp_path / "z").exists()
+
+
+def test_a_target_cannot_overwrite_a_records_fields_and_a_missing_model_is_refused(
+        tmp_path, capsys):
+    csv = tmp_path / "t.csv"
+    csv.write_text("model,step,status\na,0,1\n")
+    assert import_main([str(csv), "--out", str(tmp_path / "o"), "--target", "status"]) == 2
+    assert "not a quality" in capsys.readouterr().err and not (tmp_path / "o").exists()
+    parquet = tmp_path / "t.parquet"
+    pd.DataFrame({"model": ["a", None], "step": [0, 1], "loss": [1.0, 2.0]}).to_parquet(
+        parquet)
+    with pytest.raises(ImportFormatError, match="row 1: 'model' is missing"):
+        read_rows([parquet])
+    pd.DataFrame({"model": ["a", float("nan")], "step": [0, 1], "loss": [1.0, 2.0]}).to_parquet(
+        parquet)
+    with pytest.raises(ImportFormatError, match="row 1: 'model' is missing"):
+        read_rows([parquet])

@@ -234,3 +234,20 @@ def test_simulator_shares_only_the_trend_under_the_null():
                                   trend="exp", coupling=0.6, size=4000)
     ef, el = (f - 1.0 + 0.5 * g) / 0.05, (lo - 3.0 - g) / 0.1
     assert math.isclose(np.mean(ef * el), 0.6, abs_tol=0.03)
+
+
+def test_a_strong_coupling_gets_a_p_below_the_surrogate_count_floor():
+    """With 999 surrogates a count cannot go below 0.001, which a Holm correction over a
+    few hundred tests would make unpassable; the fitted tail resolves smaller p."""
+    rng = np.random.default_rng(3)
+    steps = np.arange(0, 5001, 100, dtype=float)
+    f, loss = simulate.simulate_run(steps, rng, noise=0.05, ar=0.3, coupling=0.95)
+    res = trend_controls.detrended_correlation(f, loss, steps, seed=0)
+    assert res["p"] < 1e-4 and "Fisher z" in res["p_method"]
+    r_s = np.tanh(np.random.default_rng(0).normal(0, 0.2, 999))
+    z = np.arctanh(r_s)
+    exceed = int(np.sum(np.abs(r_s) >= 0.3))
+    assert exceed >= trend_controls.TAIL_MIN  # counted while the count resolves it
+    assert trend_controls.surrogate_p(0.3, r_s, exceed) == (1 + exceed) / 1000
+    tail = trend_controls.surrogate_p(0.9, r_s, 0)
+    assert tail == pytest.approx(2 * sps.norm.sf(np.arctanh(0.9) / np.sqrt(np.mean(z * z))))

@@ -276,9 +276,12 @@ def _controlled_entry(groups: list[list[dict]], feature: str, target: str, n_res
             r_b, p_b, _ = partial_spearman(*_within_model_diffs(groups, feature, target, b))
             beyond[b] = {"r": r_b, "p": p_b}
     baseline = beyond_r = beyond_p = None
-    if beyond:
-        baseline = max(beyond, key=lambda b: (beyond[b]["p"] is None, beyond[b]["p"] or 0.0))
+    defined = [b for b in beyond if beyond[b]["p"] is not None]
+    if defined:  # a baseline too sparse to test against is listed, not chosen
+        baseline = max(defined, key=lambda b: beyond[b]["p"])
         beyond_r, beyond_p = beyond[baseline]["r"], beyond[baseline]["p"]
+    elif beyond:
+        baseline = next(iter(beyond))
     trend = {"detrended_r": None, "detrended_p": None, "detrended_undefined": None,
              "pfd_r": None, "pfd_p": None, "pfd_undefined": None}
     if len(groups) == 1:

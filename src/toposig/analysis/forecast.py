@@ -244,9 +244,10 @@ def decide(steps: Sequence[float], losses: Sequence[float | None], final_step: f
                         f"the latest loss {latest:.4f} is {rise:.4f} nats above the best so far "
                         f"({best:.4f}), more than 1.96 x sqrt(2) x the noise ({noise:.4f}) and "
                         f"{min_gain} nats", None)
+    if f["power_law"].forecast is None:  # the default is then the latest loss alone
+        return Decision("continue", "no forecast: too few checkpoints after the initial "
+                                    "plateau for the power law", None)
     low = f[DEFAULT_METHOD].low
-    if low is None:
-        return Decision("continue", "no forecast", None)
     gain_high = best - low
     if gain_high < min_gain:
         return Decision("stop: plateaued",

@@ -138,6 +138,9 @@ def model_summaries(records: list[dict]) -> dict[str, dict]:
         }
         if last.get("mlm_loss") is not None:
             out[label]["final_mlm_loss"] = last["mlm_loss"]
+        declared = declared_quality(recs)
+        if declared and declared["column"] not in TARGETS:  # an import's --target
+            out[label][f"final_{declared['column']}"] = last.get(declared["column"])
     return out
 
 

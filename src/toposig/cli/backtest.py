@@ -16,6 +16,7 @@ Writes {"default_method", "rows": [{"model", "fraction", "method", "forecast", "
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -54,7 +55,15 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
 
 def load_series(folders: list[str]) -> dict[str, backtest.Series]:
     """Each run of the folders as a :class:`~toposig.analysis.backtest.Series`; a label
-    that two folders share is prefixed with its folder's name."""
+    that two folders share is prefixed with its folder as given.
+
+    Raises:
+        ValueError: a folder given twice, or a run with no loss to forecast.
+    """
+    resolved = [Path(f).resolve() for f in folders]
+    for i, r in enumerate(resolved):
+        if r in resolved[:i]:
+            raise ValueError(f"{folders[i]} is given twice: its runs would count twice")
     per_folder = [(Path(f), by_model(load_entries(f))) for f in folders]
     counts: dict[str, int] = {}
     for _, groups in per_folder:
@@ -70,7 +79,7 @@ def load_series(folders: list[str]) -> dict[str, backtest.Series]:
                 raise ValueError(f"{folder}: {label} has no loss to forecast ({what}); "
                                  "backtest forecasts a loss in nats: a stored loss, ln "
                                  "perplexity or a masked-LM loss")
-            name = label if counts[label] == 1 else f"{folder.name}/{label}"
+            name = label if counts[label] == 1 else f"{folder}/{label}"
             names = feature_names(recs)
             out[name] = backtest.Series([r["step"] for r in recs],
                                         [quality_loss(r) for r in recs],
@@ -104,9 +113,13 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     args = build_parser(prog).parse_args(argv)
     try:
         fractions = [float(x) for x in args.fractions.split(",") if x.strip()]
-        if not fractions or not all(0 < f < 1 for f in fractions):
-            raise ValueError(f"--fractions must be numbers between 0 and 1, got "
+        if not fractions or not all(0 < f < 1 for f in fractions) or \
+                len(set(fractions)) != len(fractions):
+            raise ValueError(f"--fractions must be distinct numbers between 0 and 1, got "
                              f"{args.fractions!r}")
+        for name, value in (("--min-gain", args.min_gain), ("--noise", args.noise)):
+            if value is not None and not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"{name} must be a finite number >= 0, got {value}")
         series = load_series(args.folders)
         result = backtest.backtest(
             series, fractions, None if args.all_features else PREDICTION_FEATURES,

@@ -26,6 +26,7 @@ from toposig.run.study import StudyMismatchError
 from toposig.sources.imports import (
     FORMATS,
     QUALITY_COLUMNS,
+    RESERVED_FIELDS,
     ImportFormatError,
     read_rows,
     with_target,
@@ -55,6 +56,9 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     try:
         quality = None
         if args.target is not None:
+            if args.target in RESERVED_FIELDS:
+                raise ImportFormatError(f"--target {args.target!r} is a field every record "
+                                        "has (identity or bookkeeping), not a quality")
             if args.higher_is_better and args.target in QUALITY_COLUMNS:
                 raise ImportFormatError(f"--higher-is-better: {args.target} is lower-is-better")
             quality = {"column": args.target, "higher_is_better": args.higher_is_better}

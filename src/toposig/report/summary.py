@@ -643,9 +643,8 @@ def _robustness(statistics: dict, records: list[dict]) -> list[str]:
                          fmt_rho(e.get("beyond_r")), fmt_p(e.get("beyond_holm_p")),
                          *(_trend_cells(e) if trend else []), _survives(e)])
     ns = [e.get("n") for fs in per_model.values() for e in fs.values()]
-    caption = (f"Every feature × model (and pooled) against its target (embedding features vs "
-               f"perplexity; weight, curvature, landscape and gradient features vs loss; per "
-               f"model {_n_text(ns)} checkpoints): "
+    caption = (f"Every feature × model (and pooled) against its target "
+               f"({_targets_text(controlled)}; per model {_n_text(ns)} checkpoints): "
                f"Spearman ρ with {_bootstrap_text(statistics)} (separately for each test); "
                "partial Spearman controlling for log(1 + step) (pooled: also log parameters); "
                "Spearman of first differences between consecutive checkpoints; beyond the "

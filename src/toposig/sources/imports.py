@@ -33,6 +33,12 @@ from toposig.files.names import UnsafeNameError, check_name
 
 FORMATS: tuple[str, ...] = ("seed-a", "seed-b", "table")
 QUALITY_COLUMNS: tuple[str, ...] = ("loss", "perplexity", "mlm_loss")
+# Fields of a record that a column cannot be imported under (as a quality or feature
+# they would overwrite the record's identity and bookkeeping).
+RESERVED_FIELDS = frozenset({
+    "schema_version", "status", "model", "model_label", "step", "source", "location",
+    "revision", "checkpoint_fingerprint", "settings_hash", "families", "num_parameters",
+    "features", "imported", "quality", "timings_s", "loss_key", "mean_nll"})
 # Names a model label cannot take: data/all_results.json holds every model's entries.
 RESERVED_LABELS = frozenset({"all"})
 
@@ -293,6 +299,8 @@ def read_table(path: Path, sha256: str) -> list[ImportedRow]:
     for i, rec in enumerate(df.to_dict("records")):
         where = f"row {i + 2 if path.suffix.lower() == '.csv' else i}"  # CSV: line number
         model = rec["model"]
+        if model is None or (isinstance(model, float) and math.isnan(model)):
+            raise _fail(path, where, "'model' is missing")
         label = model_label(model if isinstance(model, str) else str(model), path, where)
         step = _step(rec["step"], path, where)
         quality = {c: v for c in quality_cols
