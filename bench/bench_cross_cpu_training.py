@@ -2,13 +2,17 @@
 """Is training bitwise reproducible across x86 instruction sets, and what does it cost?
 
 PyTorch's CPU wheel picks its float32 kernels by the CPU's instruction set, in three
-libraries that each read their own environment variable:
+libraries that each read their own environment variable (before torch is imported):
 
-  ATen (softmax, attention, layer norm, AdamW, torch.randn/normal_ ...)  ATEN_CPU_CAPABILITY
-  oneMKL (every matmul: SGEMM, also inside scaled_dot_product_attention)  MKL_CBWR
-  oneDNN (GELU: an eltwise primitive, jit-compiled for the ISA)          ONEDNN_MAX_CPU_ISA
+  ATen: softmax, attention, layer norm, AdamW, torch.randn/normal_ (so even the
+        initial weights) ...                                       ATEN_CPU_CAPABILITY
+  oneMKL: every matmul (SGEMM, also inside scaled_dot_product_attention)  MKL_CBWR
+  oneDNN: GELU (an eltwise primitive, jit-compiled for the ISA)       ONEDNN_MAX_CPU_ISA
 
-(glibc's libm also dispatches, on FMA/AVX2, through ifuncs: GLIBC_TUNABLES.)
+The thread count matters too: LayerNorm's weight gradients are summed per thread.
+(glibc's libm also dispatches, on FMA/AVX2, through ifuncs: GLIBC_TUNABLES; no effect
+was seen.) MKL_ENABLE_INSTRUCTIONS and torch.use_deterministic_algorithms(True) change
+no bits here.
 
 This script trains a short suite (default: the tiny preset's two smallest models for 200
 steps) in subprocesses under several *settings* (what a user would export), each on this
@@ -19,14 +23,23 @@ checkpoints' safetensors files with those of the native run of the same setting:
 bytes or not, the largest absolute difference of a weight, the first checkpoint that
 differs (step 0 = the initial weights), and the training time against the baseline.
 
-    python bench/bench_cross_cpu_training.py                # ~6-10 min on 2 cores
+    python bench/bench_cross_cpu_training.py                # ~8 min on 2 idle cores
     python bench/bench_cross_cpu_training.py --configs baseline repro --machines native sse4.2
     python bench/bench_cross_cpu_training.py --full --configs baseline repro --machines native
 
-An emulation on one machine is evidence, not proof: it runs the same physical CPU (here,
-perhaps, an AMD one, on which MKL ignores MKL_ENABLE_INSTRUCTIONS and takes its own
-code path), so differences that come from the vendor, cache sizes or core count are not
-exercised.
+Measured (torch 2.13.0+cpu: MKL 2024.2, oneDNN 3.12; an AMD EPYC with AVX-512, 2 cores):
+with nothing set, every emulated CPU and another thread count train other bits; with
+ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE ONEDNN_MAX_CPU_ISA=SSE41 OMP_NUM_THREADS=2
+("repro") the native, AVX2 and SSE4.2 runs are bitwise identical (also for the full tiny
+preset), at about 1.9x the training time.
+
+An emulation on one machine is evidence, not proof: it runs on the same physical CPU,
+so what depends on the vendor, cache sizes or core count is not exercised. On this AMD
+CPU, MKL ignores MKL_ENABLE_INSTRUCTIONS (its non-Intel code path), so MKL's Intel
+AVX2/AVX-512 paths were never run: MKL_CBWR=COMPATIBLE is needed for them on the word
+of MKL's documentation (it changes the bits here, so MKL's default path is not the
+COMPATIBLE one). Results also assume the same torch wheel (it ships MKL and oneDNN) and
+the same glibc (the DEFAULT kernels call its expf/logf/erff).
 """
 
 from __future__ import annotations
@@ -60,7 +73,7 @@ ONEDNN_ORDER = ["SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE
 
 _AVX512 = "-AVX512F,-AVX512CD,-AVX512BW,-AVX512DQ,-AVX512VL"
 # The emulated CPUs: what a CPU with that instruction set would make each library pick.
-# "1 thread" is this CPU with another thread count (a machine with another core count
+# "1-thread" is this CPU with another thread count (a machine with another core count
 # runs another number of threads unless the setting pins it).
 MACHINES: dict[str, dict[str, str]] = {
     "native": {},
@@ -70,7 +83,7 @@ MACHINES: dict[str, dict[str, str]] = {
     "sse4.2": {"ATEN_CPU_CAPABILITY": "default", "ONEDNN_MAX_CPU_ISA": "SSE41",
                "MKL_ENABLE_INSTRUCTIONS": "SSE4_2",
                "GLIBC_TUNABLES": f"glibc.cpu.hwcaps={_AVX512},-AVX2,-FMA,-AVX"},
-    "1 thread": {"OMP_NUM_THREADS": "1"},
+    "1-thread": {"OMP_NUM_THREADS": "1"},
 }
 
 _REPRO = {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE",
@@ -93,9 +106,9 @@ class Setting:
 
 
 SETTINGS = [
-    Setting("baseline", "nothing set", {}, ["native", "avx2", "sse4.2", "1 thread"]),
+    Setting("baseline", "nothing set", {}, ["native", "avx2", "sse4.2", "1-thread"]),
     Setting("repro", "ATen default + MKL_CBWR=COMPATIBLE + oneDNN SSE41, 2 threads", _REPRO,
-            ["native", "avx2", "sse4.2", "1 thread"], reference="baseline"),
+            ["native", "avx2", "sse4.2", "1-thread"], reference="baseline"),
     Setting("repro-avx2", "ATen avx2 + MKL_CBWR=COMPATIBLE + oneDNN AVX2, 2 threads",
             {**_REPRO, "ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"},
             ["native", "avx2"], reference="baseline"),
@@ -139,7 +152,7 @@ def machine_env(setting: dict[str, str], machine: dict[str, str]) -> dict[str, s
     for key, value in machine.items():
         if key in orders and key in env:
             env[key] = min(env[key], value, key=orders[key].index)
-        else:  # OMP_NUM_THREADS of "1 thread" replaces the setting's: another pinned count
+        else:  # OMP_NUM_THREADS of "1-thread" replaces the setting's: another pinned count
             env[key] = value
     return env
 
