@@ -216,7 +216,8 @@ class Decision:
 
 
 def decide(steps: Sequence[float], losses: Sequence[float | None], final_step: float,
-           min_gain: float = STOP_GAIN, noise: float | None = None) -> Decision:
+           min_gain: float = STOP_GAIN, noise: float | None = None,
+           forecasts: dict[str, Forecast] | None = None) -> Decision:
     """The stop rule, in plain words:
 
     * **stop: getting worse** when the latest loss lies above the best loss so far by
@@ -229,12 +230,13 @@ def decide(steps: Sequence[float], losses: Sequence[float | None], final_step: f
     * **continue** otherwise.
 
     A "scale" advice follows from "plateaued" while the loss is still above where the
-    user needs it: a larger model, not more steps.
+    user needs it: a larger model, not more steps. ``forecasts``: :func:`forecast_all` of
+    the same points, when the caller has it already.
     """
     s, lo = prediction.finite_aligned(steps, losses)
     if s.size < 3:
         return Decision("continue", "fewer than three checkpoints with a loss", None)
-    f = forecast_all(s, lo, final_step)
+    f = forecast_all(s, lo, final_step) if forecasts is None else forecasts
     noise = point_noise(lo) if noise is None else float(noise)
     best = float(np.min(lo))
     latest = float(lo[-1])

@@ -225,8 +225,9 @@ def forecast_final_loss(steps: Sequence[float], losses: Sequence[float | None],
         combined_se = jackknife_se([
             f.combined(np.delete(s_f, i), np.delete(lo_f, i), np.delete(fe_f, i))
             for i in jackknife_groups(s_f.size)])
-    default = forecast.forecast_all(s, lo, final_step)[forecast.DEFAULT_METHOD]
-    decision = forecast.decide(s, lo, final_step)
+    forecasts = forecast.forecast_all(s, lo, final_step)
+    default = forecasts[forecast.DEFAULT_METHOD]
+    decision = forecast.decide(s, lo, final_step, forecasts=forecasts)
     return Forecast(float(final_step), f.loss_only(s, lo), jackknife_se(loo), best,
                     combined, combined_se, backtest, default.forecast, default.low,
                     default.high, decision.action, decision.reason)
