@@ -257,3 +257,35 @@ def test_matches_weightwatcher_analyze():
         assert feats["spectral_norm"] ** 2 == pytest.approx(row["spectral_norm"], **tight)
         assert feats["frobenius_norm"] ** 2 == pytest.approx(row["norm"], **tight)
         assert row["status"] == "success"
+
+
+@pytest.mark.filterwarnings("ignore:Passing a dict to DataFrame.from_records")
+def test_checkpoint_means_match_weightwatcher_summary():
+    """The weight stage's mean α and weighted α are ``get_summary()``'s ``alpha`` and
+    ``alpha_weighted`` over the same layers (a layer below 8 eigenvalues counts in
+    neither)."""
+    ww = pytest.importorskip("weightwatcher")
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("weightwatcher reads float16 weights with CUDA")
+    from toposig.features import weights
+
+    logging.getLogger("weightwatcher").setLevel(logging.ERROR)
+    rng = np.random.default_rng(3)
+    mats = [rng.standard_normal((64, 32)) * 0.1, rng.standard_t(2.0, (128, 128)) * 0.05,
+            rng.standard_t(3.0, (100, 300)) * 0.05, rng.standard_normal((30, 15)) * 0.2,
+            rng.standard_normal((5, 10))]
+    model = torch.nn.Sequential()
+    for m in mats:
+        lin = torch.nn.Linear(m.shape[1], m.shape[0])
+        with torch.no_grad():
+            lin.weight.copy_(torch.from_numpy(m))
+        model.append(lin)
+    watcher = ww.WeightWatcher(model=model)
+    with contextlib.redirect_stdout(io.StringIO()):
+        summary = watcher.get_summary(watcher.analyze())
+    sig = weights.weight_signatures(
+        {str(i): lin.weight.detach().numpy() for i, lin in enumerate(model)})
+    assert sig.features["weight_alpha_mean"] == pytest.approx(summary["alpha"], rel=1e-12)
+    assert sig.features["weight_alpha_weighted_mean"] == pytest.approx(
+        summary["alpha_weighted"], rel=1e-12)

@@ -186,3 +186,51 @@ def test_embedding_on_plain_files_is_refused_before_work(pt_series, tmp_path, ca
     assert code == 2
     assert "hold weights only" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def test_heavy_tail_baselines_in_records_and_older_records_are_recomputed(
+        neox_series, tmp_path, no_texts, caplog):
+    """Each matrix carries weightwatcher's metrics, the checkpoint their means; a weight
+    record written before they existed is computed again, the others are reused."""
+    from toposig.features import heavy_tail
+
+    out = tmp_path / "out"
+    args = ["--models", str(neox_series), "--signatures", "weights", "--out", str(out), *QUIET]
+    assert run_experiments.main(args) == 0
+    rec = records_of(out)[0]
+    tensors = load_file(Path(rec["location"]) / "model.safetensors")
+    alphas = []
+    for m in rec["weights"]["matrices"]:
+        want = heavy_tail.heavy_tail_features(tensors[m["name"]].numpy())
+        assert m["ww_pl_alpha"] == pytest.approx(want["ww_pl_alpha"], rel=1e-12)
+        assert m["spectral_norm"] == pytest.approx(want["spectral_norm"], rel=1e-12)
+        assert "frobenius_norm" not in m  # it is l2_norm
+        alphas.append(want["ww_pl_alpha"])
+    assert rec["features"]["weight_alpha_mean"] == pytest.approx(np.mean(alphas), rel=1e-12)
+    for name in ("weight_alpha_weighted_mean", "weight_spectral_norm_mean",
+                 "weight_stable_rank_mean"):
+        assert np.isfinite(rec["features"][name])
+
+    # Make step 50's record look like one written before the baselines existed.
+    files = sorted((out / "records").glob("*/*/step000050.json"))
+    assert len(files) == 1
+    old = json.loads(files[0].read_text())
+    for name in ("weight_alpha_mean", "weight_alpha_weighted_mean",
+                 "weight_spectral_norm_mean", "weight_stable_rank_mean"):
+        del old["features"][name]
+    files[0].write_text(json.dumps(old))
+    calls = []
+    real = tasks.analyse_weights
+    tasks.analyse_weights = lambda ckpt, *a, **k: calls.append(ckpt.step) or real(ckpt, *a, **k)
+    try:
+        with caplog.at_level("INFO", logger="toposig.run.store"):
+            assert run_experiments.main(args) == 0
+    finally:
+        tasks.analyse_weights = real
+    assert calls == [50]
+    assert "predates weight_spectral_norm_mean" in caplog.text
+    again = records_of(out)
+    assert "weight_alpha_mean" in again[1]["features"]
+    assert again[1]["features"] == records_of(out)[1]["features"]
+    assert json.loads(files[0].read_text())["features"]["weight_alpha_mean"] == pytest.approx(
+        again[1]["features"]["weight_alpha_mean"])

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from toposig.features import weights
+from toposig.features import heavy_tail, weights
 
 
 def union_find_np(matrix: np.ndarray, w_max: float | None = None) -> dict[str, float]:
@@ -177,7 +177,8 @@ def test_include_and_exclude_patterns():
 def test_weight_signatures_summaries():
     rng = np.random.default_rng(0)
     mats = {"a.weight": rng.standard_normal((300, 20)),
-            "b.weight": 3 * rng.standard_normal((20, 40))}
+            "b.weight": 3 * rng.standard_normal((20, 40)),
+            "c.weight": rng.standard_t(2.0, (5, 6))}  # 5 eigenvalues: no alpha fitted
     sig = weights.weight_signatures(mats, max_rows=100, seed=1)
     w_max = max(np.abs(m).max() for m in mats.values())
     assert sig.w_max == w_max == sig.features["weight_max_abs"]
@@ -198,6 +199,24 @@ def test_weight_signatures_summaries():
     assert sig.features["weight_std"] == pytest.approx(everything.std())
     assert sig.features["weight_mean_abs"] == pytest.approx(np.abs(everything).mean())
     assert len(sig.diagrams["a.weight"]) == 2
+    # weightwatcher's metrics per matrix; their means skip the matrix without a fit
+    for name, m in mats.items():
+        want = heavy_tail.heavy_tail_features(m)
+        for key in weights.MATRIX_HEAVY_TAIL:
+            assert per[name][key] == pytest.approx(want[key], rel=1e-12, nan_ok=True), key
+    assert math.isnan(per["c.weight"]["ww_pl_alpha"])
+    assert sig.features["weight_alpha_mean"] == pytest.approx(
+        np.mean([per[n]["ww_pl_alpha"] for n in ("a.weight", "b.weight")]), rel=1e-12)
+    assert sig.features["weight_alpha_weighted_mean"] == pytest.approx(
+        np.mean([per[n]["ww_weighted_alpha"] for n in ("a.weight", "b.weight")]), rel=1e-12)
+    assert sig.features["weight_spectral_norm_mean"] == pytest.approx(
+        np.mean([np.linalg.norm(m, 2) for m in mats.values()]), rel=1e-12)
+    assert sig.features["weight_stable_rank_mean"] == pytest.approx(
+        np.mean([np.linalg.norm(m) ** 2 / np.linalg.norm(m, 2) ** 2 for m in mats.values()]),
+        rel=1e-12)
+    small = weights.weight_signatures({"c.weight": mats["c.weight"]})
+    assert math.isnan(small.features["weight_alpha_mean"])
+    assert small.features["weight_spectral_norm_mean"] == per["c.weight"]["spectral_norm"]
     with pytest.raises(ValueError, match="no weight matrices"):
         weights.weight_signatures({})
 
@@ -242,6 +261,6 @@ def test_weight_signatures_on_a_torch_device_equal_the_numpy_ones():
     for p, d in zip(plain.matrices, on_device.matrices, strict=True):
         for key in ("np", "np_normalized", "np_seed"):
             assert d[key] == p[key], key  # the same tree weights: exactly equal
-        for key in ("l2_norm", "std", "max_abs", "mean_abs"):
+        for key in ("l2_norm", "std", "max_abs", "mean_abs", *weights.MATRIX_HEAVY_TAIL):
             assert d[key] == pytest.approx(p[key], rel=1e-12), key
     assert on_device.features == pytest.approx(plain.features, rel=1e-12)

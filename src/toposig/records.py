@@ -98,6 +98,22 @@ FEATURE_FAMILY_SIGNATURE = {
 }
 
 
+# Features every current record of a family holds: a finished record without one of them
+# was written before the feature existed and is computed again (its settings, and so the
+# study's hash, are unchanged). Weights: the heavy-tail baselines.
+CURRENT_FEATURES: dict[Family, tuple[str, ...]] = {
+    Family.WEIGHTS: ("weight_spectral_norm_mean", "weight_stable_rank_mean",
+                     "weight_alpha_mean", "weight_alpha_weighted_mean"),
+}
+
+
+def missing_features(record: Mapping) -> list[str]:
+    """The :data:`CURRENT_FEATURES` of its family that a record lacks (``[]``: current)."""
+    features = record.get("features")
+    have = features if isinstance(features, Mapping) else {}
+    return [k for k in CURRENT_FEATURES.get(record_family(record), ()) if k not in have]
+
+
 # The fields that say which checkpoint a record belongs to, in record order.
 IDENTITY = ("model", "model_label", "step", "source", "location", "revision",
             "checkpoint_fingerprint")

@@ -64,15 +64,17 @@ WEIGHT_BASELINE = "weight_l2_norm"
 EMBEDDING_BASELINE = "mean_norm"
 LANDSCAPE_BASELINE = "hessian_trace"
 GRADIENT_BASELINE = "grad_norm_mean"
-WEIGHT_BASELINES = (WEIGHT_BASELINE, "weight_spectral_norm_mean", "weight_alpha_mean")
+WEIGHT_BASELINES = (WEIGHT_BASELINE, "weight_spectral_norm_mean", "weight_alpha_mean",
+                    "weight_alpha_weighted_mean")
 EMBEDDING_BASELINES = (EMBEDDING_BASELINE, "effective_rank_cov", "rankme")
 
 
 def baselines_of(feature: str) -> tuple[str, ...]:
     """The baselines a feature is tested beyond, the space's plain norm first: for
     weight-space topology (``np_*``, ``weight_h*``) the Frobenius norm of the weights, the
-    mean spectral norm and the mean heavy-tail exponent alpha of the matrices (the
-    field's standard weight diagnostics, where the records have them); for
+    mean spectral norm, the mean heavy-tail exponent alpha and the mean weighted alpha of
+    the matrices (the field's standard weight diagnostics, as weightwatcher computes
+    them, where the records have them); for
     embedding-space topology (``h*_``) the mean norm of the hidden states and their
     effective rank (the covariance's entropy rank, and RankMe); for the loss surface's
     merge tree (``landscape_*``) the Hessian trace; for gradient-space topology

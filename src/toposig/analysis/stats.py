@@ -112,7 +112,9 @@ def is_topological(name: str) -> bool:
 
 
 WEIGHT_STATISTICS: tuple[str, ...] = ("weight_l2_norm", "weight_std", "weight_max_abs",
-                                      "weight_mean_abs")
+                                      "weight_mean_abs", "weight_spectral_norm_mean",
+                                      "weight_stable_rank_mean", "weight_alpha_mean",
+                                      "weight_alpha_weighted_mean")
 
 
 def is_weight_feature(name: str) -> bool:

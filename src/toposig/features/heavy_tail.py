@@ -309,14 +309,33 @@ def heavy_tail_features(matrix: np.ndarray, *, min_evals: int = MIN_EVALS,
         - ``stable_rank`` (``stable_rank``): ‖W‖_F² / σ_max², dimensionless (always).
     """
     w = _as_matrix(matrix)
-    evals = esd(w, method=method)
+    return esd_features(esd(w, method=method), frobenius=float(np.linalg.norm(w, ord="fro")),
+                        min_evals=min_evals)
+
+
+def esd_features(evals: np.ndarray, *, frobenius: float | None = None,
+                 min_evals: int = MIN_EVALS) -> dict[str, float]:
+    """:func:`heavy_tail_features` from a matrix's ESD, computed elsewhere (on a GPU).
+
+    Args:
+        evals: (min(out, in),) eigenvalues λ = σ² in squared weight units (any order).
+        frobenius: ‖W‖_F from the matrix itself; ``None``: sqrt(Σλ) (equal up to rounding).
+        min_evals: as for :func:`heavy_tail_features`.
+
+    Returns:
+        The values of :func:`heavy_tail_features`.
+    """
+    evals = np.sort(np.asarray(evals, dtype=np.float64))
+    if evals.ndim != 1 or evals.size < 1 or not np.all(np.isfinite(evals)):
+        raise ValueError("expected a non-empty 1-D array of finite eigenvalues")
     lam_max = float(evals[-1])
     out = dict.fromkeys(HEAVY_TAIL_NAMES, math.nan)
     out.update({
         "ww_lambda_max": lam_max,
         "ww_num_evals": float(evals.size),
         "spectral_norm": math.sqrt(lam_max),
-        "frobenius_norm": float(np.linalg.norm(w, ord="fro")),
+        "frobenius_norm": (math.sqrt(float(np.sum(evals))) if frobenius is None
+                           else frobenius),
         "stable_rank": _stable_rank(evals),
     })
     if evals.size < min_evals:

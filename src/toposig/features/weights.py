@@ -33,8 +33,13 @@ chosen with a generator seeded by the run's seed and the matrix's name, so a mat
 the same rows at every checkpoint); Vietoris–Rips up to ``maxdim``; the features of
 :func:`toposig.features.homology.diagram_features`.
 
-**Weight statistics** (the non-topological baseline): Frobenius norm, standard deviation,
-largest and mean absolute entry.
+**Weight statistics** (the non-topological baselines): Frobenius norm, standard deviation,
+largest and mean absolute entry; and each matrix's heavy-tail metrics and spectral norm
+as ``weightwatcher`` computes them (:mod:`toposig.features.heavy_tail`), summarised per
+checkpoint as means over the analysed matrices: the mean α and weighted α are what
+weightwatcher's ``get_summary()`` reports for the same layers (it fits no α below 8
+eigenvalues, and neither mean counts such a matrix); the mean spectral norm and stable
+rank count every matrix.
 """
 
 from __future__ import annotations
@@ -50,7 +55,7 @@ import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import minimum_spanning_tree
 
-from toposig.features import homology
+from toposig.features import heavy_tail, homology
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +70,18 @@ DEFAULT_EXCLUDE: tuple[str, ...] = (
     r"(^|\.)wte\.", r"(^|\.)wpe\.", r"lm_head", r"(^|\.)head\.", r"(^|\.)output\.weight$",
     r"norm", r"(^|\.)ln_?[a-z0-9]*\.",
 )
+# Each matrix's heavy-tail metrics kept in its record entry (its Frobenius norm is there
+# already as ``l2_norm``).
+MATRIX_HEAVY_TAIL: tuple[str, ...] = tuple(k for k in heavy_tail.HEAVY_TAIL_NAMES
+                                           if k != "frobenius_norm")
+# checkpoint feature -> the per-matrix value it averages (NaN-skipping: weightwatcher fits
+# no alpha to a matrix with fewer than 8 eigenvalues)
+HEAVY_TAIL_SUMMARY: dict[str, str] = {
+    "weight_alpha_mean": "ww_pl_alpha",
+    "weight_alpha_weighted_mean": "ww_weighted_alpha",
+    "weight_spectral_norm_mean": "spectral_norm",
+    "weight_stable_rank_mean": "stable_rank",
+}
 # Above this share of all edges, the threshold candidate set is no saving: use Prim.
 _MAX_CANDIDATE_SHARE = 0.25
 
@@ -312,7 +329,8 @@ class WeightSignatures:
     Attributes:
         features: checkpoint-level features (see :func:`weight_signatures`).
         matrices: one dict per analysed matrix: ``name``, ``shape``, ``n_rows_used``,
-            neural persistence values, ``h{q}_*`` row-homology features, statistics.
+            neural persistence values, ``h{q}_*`` row-homology features, statistics,
+            heavy-tail metrics (:data:`MATRIX_HEAVY_TAIL`).
         diagrams: matrix name -> its row diagrams ``[H0, H1, ...]``.
         backend: the Vietoris–Rips backend used.
         w_max: the checkpoint's largest ``|w|`` over the analysed matrices.
@@ -354,7 +372,14 @@ def weight_signatures(
         ``np_seed_mean``/``np_seed_std``; ``weight_h{q}_total`` (Σ over matrices of the
         rows' H_q total persistence), ``weight_h{q}_count`` (Σ bars) and
         ``weight_h{q}_entropy_mean``; ``weight_l2_norm`` (Frobenius norm of all analysed
-        weights together), ``weight_std``, ``weight_max_abs``, ``weight_mean_abs``.
+        weights together), ``weight_std``, ``weight_max_abs``, ``weight_mean_abs``;
+        ``weight_alpha_mean`` (mean over the matrices of weightwatcher's power-law
+        exponent α of the ESD, dimensionless, NaN-skipping: no α is fitted below 8
+        eigenvalues), ``weight_alpha_weighted_mean`` (mean α · log10 λ_max),
+        ``weight_spectral_norm_mean`` (mean σ_max, weight units) and
+        ``weight_stable_rank_mean`` (mean ‖W‖_F²/σ_max²). Each matrix's entry holds
+        its ``ww_*`` metrics, ``spectral_norm`` and ``stable_rank``
+        (:func:`toposig.features.heavy_tail.heavy_tail_features`).
 
     Raises:
         ValueError: no matrices, or a matrix that is not 2-D and finite.
@@ -384,6 +409,7 @@ def weight_signatures(
             a = np.abs(m)
             entry.update(_np_of_abs(a, w_max))
             matrix_stats, sums = _statistics(m, a)
+            evals = heavy_tail.esd(m)
         else:
             import torch
 
@@ -392,9 +418,12 @@ def weight_signatures(
             entry.update(_np_of_tree(max_spanning_tree_weights_torch(a_t), float(a_t.max()),
                                      w_max, sum(m.shape)))
             matrix_stats, sums = _statistics_torch(t, a_t)
+            evals = _esd_torch(t)
             del t, a_t
         entry.update(homology.diagrams_features(dgms))
         entry.update(matrix_stats)
+        tail = heavy_tail.esd_features(evals, frobenius=matrix_stats["l2_norm"])
+        entry.update({k: tail[k] for k in MATRIX_HEAVY_TAIL})
         per_matrix.append(entry)
         diagrams[name] = dgms
         total += sums[0]
@@ -428,4 +457,17 @@ def _summarise(per_matrix: list[dict], maxdim: int) -> dict[str, float]:
         out[f"weight_h{q}_count"] = float(sum(e[f"h{q}_n_features"] for e in per_matrix))
         out[f"weight_h{q}_entropy_mean"] = float(
             np.mean([e[f"h{q}_persistence_entropy"] for e in per_matrix]))
+    for name, key in HEAVY_TAIL_SUMMARY.items():
+        values = np.array([e[key] for e in per_matrix], dtype=np.float64)
+        values = values[~np.isnan(values)]
+        out[name] = float(values.mean()) if values.size else math.nan
     return out
+
+
+def _esd_torch(t) -> np.ndarray:
+    """:func:`toposig.features.heavy_tail.esd` of a torch tensor, on its device: the
+    squared singular values in float64, ascending (the same values up to rounding)."""
+    import torch
+
+    sv = torch.linalg.svdvals(t.to(torch.float64))
+    return np.sort((sv * sv).cpu().numpy())

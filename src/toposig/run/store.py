@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from toposig.files.atomic import atomic_write_bytes, atomic_write_json, clean_floats, read_json
+from toposig.records import missing_features
 from toposig.sources.checkpoints import Checkpoint, fingerprint
 
 __all__ = ["ResultStore", "atomic_write_bytes", "atomic_write_json", "clean_floats",
@@ -77,12 +78,21 @@ class ResultStore:
         """``(record, stale)`` of ``ckpt``, reading its record once.
 
         ``record``: the record if it is finished (status ok, its arrays whole) and current
-        (the checkpoint's files unchanged since), else ``None``. ``stale``: a finished
-        record exists but was made from other files (a local checkpoint retrained or
-        replaced in place).
+        (the checkpoint's files unchanged since, and it holds every feature its family
+        computes today: :data:`toposig.records.CURRENT_FEATURES`), else ``None``.
+        ``stale``: a finished record exists but was made from other files (a local
+        checkpoint retrained or replaced in place).
         """
         rec = self.load(ckpt)
         if not (rec and rec.get("status") == "ok"):
+            return None, False
+        try:
+            missing = missing_features(rec)
+        except ValueError:  # an unknown family: not a record of this study's families
+            return None, False
+        if missing:
+            logger.info("%s: its record predates %s; analysing it again", ckpt.describe(),
+                        ", ".join(missing))
             return None, False
         stale = rec.get("checkpoint_fingerprint") != fingerprint(ckpt)
         damage = arrays_damage(self.arrays_path(ckpt))
