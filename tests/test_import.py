@@ -113,7 +113,7 @@ BAD_TABLES = {
     "missing step": ("model,step,loss\na,,1\n", "row 2: 'step' is missing"),
     "header only": ("model,step,loss\n", "the table has no rows"),
     "unsafe label": ("model,step,loss\n..,0,1\n", "row 2: model label '..'"),
-    "reserved label": ("model,step,loss\norg/all,0,1\n", "cannot be labelled 'all'"),
+    "reserved label": ("model,step,loss\norg/all,0,1\n", "model label 'all' is reserved"),
     "infinite value": ("model,step,loss,f\na,0,1,inf\n", "not a finite number"),
 }
 

@@ -380,6 +380,7 @@ def test_a_hand_written_loop_measures_when_due_and_refuses_to_mix_two_trainings(
     assert measured == [0, 2, 4]
     assert model.training
     assert monitor(model, 4) is None  # measured already
+    monitor.finish()  # the training ends: its label may be taken
     fresh = TopologyMonitor(byte_tokenizer(), tmp_path / "live", texts=texts, label="loop")
     with pytest.raises(LiveRunExistsError, match="overwrite=True"):
         fresh(tiny_model(), 0)
@@ -387,6 +388,7 @@ def test_a_hand_written_loop_measures_when_due_and_refuses_to_mix_two_trainings(
                               schedule=Schedule(every_n_steps=2))
     resumed.start(4)  # a resumed training may go on writing
     assert resumed.measure(model, 6).entry["step"] == 6
+    resumed.finish()
     again = TopologyMonitor(byte_tokenizer(), tmp_path / "live", texts=texts, label="loop",
                             overwrite=True)
     again(tiny_model(), 0)  # starts afresh: the earlier training's records are gone
@@ -488,6 +490,7 @@ def test_a_resumed_training_drops_the_records_its_abandoned_continuation_left(tm
     first = monitor()
     for step in range(7):
         first(model, step)
+    first.finish()  # killed, in effect: the resumed training takes the label
     resumed = monitor()
     resumed.start(3)  # resumed from the checkpoint at step 3
     assert sorted(entries(tmp_path / "live")) == list(range(7))  # aggregates: next write

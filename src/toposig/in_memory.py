@@ -156,12 +156,21 @@ def measure(model, tokenizer, texts: Sequence[str] | None = None, *,
         checkpoint, with ``source: "memory"`` and no fingerprint.
 
     Raises:
-        ValueError: an unknown family; the landscape or gradients asked of a model not in
-            float32 (the pipeline probes float32 weights); parameters on several devices
-            or in several precisions.
+        ValueError: no texts given (``texts`` empty, every text blank, or one string
+            instead of a list of them); an unknown family; the landscape or gradients
+            asked of a model not in float32 (the pipeline probes float32 weights);
+            parameters on several devices or in several precisions.
     """
     from dataclasses import replace
 
+    if isinstance(texts, str):
+        raise ValueError("texts is one string; give a list of texts (one per point of the "
+                         "cloud), or None for the pipeline's WikiText-2 texts")
+    texts = None if texts is None else list(texts)
+    if texts is not None and not any(isinstance(t, str) and t.strip() for t in texts):
+        raise ValueError(f"no texts were given: texts has {len(texts)} item(s) and none is "
+                         "a non-blank string; give a list of texts, or None for the "
+                         "pipeline's WikiText-2 texts")
     families = check_families(families)
     settings = replace(settings or EmbeddingSettings(), layers=layers)
     inputs = MeasureInputs.default(settings, texts, families, weight_settings,

@@ -145,6 +145,72 @@ def record_family(record: Mapping) -> Family:
     return Family(record.get("family", Family.EMBEDDING))
 
 
+def record_stem(step: int | None) -> str:
+    """The file stem of a checkpoint's records: ``step000100``, or ``final`` without a
+    step."""
+    return "final" if step is None else f"step{step:06d}"
+
+
+# Top-level fields of a record that hold a number or nothing.
+_NUMERIC_FIELDS = ("perplexity", "mean_nll", "mlm_loss", "loss", "checkpoint_loss",
+                   "num_parameters", "n_matrices", "w_max")
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def record_problem(record: object, *, family: Family | None = None, label: str | None = None,
+                   stem: str | None = None, arrays_file: str | None = None) -> str | None:
+    """What makes a record read back from disk unusable, or ``None`` when it is sound.
+
+    A record is input: someone may have edited, copied or damaged it. It is sound when it
+    is a JSON object whose status is ``ok`` or ``failed``; whose family (and, when given,
+    model label, file stem and arrays file) are those of the place it was read from;
+    whose step is a non-negative integer or null; and, when finished, whose ``features``
+    map names to numbers (or null) and whose loss and size fields are numbers.
+
+    Args:
+        record: the parsed JSON.
+        family, label, stem: what the record's location says it must be.
+        arrays_file: the arrays file its location gives it (relative to the results root).
+    """
+    if not isinstance(record, dict):
+        return f"holds a {type(record).__name__}, not a JSON object"
+    status = record.get("status")
+    if status not in ("ok", "failed"):
+        return f"has status {status!r}, not 'ok' or 'failed'"
+    try:
+        own = record_family(record)
+    except ValueError:
+        return f"has an unknown family {record.get('family')!r}"
+    if family is not None and own != family:
+        return f"is a {own} record, where a {Family(family)} record belongs"
+    model_label = record.get("model_label")
+    if not isinstance(model_label, str) or (label is not None and model_label != label):
+        return f"names the model {model_label!r}, not its folder's {label!r}"
+    step = record.get("step")
+    if not (step is None or (_is_number(step) and isinstance(step, int) and step >= 0)):
+        return f"has step {step!r}, not a non-negative integer or null"
+    if stem is not None and record_stem(step) != stem:
+        return f"holds step {step!r}, whose file is {record_stem(step)}.json (a copy?)"
+    found = record.get("arrays_file")
+    if found is not None and (not isinstance(found, str)
+                              or (arrays_file is not None and found != arrays_file)):
+        return f"names the arrays file {found!r}, not {arrays_file!r}"
+    if status == "ok":
+        features = record.get("features")
+        if not isinstance(features, dict) or not all(
+                isinstance(k, str) and (v is None or _is_number(v))
+                for k, v in features.items()):
+            return "has 'features' that are not a mapping of names to numbers"
+        bad = [k for k in _NUMERIC_FIELDS
+               if record.get(k) is not None and not _is_number(record[k])]
+        if bad:
+            return f"has {bad[0]!r} = {record[bad[0]]!r}, not a number"
+    return None
+
+
 @dataclass
 class CheckpointOutput:
     """A finished checkpoint of one family: its JSON record and the arrays saved beside

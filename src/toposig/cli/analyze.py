@@ -19,7 +19,7 @@ from pathlib import Path
 
 from toposig.analysis.statistics import ResultsMissingError, summary_lines
 from toposig.analysis.table import EXPORT_FORMATS, export_table, load_results
-from toposig.cli.options import setup_logging
+from toposig.cli.options import check_seed, setup_logging
 from toposig.files.locks import FolderLockedError, exclusive
 from toposig.report.style import DPI, FigureOutput
 from toposig.report.summary import analyse
@@ -59,6 +59,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     args = build_parser(prog).parse_args(argv)
     setup_logging(args.verbose)
     try:
+        check_seed(args.seed)  # before the records are read
         output = FigureOutput(tuple(dict.fromkeys(
             f.strip().lower() for f in args.formats.split(",") if f.strip())), args.dpi)
         with exclusive(args.results, "results folder", create=False):

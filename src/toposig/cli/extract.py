@@ -42,7 +42,8 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--revision", default=None,
                    help="the revision (Hub branch or sub-folder name), instead of --step")
     p.add_argument("--revision-pattern", metavar="REGEX", default=None,
-                   help="regular expression for revision names, one group for the step")
+                   help="regular expression for revision names, one group for the step "
+                        "(a pattern that takes over 2 s on the names is refused)")
     p.add_argument("--out", default=None,
                    help="also store the record under this results root")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")

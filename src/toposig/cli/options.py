@@ -43,6 +43,18 @@ def _int_or_auto(value: str) -> int | str:
     return value if value == "auto" else int(value)
 
 
+def check_seed(seed: int) -> int:
+    """``seed`` if it is a valid ``--seed`` (an integer from 0 to 2**32 - 1, as numpy's
+    and torch's generators take), for commands whose seed is not checked by settings.
+
+    Raises:
+        ValueError: otherwise, naming ``--seed`` with the message the settings give.
+    """
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
+        raise ValueError(f"--seed must be an integer from 0 to 2**32 - 1, got {seed!r}")
+    return seed
+
+
 def add_step_options(p: argparse.ArgumentParser) -> None:
     """Which checkpoints of each series: ``--steps``, ``--revisions``, ``--revision-pattern``."""
     g = p.add_argument_group("checkpoints")
@@ -59,7 +71,9 @@ def add_step_options(p: argparse.ArgumentParser) -> None:
                    help="a regular expression matching a whole revision or sub-folder name "
                         "with one group for the step, tried before the built-in schemes "
                         "(step<N>, step<N>-tokens<M>, step_<N>k, ckpt_<N>, checkpoint-<N>, "
-                        r"global_step<N>, iter_<N>), e.g. 'epoch\d+-step(\d+)'")
+                        r"global_step<N>, iter_<N>), e.g. 'epoch\d+-step(\d+)'; names "
+                        "longer than 255 characters are not tried, and a pattern that takes "
+                        "over 2 s on a series' names (catastrophic backtracking) is refused")
 
 
 def selection_from_args(args: argparse.Namespace) -> StepSelection:
@@ -71,8 +85,10 @@ def add_embedding_options(p: argparse.ArgumentParser) -> None:
     """Options that define what the embedding stage computes (see EmbeddingSettings)."""
     g = p.add_argument_group("embedding stage")
     g.add_argument("--texts", metavar="PATH", default=None,
-                   help="plain-text file, one text per non-empty line, instead of WikiText-2 "
-                        "validation (default: WikiText-2)")
+                   help="plain-text UTF-8 file, one text per non-empty line (lines end at "
+                        "\\n only; only the lines used are read, each text cut to "
+                        "100,000 characters), instead of WikiText-2 validation (default: "
+                        "WikiText-2)")
     g.add_argument("--n-texts", type=int, default=_DEFAULTS.n_texts,
                    help="number of texts = points of the cloud (default: %(default)s)")
     g.add_argument("--min-chars", type=int, default=_DEFAULTS.min_chars,

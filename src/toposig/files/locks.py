@@ -2,7 +2,10 @@
 
 A run holds ``<folder>/.toposig.lock`` (``fcntl.flock``, released by the kernel when the
 process ends, however it ends) for as long as it writes there, with its process id in
-the file. A second run on the same folder is refused at once, naming the holder, rather
+the file. The file is opened without following a symbolic link and never truncated: a
+link, a non-regular file, a hard-linked file or one larger than a process id planted
+there is refused (:class:`UnsafeLockFileError`), so the lock cannot write outside the
+folder. A second run on the same folder is refused at once, naming the holder, rather
 than interleaving its writes with the first's. Within one process the lock is
 re-entrant, so a script and the library function it calls can both hold it.
 """
@@ -11,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,6 +28,61 @@ _held: dict[Path, int] = {}  # folders this process holds, and how many times (r
 
 class FolderLockedError(RuntimeError):
     """Another process holds the folder's lock; the message names it."""
+
+
+class UnusableFolderError(ValueError):
+    """The folder cannot be created or written: a file is in its place (or in a parent's),
+    or permissions forbid it. The message names it."""
+
+
+class UnsafeLockFileError(ValueError):
+    """The lock file is not one toposig can use without touching something else: a
+    symbolic link, not a regular file, a file with other names (hard links) or one that
+    holds more than a process id. Nothing is opened through it or written to it."""
+
+
+_PID_WIDTH = 24  # the lock file holds the holder's process id, padded to this many bytes
+
+
+def open_lock_file(path: Path) -> int:
+    """The lock file's descriptor, opened without following a link or truncating."""
+    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    flags |= getattr(os, "O_NONBLOCK", 0)  # a FIFO planted there must not block the open
+    try:
+        fd = os.open(path, flags, 0o666)
+    except PermissionError as exc:
+        raise UnusableFolderError(
+            f"cannot write in {path.parent} ({exc.strerror}): toposig needs a folder it can "
+            "write to; choose another (--out)") from None
+    except OSError as exc:
+        if path.is_symlink():
+            raise UnsafeLockFileError(
+                f"{path} is a symbolic link; toposig does not follow it (it would write "
+                "where it points). Remove it and run again") from None
+        raise UnsafeLockFileError(f"cannot open the lock file {path}: {exc}") from None
+    st = os.fstat(fd)
+    problem = ("is not a regular file" if not stat.S_ISREG(st.st_mode) else
+               f"has {st.st_nlink} names (hard links)" if st.st_nlink != 1 else
+               f"holds {st.st_size} bytes, not a process id" if st.st_size > _PID_WIDTH
+               else None)
+    if problem:
+        os.close(fd)
+        raise UnsafeLockFileError(
+            f"{path} {problem}: it is not a toposig lock file, and toposig does not write "
+            "to it. Remove it and run again")
+    return fd
+
+
+def write_holder(fd: int, pid: int | None = -1) -> None:
+    """Write the holder's process id (default: this process; ``None``: none) into an open
+    lock file, in place, padded to a fixed width (never truncating)."""
+    text = "" if pid is None else str(os.getpid() if pid == -1 else pid)
+    os.pwrite(fd, text.ljust(_PID_WIDTH - 1).encode("ascii") + b"\n", 0)
+
+
+def read_holder(fd: int) -> str:
+    """The process id an open lock file names, or ``"unknown"``."""
+    return os.pread(fd, _PID_WIDTH, 0).decode("ascii", "replace").strip() or "unknown"
 
 
 @contextmanager
@@ -52,7 +111,16 @@ def exclusive(folder: str | Path, what: str = "folder", *, create: bool = True,
     if not create and not folder.is_dir():
         yield folder
         return
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise UnusableFolderError(
+            f"the {what} {str(folder)!r} cannot be a folder: a file is in its place (or in "
+            "a parent folder's place); choose another path") from None
+    except PermissionError as exc:
+        raise UnusableFolderError(
+            f"cannot create the {what} {str(folder)!r} ({exc.strerror}); choose a folder "
+            "you can write to") from None
     key = folder.resolve()
     if key in _held:  # this process holds it already (a script around a library call)
         _held[key] += 1
@@ -62,7 +130,7 @@ def exclusive(folder: str | Path, what: str = "folder", *, create: bool = True,
             _held[key] -= 1
         return
     path = folder / LOCK_NAME
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    fd = open_lock_file(path)
     try:
         deadline = time.monotonic() + wait_s
         while True:
@@ -71,21 +139,19 @@ def exclusive(folder: str | Path, what: str = "folder", *, create: bool = True,
                 break
             except OSError:
                 if time.monotonic() >= deadline:
-                    holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() \
-                        or "unknown"
+                    holder = read_holder(fd)
                     raise FolderLockedError(
                         f"the {what} {str(folder)!r} is in use by another toposig run "
                         f"(process {holder}); wait for it to finish, or choose another "
                         "folder") from None
                 time.sleep(0.2)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+        write_holder(fd)
         _held[key] = 1
         try:
             yield folder
         finally:
             del _held[key]
-            os.ftruncate(fd, 0)
+            write_holder(fd, None)
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)

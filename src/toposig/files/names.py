@@ -6,10 +6,15 @@ folder (``..``, ``/``), hide (a leading ``.``) or overwrite another's files:
 - :func:`check_name` refuses a name given as a name (a preset's suite or model name)
   unless it is a plain file name: letters, digits, ``.``, ``_``, ``-``, not starting
   with a dot, at most 100 characters.
+- :func:`check_label` also refuses the labels the results folder uses itself
+  (:data:`RESERVED_LABELS`: ``all``, whose aggregate is ``data/all_results.json``); every
+  label read back from a folder (a record, ``config.json``) passes it before a path is
+  built from it.
 - :func:`series_labels` turns the models of a run (local paths, Hub ids) into labels
   that are plain file names and unique within the run: the folder's (or repository's)
   own name, with as many parent folders prefixed as it takes to tell two apart
-  (``a/run``, ``b/run`` -> ``a-run``, ``b-run``). The same model given twice, or two
+  (``a/run``, ``b/run`` -> ``a-run``, ``b-run``) or to avoid a reserved label
+  (``runs/all`` -> ``runs-all``). The same model given twice, or two
   that no prefix tells apart, is refused with both named.
 """
 
@@ -22,6 +27,12 @@ from pathlib import Path
 MAX_LENGTH = 100
 _PLAIN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
 _UNSAFE_CHAR = re.compile(r"[^A-Za-z0-9._-]")
+
+
+# Labels the results folder itself uses where a model's label goes: data/all_results.json
+# sits beside data/<label>_results.json. Compared case-insensitively (macOS and Windows
+# file systems do).
+RESERVED_LABELS = frozenset({"all"})
 
 
 class UnsafeNameError(ValueError):
@@ -39,6 +50,27 @@ def check_name(name: object, what: str) -> str:
         raise UnsafeNameError(
             f"{what} {name!r} cannot be a folder name: use letters, digits, '.', '_' and "
             f"'-' only, not starting with '.', at most {MAX_LENGTH} characters")
+    return name
+
+
+def is_reserved(label: str) -> bool:
+    """Whether ``label`` is one of :data:`RESERVED_LABELS` (any case)."""
+    return label.lower() in RESERVED_LABELS
+
+
+def check_label(name: object, what: str = "model label") -> str:
+    """``name`` if it can label a model's files in a results folder: a plain file name
+    (:func:`check_name`) that is not one of the folder's own (:data:`RESERVED_LABELS`).
+
+    Raises:
+        UnsafeNameError: naming ``what`` and the rule.
+    """
+    check_name(name, what)
+    if is_reserved(name):
+        raise UnsafeNameError(
+            f"{what} {name!r} is reserved: the results folder's data/all_results.json "
+            "holds every model's entries, and this model's would overwrite it; choose "
+            "another name")
     return name
 
 
@@ -88,13 +120,17 @@ def series_labels(models: Sequence[str], hub: Sequence[bool], files: Sequence[bo
         groups: dict[str, list[int]] = {}
         for i, label in enumerate(labels):
             groups.setdefault(label, []).append(i)
-        clashes = [g for g in groups.values() if len(g) > 1]
+        # a reserved label (a folder named "all") takes its parent's name too, like a clash
+        clashes = [g for label, g in groups.items() if len(g) > 1 or is_reserved(label)]
         if not clashes:
             return labels
         for group in clashes:
             deeper = [i for i in group if depth[i] < len(parts[i])]
             if not deeper:
-                a, b = group[:2]
+                a = group[0]
+                if len(group) == 1:
+                    check_label(labels[a], f"the label of {models[a]!r}")
+                b = group[1]
                 raise UnsafeNameError(
                     f"{models[a]!r} and {models[b]!r} would both be labelled {labels[a]!r}, "
                     "and their results would overwrite each other; rename one folder")

@@ -25,6 +25,7 @@ _EXPORTS = {
     "Schedule": "toposig.live.monitor",
     "LiveResult": "toposig.live.monitor",
     "LiveRunExistsError": "toposig.live.monitor",
+    "LabelInUseError": "toposig.live.monitor",
 }
 __all__ = sorted(_EXPORTS)
 

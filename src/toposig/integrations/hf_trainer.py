@@ -33,7 +33,7 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
-from toposig.files.names import UnsafeNameError, check_name, escape
+from toposig.files.names import UnsafeNameError, check_label, escape
 from toposig.in_memory import check_families
 from toposig.live.monitor import LiveResult, Schedule, TopologyMonitor
 from toposig.records import DEFAULT_FAMILIES
@@ -46,7 +46,7 @@ def default_label(output_dir: str | Path) -> str:
     """The name of the Trainer's ``output_dir`` as a plain file name (``model`` when
     nothing of it can be one)."""
     try:
-        return check_name(escape(Path(output_dir).name).lstrip("-_"), "label")
+        return check_label(escape(Path(output_dir).name).lstrip("-_"), "label")
     except UnsafeNameError:
         return "model"
 
@@ -83,7 +83,7 @@ class TopologyCallback(TrainerCallback):
         self._warned = False
         check_families(families)  # bad options fail here, not when training starts
         if label is not None:
-            check_name(label, "label")
+            check_label(label, "label")
 
     def attach(self, trainer) -> TopologyCallback:
         """Add this callback to ``trainer`` and log through ``trainer.log``."""
@@ -107,7 +107,7 @@ class TopologyCallback(TrainerCallback):
                 "TopologyCallback is not attached to the Trainer, so its scalars go to "
                 "state.log_history and the results folder but not to TensorBoard, W&B or "
                 "other loggers; use TopologyCallback(...).attach(trainer)", stacklevel=2)
-        self.monitor.start(state.global_step)
+        self.monitor.start(state.global_step, model)
         if state.global_step == 0 and self.schedule.initial:
             self._measure(args, state, model)
 

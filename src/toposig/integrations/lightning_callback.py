@@ -65,7 +65,7 @@ class LightningTopologyCallback(pl.Callback):
     def on_train_start(self, trainer, pl_module) -> None:
         if not trainer.is_global_zero:
             return
-        self.monitor.start(trainer.global_step)
+        self.monitor.start(trainer.global_step, self._model(pl_module))
         if trainer.global_step == 0 and self.monitor.schedule.initial:
             self._measure(trainer, pl_module, None)
 

@@ -19,7 +19,17 @@ callbacks, the project's own trainer, a hand-written loop) drives. Each measurem
    ``live/<label>/topology.png`` and ``live/<label>/signal.json`` in the results folder.
 
 The whole measurement holds the results folder's lock (waiting up to ``lock_wait_s`` for
-another toposig process), as a pipeline run does.
+another toposig process), as a pipeline run does. Besides, a monitor owns its label from
+:meth:`TopologyMonitor.start` until :meth:`TopologyMonitor.finish` (or
+:meth:`TopologyMonitor.close`, or the end of its process, however it ends): it holds
+``live/<label>/.writer.lock`` (``fcntl.flock``), so a second monitor on the same label, in
+another process or in this one, is refused (:class:`LabelInUseError`) before it removes
+or writes anything, while other labels of the folder are measured alongside.
+
+Everything that could refuse a monitor (its model under the label, the study's settings
+of each of its families, records of the label made by the offline pipeline, a fresh
+start over earlier records) is checked by :meth:`TopologyMonitor.start` before any record
+is removed, so a refused resume leaves the folder as it was.
 
 A measurement that fails outright (after the first) is logged and training goes on;
 the first one raises, so a results folder that belongs to another study, or a model
@@ -28,8 +38,10 @@ that cannot be measured, stops the run before it has trained for long.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -44,15 +56,21 @@ from toposig.config import (
     WeightSettings,
 )
 from toposig.files.atomic import atomic_write_json, read_json
-from toposig.files.locks import exclusive
-from toposig.files.names import check_name
+from toposig.files.locks import (
+    FolderLockedError,
+    exclusive,
+    open_lock_file,
+    read_holder,
+    write_holder,
+)
+from toposig.files.names import check_label
 from toposig.in_memory import IN_MEMORY, MeasureInputs, check_families
 from toposig.live.executor import InMemoryExecutor
 from toposig.model.placement import Placement
 from toposig.records import DEFAULT_FAMILIES, Family
 from toposig.run.pipeline import execute
 from toposig.run.plan import RunPlan, family_hashes
-from toposig.run.study import StudyMismatchError, load_study
+from toposig.run.study import StudyMismatchError, check_run_fits, load_study
 from toposig.schedule import is_scheduled
 from toposig.sources.checkpoints import Checkpoint
 
@@ -69,6 +87,7 @@ LOG_FEATURES = ("perplexity", "h0_total_persistence", "h1_total_persistence",
 LIVE_DIR = "live"  # live/<label>/topology.png and live/<label>/signal.json
 FIGURE_NAME = "topology.png"
 SIGNAL_NAME = "signal.json"
+WRITER_LOCK = ".writer.lock"  # live/<label>/.writer.lock: held by the monitor writing <label>
 
 
 LOSS_KINDS = {"mean_nll": "loss on the analysed texts", "loss": "loss the trainer reported",
@@ -102,6 +121,12 @@ def check_step(step: object) -> None:
 class LiveRunExistsError(FileExistsError):
     """A training that starts at step 0 into a results folder that already holds live
     records of the same model: the two trainings would mix."""
+
+
+class LabelInUseError(FolderLockedError):
+    """Another live monitor (another training, in another process or in this one) is
+    writing the same label in the same results folder; the message names the folder,
+    the label and the holding process."""
 
 
 @dataclass(frozen=True)
@@ -182,7 +207,8 @@ class TopologyMonitor:
             always drawn by :meth:`finish`).
         overwrite: let a training that starts at step 0 remove the folder's live
             records of ``label`` and start afresh (refused by default:
-            :class:`LiveRunExistsError`).
+            :class:`LiveRunExistsError`); never while another monitor is writing the
+            label (:class:`LabelInUseError`).
         extend: let this label join a folder whose study holds other models (as
             ``run_experiments.py --extend``; refused by default, as a run bringing a new
             model is).
@@ -209,7 +235,7 @@ class TopologyMonitor:
         self.out = Path(out)
         self.families = check_families(families)
         self.schedule = schedule or Schedule()
-        self.label = check_name(label, "label")
+        self.label = check_label(label, "label")
         self.model_name = model_name or label
         settings = replace(settings or EmbeddingSettings(), layers=layers)
         self.inputs = MeasureInputs.default(settings, texts, self.families, weight_settings,
@@ -230,6 +256,8 @@ class TopologyMonitor:
         self._entries: list[dict] = []
         self._signal: online.Signal | None = None
         self._history: list[dict] = []
+        self._start_step: int | None = None  # the step start() was given, until it is done
+        self._writer: tuple[int, int] | None = None  # (fd, pid) of the label's writer lock
 
     # -- when -----------------------------------------------------------------------
 
@@ -255,61 +283,121 @@ class TopologyMonitor:
 
     # -- measuring ------------------------------------------------------------------
 
-    def start(self, step: int) -> None:
-        """Check the folder, under its lock, before training starts at ``step`` (the
-        first measurement calls it when no integration has).
+    def start(self, step: int, model=None) -> None:
+        """Take this label and check the folder, under its lock, before training starts
+        at ``step`` (the first measurement calls it when no integration has).
+
+        The label is this monitor's from now until :meth:`finish` or :meth:`close` (or
+        the end of the process): a second monitor on it is refused. Every check that
+        could refuse this monitor runs before anything is removed or written: the model
+        the study holds under the label, the study's settings of each family measured
+        (:func:`toposig.run.study.check_run_fits`, as the measurement would), records of
+        the label the offline pipeline made, and a fresh start over earlier records.
 
         A training resumed at ``step`` > 0 goes on writing; its label's live records
-        after ``step``, left by the continuation it abandoned, are removed (they would
-        mix two trainings), and so are their steps in the study.
+        after ``step``, left by the continuation it abandoned, are then removed (they
+        would mix two trainings), and so are their steps in the study. The embedding's
+        settings hash covers the model's precision: without ``model`` they are checked
+        against the study's precision now and removed only at the first measurement,
+        once the model's own precision has been checked too.
+
+        Args:
+            step: optimizer updates done when training starts (resumes).
+            model: the model to be measured (default: known at the first measurement).
 
         Raises:
+            LabelInUseError: another monitor (another training, in this process or
+                another) is writing this label in this folder.
             LiveRunExistsError: ``step`` is 0 and the folder already holds records of
                 this label (a fresh training would mix with them); with ``overwrite``
                 its live records are removed instead.
             StudyMismatchError: the folder's study holds another model under this
-                label, or records of it that the offline pipeline made.
+                label, records of it that the offline pipeline made, or other settings
+                for one of this monitor's families.
+            ValueError: ``model`` cannot be measured (several devices or precisions).
             FolderLockedError: another toposig process holds the folder.
         """
-        if self.results:  # measuring already: the folder was checked when it started
-            return
         check_step(step)
         with self._locked():
-            config = load_study(self.out)
-            held_model = ((config or {}).get("models") or {}).get(self.label)
-            if held_model is not None and held_model != self.model_name:
-                raise StudyMismatchError(
-                    f"{self.out} holds {held_model!r} under the label {self.label!r}; this "
-                    f"training is {self.model_name!r}: give it another label (label=...) "
-                    "or write to another folder (out=...)")
-            records = self._label_records()
-            if step == 0 and records and not self.overwrite:
-                raise LiveRunExistsError(
-                    f"{self.out} already holds records of {self.label!r} at "
-                    f"{len({s for s, _ in records})} step(s) "
-                    f"({records[0][1].parent}); a training starting at step 0 would mix "
-                    "with them. Write to another folder (out=...), give this run another "
-                    "label, or pass overwrite=True to remove them first")
-            stale = [(s, p) for s, p in records if s > step or (step == 0 and s == 0)]
-            if stale:
-                self._remove(stale, step, config)
-            self._history = [h for h in self._read_signal()
-                             if isinstance(h.get("step"), (int, float)) and h["step"] <= step
-                             and not (step == 0 and stale)]
+            held_before = self._writer is not None
+            if not held_before:
+                self._claim(create=False)  # refuse at once if another monitor writes
+            try:
+                if self.results:  # measuring already: the folder was checked at its start
+                    self._claim()
+                    return
+                self._prepare(step, model)
+            except BaseException:
+                if not held_before:
+                    self.close()  # refused: the label is left to whoever may take it
+                raise
+
+    def _prepare(self, step: int, model) -> None:
+        """:meth:`start` with the folder's lock held: every check, then the label taken,
+        then the removals (only once the model's precision is known, when it counts)."""
+        config = load_study(self.out)
+        held_model = ((config or {}).get("models") or {}).get(self.label)
+        if held_model is not None and held_model != self.model_name:
+            raise StudyMismatchError(
+                f"{self.out} holds {held_model!r} under the label {self.label!r}; this "
+                f"training is {self.model_name!r}: give it another label (label=...) "
+                "or write to another folder (out=...)")
+        exact = self._check_study(config, model)
+        records = self._label_records()
+        if step == 0 and records and not self.overwrite:
+            raise LiveRunExistsError(
+                f"{self.out} already holds records of {self.label!r} at "
+                f"{len({s for s, _ in records})} step(s) "
+                f"({records[0][1].parent}); a training starting at step 0 would mix "
+                "with them. Write to another folder (out=...), give this run another "
+                "label, or pass overwrite=True to remove them first")
+        stale = [(s, p) for s, p in records if s > step or (step == 0 and s == 0)]
+        self._check_foreign(stale)
+        self._claim()
+        if not exact:  # the removals wait for the model's precision (first measurement)
+            self._start_step = step
+            return
+        if stale:
+            self._remove(stale, step, config)
+        self._history = [h for h in self._read_signal()
+                         if isinstance(h.get("step"), (int, float)) and h["step"] <= step
+                         and not (step == 0 and stale)]
+        self._start_step = None
         self._started = True
 
-    def _label_records(self) -> list[tuple[int, Path]]:
-        """(step, path) of this label's record files in the folder, every family."""
-        out = []
-        for path in sorted((self.out / "records").glob(f"*/{self.label}/step*.json")):
-            digits = path.stem.removeprefix("step")
-            if digits.isdigit():
-                out.append((int(digits), path))
-        return out
+    def _check_study(self, config: dict | None, model) -> bool:
+        """Refuse (as the measurement's :func:`~toposig.run.pipeline.execute` would) a
+        monitor whose model or settings do not belong to the folder's study; return
+        whether the check was complete: without ``model`` the embedding's settings are
+        checked in the study's precision, the model's own being unknown yet.
 
-    def _remove(self, stale: list[tuple[int, Path]], step: int, config: dict | None) -> None:
-        """Delete ``stale`` records (with their arrays) and their steps in the study;
-        only records this monitor's kind made (``source: "memory"``)."""
+        Raises:
+            StudyMismatchError: see :func:`toposig.run.study.check_run_fits`.
+            ValueError: ``model`` cannot be measured (several devices or precisions).
+        """
+        embedding = Family.EMBEDDING in self.families
+        if model is not None:
+            placement = Placement.of_model(model, self.inputs.settings.dtype)
+        else:
+            placement = Placement("cpu", (config or {}).get("dtype") or "float32")
+        ckpt = Checkpoint(model=self.model_name, label=self.label, step=0, source="memory",
+                          location=IN_MEMORY)
+        plan = self._plan(ckpt, placement)
+        plan.adopt_study_labels(self.out)
+        hashes = plan.hashes
+        if model is None and not (config or {}).get("dtype"):
+            hashes.pop(Family.EMBEDDING, None)  # a study without a recorded precision
+        check_run_fits(self.out, plan.models, hashes, plan.settings_views(),
+                       extend=self.extend, sources=plan.sources)
+        return model is not None or not embedding
+
+    def _check_foreign(self, stale: list[tuple[int, Path]]) -> None:
+        """Refuse to remove records of this label that the offline pipeline made (only
+        records this monitor's kind made, ``source: "memory"``, are ever removed).
+
+        Raises:
+            StudyMismatchError: naming the first such record.
+        """
         foreign = []
         for _, path in stale:
             try:
@@ -323,6 +411,78 @@ class TopologyMonitor:
                 f"{foreign[0]} (and {len(foreign) - 1} more) of {self.label!r} were made by "
                 "the offline pipeline, not during training; they are not removed. Give this "
                 "training another label (label=...) or write to another folder (out=...)")
+
+    def _claim(self, create: bool = True) -> None:
+        """Hold ``live/<label>/.writer.lock`` (an advisory ``fcntl.flock``, kept open until
+        :meth:`close`; the kernel releases it when the process ends, however it ends, so
+        a killed training's label is taken over). A no-op while held; with ``create``
+        false, a missing lock file is not created (nobody holds it). Called with the
+        folder's lock held, so checking and taking the label cannot interleave with
+        another monitor's.
+
+        Raises:
+            LabelInUseError: another monitor, in this process or another, holds it.
+            UnsafeLockFileError: the lock file is a link, not a plain file, or not ours.
+        """
+        if self._writer is not None:
+            return
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - not on POSIX: no advisory locks
+            return
+        path = self.out / LIVE_DIR / self.label / WRITER_LOCK
+        if not create and not path.exists():
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = open_lock_file(path)  # no link followed, nothing truncated
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = read_holder(fd)
+            os.close(fd)
+            who = ("another monitor in this process, not finished (call its finish())"
+                   if holder == str(os.getpid()) else f"process {holder}")
+            raise LabelInUseError(
+                f"the label {self.label!r} in the results folder {str(self.out)!r} is "
+                f"being written by {who}: another training is writing it, and two "
+                "trainings under one label would remove or mix each other's records. "
+                "Give this training another label (label=...), write to another folder "
+                "(out=...), or wait for that training to finish") from None
+        write_holder(fd)
+        self._writer = (fd, os.getpid())
+
+    def close(self) -> None:
+        """Release the label (:meth:`finish` does; a later measurement takes it again,
+        if no other monitor has taken it meanwhile)."""
+        writer, self._writer = self._writer, None
+        if writer is None:
+            return
+        fd, pid = writer
+        try:
+            if pid == os.getpid():  # a forked child shares the lock: only the owner unlocks
+                import fcntl
+
+                write_holder(fd, None)
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):  # at interpreter exit the kernel releases it
+            self.close()
+
+    def _label_records(self) -> list[tuple[int, Path]]:
+        """(step, path) of this label's record files in the folder, every family."""
+        out = []
+        for path in sorted((self.out / "records").glob(f"*/{self.label}/step*.json")):
+            digits = path.stem.removeprefix("step")
+            if digits.isdigit():
+                out.append((int(digits), path))
+        return out
+
+    def _remove(self, stale: list[tuple[int, Path]], step: int, config: dict | None) -> None:
+        """Delete ``stale`` records (with their arrays) and their steps in the study;
+        :meth:`start` has checked them (:meth:`_check_foreign`) and taken the label."""
         for _, path in stale:
             path.unlink(missing_ok=True)
             path.with_suffix(".npz").unlink(missing_ok=True)
@@ -354,18 +514,21 @@ class TopologyMonitor:
         Raises:
             ValueError: ``step`` is not a non-negative integer.
             Whatever the first measurement raises (a folder of another study, a model
-            that cannot be measured, a folder another process holds); later failures are
-            logged and returned.
+            that cannot be measured, a folder another process holds, a label another
+            monitor writes: :meth:`start`); later failures (a label taken by another
+            monitor after :meth:`finish` included) are logged and returned, and write
+            nothing.
         """
         check_step(step)
         first = not self.results
         if not self._started:
-            self.start(step)
+            self.start(step if self._start_step is None else self._start_step, model)
         if final_step is not None:
             self.final_step = final_step
         t0 = time.perf_counter()
         try:
             with self._locked():
+                self._claim()  # again after finish(), unless another monitor took it
                 result = self._measure(model, step, stored_loss, first)
         except Exception as exc:
             if first:
@@ -380,10 +543,14 @@ class TopologyMonitor:
         return result
 
     def finish(self) -> None:
-        """Draw the figure once more with everything measured (call at the end)."""
-        if self._entries:
-            with self._locked():
-                self._draw(force=True)
+        """Draw the figure once more with everything measured and release the label
+        (:meth:`close`) for another training (call at the end)."""
+        try:
+            if self._entries and self._writer is not None:
+                with self._locked():
+                    self._draw(force=True)
+        finally:
+            self.close()
 
     @property
     def figure_path(self) -> Path:

@@ -14,6 +14,7 @@ linearly with its checkpoints.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import platform
 import sys
@@ -32,11 +33,12 @@ from toposig.records import (
     Family,
     merge_family_records,
     now_iso,
+    record_family,
     record_header,
 )
 from toposig.run.executors import Executor, SerialExecutor
 from toposig.run.plan import RunPlan
-from toposig.run.store import ResultStore, remove_stale_temporaries
+from toposig.run.store import DamagedResultsError, ResultStore, remove_stale_temporaries
 from toposig.run.study import (
     HASH_KEYS,
     StudyMismatchError,
@@ -227,7 +229,7 @@ def _execute(plan: RunPlan, out_dir: str | Path, force: bool, progress: bool,
     study = merge_study(previous, {"models": plan.models, "signatures": plan.all_families,
                                    "steps": {}, **{HASH_KEYS[f]: h
                                                    for f, h in plan.hashes.items()}})
-    stores = {f: ResultStore(out_dir, h) for f, h in study_hashes(study).items()}
+    stores = {f: ResultStore(out_dir, h, Family(f)) for f, h in study_hashes(study).items()}
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     t0 = time.perf_counter()
     outcome = RunOutcome(records=[])
@@ -266,6 +268,10 @@ def _execute(plan: RunPlan, out_dir: str | Path, force: bool, progress: bool,
                        "changed since (retrained or replaced): they are computed again and "
                        "replaced", replaced, out_dir)
     order = entry_order(study)
+    series = SeriesIdentities(out_dir)
+    for records in [*finished, *others.values()]:
+        for rec in records.values():
+            series.note(rec)
 
     def refresh() -> None:
         entries = [e for f in finished if (e := merge_family_records(f)) is not None]
@@ -281,6 +287,8 @@ def _execute(plan: RunPlan, out_dir: str | Path, force: bool, progress: bool,
                unit="ckpt", disable=not progress)
 
     def emit(task: Task, family: str, result: CheckpointOutput | BaseException) -> None:
+        if not isinstance(result, BaseException):
+            series.check(result.record, task.ckpt)  # before anything of it is written
         _store_result(stores, task.ckpt, finished[task.index], outcome, plan.device, family,
                       result)
         if isinstance(result, BaseException):
@@ -301,18 +309,74 @@ def _execute(plan: RunPlan, out_dir: str | Path, force: bool, progress: bool,
     return outcome
 
 
+class SeriesIdentities:
+    """What each series of a results folder is: its architecture (``model_type``) and
+    parameter count, as its finished records give them. A checkpoint whose record says
+    otherwise is another model placed where the series was (a folder reused for another
+    training, a file swapped): its records would be appended to a series they do not
+    belong to, so the run is refused before the record is written."""
+
+    def __init__(self, out_dir: str | Path):
+        self.out_dir = out_dir
+        self._held: dict[str, dict[str, tuple[object, str]]] = {}
+
+    def note(self, record: dict) -> None:
+        """Take what ``record`` says of its series where nothing is known yet."""
+        held = self._held.setdefault(str(record.get("model_label")), {})
+        where = f"step {record.get('step')}"
+        for key, value in _identity(record).items():
+            held.setdefault(key, (value, where))
+
+    def check(self, record: dict, ckpt: Checkpoint) -> None:
+        """Refuse ``record`` when it contradicts its series, else note it.
+
+        Raises:
+            StudyMismatchError: naming both values and where each comes from.
+        """
+        held = self._held.get(ckpt.label, {})
+        for key, value in _identity(record).items():
+            if key in held and held[key][0] != value:
+                there, where = held[key]
+                raise StudyMismatchError(
+                    f"{ckpt.describe()} has {key} {value!r}, but the series "
+                    f"{ckpt.label!r} in {self.out_dir} has {there!r} ({where}): another "
+                    "model is at this series' path, and its records would be appended to "
+                    f"the old series. Nothing of it was written. {elsewhere(self.out_dir)}"
+                    "; or move the old model's records away (records/*/"
+                    f"{ckpt.label}) to start the series afresh")
+        self.note(record)
+
+
+def _identity(record: dict) -> dict[str, object]:
+    """The fields of a record that a series keeps at every checkpoint, compared family by
+    family (each family counts parameters its own way: a loaded model's, a state dict's)."""
+    try:
+        family = record_family(record)
+    except ValueError:
+        return {}
+    return {f"{k} ({family})": record[k] for k in ("model_type", "num_parameters")
+            if record.get(k) is not None}
+
+
 def _store_result(stores: dict[str, ResultStore], ckpt: Checkpoint, finished: dict[str, dict],
                   outcome: RunOutcome, device: str, family: str,
                   result: CheckpointOutput | BaseException) -> None:
-    """Write one family's record (or its failure) the moment it is done."""
-    if isinstance(result, BaseException):
-        rec = stores[family].write(failure_record(ckpt, result, family), ckpt)
-        outcome.failures.append(rec)
-        logger.error("%s: %s failed: %s: %s", ckpt.describe(), family,
-                     rec["error_type"], rec["error"])
-        _free_device_memory(device)
-    else:
-        finished[family] = stores[family].write(result.record, ckpt, result.arrays)
+    """Write one family's record (or its failure) the moment it is done. A record that
+    cannot be written where it belongs (a folder or a link planted there) is a failure of
+    that checkpoint, reported, not the end of the run."""
+    if not isinstance(result, BaseException):
+        try:
+            finished[family] = stores[family].write(result.record, ckpt, result.arrays)
+            return
+        except DamagedResultsError as exc:
+            result = exc
+    failure = failure_record(ckpt, result, family)
+    with contextlib.suppress(DamagedResultsError):  # if so, reported below, not stored
+        failure = stores[family].write(failure, ckpt)
+    outcome.failures.append(failure)
+    logger.error("%s: %s failed: %s: %s", ckpt.describe(), family,
+                 failure["error_type"], failure["error"])
+    _free_device_memory(device)
 
 
 def _free_device_memory(device: str) -> None:

@@ -21,12 +21,14 @@ from __future__ import annotations
 import io
 import json
 import logging
+import re
 from pathlib import Path
 
 import numpy as np
 
 from toposig.files.atomic import atomic_write_bytes, atomic_write_json, clean_floats, read_json
-from toposig.records import missing_features
+from toposig.files.names import check_label, check_name
+from toposig.records import Family, missing_features, record_problem
 from toposig.sources.checkpoints import Checkpoint, fingerprint
 
 __all__ = ["ResultStore", "atomic_write_bytes", "atomic_write_json", "clean_floats",
@@ -34,14 +36,17 @@ __all__ = ["ResultStore", "atomic_write_bytes", "atomic_write_json", "clean_floa
            "DamagedResultsError"]
 
 logger = logging.getLogger(__name__)
+# the temporary files atomic_write_bytes makes: .<name>.<random characters>.tmp
+_TEMPORARY = re.compile(r"\.[^/]+\.[A-Za-z0-9_]+\.tmp")
 
 
 class ResultStore:
     """Records of one settings hash under one results root."""
 
-    def __init__(self, root: str | Path, settings_hash: str):
+    def __init__(self, root: str | Path, settings_hash: str, family: Family | None = None):
         self.root = Path(root)
-        self.settings_hash = settings_hash
+        self.settings_hash = check_name(settings_hash, "settings hash")
+        self.family = family
         self.records_dir = self.root / "records" / settings_hash
         self.data_dir = self.root / "data"
 
@@ -52,10 +57,18 @@ class ResultStore:
         return self.record_path(ckpt).with_suffix(".npz")
 
     def load(self, ckpt: Checkpoint) -> dict | None:
-        """The stored record of ``ckpt``, or ``None``. A file that is not a JSON object
-        counts as none (with a warning naming it)."""
+        """The stored record of ``ckpt``, or ``None``. A file that cannot be read, or whose
+        content is not a sound record of this place
+        (:func:`toposig.records.record_problem`: types, model label, step, family), counts
+        as none and is recomputed, with a warning naming it; so does a folder or link
+        where the file should be."""
         path = self.record_path(ckpt)
-        if not path.is_file():
+        if not (path.exists() or path.is_symlink()):
+            return None
+        if path.is_symlink() or not path.is_file():
+            logger.warning("ignoring %s: it is a %s, not a record file (it will be replaced "
+                           "by the recomputed record)", path,
+                           "link" if path.is_symlink() else "folder")
             return None
         try:
             rec = read_json(path)
@@ -63,11 +76,17 @@ class ResultStore:
             logger.warning("ignoring unreadable record %s (it will be recomputed): %s", path,
                            exc)
             return None
-        if not isinstance(rec, dict):
-            logger.warning("ignoring record %s: it holds a %s, not a JSON object (it will be "
-                           "recomputed)", path, type(rec).__name__)
+        problem = record_problem(rec, family=self.family, label=ckpt.label, stem=ckpt.name,
+                                 arrays_file=self.arrays_file(ckpt))
+        if problem:
+            logger.warning("ignoring record %s: it %s (it will be recomputed)", path, problem)
             return None
         return rec
+
+    def arrays_file(self, ckpt: Checkpoint) -> str:
+        """Where ``ckpt``'s arrays belong, relative to the results root (as records
+        name it)."""
+        return str(self.arrays_path(ckpt).relative_to(self.root))
 
     def finished(self, ckpt: Checkpoint) -> dict | None:
         """The record of ``ckpt`` if it is finished and still current, else ``None``
@@ -109,24 +128,65 @@ class ResultStore:
     def write(self, record: dict, ckpt: Checkpoint, arrays: dict[str, np.ndarray] | None = None):
         """Write a record (and its arrays first). Returns the record as stored."""
         record = dict(record, settings_hash=self.settings_hash)
+        path = self.record_path(ckpt)
+        check_label(ckpt.label, "model label")
+        _make_own_folder(self.root, path.parent)
+        if path.is_dir() and not path.is_symlink():  # a folder where the record belongs
+            raise DamagedResultsError(
+                f"{path} is a folder where the record of {ckpt.describe()} belongs; "
+                "remove it (toposig does not delete folders it did not make)")
         if arrays is not None:
             buf = io.BytesIO()
             np.savez_compressed(buf, **arrays)
             atomic_write_bytes(self.arrays_path(ckpt), buf.getvalue())
-            record["arrays_file"] = str(self.arrays_path(ckpt).relative_to(self.root))
-        atomic_write_json(self.record_path(ckpt), record)
+            record["arrays_file"] = self.arrays_file(ckpt)
+        atomic_write_json(path, record)
         return record
 
     def write_aggregates(self, records: list[dict], config: dict) -> None:
         """The seed's aggregate files from the finished (status ok) records."""
         ok = [r for r in records if r.get("status") == "ok"]
-        atomic_write_json(self.data_dir / "all_results.json", ok)
         by_label: dict[str, list[dict]] = {}
         for r in ok:
-            by_label.setdefault(r["model_label"], []).append(r)
+            by_label.setdefault(check_label(r["model_label"], "model label"), []).append(r)
+        _make_own_folder(self.root, self.data_dir)
+        atomic_write_json(self.data_dir / "all_results.json", ok)
         for label, recs in by_label.items():
             atomic_write_json(self.data_dir / f"{label}_results.json", recs)
         atomic_write_json(self.data_dir / "config.json", config)
+
+
+def _make_own_folder(root: Path, folder: Path) -> None:
+    """Create ``folder`` (inside ``root``) if needed, refusing when it, or a folder
+    between it and ``root``, is a symbolic link or not a folder: a write through it would
+    land outside the results folder.
+
+    Raises:
+        DamagedResultsError: naming the link.
+    """
+    link = _links_below(root, folder)
+    if link is None:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except (FileExistsError, NotADirectoryError) as exc:
+            raise DamagedResultsError(
+                f"{exc.filename or folder} is a file where toposig keeps a folder of the "
+                f"results folder {root}; move it away and run again") from None
+        link = _links_below(root, folder)
+    if link is not None:
+        raise DamagedResultsError(
+            f"{link} is a symbolic link inside the results folder {root}; toposig does not "
+            "write through it (it would write where it points). Replace it with a folder")
+
+
+def _links_below(root: Path, path: Path) -> Path | None:
+    """The first component of ``path`` below ``root`` that is a symbolic link, if any."""
+    current = root
+    for part in path.relative_to(root).parts:
+        current = current / part
+        if current.is_symlink():
+            return current
+    return None
 
 
 def arrays_damage(path: Path) -> str | None:
@@ -173,7 +233,10 @@ def remove_stale_temporaries(root: str | Path) -> list[Path]:
     removed = []
     for pattern in ("data/.*.tmp", "plots/.*.tmp", "live/*/.*.tmp", "records/*/*/.*.tmp"):
         for p in root.glob(pattern):
-            if p.is_file() and not p.is_symlink():
+            # never through a linked folder (someone else's files), never a link itself,
+            # and only the names atomic_write_bytes gives: .<name>.<random>.tmp
+            if (p.is_file() and not p.is_symlink() and _links_below(root, p) is None
+                    and _TEMPORARY.fullmatch(p.name)):
                 p.unlink(missing_ok=True)
                 removed.append(p)
     if removed:

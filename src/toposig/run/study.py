@@ -20,7 +20,8 @@ import logging
 from pathlib import Path
 
 from toposig.files.atomic import read_json
-from toposig.records import FAMILIES, Family
+from toposig.files.names import UnsafeNameError, check_label, check_name
+from toposig.records import FAMILIES, Family, record_problem
 from toposig.run.store import arrays_damage
 
 logger = logging.getLogger(__name__)
@@ -44,8 +45,13 @@ def load_study(out_dir: str | Path) -> dict | None:
             mapping (damaged or not written by toposig): the folder's study is unknown.
     """
     path = Path(out_dir) / "data" / "config.json"
-    if not path.is_file():
+    if not (path.exists() or path.is_symlink()):
         return None
+    if path.is_symlink() or not path.is_file():
+        raise StudyMismatchError(
+            f"{path} is not a regular file (a {'link' if path.is_symlink() else 'folder'}): "
+            "the study this folder holds is unknown; write the run to another folder "
+            "(--out), or replace it with the study's config.json")
     try:
         config = read_json(path)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -56,7 +62,50 @@ def load_study(out_dir: str | Path) -> dict | None:
         raise StudyMismatchError(
             f"{path} is not a toposig run configuration (no 'models' mapping): write the "
             "run to another folder (--out)")
+    problem = study_problem(config)
+    if problem:
+        raise StudyMismatchError(
+            f"{path} {problem}: it was edited or damaged, and no path is built from it; "
+            "restore the file, or write the run to another folder (--out)")
     return config
+
+
+def study_problem(config: dict) -> str | None:
+    """What makes a study's ``config.json`` (a JSON object with a ``models`` mapping)
+    unusable, or ``None``: every label and settings hash must be a plain file name (they
+    become folder names) and a label not one the folder reserves; steps, signatures and
+    sources must have their types."""
+    for label, model in config["models"].items():
+        try:
+            check_label(label, "model label")
+        except UnsafeNameError as exc:
+            return f"names a model {exc}"
+        if not isinstance(model, str):
+            return f"gives model {label!r} as {model!r}, not a name or path"
+    for key in HASH_KEYS.values():
+        h = config.get(key)
+        if h is not None:
+            try:
+                check_name(h, key)
+            except UnsafeNameError as exc:
+                return f"has {exc}"
+    steps = config.get("steps")
+    if steps is not None:
+        if not isinstance(steps, dict):
+            return "has 'steps' that is not a mapping of model label to steps"
+        for label, values in steps.items():
+            if label not in config["models"] or not isinstance(values, list) or not all(
+                    v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 0)
+                    for v in values):
+                return f"has steps of {label!r} that are not a list of steps of its models"
+    signatures = config.get("signatures")
+    if signatures is not None and (not isinstance(signatures, list)
+                                   or not set(map(str, signatures)) <= set(FAMILIES)):
+        return f"has signatures {signatures!r}, not a list of {', '.join(FAMILIES)}"
+    for key in ("model_sources", *SETTINGS_KEYS.values()):
+        if config.get(key) is not None and not isinstance(config[key], dict):
+            return f"has {key!r} that is not a mapping"
+    return None
 
 
 def study_hashes(config: dict) -> dict[str, str]:
@@ -247,17 +296,23 @@ def other_entries(out_dir: str | Path, config: dict,
     for family, h in study_hashes(config).items():
         for label in config["models"]:
             folder = root / "records" / h / label
-            if not folder.is_dir():
-                continue
+            if folder.is_symlink() or folder.parent.is_symlink() or not folder.is_dir():
+                continue  # a linked folder holds someone else's files
             for path in sorted(folder.glob("*.json")):
                 key = (label, path.stem)
-                if key in covered or path.name.startswith("."):
+                if key in covered or path.name.startswith(".") or path.is_symlink():
                     continue
                 try:
                     rec = read_json(path)
                 except (OSError, UnicodeDecodeError, json.JSONDecodeError):
                     continue
-                if not (isinstance(rec, dict) and rec.get("status") == "ok"):
+                problem = record_problem(rec, family=Family(family), label=label,
+                                         stem=path.stem,
+                                         arrays_file=f"records/{h}/{label}/{path.stem}.npz")
+                if problem:
+                    logger.warning("ignoring record %s: it %s", path, problem)
+                    continue
+                if rec.get("status") != "ok":
                     continue
                 if rec.get("arrays_file") and arrays_damage(root / rec["arrays_file"]):
                     continue

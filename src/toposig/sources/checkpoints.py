@@ -32,6 +32,7 @@ from typing import Any
 
 from toposig.files.content_hash import content_fingerprint
 from toposig.files.names import UnsafeNameError, series_labels
+from toposig.records import record_stem
 from toposig.sources.checkpoint_files import (
     CHECKPOINT_SUFFIXES,
     discover_files,
@@ -132,7 +133,7 @@ class Checkpoint:
     @property
     def name(self) -> str:
         """File stem of this checkpoint's records: ``step000100`` or ``final``."""
-        return "final" if self.step is None else f"step{self.step:06d}"
+        return record_stem(self.step)
 
     def describe(self) -> str:
         where = f"@{self.revision}" if self.revision else ""

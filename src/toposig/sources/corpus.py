@@ -4,14 +4,21 @@ WikiText-2 is read from the project's cache ``datasets/wikitext-2-raw-v1/wiki.{s
 first (or ``$TOPOSIG_DATASETS_DIR``), then from the Hugging Face Hub through
 ``datasets``. One row per line of the raw file, as the Hub's ``wikitext-2-raw-v1``
 dataset yields them.
+
+A texts file (``--texts PATH``) is read lazily and bounded: only the lines a run uses
+(``--n-texts`` texts, :data:`PROBE_POOL` probe texts), of each line at most
+``4 * MAX_TEXT_CHARS`` bytes, and each text cut to :data:`MAX_TEXT_CHARS` characters
+(100,000), so a huge or single-line file takes bounded memory and tokenizer time.
 """
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import logging
 import os
 from pathlib import Path
+from typing import BinaryIO
 
 logger = logging.getLogger(__name__)
 
@@ -22,6 +29,16 @@ WIKITEXT_NAME = "wikitext-2-raw-v1"
 WIKITEXT_FILES = {
     "train": "wiki.train.raw", "validation": "wiki.valid.raw", "test": "wiki.test.raw",
 }
+
+
+# Characters kept of each text of a texts file; the rest of a longer line is dropped (with
+# a warning). The embedding stage keeps the first --max-length tokens of a text (128 by
+# default) and a token spans a few characters (about 4 in English text), so 100,000
+# characters hold far more tokens than it keeps at any --max-length a model's context
+# allows; the probe windows of the landscape and gradient families are cut from at most
+# PROBE_POOL texts. 1 GB on one line had the tokenizer take ~5 GB and abort.
+MAX_TEXT_CHARS = 100_000
+_CHUNK = 1 << 20  # bytes per read while the rest of a long line is skipped
 
 
 class DataMissingError(RuntimeError):
@@ -101,12 +118,21 @@ def select_texts(rows: list[str], n_texts: int, min_chars: int = 100) -> list[st
     return chosen
 
 
-def read_texts_file(path: str | Path) -> list[str]:
-    """One text per non-empty line of a UTF-8 file, stripped.
+def read_texts_file(path: str | Path, limit: int | None = None) -> list[str]:
+    """One text per non-empty line of a UTF-8 file, stripped, in file order.
+
+    Lines end at ``\\n`` (or ``\\r\\n``) only: U+2028, U+2029, U+0085 and other
+    separators that :meth:`str.splitlines` splits at stay inside a text. A UTF-8 byte
+    order mark at the start of the file is dropped. The file is read lazily: up to
+    ``limit`` texts (every line when ``None``), and of each line only its first
+    ``4 * MAX_TEXT_CHARS`` bytes (the rest is skipped, not held in memory); a text longer
+    than :data:`MAX_TEXT_CHARS` characters is cut to that many (a warning says how many
+    were cut).
 
     Raises:
         FileNotFoundError: the file does not exist, or is a folder.
-        ValueError: it is not UTF-8 text (the message names the file and the option).
+        ValueError: a line read is not UTF-8 text, or holds NUL bytes (the message names
+            the file and the option).
     """
     p = Path(path)
     if p.is_dir():
@@ -114,27 +140,78 @@ def read_texts_file(path: str | Path) -> list[str]:
                                 "with one text per line")
     if not p.is_file():
         raise FileNotFoundError(f"texts file {str(p)!r} does not exist")
-    try:
-        content = p.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"--texts {str(p)!r} is not UTF-8 text (byte {exc.start}: "
-                         f"{exc.reason}); it takes a plain-text file with one text per "
-                         "line") from exc
-    if "\x00" in content:
+    line_bytes = 4 * MAX_TEXT_CHARS  # a UTF-8 character is at most 4 bytes
+    texts: list[str] = []
+    cut = 0
+    nul = False
+    offset = 0  # of the current line in the file, in bytes
+    with p.open("rb") as f:
+        while limit is None or len(texts) < limit:
+            raw = f.readline(line_bytes)
+            if not raw:
+                break
+            length = len(raw)
+            truncated = length == line_bytes and not raw.endswith(b"\n")
+            if truncated:  # the line goes on: skip the rest of it
+                length += _skip_line(f)
+            text = _decode_line(raw, p, offset, truncated)
+            nul = nul or "\x00" in text
+            offset += length
+            if truncated or len(text) > MAX_TEXT_CHARS:
+                cut += 1
+                text = text[:MAX_TEXT_CHARS].rstrip()
+            if text:
+                texts.append(text)
+    if nul:  # after the lines are decoded: a binary file is reported as not UTF-8 first
         raise ValueError(f"--texts {str(p)!r} holds NUL bytes: it is a binary file, not "
                          "plain text with one text per line")
-    return [line.strip() for line in content.splitlines() if line.strip()]
+    if cut:
+        logger.warning("--texts %s: %d line(s) longer than %d characters were cut to that "
+                       "many", p, cut, MAX_TEXT_CHARS)
+    return texts
+
+
+def _skip_line(f: BinaryIO) -> int:
+    """Read past the rest of the current line without keeping it; the bytes skipped."""
+    skipped = 0
+    while True:
+        chunk = f.readline(_CHUNK)
+        skipped += len(chunk)
+        if not chunk or chunk.endswith(b"\n"):
+            return skipped
+
+
+def _decode_line(raw: bytes, p: Path, offset: int, truncated: bool) -> str:
+    """The stripped text of one line's bytes, which start at byte ``offset`` of the file.
+
+    A byte order mark at offset 0 is dropped; a ``truncated`` line (cut at its
+    ``4 * MAX_TEXT_CHARS``-th byte) may end inside a character, which is dropped.
+
+    Raises:
+        ValueError: the bytes are not UTF-8 (the message gives the offset in the file).
+    """
+    if offset == 0 and raw.startswith(codecs.BOM_UTF8):
+        raw, offset = raw[len(codecs.BOM_UTF8):], len(codecs.BOM_UTF8)
+    try:  # the incremental decoder holds back a character cut at the end
+        text = (codecs.getincrementaldecoder("utf-8")().decode(raw) if truncated
+                else raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"--texts {str(p)!r} is not UTF-8 text (byte {offset + exc.start}: "
+                         f"{exc.reason}); it takes a plain-text file with one text per "
+                         "line") from exc
+    return text.strip()
 
 
 def load_texts(texts_path: str | None, n_texts: int, min_chars: int) -> list[str]:
     """The analysed texts: from ``texts_path`` if given, else WikiText-2 validation.
 
     A texts file is used as given (every non-empty line, no length filter), and must
-    hold at least ``n_texts`` of them.
+    hold at least ``n_texts`` of them; only the lines up to the ``n_texts``-th text are
+    read (:func:`read_texts_file`).
     """
     if texts_path is None:
         return select_texts(wikitext_rows("validation"), n_texts, min_chars)
-    texts = read_texts_file(texts_path)
+    texts = read_texts_file(texts_path, limit=n_texts)
     if len(texts) < n_texts:
         raise ValueError(
             f"texts file {texts_path!r} has {len(texts)} non-empty lines, "
@@ -156,7 +233,7 @@ def probe_texts(texts_path: str | None, min_chars: int, pool: int = PROBE_POOL) 
     if texts_path is None:
         rows = [r.strip() for r in wikitext_rows("validation") if len(r.strip()) >= min_chars]
     else:
-        rows = read_texts_file(texts_path)
+        rows = read_texts_file(texts_path, limit=pool)
     if not rows:
         raise ValueError(f"no texts for the probe windows in {texts_path or 'WikiText-2'}")
     return rows[:pool]

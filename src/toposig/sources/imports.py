@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from toposig.files.names import UnsafeNameError, check_name
+from toposig.files.names import UnsafeNameError, check_label
 
 FORMATS: tuple[str, ...] = ("seed-a", "seed-b", "table")
 QUALITY_COLUMNS: tuple[str, ...] = ("loss", "perplexity", "mlm_loss")
@@ -39,8 +39,6 @@ RESERVED_FIELDS = frozenset({
     "schema_version", "status", "model", "model_label", "step", "source", "location",
     "revision", "checkpoint_fingerprint", "settings_hash", "families", "num_parameters",
     "features", "imported", "quality", "timings_s", "loss_key", "mean_nll"})
-# Names a model label cannot take: data/all_results.json holds every model's entries.
-RESERVED_LABELS = frozenset({"all"})
 
 # seed A: the file's column -> toposig's name for the same quantity (DESIGN.md §4: the
 # seed's "effective rank" is the entropy rank of the covariance eigenvalues)
@@ -148,12 +146,9 @@ def model_label(model: str, path: Path, where: str) -> str:
         raise _fail(path, where, f"'model' is {model!r}, not a name")
     label = model.strip().rstrip("/").rsplit("/", 1)[-1]
     try:
-        check_name(label, "model label")
+        check_label(label, "model label")
     except UnsafeNameError as exc:
         raise _fail(path, where, str(exc)) from None
-    if label in RESERVED_LABELS:
-        raise _fail(path, where, f"a model cannot be labelled {label!r}: the results folder "
-                                 f"uses data/{label}_results.json for every model")
     return label
 
 

@@ -20,6 +20,12 @@ A user pattern (``--revision-pattern REGEX``, one capturing group for the step) 
 first and must match the whole name. Names that parse to no step (``main``) are not
 checkpoints of the series.
 
+A user pattern cannot hang a run: it is matched with a time limit
+(:data:`PATTERN_SECONDS`, 2 s for all the names of a series together), and a pattern
+that backtracks catastrophically (``(a|aa)+$``) is refused with a
+:class:`RevisionError` saying so; names longer than :data:`MAX_NAME_CHARS` (255)
+characters are not tried against it.
+
 A :class:`StepSelection` is what the user asked for (``--steps``, ``--revisions``) and
 :func:`select` applies it to the revisions a series has.
 """
@@ -28,10 +34,25 @@ from __future__ import annotations
 
 import logging
 import re
+import signal
+import threading
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+try:  # matches with a timeout; a dependency of transformers, so always there in practice
+    import regex as _regex
+except ImportError:  # pragma: no cover - exercised by monkeypatching _regex to None
+    _regex = None
+
 logger = logging.getLogger(__name__)
+
+# A --revision-pattern's matching, all names of a series together, may take this long.
+PATTERN_SECONDS = 2.0
+# Longer names are not tried against a --revision-pattern (file names are at most 255
+# bytes on common file systems, and no suite's revision names come near); the built-in
+# schemes still read them.
+MAX_NAME_CHARS = 255
 
 SEED_STEPS: tuple[int, ...] = (
     0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512,
@@ -77,8 +98,86 @@ class Revision:
     scheme: str
 
 
-def compile_pattern(pattern: str | None) -> re.Pattern[str] | None:
-    """``--revision-pattern``: a regular expression with exactly one capturing group.
+class RevisionPattern:
+    """A compiled ``--revision-pattern`` whose matching is bounded in time.
+
+    It reads like a compiled :mod:`re` pattern (``pattern``, ``groups``, ``fullmatch``).
+    Matching all names with one object may take :data:`PATTERN_SECONDS` in total; past
+    that :meth:`fullmatch` raises :class:`RevisionError` (the pattern backtracks
+    catastrophically). The limit is kept with the ``regex`` module's ``timeout``, or
+    without it with a ``SIGALRM`` timer in the main thread (elsewhere, unbounded).
+    """
+
+    def __init__(self, pattern: str, compiled: re.Pattern[str]) -> None:
+        self.pattern = pattern
+        self.groups = compiled.groups
+        self._re = compiled
+        self._bounded = None
+        if _regex is not None:
+            try:
+                self._bounded = _regex.compile(pattern)
+            except _regex.error:  # a spelling only `re` reads: matched with the alarm
+                self._bounded = None
+        self._left = PATTERN_SECONDS
+
+    def fullmatch(self, name: str) -> re.Match[str] | None:
+        """The match of the whole ``name``, or ``None`` (also for a name longer than
+        :data:`MAX_NAME_CHARS`).
+
+        Raises:
+            RevisionError: the time for this pattern is spent.
+        """
+        if len(name) > MAX_NAME_CHARS:
+            return None
+        if self._left <= 0:
+            raise self._too_slow(name)
+        start = time.perf_counter()
+        try:
+            if self._bounded is not None:
+                return self._bounded.fullmatch(name, timeout=self._left)
+            return _fullmatch_with_alarm(self._re, name, self._left)
+        except TimeoutError:
+            self._left = 0.0
+            raise self._too_slow(name) from None
+        finally:
+            self._left -= time.perf_counter() - start
+
+    def _too_slow(self, name: str) -> RevisionError:
+        return RevisionError(
+            f"--revision-pattern {self.pattern!r} took more than {PATTERN_SECONDS:g} s to "
+            f"match the checkpoint names (at {name[:60]!r}): it backtracks catastrophically, "
+            "as a repetition inside a repetition does ('(a+)+', '(a|aa)+'); give a simpler "
+            r"pattern, e.g. 'epoch\d+-step(\d+)'")
+
+
+def _fullmatch_with_alarm(compiled: re.Pattern[str], name: str,
+                          seconds: float) -> re.Match[str] | None:
+    """``compiled.fullmatch(name)``, interrupted with TimeoutError after ``seconds``
+    (``re`` checks for signals while it backtracks); unbounded off the main thread or
+    where there is no ``setitimer``. A timer set before is put back, less the time spent."""
+    if (threading.current_thread() is not threading.main_thread()
+            or not hasattr(signal, "setitimer")):
+        return compiled.fullmatch(name)
+
+    def _alarm(signum: int, frame: object) -> None:
+        raise TimeoutError
+
+    previous = signal.signal(signal.SIGALRM, _alarm)
+    start = time.monotonic()
+    pending, _ = signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        return compiled.fullmatch(name)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        if pending:
+            signal.setitimer(signal.ITIMER_REAL,
+                             max(pending - (time.monotonic() - start), 1e-3))
+
+
+def compile_pattern(pattern: str | None) -> RevisionPattern | None:
+    """``--revision-pattern``: a regular expression with exactly one capturing group, as
+    a :class:`RevisionPattern` (matching bounded in time).
 
     Raises:
         RevisionError: not a regular expression, or not exactly one group.
@@ -93,14 +192,16 @@ def compile_pattern(pattern: str | None) -> re.Pattern[str] | None:
     if compiled.groups != 1:
         raise RevisionError(f"--revision-pattern {pattern!r} must have exactly one capturing "
                             f"group, the step (it has {compiled.groups}); e.g. 'ep(\\d+)'")
-    return compiled
+    return RevisionPattern(pattern, compiled)
 
 
-def parse_revision(name: str, pattern: re.Pattern[str] | None = None) -> Revision | None:
+def parse_revision(name: str, pattern: RevisionPattern | re.Pattern[str] | None = None
+                   ) -> Revision | None:
     """The training step a checkpoint name stands for, or ``None``.
 
     Raises:
-        RevisionError: the user's pattern matches but its group is not a number.
+        RevisionError: the user's pattern matches but its group is not a number, or it
+            takes too long (:class:`RevisionPattern`).
 
     >>> parse_revision("step1000-tokens4B").step, parse_revision("step_20k").step
     (1000, 20000)
@@ -121,7 +222,8 @@ def parse_revision(name: str, pattern: re.Pattern[str] | None = None) -> Revisio
     return None
 
 
-def parse_revisions(names: Iterable[str], pattern: re.Pattern[str] | None = None,
+def parse_revisions(names: Iterable[str],
+                    pattern: RevisionPattern | re.Pattern[str] | None = None,
                     where: str = "the series") -> list[Revision]:
     """The names that stand for a step, ordered by step (then name); the others are left
     out. Two names may stand for one step (OLMo 2's ``stage1-step1000-...`` and
@@ -162,7 +264,8 @@ class StepSelection:
         compile_pattern(self.pattern)
 
     @property
-    def compiled(self) -> re.Pattern[str] | None:
+    def compiled(self) -> RevisionPattern | None:
+        """The pattern compiled afresh, with the whole time limit to spend."""
         return compile_pattern(self.pattern)
 
     @property
