@@ -18,7 +18,7 @@ import numpy as np
 
 from toposig.analysis import controls, phases, prediction, scaling, stats
 from toposig.features import homology
-from toposig.files.atomic import read_json
+from toposig.run.aggregates import aggregate_path, read_aggregate
 from toposig.run.store import load_arrays
 
 logger = logging.getLogger(__name__)
@@ -29,15 +29,23 @@ class ResultsMissingError(FileNotFoundError):
 
 
 def load_entries(results_dir: str | Path) -> list[dict]:
-    """The aggregate entries (one per finished checkpoint) of the study in ``results_dir``."""
-    path = Path(results_dir) / "data" / "all_results.json"
-    if not path.is_file():
+    """The aggregate entries (one per finished checkpoint) of the study in ``results_dir``.
+
+    Raises:
+        ResultsMissingError: there is no ``data/all_results.json``, or it holds no
+            finished checkpoint.
+        DamagedResultsError: it is not a file, not JSON, not a list of objects each with
+            a ``model_label`` and a ``step`` (:func:`toposig.run.aggregates.read_aggregate`);
+            the message names the file.
+    """
+    path = aggregate_path(results_dir)
+    if not (path.exists() or path.is_symlink()):
         raise ResultsMissingError(
             f"{path} does not exist: run `toposig run --out {results_dir}` (in a checkout: "
             f"`python src/run_experiments.py --out {results_dir}`) first, or pass --results "
             "with the folder a run wrote to"
         )
-    records = [r for r in read_json(path) if r.get("status") == "ok"]
+    records = [r for r in read_aggregate(path) if r.get("status") == "ok"]
     if not records:
         raise ResultsMissingError(f"{path} holds no finished checkpoint to analyse")
     return records

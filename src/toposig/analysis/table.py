@@ -105,15 +105,41 @@ def load_results(results_dir: str | Path = "results") -> pd.DataFrame:
     return results_table(load_entries(results_dir))
 
 
-def export_table(table: pd.DataFrame, path: str | Path) -> Path:
-    """Write the table as CSV or Parquet (by ``path``'s suffix), atomically."""
-    from toposig.files.atomic import atomic_write_bytes
+def export_problem(path: str | Path) -> str | None:
+    """Why :func:`export_table` cannot write ``path``, or ``None``: a format other than
+    :data:`EXPORT_FORMATS` (by suffix), a folder (not a link to one) where the file
+    belongs, or Parquet without pyarrow or fastparquet. Checked before anything is
+    written, so that a command refuses at once rather than after its other files."""
+    import importlib.util
 
     path = Path(path)
     fmt = path.suffix.lstrip(".")
     if fmt not in EXPORT_FORMATS:
-        raise ValueError(f"cannot export to {path.name}: the formats are "
-                         f"{', '.join(EXPORT_FORMATS)}")
+        return (f"cannot export to {path.name}: the formats are "
+                f"{', '.join(EXPORT_FORMATS)}")
+    if path.is_dir() and not path.is_symlink():
+        return (f"{path}: is a folder where the exported table belongs; move it away "
+                "(toposig does not replace folders)")
+    if fmt == "parquet" and not any(importlib.util.find_spec(m)
+                                    for m in ("pyarrow", "fastparquet")):
+        return (f"{path}: writing Parquet needs pyarrow (pip install pyarrow); "
+                "--export csv needs nothing more")
+    return None
+
+
+def export_table(table: pd.DataFrame, path: str | Path) -> Path:
+    """Write the table as CSV or Parquet (by ``path``'s suffix), atomically.
+
+    Raises:
+        ValueError: :func:`export_problem` has an answer for ``path``; nothing is written.
+    """
+    from toposig.files.atomic import atomic_write_bytes
+
+    path = Path(path)
+    fmt = path.suffix.lstrip(".")
+    problem = export_problem(path)
+    if problem:
+        raise ValueError(problem)
     if fmt == "csv":
         data = table.to_csv(index=False, lineterminator="\n").encode("utf-8")
     else:

@@ -9,20 +9,28 @@ Up to 21 figures, those the records have data for: 7 of embedding space, 4 of we
 space (the correlation heatmap among them), 8 of the analysis and 2 of the loss
 landscape and gradients; a figure an earlier analysis drew that no longer applies is
 removed. The same records give the same files, byte for byte.
+
+Before it reads anything the analysis checks that it can write its files (a read-only
+folder, a folder where an --export table belongs, are refused at once), and, holding the
+folder's lock, that data/all_results.json reflects the finished records of the folder's
+study: aggregates that a killed run left behind are rebuilt from the records, with a
+warning. A damaged data/all_results.json or data/config.json is refused naming the file.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 from toposig.analysis.statistics import ResultsMissingError, summary_lines
-from toposig.analysis.table import EXPORT_FORMATS, export_table, load_results
+from toposig.analysis.table import EXPORT_FORMATS, export_problem, export_table, load_results
 from toposig.cli.options import check_seed, setup_logging
 from toposig.files.locks import FolderLockedError, exclusive
 from toposig.report.style import DPI, FigureOutput
 from toposig.report.summary import analyse
+from toposig.run.aggregates import rebuild_if_stale
 
 
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
@@ -55,21 +63,57 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     return p
 
 
+class ReadOnlyResultsError(ValueError):
+    """A results folder the analysis cannot write its files into; the message names it."""
+
+
+def check_writable(results: Path, plots: bool) -> None:
+    """Refuse, before anything is read or written, a results folder whose folders the
+    analysis writes into (the folder itself, ``data/``, and ``plots/`` when figures are
+    drawn) exist but cannot be written by this process. A missing folder passes (the
+    analysis reports it missing). Permissions the process ignores (root) pass too: the
+    write that then fails is reported by :func:`main` as cleanly.
+
+    Raises:
+        ReadOnlyResultsError: naming the folder.
+    """
+    for folder in (results, results / "data", *([results / "plots"] if plots else [])):
+        if folder.is_dir() and not os.access(folder, os.W_OK | os.X_OK):
+            raise ReadOnlyResultsError(
+                f"{folder}: is not writable, and the analysis writes data/statistics.json, "
+                f"summary.md and plots/ into the results folder {results}; make it "
+                "writable, or analyse a writable copy of it")
+
+
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    """``toposig analyze``: returns the exit status, 0, or 2 with one ``error:`` line
+    naming the file or folder at fault (missing, damaged, read-only, locked) and no
+    traceback."""
     args = build_parser(prog).parse_args(argv)
     setup_logging(args.verbose)
+    results = Path(args.results)
     try:
         check_seed(args.seed)  # before the records are read
         output = FigureOutput(tuple(dict.fromkeys(
             f.strip().lower() for f in args.formats.split(",") if f.strip())), args.dpi)
-        with exclusive(args.results, "results folder", create=False):
-            statistics, figures = analyse(args.results, plots=not args.no_plots,
+        tables = [results / "data" / f"results_table.{fmt}" for fmt in dict.fromkeys(args.export)]
+        for table in tables:  # before anything is written
+            if problem := export_problem(table):
+                raise ValueError(problem)
+        check_writable(results, plots=not args.no_plots)
+        with exclusive(results, "results folder", create=False):
+            rebuild_if_stale(results)  # aggregates a killed run left behind
+            statistics, figures = analyse(results, plots=not args.no_plots,
                                           target=args.target, seed=args.seed, output=output)
-            exported = [export_table(load_results(args.results),
-                                     Path(args.results) / "data" / f"results_table.{fmt}")
-                        for fmt in dict.fromkeys(args.export)]
+            exported = [export_table(load_results(results), table) for table in tables]
     except (ResultsMissingError, ValueError, FolderLockedError, ImportError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a write refused or failed: a read-only folder, a full disk
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"error: {where}{exc.strerror or exc} (the analysis writes "
+              f"data/statistics.json, summary.md and plots/ into the results folder "
+              f"{results})", file=sys.stderr)
         return 2
     print("\n".join(summary_lines(statistics)))
     print(f"statistics: {Path(args.results) / 'data' / 'statistics.json'}")

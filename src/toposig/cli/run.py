@@ -28,8 +28,11 @@ from __future__ import annotations
 import argparse
 import logging
 import shlex
+import signal
 import sys
-from contextlib import ExitStack
+import threading
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from toposig.cli.options import (
@@ -114,10 +117,60 @@ def recorded_command(argv: list[str], prog: str | None = None) -> str:
     return shlex.join([*head, *kept])
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM received while :func:`sigterm_as_interrupt` is in force: a
+    :class:`KeyboardInterrupt`, so every ``finally`` and ``except KeyboardInterrupt`` that
+    cleans up after Ctrl-C cleans up after ``kill``, a job scheduler or a container stop."""
+
+
+INTERRUPTED = ("\ninterrupted: every finished checkpoint is saved; rerun the same command "
+               "to continue")
+
+
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """For the duration of the block, SIGTERM raises :class:`Terminated` in the main thread
+    (as Ctrl-C raises :class:`KeyboardInterrupt`), so that a run's ``finally`` blocks run:
+    the pipeline rewrites the aggregates from the records finished so far and the folder's
+    lock is released. The previous handler is restored afterwards. Outside the main thread
+    (where Python cannot set handlers) nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame) -> None:
+        raise Terminated(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:  # None: a handler not set from Python; the default is the closest to it
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+
+
+def interrupted_status(exc: KeyboardInterrupt) -> int:
+    """The exit status of an interrupted command, as a shell reports a process that a
+    signal stopped: 143 (128 + SIGTERM) for :class:`Terminated`, else 130 (128 + SIGINT)."""
+    return 128 + (signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT)
+
+
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    """``toposig run``: returns the exit status (0, 1 when a checkpoint failed, 2 for bad
+    input, 130 after Ctrl-C and 143 after SIGTERM, both with the finished records saved
+    and the aggregates rewritten)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser(prog).parse_args(argv)
     setup_logging(args.verbose)
+    with sigterm_as_interrupt():
+        try:
+            return _main(args, argv, prog)
+        except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM, e.g. while a suite trains
+            print(INTERRUPTED, file=sys.stderr)
+            return interrupted_status(exc)
+
+
+def _main(args: argparse.Namespace, argv: list[str], prog: str | None) -> int:
+    """:func:`main` once the options are parsed."""
     lock = ExitStack()
     try:
         settings = settings_from_args(args)
@@ -164,6 +217,9 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         lock.close()
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except BaseException:  # Ctrl-C or SIGTERM while a suite trains: the lock goes too
+        lock.close()
+        raise
     with lock:
         return _run(plan, args, executor, prog)
 
@@ -176,10 +232,9 @@ def _run(plan, args: argparse.Namespace, executor, prog: str | None = None) -> i
     try:
         outcome = execute(plan, args.out, force=args.force, progress=not args.no_progress,
                           executor=executor, extend=args.extend)
-    except KeyboardInterrupt:
-        print("\ninterrupted: every finished checkpoint is saved; rerun the same command "
-              "to continue", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # the aggregates were rewritten on the way out
+        print(INTERRUPTED, file=sys.stderr)
+        return interrupted_status(exc)
     except StudyMismatchError as exc:  # found once the records were read
         print(f"error: {exc}", file=sys.stderr)
         return 2

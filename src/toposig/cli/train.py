@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 from toposig.cli.options import setup_logging
+from toposig.cli.run import interrupted_status, sigterm_as_interrupt
 from toposig.config import SettingsError, parse_signatures
 from toposig.files.locks import FolderLockedError
 from toposig.live.monitor import LIVE_DIR, LiveRunExistsError, TopologyMonitor
@@ -99,8 +100,22 @@ def live_measurement(out: str, families, suite_dir: Path, final_step: int,
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    """``toposig train``: returns the exit status (0, 2 for bad input, 130 after Ctrl-C and
+    143 after SIGTERM: the saved checkpoints are kept, and with ``--measure-out`` the
+    measurements made so far with their aggregates)."""
     args = build_parser(prog).parse_args(argv)
     setup_logging(args.verbose)
+    with sigterm_as_interrupt():
+        try:
+            return _main(args)
+        except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM
+            print("\ninterrupted: every saved checkpoint is kept; rerun the same command to "
+                  "resume from the last one", file=sys.stderr)
+            return interrupted_status(exc)
+
+
+def _main(args: argparse.Namespace) -> int:
+    """:func:`main` once the options are parsed."""
     try:
         config = load_suite_config(args.preset)
         measure = None
