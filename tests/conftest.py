@@ -26,7 +26,7 @@ os.environ["TOPOSIG_CACHE_DIR"] = tempfile.mkdtemp(prefix="toposig-test-cache-")
 PROJECT = Path(__file__).resolve().parents[1]
 SHARED_DATA = PROJECT.parent / "shared" / "data"
 WIKI = "wikitext-2-raw-v1/wiki.valid.raw"
-TOKENIZER_FILE = SHARED_DATA / "pythia-tokenizer" / "20B_tokenizer.json"
+TOKENIZER = Path("pythia-tokenizer") / "20B_tokenizer.json"
 
 
 class FolderHub:
@@ -141,9 +141,16 @@ def seed_measurements() -> Path:
 
 @pytest.fixture(scope="session")
 def tokenizer_file() -> Path:
-    if not TOKENIZER_FILE.is_file():
-        _require_or_skip(f"the Pythia tokenizer ({TOKENIZER_FILE})")
-    return TOKENIZER_FILE
+    """The Pythia (GPT-NeoX-20B) tokenizer: datasets/pythia-tokenizer/20B_tokenizer.json
+    (or under $TOPOSIG_DATASETS_DIR, or ../shared/data)."""
+    env = os.environ.get("TOPOSIG_DATASETS_DIR")
+    places = [Path(env)] if env else []
+    places += [PROJECT / "datasets", SHARED_DATA]
+    for folder in places:
+        if (folder / TOKENIZER).is_file():
+            return folder / TOKENIZER
+    _require_or_skip(f"the Pythia tokenizer (datasets/{TOKENIZER}; a Pythia-shaped model "
+                     "needs a real tokenizer)")
 
 
 def pythia_tokenizer(tokenizer_file: Path):

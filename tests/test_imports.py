@@ -104,7 +104,7 @@ def test_the_checker_finds_a_cycle_and_a_private_import():
     assert "toposig.cli.options" in edges["toposig.cli.run"]
 
 
-# The layers of the README's Layout section, lowest first: a module may import from its
+# The layers of the Layout section (docs/development.md), lowest first: a module may import from its
 # own layer or a lower one.
 LAYERS = [("config", "records", "files", "version", "schedule"), ("features",), ("sources",),
           ("model",), ("run",), ("analysis",), ("report",), ("in_memory",), ("live",),

@@ -412,9 +412,11 @@ def test_a_monitor_refuses_bad_options(tmp_path):
 
 
 def readme_example(marker: str) -> str:
-    """The python block after ``<!-- marker -->`` in the README."""
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    block = text.split(f"<!-- {marker} -->", 1)[1]
+    """The python block after ``<!-- tested: tests/test_live.py marker -->`` in the
+    documentation's page on training (docs/training.md)."""
+    page = Path(__file__).resolve().parents[1] / "docs" / "training.md"
+    text = page.read_text(encoding="utf-8")
+    block = text.split(f"<!-- tested: tests/test_live.py {marker} -->", 1)[1]
     return block.split("```python\n", 1)[1].split("```", 1)[0]
 
 

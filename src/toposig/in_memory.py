@@ -147,9 +147,11 @@ def measure(model, tokenizer, texts: Sequence[str] | None = None, *,
         layers: ``"last"`` or ``"all"`` (the embedding output and every block).
         step: the training step, kept in the records.
         label: the model's name in the records.
-        settings, weight_settings, landscape_settings, gradient_settings: the families'
-            settings (defaults as in ``run_experiments.py``; ``settings.layers`` is
-            replaced by ``layers``).
+        settings: the embedding's settings (defaults as in ``run_experiments.py``;
+            ``settings.layers`` is replaced by ``layers``).
+        weight_settings: the weight family's settings (default as in ``run_experiments.py``).
+        landscape_settings: the landscape family's settings (likewise).
+        gradient_settings: the gradient family's settings (likewise).
 
     Returns:
         A :class:`Measurement`; its records are those the pipeline writes for a

@@ -290,19 +290,17 @@ def heavy_tail_features(matrix: np.ndarray, *, min_evals: int = MIN_EVALS,
         method: how :func:`esd` computes the eigenvalues (``"svd"``: as weightwatcher).
 
     Returns:
-        Floats (NaN where weightwatcher reports nothing or −1). Its column names in
-        brackets:
+        Floats (NaN where weightwatcher reports nothing or −1; λ and its range in squared
+        weight units). Its column names in brackets:
 
         - ``ww_pl_alpha`` (``alpha``): power-law exponent of the ESD, dimensionless.
-        - ``ww_pl_xmin``, ``ww_pl_xmax`` (``xmin``, ``xmax``): the fitted range of λ,
-          squared weight units.
+        - ``ww_pl_xmin``, ``ww_pl_xmax`` (``xmin``, ``xmax``): the fitted range of λ.
         - ``ww_pl_ks_distance`` (``D``): KS distance of the fit, in [0, 1].
         - ``ww_pl_sigma`` (``sigma``): (α − 1)/√(tail size).
         - ``ww_pl_num_spikes`` (``num_pl_spikes``): eigenvalues ≥ xmin.
         - ``ww_weighted_alpha`` (``alpha_weighted``): α · log10 λ_max.
         - ``ww_log_alpha_norm`` (``log_alpha_norm``): log10 Σ λ^α.
-        - ``ww_lambda_max`` (``lambda_max``, also its ``spectral_norm``): σ_max²,
-          squared weight units.
+        - ``ww_lambda_max`` (``lambda_max``, also its ``spectral_norm``): σ_max².
         - ``ww_num_evals`` (``num_evals``): min(out, in).
         - ``spectral_norm`` (``sv_max``): σ_max, weight units (always computed).
         - ``frobenius_norm`` (sqrt of ``norm``): ‖W‖_F, weight units (always computed).

@@ -60,7 +60,8 @@ class TopologyCallback(TrainerCallback):
         out: the results folder.
         every_n_steps: also measure every this many steps (``None``: at saves only).
         doubling: with ``every_n_steps``, also at the powers of two below it.
-        at_save, at_evaluate: measure at every save / evaluation.
+        at_save: measure at every save.
+        at_evaluate: measure at every evaluation.
         families: the signature families (default: embedding and weights).
         label: the model's name in the records (default: the name of the Trainer's
             ``output_dir``, made a plain file name).

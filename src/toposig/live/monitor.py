@@ -200,8 +200,10 @@ class TopologyMonitor:
         label: the model's name in the records (a plain file name).
         model_name: the model as ``config.json`` names it (default: ``label``).
         layers: ``"last"`` or ``"all"``.
-        settings, weight_settings, landscape_settings, gradient_settings: the families'
-            settings, as for :func:`toposig.measure`.
+        settings: the embedding's settings, as for :func:`toposig.measure`.
+        weight_settings: the weight family's settings, likewise.
+        landscape_settings: the landscape family's settings, likewise.
+        gradient_settings: the gradient family's settings, likewise.
         log_features: the features logged as scalars, or ``"all"``.
         figure_interval_s: the least time between two refreshes of the figure (it is
             always drawn by :meth:`finish`).
@@ -513,11 +515,11 @@ class TopologyMonitor:
 
         Raises:
             ValueError: ``step`` is not a non-negative integer.
-            Whatever the first measurement raises (a folder of another study, a model
-            that cannot be measured, a folder another process holds, a label another
-            monitor writes: :meth:`start`); later failures (a label taken by another
-            monitor after :meth:`finish` included) are logged and returned, and write
-            nothing.
+            Exception: whatever the first measurement raises (a folder of another
+                study, a model that cannot be measured, a folder another process holds,
+                a label another monitor writes: :meth:`start`); later failures (a label
+                taken by another monitor after :meth:`finish` included) are logged and
+                returned, and write nothing.
         """
         check_step(step)
         first = not self.results
