@@ -72,7 +72,7 @@ def test_the_toposig_command_trains_runs_and_analyses_a_preset(installed, tmp_pa
                          cwd=tmp_path, capture_output=True, text=True, env=env)
     assert run.returncode == 0, run.stderr[-2000:]
     assert "computed: 4" in run.stdout  # steps 0, 1, 2, 4
-    assert "(next: toposig analyze --results results)" in run.stdout
+    assert "(next: toposig analyze --out results)" in run.stdout
     analyze = subprocess.run([str(toposig), "analyze", "--no-plots"], cwd=tmp_path,
                              capture_output=True, text=True, env=env)
     assert analyze.returncode == 0, analyze.stderr[-2000:]

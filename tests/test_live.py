@@ -458,6 +458,7 @@ def test_the_readmes_lightning_and_loop_examples_run(tmp_path, monkeypatch):
             warnings.simplefilter("ignore")
             exec(compile(code, f"README {marker}", "exec"), namespace)
         assert sorted(entries(tmp_path / results)) == [0, 1, 2, 4], marker
+    assert not (tmp_path / "lightning_logs").exists()  # Lightning's logs stay in runs/
 
 
 def test_a_model_with_dropout_is_measured_in_eval_mode_and_its_modes_are_restored(tmp_path):

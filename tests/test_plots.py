@@ -87,6 +87,10 @@ def synthetic_weight_records(models: tuple[str, ...] = ("pythia-70m", "pythia-16
                 "weight_h1_entropy_mean": 3.0 + 0.5 * t + noise(0.05),
                 "weight_l2_norm": 80 + 40 * t + noise(1), "weight_std": 0.02 + 0.01 * t,
                 "weight_max_abs": 0.3 + 0.5 * t + noise(0.02), "weight_mean_abs": 0.016,
+                "weight_spectral_norm_mean": 2.0 + t + noise(0.05),
+                "weight_stable_rank_mean": 20 - 5 * t + noise(0.5),
+                "weight_alpha_mean": 6.0 - 2.5 * t + noise(0.1),
+                "weight_alpha_weighted_mean": 1.0 + t + noise(0.05),
             }
             records.append({"model": f"EleutherAI/{label}", "model_label": label,
                             "step": step, "loss": float(10.8 - (7.0 + 0.4 * m) * t + noise(0.05)),

@@ -47,7 +47,7 @@ def test_the_quick_start_is_the_command_that_made_the_committed_results():
     out = run[0][run[0].index("--out") + 1]
     assert Path(out).parent == Path("results") and Path(out) != Path("results")
     assert without(run[0], "--out") == shlex.split(load("config.json")["last_run"]["command"])
-    assert f"python src/analyze_results.py --results {out}" in commands
+    assert f"python src/analyze_results.py --out {out}" in commands
     assert f"toposig compare results {out}" in commands
     assert any(c.startswith("python datasets/download_wikitext.py") for c in commands)
 

@@ -42,7 +42,7 @@ def load_entries(results_dir: str | Path) -> list[dict]:
     if not (path.exists() or path.is_symlink()):
         raise ResultsMissingError(
             f"{path} does not exist: run `toposig run --out {results_dir}` (in a checkout: "
-            f"`python src/run_experiments.py --out {results_dir}`) first, or pass --results "
+            f"`python src/run_experiments.py --out {results_dir}`) first, or pass --out "
             "with the folder a run wrote to"
         )
     records = [r for r in read_aggregate(path) if r.get("status") == "ok"]

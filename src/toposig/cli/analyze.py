@@ -26,7 +26,7 @@ from pathlib import Path
 
 from toposig.analysis.statistics import ResultsMissingError, summary_lines
 from toposig.analysis.table import EXPORT_FORMATS, export_problem, export_table, load_results
-from toposig.cli.options import check_seed, setup_logging
+from toposig.cli.options import check_seed, help_text, setup_logging
 from toposig.files.locks import FolderLockedError, exclusive
 from toposig.report.style import DPI, FigureOutput
 from toposig.report.summary import analyse
@@ -35,10 +35,11 @@ from toposig.run.aggregates import rebuild_if_stale
 
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog=prog, description=__doc__,
+        prog=prog, description=help_text(__doc__, prog),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--results", default="results",
-                   help="results root written by run_experiments.py --out (default: %(default)s)")
+    p.add_argument("--out", "--results", dest="results", default="results",
+                   help="the results folder the run wrote (the run's --out; --results is "
+                        "the same option) (default: %(default)s)")
     p.add_argument("--no-plots", action="store_true", help="statistics only, no figures")
     p.add_argument("--target", default="auto", metavar="QUALITY",
                    help="quality measure the features are correlated with: perplexity "

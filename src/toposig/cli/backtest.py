@@ -29,11 +29,12 @@ from toposig.analysis.statistics import (
     quality_loss,
 )
 from toposig.analysis.stats import by_model, feature_names, feature_values
+from toposig.cli.options import help_text
 from toposig.files.atomic import STATISTICS_DIGITS, atomic_write_json, round_floats
 
 
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=prog, description=__doc__,
+    p = argparse.ArgumentParser(prog=prog, description=help_text(__doc__, prog),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("folders", nargs="+", metavar="FOLDER",
                    help="results folders (written by a run or by toposig import)")

@@ -60,6 +60,7 @@ from toposig.analysis.compare import (
     compare_documents,
     compare_results,
 )
+from toposig.cli.options import help_text
 from toposig.files.atomic import atomic_write_json, read_json
 from toposig.run.compare_folders import (
     DamagedResultsError,
@@ -71,7 +72,7 @@ _DEFAULTS = Tolerances()
 
 
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=prog, description=__doc__,
+    p = argparse.ArgumentParser(prog=prog, description=help_text(__doc__, prog),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("a", metavar="A", help="the first results folder (the reference)")
     p.add_argument("b", metavar="B", help="the second results folder (the rerun)")

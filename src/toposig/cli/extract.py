@@ -19,6 +19,7 @@ import sys
 from toposig.cli.options import (
     INPUT_ERRORS,
     add_embedding_options,
+    help_text,
     settings_from_args,
     setup_logging,
 )
@@ -32,7 +33,8 @@ from toposig.sources.revisions import parse_selection
 
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog=prog, description=help_text(__doc__, prog),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--model", required=True,
                    help="a model folder, a local series folder (with --step), or a Hub id "

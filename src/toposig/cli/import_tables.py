@@ -20,6 +20,7 @@ import argparse
 import sys
 
 from toposig.analysis.stats import feature_family
+from toposig.cli.options import help_text
 from toposig.files.locks import FolderLockedError
 from toposig.run.importer import write_import
 from toposig.run.study import StudyMismatchError
@@ -34,7 +35,7 @@ from toposig.sources.imports import (
 
 
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=prog, description=__doc__,
+    p = argparse.ArgumentParser(prog=prog, description=help_text(__doc__, prog),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("files", nargs="+", metavar="FILE", help="the tables to import")
     p.add_argument("--out", required=True, metavar="FOLDER",
@@ -74,5 +75,5 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     n_features = len({f for r in rows for f in r.features})
     print(f"imported {len(rows)} checkpoints of {len(config['models'])} model(s) "
           f"({', '.join(config['models'])}), {n_features} features, into {args.out}")
-    print(f"next: toposig analyze --results {args.out}")
+    print(f"next: toposig analyze --out {args.out}")
     return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import re
 
 from toposig.config import (
     DTYPE_CHOICES,
@@ -252,6 +253,26 @@ def settings_from_args(args: argparse.Namespace) -> EmbeddingSettings:
         trust_remote_code=args.trust_remote_code, save_hidden=args.save_hidden,
         resamples=args.resamples,
     )
+
+
+_SCRIPTS = {"run": "run_experiments", "analyze": "analyze_results", "train": "train_suite",
+            "extract": "extract_embeddings"}
+_ROLES = re.compile(r":(?:func|class|mod|meth|data|attr):`~?([^`]+)`")
+
+
+def help_text(doc: str | None, prog: str | None = None) -> str:
+    """A command's module docstring as its ``--help`` description: reStructuredText
+    markup removed (``x`` and :func:`x` become x) and, for the ``toposig`` command
+    (``prog`` such as ``toposig train``), its scripts' names (``python
+    src/train_suite.py``) replaced by the ``toposig`` commands and the checkout's
+    ``src/toposig/`` paths by the package's."""
+    text = _ROLES.sub(r"\1", doc or "").replace("``", "")
+    if prog:
+        for command, script in _SCRIPTS.items():
+            text = text.replace(f"python src/{script}.py", f"toposig {command}")
+            text = text.replace(f"{script}.py", f"toposig {command}")
+        text = text.replace("src/toposig/", "the package's toposig/")
+    return text
 
 
 def setup_logging(verbose: bool = False) -> None:

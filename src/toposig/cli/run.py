@@ -44,6 +44,7 @@ from toposig.cli.options import (
     add_weight_options,
     executor_from_args,
     gradient_settings_from_args,
+    help_text,
     landscape_settings_from_args,
     selection_from_args,
     settings_from_args,
@@ -67,7 +68,8 @@ logger = logging.getLogger("run_experiments")
 
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog=prog, description=help_text(__doc__, prog),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--models", nargs="+", metavar="MODEL", default=None,
                    help="Hub ids (EleutherAI/pythia-70m) or local paths: a folder of "
@@ -84,8 +86,9 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
                    help="where --preset suites are trained, relative to the current "
                         "folder (default: %(default)s)")
     add_step_options(p)
-    p.add_argument("--out", default="results",
-                   help="results folder: records/, data/; it holds one study, so give "
+    p.add_argument("--out", "--results", dest="out", default="results",
+                   help="results folder: records/, data/ (--results is the same option, "
+                        "as the analysis also accepts --out); it holds one study, so give "
                         "your own runs their own folder, e.g. results/my-run (default: "
                         "%(default)s in the current folder; in a checkout, the committed "
                         "reference run)")

@@ -21,7 +21,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from toposig.cli.options import setup_logging
+from toposig.cli.options import help_text, setup_logging
 from toposig.cli.run import interrupted_status, sigterm_as_interrupt
 from toposig.config import SettingsError, parse_signatures
 from toposig.files.locks import FolderLockedError
@@ -43,7 +43,7 @@ from toposig.sources.corpus import DataMissingError
 
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog=prog, description=__doc__,
+        prog=prog, description=help_text(__doc__, prog),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--preset", required=True,
                    help=f"a preset name ({', '.join(preset_names())}) or a JSON file of one")
@@ -140,7 +140,7 @@ def _main(args: argparse.Namespace) -> int:
     if args.measure_out:
         print(f"measured in memory: {args.measure_out} (figures: "
               f"{Path(args.measure_out) / LIVE_DIR}/<model>/topology.png; next: python "
-              f"src/analyze_results.py --results {args.measure_out})")
+              f"src/analyze_results.py --out {args.measure_out})")
     print(f"next: python src/run_experiments.py --models {suite_dir}/*  "
           f"(or --preset {args.preset}, which trains and analyses in one go)")
     return 0

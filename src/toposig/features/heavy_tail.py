@@ -1,6 +1,6 @@
 """Heavy-tailed spectral baselines of a weight matrix, as ``weightwatcher`` computes them.
 
-Pure functions on NumPy arrays (DESIGN.md section 4); NumPy and SciPy only. These are the
+Pure functions on NumPy arrays (definitions: docs/measures.md); NumPy and SciPy only. These are the
 baselines a user would set beside the weight-space topology of
 :mod:`toposig.features.weights`: the power-law exponent α of the empirical spectral
 density (ESD) as weightwatcher 0.7.7's default ``WeightWatcher.analyze()`` reports it, and

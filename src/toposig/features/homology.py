@@ -7,7 +7,7 @@ their diagrams: a Vietoris–Rips birth or death value is always one entry of th
 matrix, never the result of arithmetic. ``backend="auto"`` picks the fastest installed
 backend in the order measured by ``bench/bench_ph_backends.py``.
 
-Conventions (DESIGN.md section 4):
+Conventions (definitions: docs/measures.md):
 
 - a diagram is an ``(m, 2)`` float array of (birth, death) pairs in the units of the
   point cloud (Euclidean distance); H0's infinite bar has death ``inf``;
@@ -166,7 +166,7 @@ def persistence_entropy(lifetimes: np.ndarray) -> float:
 
 
 def diagram_features(diagram: Diagram) -> dict[str, float]:
-    """Summary of one diagram (DESIGN.md section 4), all in the cloud's distance units.
+    """Summary of one diagram (definitions: docs/measures.md), all in the cloud's distance units.
 
     ``std_persistence`` is the population standard deviation (ddof=0);
     ``n_significant`` counts bars strictly longer than the median lifetime.
@@ -204,7 +204,7 @@ def wasserstein(a: Diagram, b: Diagram, internal_p: float = math.inf) -> float:
 
     Computed by Hera (``gudhi.hera``) with relative error ``delta=1e-6`` (Hera's
     default of 0.01 is visibly approximate). ``internal_p`` is the ground metric on
-    the plane: ``inf`` (the default, DESIGN.md) or 2, which is what
+    the plane: ``inf`` (the default, docs/measures.md) or 2, which is what
     ``persim.wasserstein`` computes.
     """
     from gudhi.hera import wasserstein_distance

@@ -1,6 +1,6 @@
 """Spectral geometry of a point cloud, and the PCA that precedes persistent homology.
 
-Pure functions on NumPy arrays (DESIGN.md section 4). For a cloud ``X`` (n, d),
+Pure functions on NumPy arrays (definitions: docs/measures.md). For a cloud ``X`` (n, d),
 centred: σ are its singular values and λ = σ² / (n − 1) the eigenvalues of its
 covariance. All features are dimensionless except where stated.
 """

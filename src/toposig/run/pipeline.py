@@ -450,7 +450,7 @@ def summary_lines(plan: RunPlan, outcome: RunOutcome, out_dir: str | Path,
                 cells.append(format(_fmt(value, fmt), spec))
             lines.append(" ".join(cells))
     lines.append(f"results: {data / 'all_results.json'}  (next: {analyze} "
-                 f"--results {out_dir})")
+                 f"--out {out_dir})")
     if outcome.failures:
         lines.append(f"FAILED ({len(outcome.failures)}):")
         for f in outcome.failures:

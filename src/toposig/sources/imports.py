@@ -40,7 +40,7 @@ RESERVED_FIELDS = frozenset({
     "revision", "checkpoint_fingerprint", "settings_hash", "families", "num_parameters",
     "features", "imported", "quality", "timings_s", "loss_key", "mean_nll"})
 
-# seed A: the file's column -> toposig's name for the same quantity (DESIGN.md §4: the
+# seed A: the file's column -> toposig's name for the same quantity (docs/measures.md: the
 # seed's "effective rank" is the entropy rank of the covariance eigenvalues)
 SEED_A_RENAMES = {"effective_rank": "effective_rank_cov"}
 SEED_A_METADATA = ("embedding_dim", "n_embeddings", "pca_dim", "n_points")
