@@ -1,5 +1,6 @@
 """Which matrices: linear layers by module type, embeddings and heads by identity, tied
-tensors and parameter counts once per storage; the name rule for plain state dicts."""
+tensors and parameter counts once per storage; the tensor-structure rule for plain state
+dicts without a config (tests/test_matrix_layouts.py: the same model in every layout)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ from conftest import ARCHITECTURES, causal_lm
 from torch import nn
 from transformers.pytorch_utils import Conv1D
 
-from toposig.features import weights
 from toposig.model.matrices import (
     count_parameters,
+    embedding_tables,
+    in_layer_stack,
     model_matrices,
     state_dict_matrices,
     state_dict_parameters,
@@ -53,12 +55,14 @@ def test_gpt2_conv1d_weights_are_transposed_to_out_by_in():
     assert chosen["transformer.h.0.mlp.c_fc.weight"].shape == (128, 32)  # n_inner = 4 d
 
 
-def test_neox_gets_the_same_matrices_as_the_old_name_rule():
-    """The committed suites are GPT-NeoX: their records do not change."""
+def test_neox_state_dict_gets_the_models_matrices_without_a_config():
+    """The committed suites are GPT-NeoX: a plain state dict of one, with no config to
+    build the model from, gets the model's matrices, in the model's order."""
     model = causal_lm("gpt_neox")
-    shapes = {k: tuple(v.shape) for k, v in model.state_dict().items()
-              if v.is_floating_point()}
-    assert list(model_matrices(model)) == weights.select_matrices(shapes)
+    chosen = state_dict_matrices(model.state_dict())
+    assert list(chosen) == list(model_matrices(model))
+    assert chosen.rule == "tensor structure (no config)"
+    assert model_matrices(model).rule == "module type (loaded model)"
 
 
 class _Attention(nn.Module):
@@ -110,11 +114,13 @@ def test_a_nanogpt_state_dict_gets_its_linear_layers_and_the_right_count(tmp_pat
 
 
 def test_a_tensor_tied_to_a_left_out_one_is_left_out_whatever_its_name():
-    w = torch.randn(10, 4)
-    sd = {"wte.weight": w, "decoder.out.weight": w, "decoder.fc.weight": torch.randn(3, 4)}
-    assert list(state_dict_matrices(sd)) == ["decoder.fc.weight"]
-    assert list(state_dict_matrices(sd, include=["decoder"])) == ["decoder.out.weight",
-                                                                  "decoder.fc.weight"]
+    """The vocabulary is 8, also a layer's input size: the tie alone marks the tables."""
+    w = torch.randn(8, 4)
+    sd = {"wte.weight": w, "blocks.0.fc.weight": torch.randn(8, 4),
+          "blocks.0.proj.weight": torch.randn(4, 8), "decoder.out.weight": w}
+    assert list(state_dict_matrices(sd)) == ["blocks.0.fc.weight", "blocks.0.proj.weight"]
+    assert list(state_dict_matrices(sd, include=["out", "fc"])) == ["blocks.0.fc.weight",
+                                                                    "decoder.out.weight"]
 
 
 def test_a_linear_layer_is_a_module_not_a_name():
@@ -166,14 +172,26 @@ def test_a_folder_of_nanogpt_files_gets_its_linear_layers_only(tmp_path):
         assert r["loss"] == pytest.approx(4.0 - r["step"] / 100)
 
 
-def test_name_rule_components():
-    left_out = ["token_emb.weight", "gpt_neox.embed_in.weight", "model.embed_tokens.weight",
-                "bert.embeddings.word_embeddings.weight", "tok_embeddings.weight",
-                "output.weight", "transformer.wte.weight", "lm_head.weight", "head.weight"]
-    kept = ["member.weight", "timestep_embedder.linear.weight", "layers.0.attention.wq.weight",
-            "bert.encoder.layer.0.attention.output.dense.weight"]
-    shapes = {n: (4, 4) for n in left_out + kept}
-    assert weights.select_matrices(shapes) == kept
+def test_the_structure_rule_reads_no_words_in_the_names():
+    """Tables and heads by what they are: an embedding named like a layer is left out,
+    layers named like embeddings and heads (ELECTRA's ``embeddings_project``, RoBERTa's
+    ``lm_head.dense``, RWKV's ``attention.output``) are analysed; norms and biases are
+    1-D, a position table's rows are no layer's input and it sits outside the blocks."""
+    sd = {"dense.weight": torch.randn(50, 16),            # the token embedding
+          "attention.output.weight": torch.randn(12, 16),  # the position table
+          "embeddings_project.weight": torch.randn(24, 16),
+          "norm.weight": torch.ones(24), "embeddings_project.bias": torch.zeros(24),
+          "layers.0.attention.output.weight": torch.randn(24, 24),
+          "layers.0.emb.weight": torch.randn(48, 24),       # a layer inside the block
+          "layers.0.head.weight": torch.randn(24, 48),
+          "lm_head.dense.weight": torch.randn(24, 24),
+          "lm_head.decoder.weight": torch.randn(50, 24), "lm_head.bias": torch.zeros(50)}
+    assert embedding_tables(sd) == ["dense.weight", "attention.output.weight",
+                                    "lm_head.decoder.weight"]
+    assert list(state_dict_matrices(sd)) == [
+        "embeddings_project.weight", "layers.0.attention.output.weight",
+        "layers.0.emb.weight", "layers.0.head.weight", "lm_head.dense.weight"]
+    assert in_layer_stack("layers.0.emb.weight") and not in_layer_stack("layers.0.weight")
 
 
 def test_a_meta_style_head_and_a_tied_head_saved_as_a_copy_are_left_out(tmp_path):

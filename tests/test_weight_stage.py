@@ -175,8 +175,8 @@ def test_a_folder_of_pt_files_end_to_end(pt_series, tmp_path, no_texts, capsys):
     figures = sorted(p.stem for p in (out / "plots").glob("*.png"))
     assert figures == ["controls_summary", "correlation_heatmap",
                        "neural_persistence_evolution", "np_vs_loss_scatter", "phase_fits",
-                       "prediction_comparison", "scaling_relationships", "training_curves",
-                       "vr_persistence_evolution"]
+                       "prediction_comparison", "training_curves",
+                       "vr_persistence_evolution"]  # one model: no scaling figure
     assert analyze_results.main(["--results", str(out), "--target", "perplexity"]) == 2
 
 

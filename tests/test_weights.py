@@ -157,17 +157,23 @@ LINEAR = ["gpt_neox.layers.0.attention.query_key_value.weight",
           "gpt_neox.layers.0.mlp.dense_4h_to_h.weight"]
 
 
-def test_default_selection_is_the_linear_layers():
-    assert weights.select_matrices(NEOX_SHAPES) == LINEAR
-    gpt2 = {"transformer.wte.weight": (50257, 8), "transformer.wpe.weight": (1024, 8),
-            "transformer.h.0.ln_1.weight": (8,), "transformer.h.0.attn.c_attn.weight": (8, 24),
+def test_candidates_are_the_2d_weights_and_no_name_is_left_out_by_default():
+    """No name rule: every 2-D ``*weight`` is a candidate (toposig.model.matrices decides
+    by module type or tensor structure which are analysed)."""
+    assert weights.DEFAULT_EXCLUDE == ()
+    assert weights.select_matrices(NEOX_SHAPES) == [
+        "gpt_neox.embed_in.weight", *LINEAR, "embed_out.weight"]
+    gpt2 = {"transformer.wte.weight": (50257, 8), "transformer.h.0.ln_1.weight": (8,),
+            "transformer.h.0.attn.c_attn.weight": (8, 24), "transformer.h.0.attn.bias": (8, 8),
             "lm_head.weight": (50257, 8)}
-    assert weights.select_matrices(gpt2) == ["transformer.h.0.attn.c_attn.weight"]
+    assert weights.select_matrices(gpt2) == ["transformer.wte.weight",
+                                             "transformer.h.0.attn.c_attn.weight",
+                                             "lm_head.weight"]
 
 
 def test_include_and_exclude_patterns():
     assert weights.select_matrices(NEOX_SHAPES, include=[r"mlp"]) == LINEAR[2:]
-    assert weights.select_matrices(NEOX_SHAPES, exclude=[r"attention"]) == LINEAR[2:]
+    assert weights.select_matrices(NEOX_SHAPES, exclude=[r"attention", r"embed"]) == LINEAR[2:]
     assert weights.select_matrices(NEOX_SHAPES, include=[r"embed_in", r"dense\.w"]) == [
         "gpt_neox.embed_in.weight", "gpt_neox.layers.0.attention.dense.weight"]
     assert weights.select_matrices(NEOX_SHAPES, include=[r"mlp"], exclude=[r"4h_to"]) == [

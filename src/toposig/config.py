@@ -40,8 +40,9 @@ class EmbeddingSettings:
         max_length: tokens per text after truncation.
         pca_dim: PCA components before persistent homology (``min(k, n-1, d)`` kept).
         maxdim: highest homology dimension.
-        layers: ``"last"`` (the final hidden state) or ``"all"`` (embedding output and
-            every block).
+        layers: ``"last"`` (the final hidden state) or ``"all"`` (every hidden state the
+            model returns: for most, the embedding output and every block; the record's
+            ``layer_names`` says what each is).
         batch_size: texts per forward batch, or ``"auto"``: 32 on a CPU; on a GPU all
             texts at once, halved on every out-of-memory error until the batch fits.
         texts: a plain-text file (one text per non-empty line) instead of WikiText-2.

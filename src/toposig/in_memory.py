@@ -144,7 +144,8 @@ def measure(model, tokenizer, texts: Sequence[str] | None = None, *,
             landscape and gradient probes cut their windows from the same texts when
             given, else from WikiText-2 validation.
         families: any of ``embedding``, ``weights``, ``landscape``, ``gradients``.
-        layers: ``"last"`` or ``"all"`` (the embedding output and every block).
+        layers: ``"last"`` or ``"all"`` (every hidden state the model returns; the
+            record's ``layer_names`` says what each is).
         step: the training step, kept in the records.
         label: the model's name in the records.
         settings: the embedding's settings (defaults as in ``run_experiments.py``;

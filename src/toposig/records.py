@@ -108,10 +108,17 @@ CURRENT_FEATURES: dict[Family, tuple[str, ...]] = {
 
 
 def missing_features(record: Mapping) -> list[str]:
-    """The :data:`CURRENT_FEATURES` of its family that a record lacks (``[]``: current)."""
+    """The :data:`CURRENT_FEATURES` of its family that a record lacks (``[]``: current),
+    and, for a weight record of a plain checkpoint file, ``matrix_rule`` when it lacks
+    one (written while such files' matrices were chosen by their names)."""
     features = record.get("features")
     have = features if isinstance(features, Mapping) else {}
-    return [k for k in CURRENT_FEATURES.get(record_family(record), ()) if k not in have]
+    family = record_family(record)
+    missing = [k for k in CURRENT_FEATURES.get(family, ()) if k not in have]
+    if family == Family.WEIGHTS and record.get("source") == "file" \
+            and not record.get("matrix_rule"):
+        missing.append("matrix_rule")
+    return missing
 
 
 # The fields that say which checkpoint a record belongs to, in record order.

@@ -28,6 +28,7 @@ from toposig.analysis.statistics import ResultsMissingError, summary_lines
 from toposig.analysis.table import EXPORT_FORMATS, export_problem, export_table, load_results
 from toposig.cli.options import check_seed, help_text, setup_logging
 from toposig.files.locks import FolderLockedError, exclusive
+from toposig.report.figures import figures_not_drawn
 from toposig.report.style import DPI, FigureOutput
 from toposig.report.summary import analyse
 from toposig.run.aggregates import rebuild_if_stale
@@ -121,6 +122,9 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     if figures:
         print(f"figures ({len(figures)}, {', '.join(output.formats)}): "
               f"{Path(args.results) / 'plots'}/")
+    if not args.no_plots:
+        for name, why in figures_not_drawn(statistics).items():
+            print(f"not drawn: {name} ({why})")
     for path in exported:
         print(f"table: {path}")
     return 0

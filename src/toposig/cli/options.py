@@ -18,7 +18,6 @@ from toposig.config import (
     WeightSettings,
     parse_signatures,
 )
-from toposig.features.weights import DEFAULT_EXCLUDE
 from toposig.files.locks import FolderLockedError
 from toposig.records import FAMILIES
 from toposig.run.executors import EXECUTOR_CHOICES
@@ -100,8 +99,9 @@ def add_embedding_options(p: argparse.ArgumentParser) -> None:
                    help="tokenizer to use instead of each checkpoint's own: a Hub name, a "
                         "folder, or a tokenizer.json file")
     g.add_argument("--layers", choices=LAYER_CHOICES, default=_DEFAULTS.layers,
-                   help="analyse the last hidden state, or the embedding output and every "
-                        "block (default: %(default)s)")
+                   help="analyse the last hidden state, or every hidden state the model "
+                        "returns (for most, the embedding output and every block; records "
+                        "name them in layer_names) (default: %(default)s)")
     g.add_argument("--pca-dim", type=int, default=_DEFAULTS.pca_dim,
                    help="PCA components before persistent homology (default: %(default)s)")
     g.add_argument("--maxdim", type=int, default=_DEFAULTS.maxdim,
@@ -145,8 +145,11 @@ def add_weight_options(p: argparse.ArgumentParser) -> None:
                    help="analyse exactly the 2-D weights whose parameter name matches one of "
                         "these regular expressions (default: the weights of the model's "
                         "Linear and Conv1D modules but its input and output embeddings; "
-                        "for plain state-dict files, the 2-D *weight tensors not matching "
-                        f"{' '.join(DEFAULT_EXCLUDE)} nor tied to one)")
+                        "for plain state-dict files the same, through the transformers "
+                        "config found with the file (config.json beside it, or in the "
+                        "file), else the 2-D *weight tensors that are no embedding table "
+                        "or output head by their structure; the record's matrix_rule "
+                        "says which)")
     g.add_argument("--weight-exclude", nargs="+", metavar="REGEX", default=[],
                    help="leave out weights whose name matches one of these regular expressions")
 

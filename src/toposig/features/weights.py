@@ -1,6 +1,6 @@
 """Weight-space signatures: neural persistence and weight-row homology of weight matrices.
 
-Pure functions on NumPy arrays (DESIGN.md section 4).
+Pure functions on NumPy arrays (definitions: docs/measures.md).
 
 **Neural persistence** (Rieck et al. 2019, reference-implementation semantics). A matrix
 ``M`` (out × in) is the complete bipartite graph on ``n = out + in`` vertices whose edge
@@ -59,17 +59,11 @@ from toposig.features import heavy_tail, homology
 
 logger = logging.getLogger(__name__)
 
-# The name rule for plain state dicts (no model around them to ask which modules are
-# linear layers): embeddings, output heads and norms are left out. Matched with
-# re.search against the parameter name; toposig.model.matrices also leaves out what is tied to
-# one of them.
-DEFAULT_EXCLUDE: tuple[str, ...] = (
-    # a name component that is an embedding: token_emb, pos_emb, embed_in, embed_tokens,
-    # word_embeddings, tok_embeddings (not member, not timestep_embedder)
-    r"(^|\.)(\w+_)?(emb|embed|embeds|embedding|embeddings)(_\w+)?\.",
-    r"(^|\.)wte\.", r"(^|\.)wpe\.", r"lm_head", r"(^|\.)head\.", r"(^|\.)output\.weight$",
-    r"norm", r"(^|\.)ln_?[a-z0-9]*\.",
-)
+# No name rule any more: which 2-D weights are analysed by default is decided by
+# toposig.model.matrices, by module type (a model, or a plain state dict with a config) or
+# by tensor structure (a plain state dict without one), never by words in the names.
+# Kept empty so that older imports still work; nothing is left out by it.
+DEFAULT_EXCLUDE: tuple[str, ...] = ()
 # Each matrix's heavy-tail metrics kept in its record entry (its Frobenius norm is there
 # already as ``l2_norm``).
 MATRIX_HEAVY_TAIL: tuple[str, ...] = tuple(k for k in heavy_tail.HEAVY_TAIL_NAMES
@@ -91,12 +85,13 @@ _MAX_CANDIDATE_SHARE = 0.25
 
 def select_matrices(shapes: Mapping[str, Sequence[int]], include: Sequence[str] = (),
                     exclude: Sequence[str] = ()) -> list[str]:
-    """Names of the weight matrices to analyse, in the given order.
+    """Names of the candidate weight matrices, filtered by the user's patterns, in order.
 
-    Candidates are 2-D parameters whose name ends in ``weight``. With no ``include``
-    patterns, candidates matching :data:`DEFAULT_EXCLUDE` (embeddings, heads, norms) are
-    left out; with ``include`` patterns, exactly the candidates matching one of them are
-    taken (so an embedding can be asked for). Candidates matching an ``exclude`` pattern
+    Candidates are the non-empty 2-D parameters whose name ends in ``weight``. With
+    ``include`` patterns, exactly the candidates matching one of them are taken (so an
+    embedding can be asked for); without, every candidate is (which of them a checkpoint
+    analyses by default is :mod:`toposig.model.matrices`' choice, by module type or
+    tensor structure, not this function's). Candidates matching an ``exclude`` pattern
     are then removed. Patterns are regular expressions matched anywhere in the name.
 
     Args:
@@ -105,15 +100,11 @@ def select_matrices(shapes: Mapping[str, Sequence[int]], include: Sequence[str] 
     """
     inc = [re.compile(p) for p in include]
     exc = [re.compile(p) for p in exclude]
-    default_exc = [re.compile(p) for p in DEFAULT_EXCLUDE]
     out = []
     for name, shape in shapes.items():
         if len(shape) != 2 or not name.endswith("weight") or min(shape) < 1:
             continue
-        if inc:
-            if not any(p.search(name) for p in inc):
-                continue
-        elif any(p.search(name) for p in default_exc):
+        if inc and not any(p.search(name) for p in inc):
             continue
         if any(p.search(name) for p in exc):
             continue

@@ -170,6 +170,11 @@ def analyse_checkpoint(
             ``settings.tokenizer``), or ``None`` to load it.
         load_s: seconds already spent loading ``model`` (for the record's timings).
 
+    The record's ``layer`` and the keys of its ``layer_features`` are indices into the
+    model's ``hidden_states``; its ``layer_names`` says what each index is, one label per
+    entry (:func:`~toposig.model.forward.hidden_state_layout`): index 0 is
+    ``"embeddings"`` for most models but ``"block 1"`` for Mamba and RWKV.
+
     Raises whatever loading or the forward pass raises (missing revision, unreadable
     weights, :class:`~toposig.model.forward.NonFiniteError`); the caller records it.
     """
@@ -226,6 +231,7 @@ def analyse_checkpoint(
         "num_parameters": int(sum(p.numel() for p in model.parameters())),
         "model_type": getattr(cfg, "model_type", None),
         "layer": last,
+        "layer_names": fwd.layer_names,
         "ph_backend": per_layer[last].backend,
         "features": per_layer[last].features,
         "device": placement.device,

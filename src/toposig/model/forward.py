@@ -5,9 +5,13 @@ EOS for Pythia), sorted by length so batches carry little padding, and run throu
 model. From the same pass come
 
 - the mean over non-padding tokens of every hidden state the model returns with
-  ``output_hidden_states=True`` (the embedding output and each block; the last one as
-  ``transformers`` returns it, after the final norm and, for OPT-350m-style models, the
-  output projection), one array per layer since their widths may differ;
+  ``output_hidden_states=True``, one array per entry since their widths may differ. What
+  each entry *is* differs between architectures, so :func:`hidden_state_layout` finds out
+  once per model and names them (``ForwardResult.layer_names``): most decoders and
+  encoders return the embedding output, then each block's output, the last one after the
+  final norm (and, for OPT-350m-style models, the output projection); Mamba, Mamba-2,
+  FalconMamba and RWKV return no embedding output: their entry 0 is the first block's
+  output, and their last entry the last block's output after the final norm;
 - the next-token negative log-likelihood of every non-padding target token (position
   t+1 predicted from position t) from the logits *the model itself* makes of its last
   hidden state: the output head and whatever the model applies after it (Gemma 2's
@@ -31,7 +35,7 @@ import functools
 import logging
 import math
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -52,14 +56,18 @@ class ForwardResult:
     """Outputs of :func:`forward_pass`.
 
     Attributes:
-        pooled: n_layers + 1 arrays (n_texts, width) float32, texts in input order;
-            index 0 is the embedding output, -1 the final hidden state.
+        pooled: one array (n_texts, width) float32 per entry of the model's
+            ``hidden_states`` (texts in input order); ``layer_names`` says what each is.
+            Index -1 is the final hidden state; index 0 is the embedding output only
+            where ``layer_names[0] == "embeddings"`` (not for Mamba or RWKV).
         nll_sum: summed next-token negative log-likelihood (nats).
         n_tokens: number of target tokens in ``nll_sum``.
         n_input_tokens: non-padding input tokens.
         batch_size: the largest batch that ran (below the one asked for after an
             out-of-memory back-off).
         head_mode: how the logits were made (:attr:`OutputHead.mode`).
+        layer_names: what each entry of ``pooled`` is (:func:`hidden_state_layout`),
+            one label per entry (``"hidden state i"`` where the probe could not tell).
     """
 
     pooled: list[np.ndarray]
@@ -68,6 +76,7 @@ class ForwardResult:
     n_input_tokens: int
     batch_size: int = 0
     head_mode: str = ""
+    layer_names: list[str] = field(default_factory=list)
 
     @property
     def mean_nll(self) -> float:
@@ -310,6 +319,174 @@ class OutputHead:
         return out.hidden_states, nll
 
 
+# -- what each hidden state is ------------------------------------------------------------
+
+EMBEDDINGS = "embeddings"
+FINAL_NORM = "final norm"
+
+
+def block_label(k: int) -> str:
+    """The label of the output of block ``k`` (1-based): ``"block 3"``."""
+    return f"block {k}"
+
+
+def unknown_label(index: int) -> str:
+    """The label of entry ``index`` of ``hidden_states`` when what it is is not known."""
+    return f"hidden state {index}"
+
+
+def _block_list(model) -> torch.nn.ModuleList | None:
+    """The model's stack of blocks: the first ``ModuleList`` (in module order) with as
+    many entries as the config's ``num_hidden_layers`` (the longest one when the config
+    has no such number); ``None`` when there is none."""
+    n = getattr(getattr(model, "config", None), "num_hidden_layers", None)
+    lists = [m for m in model.modules() if isinstance(m, torch.nn.ModuleList) and len(m)]
+    if n is not None:
+        return next((m for m in lists if len(m) == n), None)
+    return max(lists, key=len, default=None)
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """The same tensor (same storage, offset, shape and strides)."""
+    return (a.data_ptr() == b.data_ptr() and a.shape == b.shape and a.stride() == b.stride()
+            and a.dtype == b.dtype)
+
+
+def _equal(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.shape == b.shape and a.dtype == b.dtype and torch.equal(a, b)
+
+
+def _scaled(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """``b`` is ``a`` times a power of two (exact in floating point): RWKV halves its
+    hidden states every ``rescale_every`` blocks, after the block returned them."""
+    if a.shape != b.shape or a.dtype != b.dtype or not a.is_floating_point():
+        return False
+    nonzero = a != 0
+    if not bool(nonzero.any()):
+        return False
+    ratio = float(b[nonzero][0] / a[nonzero][0])
+    if not math.isfinite(ratio) or ratio <= 0:
+        return False
+    mantissa, _ = math.frexp(ratio)
+    return mantissa == 0.5 and torch.equal(a * ratio, b)
+
+
+@torch.inference_mode()
+def hidden_state_layout(model, device: str | torch.device = "cpu") -> list[str]:
+    """What each entry of ``model(..., output_hidden_states=True).hidden_states`` is.
+
+    Found, not assumed: a two-token probe pass with hooks on the blocks (the
+    ``ModuleList`` of ``num_hidden_layers`` modules) and on the modules outside them, and
+    each entry is compared with what they saw, the very tensor first, else its values.
+
+    Returns:
+        One label per entry, in order (empty when the model returns no hidden states or
+        the probe fails): ``"embeddings"`` (the input of the first block: the embedding
+        output with whatever the model adds to it, positions, scaling, a projection),
+        ``"block k"`` (the output of the k-th block, 1-based, or that output times a
+        power of two: RWKV halves its hidden states every ``rescale_every`` blocks at
+        inference, after the block returned them), ``"final norm"`` (the
+        output of a norm module after the blocks: the last block's output, normed),
+        ``"final <name>"`` (the output of another module after the blocks, such as
+        OPT-350m's ``project_out``) or ``"hidden state i"`` (none of these). An entry
+        that matches nothing but follows ``"embeddings"`` or ``"block k"`` is taken to
+        be the next block's output.
+
+    Most architectures give ``["embeddings", "block 1", ..., "block n-1", "final
+    norm"]``; Mamba, Mamba-2, FalconMamba and RWKV ``["block 1", ..., "block n", "final
+    norm"]``: no embedding output, and the last block twice, before and after the norm.
+    """
+    try:
+        return _probe_layout(model, device)
+    except Exception as exc:  # noqa: BLE001 - any failure means: not known
+        logger.debug("%s: hidden-state layout not found (%s)", type(model).__name__, exc)
+        return []
+
+
+def _probe_layout(model, device: str | torch.device) -> list[str]:
+    blocks = _block_list(model)
+    # (label, tensor, from the blocks' own hooks) in the order they ran
+    events: list[tuple[str, torch.Tensor, bool]] = []
+    started: list[bool] = []
+    handles = []
+    skip: set[int] = set()
+    if blocks is not None:
+        skip |= {id(m) for m in blocks.modules()}
+        skip |= {id(m) for m in model.modules()
+                 if any(sub is blocks for sub in m.modules())}  # the blocks' ancestors
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    if head is not None:
+        skip |= {id(m) for m in head.modules()}
+
+    def block_pre(mod, args, kwargs):
+        x = args[0] if args else kwargs.get("hidden_states")
+        if not started and isinstance(x, torch.Tensor):
+            events.append((EMBEDDINGS, x, True))
+        started.append(True)
+
+    def block_post(k):
+        def post(mod, args, out):
+            t = _first_tensor(out)
+            if t is not None:
+                events.append((block_label(k), t, True))
+        return post
+
+    def other_post(name, mod):
+        leaf = name.rsplit(".", 1)[-1]
+        label = FINAL_NORM if "norm" in type(mod).__name__.lower() else f"final {leaf}"
+
+        def post(m, args, out):
+            t = _first_tensor(out)
+            if t is not None:
+                events.append((label if started else leaf, t, False))
+        return post
+
+    try:
+        if blocks is not None:
+            handles.append(blocks[0].register_forward_pre_hook(block_pre, with_kwargs=True))
+            for k, block in enumerate(blocks, start=1):
+                handles.append(block.register_forward_hook(block_post(k)))
+        for name, mod in model.named_modules():
+            if mod is not model and id(mod) not in skip:
+                handles.append(mod.register_forward_hook(other_post(name, mod)))
+        vocab = getattr(model.config, "vocab_size", None) or 2
+        ids = (torch.arange(2, device=device) % vocab).unsqueeze(0)
+        out = model(input_ids=ids, attention_mask=torch.ones_like(ids),
+                    output_hidden_states=True)
+    finally:
+        for h in handles:
+            h.remove()
+    hidden = getattr(out, "hidden_states", None)
+    if not hidden:
+        return []
+    ours = [(lb, t) for lb, t, own in events if own]
+    ordered = ours + [(lb, t) for lb, t, own in events if not own]  # the blocks' own first
+    labels: list[str | None] = []
+    for h in hidden:
+        found = next((lb for lb, t in ordered if _same(t, h)), None)
+        if found is None:
+            found = next((lb for lb, t in ordered if _equal(t, h)), None)
+        if found is None:
+            found = next((lb for lb, t in ours if _scaled(t, h)), None)
+        labels.append(found)
+    n_blocks = len(blocks) if blocks is not None else 0
+    out_labels: list[str] = []
+    for i, lb in enumerate(labels):
+        if lb is None and out_labels:
+            prev = out_labels[-1]
+            k = 0 if prev == EMBEDDINGS else _block_number(prev)
+            if k is not None and k < n_blocks:
+                lb = block_label(k + 1)
+        out_labels.append(lb if lb is not None else unknown_label(i))
+    return out_labels
+
+
+def _block_number(label: str) -> int | None:
+    """``k`` of ``"block k"``; ``None`` for any other label."""
+    head, _, k = label.partition(" ")
+    return int(k) if head == "block" and k.isdigit() else None
+
+
 def next_token_targets(ids: torch.Tensor, mask: torch.Tensor
                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Rows, targets and ``labels=`` of the next-token loss: position t of every
@@ -416,6 +593,7 @@ def forward_pass(
         torch.OutOfMemoryError: not even one text fits.
     """
     head = OutputHead(model, device)
+    layout = hidden_state_layout(model, device)
     n = input_ids.shape[0]
     lengths = attention_mask.sum(1)
     pooled: list[np.ndarray] | None = None
@@ -452,11 +630,17 @@ def forward_pass(
         n_tokens += count
 
     assert pooled is not None
+    if len(layout) != len(pooled):
+        if layout:
+            logger.debug("hidden-state layout has %d entries, the pass %d", len(layout),
+                         len(pooled))
+        layout = [unknown_label(i) for i in range(len(pooled))]
     bad_layers = [i for i, layer in enumerate(pooled) if not np.isfinite(layer).all()]
     if bad_layers:
-        raise NonFiniteError(f"non-finite hidden states at layers {bad_layers} (0 = embeddings)")
+        names = ", ".join(f"{i} = {layout[i]}" for i in bad_layers)
+        raise NonFiniteError(f"non-finite hidden states at layers {bad_layers} ({names})")
     if not math.isfinite(float(nll_sum)):
         raise NonFiniteError("non-finite " + ("masked-LM" if masked_lm else "next-token")
                              + " loss")
     return ForwardResult(pooled, float(nll_sum), n_tokens, int(lengths.sum()), largest,
-                         head.mode)
+                         head.mode, layout)

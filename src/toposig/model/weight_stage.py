@@ -3,7 +3,9 @@
 The matrices come from whatever the pipeline loaded once for the checkpoint, chosen by
 :mod:`toposig.model.matrices`: a model's linear layers (Hub revisions and model folders,
 loaded in float32 so that the stored values are analysed whatever precision the forward
-pass later runs in) or a plain checkpoint file's state dict by the name rule.
+pass later runs in) or a plain checkpoint file's state dict, by module type through the
+config found with it, else by the tensors' structure; the record's ``matrix_rule`` says
+which.
 :func:`toposig.features.weights.weight_signatures` does the work.
 """
 
@@ -90,6 +92,7 @@ def analyse_weights(
         "checkpoint_loss_key": loss_key,
         "num_parameters": num_parameters,
         "n_matrices": len(sig.matrices),
+        "matrix_rule": getattr(matrices, "rule", None),
         "w_max": sig.w_max,
         "ph_backend": sig.backend,
         "device": device or "cpu",

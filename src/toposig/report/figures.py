@@ -13,7 +13,7 @@ import logging
 from pathlib import Path
 
 from toposig.report.plots import FIGURES, WEIGHT_FIGURES
-from toposig.report.plots_analysis import ANALYSIS_FIGURES
+from toposig.report.plots_analysis import ANALYSIS_FIGURES, not_drawn_reason
 from toposig.report.plots_probes import PROBE_FIGURES
 from toposig.report.style import (
     FIGURE_FORMATS,
@@ -35,6 +35,18 @@ def figures_that_apply(records: list[dict], statistics: dict,
     """The figures of :data:`ALL_FIGURES` whose ``applies`` test holds, in drawing order."""
     return [ALL_FIGURES[name]
             for name in applicable(ALL_FIGURES, records, statistics, results_root)]
+
+
+# the analysis figures drawn from one section of the statistics
+SECTION_FIGURES = {"scaling_relationships": "scaling", "prediction_comparison": "prediction",
+                   "phase_fits": "phases", "controls_summary": "controlled"}
+
+
+def figures_not_drawn(statistics: dict) -> dict[str, str]:
+    """Figure name -> why it is not drawn, for the analysis figures whose comparison this
+    study cannot make (the section holds only a reason, e.g. scaling with one model)."""
+    return {name: why for name, section in SECTION_FIGURES.items()
+            if section in statistics and (why := not_drawn_reason(statistics, section))}
 
 
 def plot_all(records: list[dict], statistics: dict, out_dir: str | Path,

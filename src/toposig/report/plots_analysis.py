@@ -90,13 +90,25 @@ def has_quality(records: Sequence[dict], statistics: dict, results_root: Path | 
 
 
 def has_section(section: str) -> Applies:
-    """The statistics have ``section`` (one that only holds a ``reason`` gives a figure
-    stating it)."""
+    """The statistics have ``section`` with results: one that only holds a ``reason`` (a
+    comparison this study cannot make, such as scaling with one model size) draws no
+    figure; :func:`toposig.report.figures.figures_not_drawn` says why."""
 
     def applies(records: Sequence[dict], statistics: dict, results_root: Path | None) -> bool:
-        return results_root is not None and section in statistics
+        return results_root is not None and not_drawn_reason(statistics, section) is None
 
     return applies
+
+
+def not_drawn_reason(statistics: dict, section: str) -> str | None:
+    """Why ``section`` of the statistics has nothing to draw (absent, or only a
+    ``reason``), else ``None``."""
+    value = statistics.get(section)
+    if value is None:
+        return f"the statistics have no {section} section"
+    if isinstance(value, dict) and set(value) == {"reason"}:
+        return str(value["reason"])
+    return None
 
 
 def has_arrays(records: Sequence[dict], statistics: dict, results_root: Path | None) -> bool:
@@ -855,6 +867,42 @@ def plot_persistence_diagrams(records: list[dict], statistics: dict, path: Path,
 
 # ------------------------------------------------------------------- layer heatmaps
 
+# Architectures whose ``hidden_states`` hold no embedding output (entry 0 is the first
+# block's output, the last the last block's after the final norm), for records written
+# before they carried ``layer_names``.
+BLOCK_FIRST_MODEL_TYPES = frozenset({"mamba", "mamba2", "falcon_mamba", "rwkv"})
+
+
+def layer_names(record: dict) -> list[str] | None:
+    """What each hidden-state index of an embedding record is, one label per index.
+
+    The record's own ``layer_names`` (found by probing the model:
+    :func:`toposig.model.forward.hidden_state_layout`); for an older record without
+    them, derived from its ``model_type`` and ``num_layers`` (n): ``["block 1", ...,
+    "block n", "final norm"]`` for Mamba, Mamba-2, FalconMamba and RWKV,
+    ``["embeddings", "block 1", ..., "block n-1", "last hidden state"]`` for any other
+    type; ``None`` when neither is known.
+    """
+    names = record.get("layer_names")
+    if isinstance(names, list) and names and all(isinstance(n, str) for n in names):
+        return names
+    model_type, n = record.get("model_type"), record.get("num_layers")
+    if not isinstance(model_type, str) or not isinstance(n, int) or isinstance(n, bool) \
+            or n < 1:
+        return None
+    if model_type in BLOCK_FIRST_MODEL_TYPES:
+        return [f"block {k}" for k in range(1, n + 1)] + ["final norm"]
+    return ["embeddings", *(f"block {k}" for k in range(1, n)), "last hidden state"]
+
+
+def layer_tick_labels(records: Sequence[dict], layers: Sequence[int]) -> list[str]:
+    """Labels of hidden-state indices ``layers`` for one model's records: what each
+    index is (:func:`layer_names` of the last record that says), else the index itself
+    (``"3"``). Index 0 is labelled ``"embeddings"`` only where it is the embedding
+    output, never for Mamba or RWKV, whose entry 0 is ``"block 1"``."""
+    names = next((n for r in reversed(records) if (n := layer_names(r))), None) or []
+    return [names[i] if 0 <= i < len(names) else str(i) for i in layers]
+
 
 def _layered(records: Sequence[dict]) -> bool:
     return any(isinstance(r.get("layer_features"), dict) and r["layer_features"]
@@ -866,7 +914,9 @@ def plot_layer_heatmaps(records: list[dict], statistics: dict, path: Path,
                         results_root: Path | None = None) -> Path | None:
     """Per model (columns, up to four), a layer × checkpoint heatmap of H1 total
     persistence and of RankMe (rows), from ``layer_features`` (runs with ``--layers
-    all``). Returns None and writes nothing when no record has ``layer_features``."""
+    all``), each row labelled with what that hidden state is (:func:`layer_tick_labels`:
+    ``embeddings``, ``block k``, ``final norm``). Returns None and writes nothing when
+    no record has ``layer_features``."""
     if not _layered(records):
         return None
     groups = {lb: [r for r in recs if r.get("layer_features")]
@@ -894,14 +944,15 @@ def plot_layer_heatmaps(records: list[dict], statistics: dict, path: Path,
             ax.set_title(f"{label}: {name}", fontsize=10)
             ax.set_xlabel("checkpoint (training step)")
             if col == 0:
-                ax.set_ylabel("layer (0 = embeddings)")
+                ax.set_ylabel("hidden state")
             if not np.isfinite(matrix).any():
                 no_data(ax)
                 continue
             im = ax.imshow(np.ma.masked_invalid(matrix), aspect="auto", origin="lower",
                            cmap=cmap, interpolation="nearest")
             _heat_ticks(ax, [step_of(r) for r in recs], axis="x")
-            ax.set_yticks(range(len(layers)), [str(x) for x in layers])
+            ax.set_yticks(range(len(layers)), layer_tick_labels(recs, layers),
+                          fontsize=8 if len(layers) <= 16 else 6)
             fig.colorbar(im, ax=ax, label=unit, shrink=0.9, pad=0.02)
     fig.suptitle("Per-layer topology and spectrum across training (grey: not recorded)")
     return save_figure(fig, path)
@@ -917,8 +968,9 @@ ANALYSIS_FIGURES: dict[str, Figure] = registry(
     plot_layer_heatmaps)
 
 
-__all__ = ["ANALYSIS_FIGURES", "betti_curve", "has_arrays", "has_layer_features",
-           "has_quality", "has_section", "piecewise_line", "plot_betti_curves",
+__all__ = ["ANALYSIS_FIGURES", "BLOCK_FIRST_MODEL_TYPES", "betti_curve", "has_arrays",
+           "has_layer_features", "has_quality", "has_section", "layer_names",
+           "layer_tick_labels", "piecewise_line", "plot_betti_curves",
            "plot_controls_summary",
            "plot_layer_heatmaps", "plot_persistence_diagrams", "plot_phase_fits",
            "plot_prediction_comparison", "plot_scaling_relationships",

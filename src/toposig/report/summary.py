@@ -34,6 +34,7 @@ import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from toposig.analysis.quality import warn_series_without_quality
 from toposig.analysis.statistics import compute_statistics, load_entries
 from toposig.analysis.stats import by_model, feature_family
 from toposig.files.atomic import (
@@ -917,6 +918,7 @@ def analyse(results_dir: str | Path = "results", plots: bool = True,
     formats and resolution, a :class:`toposig.report.style.FigureOutput`; PNG by default).
     Returns the statistics and figure paths."""
     records = load_entries(results_dir)
+    warn_series_without_quality(records)  # once per series, before panels are drawn empty
     # rounded once, before anything is written or drawn from it, so that the file, the
     # summary and the figures are the same on every CPU (files.atomic.STATISTICS_DIGITS)
     statistics = round_floats(compute_statistics(results_dir, records, target, seed=seed),

@@ -98,7 +98,9 @@ def load_once(ckpt: Checkpoint, families: tuple[Family, ...], plan: RunPlan, emi
             loaded = load_checkpoint_file(ckpt.location)
             model, loss, loss_key = None, loaded.loss, loaded.loss_key
             copies = copies_of_left_out(loaded.tensors)  # one pass, used twice
-            matrices = state_dict_matrices(loaded.tensors, ws.include, ws.exclude, copies)
+            matrices = state_dict_matrices(loaded.tensors, ws.include, ws.exclude, copies,
+                                           config=loaded.config,
+                                           config_source=loaded.config_source or "config")
             available = [n for n, t in loaded.tensors.items() if t.dim() == 2]
             n_params = state_dict_parameters(loaded.tensors, copies)
             del loaded

@@ -4,14 +4,22 @@ A *checkpoint file* is a ``.pt`` / ``.pth`` / ``.bin`` / ``.ckpt`` file written 
 ``torch.save`` or a ``.safetensors`` file, holding a state dict (parameter name ->
 tensor) or a dict that wraps one under ``state_dict`` (PyTorch Lightning),
 ``model_state_dict`` or ``model`` (most hand-written training loops). A loss saved beside
-it (``val_loss``, else ``loss``) is that checkpoint's quality measure.
+it (``val_loss``, else ``loss``, else nanoGPT's ``best_val_loss``) is that checkpoint's
+quality measure. Names carrying ``torch.compile``'s ``_orig_mod.`` prefix (nanoGPT saves
+its compiled model's state dict) are read without it.
 
 Files are untrusted: ``torch.load`` runs with ``weights_only=True``, so a file that needs
 arbitrary Python objects to load is refused with the reason instead of executed.
 
+A ``transformers`` config found with the file (:func:`find_config`: the checkpoint's own,
+else a ``config.json`` beside it) lets :mod:`toposig.model.matrices` choose the matrices
+by module type, as for a model folder.
+
 A folder of such files with the step in each name is a series: the step is the number
 after ``step`` in the name (``step_000100.pt``, ``epoch=3-step=100.ckpt``), else the last
-number in it (``ckpt-100.pt``).
+number in it (``ckpt-100.pt``), else the step the file records in itself (nanoGPT's
+``iter_num``, Lightning's ``global_step``: :func:`stored_step`), so nanoGPT's own
+``ckpt.pt``, overwritten at every evaluation, is the checkpoint of its ``iter_num``.
 """
 
 from __future__ import annotations
@@ -27,7 +35,11 @@ logger = logging.getLogger(__name__)
 
 CHECKPOINT_SUFFIXES: tuple[str, ...] = (".safetensors", ".pt", ".pth", ".bin", ".ckpt")
 WRAPPER_KEYS: tuple[str, ...] = ("state_dict", "model_state_dict", "model")
-LOSS_KEYS: tuple[str, ...] = ("val_loss", "loss")
+# nanoGPT saves ``best_val_loss`` as it assigns it: the validation loss of the very
+# weights it saves (``always_save_checkpoint`` or not).
+LOSS_KEYS: tuple[str, ...] = ("val_loss", "loss", "best_val_loss")
+STEP_KEYS: tuple[str, ...] = ("iter_num", "global_step")  # nanoGPT's, Lightning's
+COMPILE_PREFIX = "_orig_mod."  # torch.compile's wrapper module, in every saved name
 _STEP_WORD_RE = re.compile(r"(?:^|[^a-z])step[=_\-]?(\d+)", re.IGNORECASE)
 _LAST_NUMBER_RE = re.compile(r"(\d+)(?!.*\d)")
 
@@ -69,9 +81,12 @@ def discover_files(folder: Path, pattern: re.Pattern[str] | None = None
                    ) -> dict[int | None, Path]:
     """Checkpoint files of a folder keyed by step.
 
-    Files without a step in their name are left out (with a warning) when others have
-    one; a single file without a step is keyed ``None``. When a step has both a
-    ``.safetensors`` file and a pickled one, the safetensors file is taken.
+    The step is the one in a file's name (:func:`step_from_name`), else the one the file
+    records (:func:`stored_step`: nanoGPT's ``iter_num``). A file whose step another file
+    already names is left out, as are files with no step at all when others have one
+    (with a warning); a single file with no step is keyed ``None``. When a step has both
+    a ``.safetensors`` file and a pickled one in their names, the safetensors file is
+    taken.
 
     Raises:
         ValueError: two files of the same step in the same format.
@@ -94,12 +109,73 @@ def discover_files(folder: Path, pattern: re.Pattern[str] | None = None
             by_step[step] = safe[0]
             continue
         by_step[step] = f
-    if not by_step and len(unnumbered) == 1:
-        return {None: unnumbered[0]}
-    if unnumbered:
-        logger.warning("%s: ignoring %d checkpoint file(s) with no step in the name: %s",
-                       folder, len(unnumbered), ", ".join(p.name for p in unnumbered[:5]))
+    stepless = []
+    for f in unnumbered:
+        step = stored_step(f)
+        if step is None:
+            stepless.append(f)
+        elif step in by_step:
+            logger.warning("%s: leaving out %s: it records step %d, which %s already is",
+                           folder, f.name, step, by_step[step].name)
+        else:
+            by_step[step] = f
+    if not by_step and len(stepless) == 1:
+        return {None: stepless[0]}
+    if stepless:
+        logger.warning("%s: ignoring %d checkpoint file(s) with no step in the name or the "
+                       "file: %s", folder, len(stepless),
+                       ", ".join(p.name for p in stepless[:5]))
     return by_step
+
+
+def stored_step(path: str | Path) -> int | None:
+    """The training step a checkpoint file records in itself, or ``None``.
+
+    The first of :data:`STEP_KEYS` (nanoGPT's ``iter_num``, Lightning's ``global_step``)
+    that holds a whole number >= 0, at the top level of a ``torch.save`` dict or in a
+    ``.safetensors`` file's metadata. No tensor is read: the pickle is loaded with its
+    storages memory-mapped (``mmap=True``, ``weights_only=True``); a file that cannot be
+    read so (an old non-zip format, one that needs code to load, a damaged one) gives
+    ``None`` here and its own error when it is loaded.
+    """
+    path = Path(path)
+    try:
+        if path.suffix.lower() == ".safetensors":
+            from safetensors import safe_open
+
+            with safe_open(str(path), framework="pt") as f:
+                meta = f.metadata() or {}
+        else:
+            import torch
+
+            meta = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception as exc:  # noqa: BLE001 - unreadable here; loading will say why
+        logger.debug("%s: no stored step read (%s)", path.name, exc)
+        return None
+    if not isinstance(meta, Mapping):
+        return None
+    for key in STEP_KEYS:
+        step = _as_step(meta.get(key))
+        if step is not None:
+            return step
+    return None
+
+
+def _as_step(value) -> int | None:
+    """A whole number >= 0 from an int, a one-element integer tensor or a digit string."""
+    try:
+        import torch
+
+        if isinstance(value, torch.Tensor):
+            if value.numel() != 1 or value.is_floating_point() or value.dtype == torch.bool:
+                return None
+            value = int(value.item())
+    except (TypeError, ValueError, RuntimeError):
+        return None
+    if isinstance(value, str) and value.isascii() and value.isdigit():
+        value = int(value)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 \
+        else None
 
 
 @dataclass
@@ -109,24 +185,38 @@ class LoadedStateDict:
     Attributes:
         tensors: parameter name -> tensor (CPU).
         loss: the stored loss, or ``None``.
-        loss_key: where it was found (``val_loss``, ``loss``).
+        loss_key: where it was found (``val_loss``, ``loss``, ``best_val_loss``).
         wrapper: the key the state dict was found under, or ``None`` for a bare one.
+        config: the ``transformers`` config found with the file (a ``config.json``'s
+            contents: a dict with ``model_type``), or ``None`` (:func:`find_config`).
+        config_source: where it was found (``"config.json beside the file"``), for the
+            record's matrix rule.
     """
 
     tensors: dict
     loss: float | None = None
     loss_key: str | None = None
     wrapper: str | None = None
+    config: dict | None = None
+    config_source: str | None = None
 
 
 def load_checkpoint_file(path: str | Path) -> LoadedStateDict:
-    """Read a checkpoint file's state dict (and stored loss) without running its code.
+    """Read a checkpoint file's state dict (and stored loss) without running its code,
+    and the ``transformers`` config found with it (:func:`find_config`).
 
     Raises:
         CheckpointFileError: unreadable, not a state dict, or it needs more than weights
             to load (``weights_only=True`` refused it).
     """
     path = Path(path)
+    loaded = _load(path)
+    if loaded.config is None:
+        loaded.config, loaded.config_source = find_config(path)
+    return loaded
+
+
+def _load(path: Path) -> LoadedStateDict:
     if path.suffix.lower() == ".safetensors":
         return _load_safetensors(path)
     import pickle
@@ -158,17 +248,69 @@ def unwrap_state_dict(obj, what: str = "checkpoint") -> LoadedStateDict:
     if not isinstance(obj, Mapping):
         raise CheckpointFileError(f"{what} holds a {type(obj).__name__}, not a state dict")
     loss, loss_key = _stored_loss(obj)
+    config = _as_model_config(obj.get("config"))
+    source = "the checkpoint's config entry" if config is not None else None
     for key in WRAPPER_KEYS:
         inner = obj.get(key)
         if isinstance(inner, Mapping) and _tensors_of(inner):
-            return LoadedStateDict(_tensors_of(inner), loss, loss_key, key)
-    tensors = _tensors_of(obj)
+            return LoadedStateDict(strip_compile_prefix(_tensors_of(inner)), loss, loss_key,
+                                   key, config, source)
+    tensors = strip_compile_prefix(_tensors_of(obj))
     if not tensors:
         raise CheckpointFileError(
             f"{what} holds no tensors: expected a state dict, or one under "
             f"{', '.join(WRAPPER_KEYS)}; its keys are {sorted(map(str, obj))[:8]}"
         )
-    return LoadedStateDict(tensors, loss, loss_key, None)
+    return LoadedStateDict(tensors, loss, loss_key, None, config, source)
+
+
+def find_config(path: str | Path) -> tuple[dict | None, str | None]:
+    """The ``transformers`` config of a checkpoint file from the folder it is in: the
+    contents of a ``config.json`` beside it, when that is a dict naming a
+    ``model_type`` (a Hugging Face model config, not a training loop's own settings).
+
+    Returns:
+        ``(config dict, "config.json beside the file")``, or ``(None, None)``.
+    """
+    import json
+
+    beside = Path(path).parent / "config.json"
+    if not beside.is_file():
+        return None, None
+    try:
+        config = _as_model_config(json.loads(beside.read_text(encoding="utf-8")))
+    except (OSError, ValueError) as exc:
+        logger.warning("%s is not readable as a model config: %s", beside, exc)
+        return None, None
+    return (config, "config.json beside the file") if config is not None else (None, None)
+
+
+def _as_model_config(value) -> dict | None:
+    """``value`` as a config dict when it is one of a ``transformers`` model (a mapping,
+    or a JSON string of one, naming a ``model_type``), else ``None``."""
+    if isinstance(value, str):
+        import json
+
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    if isinstance(value, Mapping) and isinstance(value.get("model_type"), str):
+        return dict(value)
+    return None
+
+
+def strip_compile_prefix(tensors: dict) -> dict:
+    """``tensors`` with :data:`COMPILE_PREFIX` taken off the names that start with it
+    (``_orig_mod.transformer.h.0.attn.c_attn.weight`` ->
+    ``transformer.h.0.attn.c_attn.weight``), as nanoGPT's ``sample.py`` does, so a
+    compiled run's matrices are named as an uncompiled one's. The same tensors (ties
+    kept); unchanged when no name has the prefix or taking it off would make two names
+    one."""
+    if not any(k.startswith(COMPILE_PREFIX) for k in tensors):
+        return tensors
+    out = {k.removeprefix(COMPILE_PREFIX): v for k, v in tensors.items()}
+    return out if len(out) == len(tensors) else tensors
 
 
 def _tensors_of(mapping: Mapping) -> dict:
@@ -213,7 +355,9 @@ def _load_safetensors(path: Path) -> LoadedStateDict:
     if not tensors:
         raise CheckpointFileError(f"{path.name} holds no tensors")
     loss, key = _stored_loss(meta)
-    return LoadedStateDict(tensors, loss, key, None)
+    config = _as_model_config(meta.get("config"))
+    return LoadedStateDict(strip_compile_prefix(tensors), loss, key, None, config,
+                           "the file's metadata" if config is not None else None)
 
 
 def trainer_state_loss(folder: str | Path) -> tuple[float | None, str | None]:

@@ -38,6 +38,7 @@ from toposig.sources.checkpoint_files import (
     discover_files,
     is_checkpoint_file,
     step_from_name,
+    stored_step,
 )
 from toposig.sources.revisions import (
     SEED_STEPS,
@@ -249,7 +250,8 @@ def _local_series(model: str, label: str, path: Path, selection: StepSelection
         if None in files:  # a lone checkpoint file without a step
             if not selection.is_default:
                 raise SeriesError(f"{model!r} holds one checkpoint file with no step in its "
-                                  "name; --steps and --revisions do not apply to it")
+                                  "name or itself; --steps and --revisions do not apply to "
+                                  "it")
             return [Checkpoint(model, label, None, "file", str(files[None].resolve()))]
         available = [Revision(f.stem, s, "file") for s, f in sorted(files.items())]
         folders = {f.stem: f for f in files.values()}
@@ -261,7 +263,8 @@ def _local_series(model: str, label: str, path: Path, selection: StepSelection
             f"folder {model!r} holds no model: expected config.json in it, sub-folders "
             "named like checkpoints (step<N>, checkpoint-<N>, step<N>-tokens<M>, ckpt_<N>, "
             "step_<N>k, global_step<N>, iter_<N>) that hold one, or checkpoint files "
-            f"({', '.join(CHECKPOINT_SUFFIXES)}) with the step in their names{hint}"
+            f"({', '.join(CHECKPOINT_SUFFIXES)}) with the step in their names or in "
+            f"themselves (nanoGPT's iter_num){hint}"
         )
     chosen = select(available, selection, f"local series {model!r}", unparsed=unparsed)
     return [Checkpoint(model, label, r.step, source, str(folders[r.name].resolve()))
@@ -276,10 +279,12 @@ def _file_series(model: str, path: Path, selection: StepSelection) -> list[Check
             "plus weights) or a folder of step<N>/ sub-folders"
         )
     step = step_from_name(path.name, selection.compiled)
+    if step is None:
+        step = stored_step(path)  # nanoGPT's ckpt.pt: its iter_num
     if not selection.is_default:
         if step is None:
             raise SeriesError(f"{model!r} is a single checkpoint file with no step in its "
-                              "name; --steps and --revisions do not apply to it")
+                              "name or itself; --steps and --revisions do not apply to it")
         select([Revision(path.name, step, "file")], selection, f"checkpoint file {model!r}")
     label = path.name[: -len(path.suffix)] if path.suffix else path.name
     return [Checkpoint(model, label, step, "file", str(path.resolve()))]
@@ -570,9 +575,76 @@ def series_kinds(checkpoints: list[Checkpoint], *, local_files_only: bool = Fals
             continue
         try:
             out[c.label] = model_kind(config)
+            check_head_weights(config, out[c.label])
         except UnsupportedModelError as exc:
             raise SeriesError(f"{c.model!r}: {exc}") from exc
     return out
+
+
+def random_weights_message(missing: list[str], model_class: str, auto_name: str) -> str:
+    """The refusal of a checkpoint that lacks ``missing`` weights of ``model_class``, the
+    class it would be loaded as (``auto_name``: ``ForMaskedLM``, ``ForCausalLM``)."""
+    return (f"{len(missing)} weight(s) of {model_class} are not in the checkpoint and would "
+            f"be random ({', '.join(missing[:4])}{' ...' if len(missing) > 4 else ''}); it "
+            f"is not a {auto_name} checkpoint")
+
+
+def _lm_auto_class(kind: str):
+    from transformers import AutoModelForCausalLM, AutoModelForMaskedLM
+
+    return AutoModelForMaskedLM if kind == MASKED else AutoModelForCausalLM
+
+
+def check_head_weights(config, kind: str) -> None:
+    """Refuse, from the config alone, a checkpoint whose saved class lacks weights of the
+    class it would be loaded as (``AutoModelForMaskedLM`` / ``AutoModelForCausalLM``'s
+    class for ``config``, by ``kind``): loading would make them random. ELECTRA's
+    discriminator (``ElectraForPreTraining``) is one: it has no generator head, so as an
+    ``ElectraForMaskedLM`` its language-model head would be random.
+
+    Both classes are built on the meta device (no memory, no weight read), and the names
+    the loader class has that the saved one has not, less the weights the loader ties to
+    others, are the missing ones: the message is the one :func:`load_model` gives after
+    loading. Nothing is checked when ``architectures`` names no class ``transformers``
+    has (remote code) or the class it would be loaded as; loading checks those.
+
+    Raises:
+        UnsupportedModelError: weights would be random; the message names them.
+    """
+    import copy
+
+    import transformers
+
+    archs = list(getattr(config, "architectures", None) or [])
+    auto = _lm_auto_class(kind)
+    saved = getattr(transformers, archs[0], None) if archs else None
+    try:
+        target = auto._model_mapping[type(config)]
+    except (KeyError, ValueError):
+        return
+    if not isinstance(saved, type) or saved is target:
+        return
+    import torch
+
+    try:
+        with torch.device("meta"):
+            have = saved(copy.deepcopy(config))
+            want = target(copy.deepcopy(config))
+    except Exception as exc:  # noqa: BLE001 - not buildable here: loading will check
+        logger.debug("%s and %s not compared: %s", saved.__name__, target.__name__, exc)
+        return
+    tied = getattr(want, "all_tied_weights_keys", None)
+    tied = set(tied) if isinstance(tied, dict) else set()
+    own = set(have.state_dict())
+    missing = sorted(set(want.state_dict()) - own - tied)
+    if not missing:
+        return
+    what = ("a replaced-token-detection discriminator, which predicts no tokens"
+            if any(k.startswith("discriminator_predictions.") for k in own) else
+            "whose weights have no such ones")
+    raise UnsupportedModelError(
+        f"{random_weights_message(missing, target.__name__, auto.__name__[9:])} (its "
+        f"config names {saved.__name__}: {what})")
 
 
 # --- loading -------------------------------------------------------------------------
@@ -584,13 +656,19 @@ def load_model(ckpt: Checkpoint, torch_dtype, device: str, *, local_files_only: 
     when it is an encoder (:func:`model_kind`).
 
     Raises:
-        UnsupportedModelError: neither kind.
+        UnsupportedModelError: neither kind; a class whose head weights would be random,
+            told by the config before any weight is read (:func:`check_head_weights`:
+            ELECTRA's discriminator) or by the loader after (weights missing from the
+            files).
     """
-    from transformers import AutoModelForCausalLM, AutoModelForMaskedLM
-
     config = load_config(ckpt, local_files_only=local_files_only,
                          trust_remote_code=trust_remote_code)
-    auto = AutoModelForMaskedLM if model_kind(config) == MASKED else AutoModelForCausalLM
+    kind = model_kind(config)
+    try:
+        check_head_weights(config, kind)  # from the config: before any weight is read
+    except UnsupportedModelError as exc:
+        raise UnsupportedModelError(f"{ckpt.describe()}: {exc}") from exc
+    auto = _lm_auto_class(kind)
     source, revision = ckpt.load_source
     model, info = auto.from_pretrained(
         source,
@@ -603,11 +681,8 @@ def load_model(ckpt: Checkpoint, torch_dtype, device: str, *, local_files_only: 
     )
     missing = sorted(info.get("missing_keys") or ())
     if missing:
-        raise UnsupportedModelError(
-            f"{ckpt.describe()}: {len(missing)} weight(s) of {type(model).__name__} are not in "
-            f"the checkpoint and would be random ({', '.join(missing[:4])}"
-            f"{' ...' if len(missing) > 4 else ''}); it is not a {auto.__name__[9:]} "
-            "checkpoint")
+        raise UnsupportedModelError(f"{ckpt.describe()}: " + random_weights_message(
+            missing, type(model).__name__, auto.__name__[9:]))
     return model.to(device).eval()
 
 

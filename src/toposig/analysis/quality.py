@@ -1,0 +1,66 @@
+"""Which series have no quality measure at all, said once before the analysis draws.
+
+A series' quality measure is what the analysis relates its signatures to: the stored
+loss of its checkpoints (``loss``: a checkpoint file's ``val_loss`` / ``loss`` /
+``best_val_loss``, a trainer state's), the perplexity the embedding family measures, or
+an encoder's masked-LM loss. A series with none of them (plain state-dict files that
+saved no loss, measured for their weights only) gets empty loss panels and no
+correlations with the loss; :func:`warn_series_without_quality` says so, once per series,
+naming it, instead of leaving the user to wonder at the empty panels.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+
+logger = logging.getLogger(__name__)
+
+QUALITY_FIELDS: tuple[str, ...] = ("loss", "perplexity", "mlm_loss")
+"""Entry fields that measure a checkpoint's quality (any one is enough)."""
+
+
+def _finite(value) -> bool:
+    return (isinstance(value, int | float) and not isinstance(value, bool)
+            and math.isfinite(value))
+
+
+def series_without_quality(records: Sequence[dict]) -> list[str]:
+    """The ``model_label`` of every series none of whose finished entries has a quality
+    measure (a finite number in one of :data:`QUALITY_FIELDS`), in first-seen order.
+
+    Failed entries are not counted, and a series with no finished entry is not listed
+    (it has nothing to draw either way); an entry without a string ``model_label`` is
+    skipped.
+    """
+    has: dict[str, bool] = {}
+    for r in records:
+        label = r.get("model_label") if isinstance(r, dict) else None
+        if not isinstance(label, str) or r.get("status") == "failed":
+            continue
+        has[label] = has.get(label, False) or any(_finite(r.get(k)) for k in QUALITY_FIELDS)
+    return [label for label, ok in has.items() if not ok]
+
+
+def warn_series_without_quality(records: Sequence[dict],
+                                log: logging.Logger | None = None) -> list[str]:
+    """Log one warning per series without a quality measure
+    (:func:`series_without_quality`), naming it and what would give it one; returns
+    those series' labels. Call it once, where the analysis starts, before anything is
+    drawn."""
+    missing = series_without_quality(records)
+    for label in missing:
+        n = sum(1 for r in records if isinstance(r, dict) and r.get("model_label") == label
+                and r.get("status") != "failed")
+        (log or logger).warning(
+            "series %r has no quality measure: none of its %d checkpoint(s) has a loss, a "
+            "perplexity or a masked-LM loss, so its loss panels stay empty and its "
+            "signatures are not correlated with the loss. Measure its perplexity (the "
+            "embedding family, on a model folder), or save the loss with each checkpoint "
+            "(val_loss, loss or nanoGPT's best_val_loss in the file; trainer_state.json "
+            "beside a model folder)", label, n)
+    return missing
+
+
+__all__ = ["QUALITY_FIELDS", "series_without_quality", "warn_series_without_quality"]

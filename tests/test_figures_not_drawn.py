@@ -1,0 +1,34 @@
+"""A comparison a study cannot make draws no placeholder figure; the analysis says why."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import analyze_results
+from toposig.report.figures import figures_not_drawn, figures_that_apply
+
+SEED_B = Path(__file__).resolve().parents[1] / "results" / "seeds" / "seed-b"
+
+
+def test_a_section_holding_only_a_reason_draws_nothing_and_says_why(tmp_path):
+    statistics = {"scaling": {"reason": "needs three or more model sizes, found 1"},
+                  "prediction": {"per_model": {}}, "controlled": {"per_model": {}}}
+    records = [{"model_label": "m", "step": 0, "loss": 2.0, "features": {"np_mean": 0.5}}]
+    names = [f.name for f in figures_that_apply(records, statistics, tmp_path)]
+    assert "scaling_relationships" not in names
+    assert "prediction_comparison" in names and "controls_summary" in names
+    assert figures_not_drawn(statistics) == {
+        "scaling_relationships": "needs three or more model sizes, found 1"}
+
+
+def test_the_analysis_lists_the_figures_it_did_not_draw(tmp_path, capsys):
+    folder = tmp_path / "seed-b"
+    shutil.copytree(SEED_B, folder)
+    (folder / "plots" / "scaling_relationships.png").write_bytes(b"an older placeholder")
+    assert analyze_results.main(["--out", str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert "not drawn: scaling_relationships (needs three or more model sizes" in out
+    assert "not drawn: prediction_comparison (no neural persistence" in out
+    assert not (folder / "plots" / "scaling_relationships.png").exists()
+    assert not (folder / "plots" / "prediction_comparison.png").exists()
