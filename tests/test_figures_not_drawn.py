@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
-
 import analyze_results
+from toposig.cli.import_tables import main as import_main
 from toposig.report.figures import figures_not_drawn, figures_that_apply
-
-SEED_B = Path(__file__).resolve().parents[1] / "results" / "seeds" / "seed-b"
 
 
 def test_a_section_holding_only_a_reason_draws_nothing_and_says_why(tmp_path):
@@ -23,8 +19,15 @@ def test_a_section_holding_only_a_reason_draws_nothing_and_says_why(tmp_path):
 
 
 def test_the_analysis_lists_the_figures_it_did_not_draw(tmp_path, capsys):
-    folder = tmp_path / "seed-b"
-    shutil.copytree(SEED_B, folder)
+    """A one-model table (imported): no scaling across sizes, nothing to predict from."""
+    table = tmp_path / "run.csv"
+    rows = ["model,step,loss,my_feature"]
+    rows += [f"m,{s},{3.0 - 0.1 * i:.2f},{0.5 + 0.03 * i * (-1) ** i:.3f}"
+             for i, s in enumerate((0, 10, 20, 40, 80, 160, 320, 640))]
+    table.write_text("\n".join(rows) + "\n")
+    folder = tmp_path / "one-model"
+    assert import_main([str(table), "--out", str(folder)]) == 0
+    (folder / "plots").mkdir(exist_ok=True)
     (folder / "plots" / "scaling_relationships.png").write_bytes(b"an older placeholder")
     assert analyze_results.main(["--out", str(folder)]) == 0
     out = capsys.readouterr().out
