@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt
 
 from toposig.analysis.online import Signal
 from toposig.report.plots import set_step_axis, value_of
-from toposig.report.style import RC_PARAMS, save_figure
+from toposig.report.style import RC_PARAMS, save_figure, subplots
 
 LIVE_PANELS = (("h1_total_persistence", "H1 total persistence"),
                ("rankme", "RankMe (effective rank)"),
@@ -42,7 +42,7 @@ def draw_live_figure(entries: Sequence[dict], path: str | Path, losses: Sequence
         return None
     forecast = signal.forecast if signal is not None else None
     with plt.rc_context(RC_PARAMS):
-        fig, axes = plt.subplots(1, len(panels), figsize=(3.2 * len(panels), 2.9),
+        fig, axes = subplots(1, len(panels), figsize=(3.2 * len(panels), 2.9),
                                  squeeze=False)
         for ax, (key, title, values) in zip(axes[0], panels, strict=True):
             pts = [(s, v) for s, v in zip(steps, values, strict=True)

@@ -47,7 +47,7 @@ from toposig.analysis.stats import (
 from toposig.features.homology import FEATURE_NAMES
 from toposig.features.spectral import SPECTRAL_NAMES
 from toposig.records import FeatureFamily
-from toposig.report.style import Figure, figure, registry, save_figure
+from toposig.report.style import Figure, figure, registry, save_figure, subplots
 
 logger = logging.getLogger(__name__)
 
@@ -401,7 +401,7 @@ def panel_grid(n_panels: int, ncols: int, figsize: tuple[float, float] = GRID_FI
           ) -> tuple[MplFigure, list[Axes]]:
     """A constrained-layout grid; panels beyond ``n_panels`` are hidden."""
     nrows = math.ceil(n_panels / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=figsize, layout="constrained",
+    fig, axes = subplots(nrows, ncols, figsize=figsize, layout="constrained",
                              squeeze=False)
     flat = list(axes.ravel())
     for ax in flat[n_panels:]:
@@ -622,7 +622,7 @@ def plot_topo_vs_spectral_correlations(records: Sequence[dict], statistics: dict
     labels = [lb for lb in all_labels
               if any(_spearman(per_model.get(lb) or {}, f)[0] is not None for f in features)]
     height = 2.0 + len(features) * 0.13 * max(2.0, len(labels))
-    fig, ax = plt.subplots(figsize=(12.0, min(max(height, 4.5), 13.0)), layout="constrained")
+    fig, ax = subplots(figsize=(12.0, min(max(height, 4.5), 13.0)), layout="constrained")
     target = correlations.get("target", "perplexity")
     ax.set_title(f"Strength of the rank correlation of each feature with {_target_name(target)}")
     if not features or not labels:
@@ -704,7 +704,7 @@ def plot_perplexity_curves(records: Sequence[dict], statistics: dict, path: Path
                            results_root: Path | None = None) -> Path:
     """Perplexity vs step per model, log y."""
     groups = by_model(records)
-    fig, ax = plt.subplots(figsize=(9.0, 5.5), layout="constrained")
+    fig, ax = subplots(figsize=(9.0, 5.5), layout="constrained")
     line_panel(ax, record_series(groups, "perplexity"), model_styles(groups),
                 title="Perplexity across training", ylabel="perplexity (log scale)",
                 steps=_all_steps(records), logy=True)
@@ -940,7 +940,7 @@ def plot_correlation_heatmap(records: Sequence[dict], statistics: dict, path: Pa
         tables.append(correlations.get("pooled") or {})
     width = min(max(7.0, 4.5 + 1.15 * len(columns)), 16.0)
     height = max(4.0, 2.4 + 0.3 * len(features))
-    fig, ax = plt.subplots(figsize=(width, height), layout="constrained")
+    fig, ax = subplots(figsize=(width, height), layout="constrained")
     ax.set_title(f"Spearman ρ of each feature with {_target_name(target)}\n"
                  f"bold: Holm-adjusted p < {SIGNIFICANCE:g} over the tests shown, as in "
                  "the tables", fontsize=11)

@@ -51,7 +51,7 @@ from toposig.report.plots import (
     step_of,
     value_of,
 )
-from toposig.report.style import Applies, Figure, figure, registry, save_figure
+from toposig.report.style import Applies, Figure, figure, registry, save_figure, subplots
 
 logger = logging.getLogger(__name__)
 
@@ -137,7 +137,7 @@ def _step_label(step: float) -> str:
 
 def _empty_figure(path: str | Path, title: str, message: str,
                   figsize: tuple[float, float] = (9.0, 4.0)) -> Path:
-    fig, ax = plt.subplots(figsize=figsize, layout="constrained")
+    fig, ax = subplots(figsize=figsize, layout="constrained")
     ax.set_title(title)
     no_data(ax, message)
     ax.set_axis_off()
@@ -308,7 +308,7 @@ def plot_controls_summary(records: list[dict], statistics: dict, path: Path,
           for k in range(len(CONTROLS))]
     width = min(max(8.0, 4.8 + 0.62 * len(xs)), 18.0)
     height = max(4.5, 3.4 + 0.26 * len(features))
-    fig, ax = plt.subplots(figsize=(width, height), layout="constrained")
+    fig, ax = subplots(figsize=(width, height), layout="constrained")
     cmap = plt.get_cmap("RdBu_r")
     norm = Normalize(-1.0, 1.0)
     for i, feature in enumerate(features):
@@ -617,7 +617,7 @@ def plot_prediction_comparison(records: list[dict], statistics: dict, path: Path
     keys = _fraction_order(fractions)
     truth = {k: v for k, v in (prediction.get("true_final_loss") or {}).items()
              if finite_or_none(v) is not None}
-    fig, (left, right) = plt.subplots(1, 2, figsize=(14.0, 6.0), layout="constrained",
+    fig, (left, right) = subplots(1, 2, figsize=(14.0, 6.0), layout="constrained",
                                       gridspec_kw={"width_ratios": [1.0, 1.25]})
 
     # MAE bars
@@ -758,7 +758,7 @@ def plot_betti_curves(records: list[dict], statistics: dict, path: Path,
     labels = _spread_models({lb: all_groups[lb] for lb in series})
     dims = sorted({q for rows in series.values() for _, dgms in rows for q in dgms
                    if q <= 1}) or [0]
-    fig, axes = plt.subplots(len(dims), len(labels), squeeze=False, layout="constrained",
+    fig, axes = subplots(len(dims), len(labels), squeeze=False, layout="constrained",
                              figsize=(3.6 * len(labels) + 1.6, 4.3 * len(dims) + 0.6))
     for row, q in enumerate(dims):
         tmax = _scale_max(series, q)
@@ -819,7 +819,7 @@ def plot_persistence_diagrams(records: list[dict], statistics: dict, path: Path,
     rows = series[label]
     picked = [rows[i] for i in select_checkpoints([s for s, _ in rows])]
     dims = sorted({q for _, dgms in picked for q in dgms if q <= 1}) or [0]
-    fig, axes = plt.subplots(len(dims), len(picked), squeeze=False, layout="constrained",
+    fig, axes = subplots(len(dims), len(picked), squeeze=False, layout="constrained",
                              figsize=(2.9 * len(picked) + 1.0, 3.1 * len(dims) + 1.2))
     for r_i, q in enumerate(dims):
         finite = [d[np.isfinite(d).all(axis=1)] for _, dgms in picked
@@ -923,7 +923,7 @@ def plot_layer_heatmaps(records: list[dict], statistics: dict, path: Path,
               for lb, recs in by_model(records).items()}
     groups = {lb: recs for lb, recs in groups.items() if recs}
     labels = _spread_models(groups)
-    fig, axes = plt.subplots(len(LAYER_FEATURES), len(labels), squeeze=False,
+    fig, axes = subplots(len(LAYER_FEATURES), len(labels), squeeze=False,
                              layout="constrained",
                              figsize=(4.2 * len(labels) + 0.8, 4.0 * len(LAYER_FEATURES) + 0.6))
     cmap = plt.get_cmap("magma").with_extremes(bad="0.85")

@@ -16,14 +16,13 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.lines import Line2D
 
 from toposig.analysis.stats import by_model, feature_family
 from toposig.report.plots import feature_grid
 from toposig.report.plots_analysis import select_checkpoints
-from toposig.report.style import Figure, figure, registry, save_figure
+from toposig.report.style import Figure, figure, registry, save_figure, subplots
 from toposig.run.store import load_arrays
 
 logger = logging.getLogger(__name__)
@@ -89,7 +88,7 @@ def plot_loss_landscapes(records: list[dict], statistics: dict, path: Path,
     if not rows:
         return None
     ncols = max(len(p) for _, p in rows)
-    fig, axes = plt.subplots(len(rows), ncols, figsize=(4.2 * ncols, 3.6 * len(rows)),
+    fig, axes = subplots(len(rows), ncols, figsize=(4.2 * ncols, 3.6 * len(rows)),
                              layout="constrained", squeeze=False)
     dirs = None
     for (label, panels), ax_row in zip(rows, axes, strict=True):

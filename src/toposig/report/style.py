@@ -28,13 +28,23 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
-import matplotlib
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure as MplFigure
 
-matplotlib.use("Agg")  # pyplot picks its backend lazily, so this still takes effect
-
 logger = logging.getLogger(__name__)
+
+
+def subplots(nrows: int = 1, ncols: int = 1, **kwargs):
+    """``(figure, axes)`` as :func:`matplotlib.pyplot.subplots` returns them, but the
+    figure is not pyplot's: it belongs to no backend or window, so drawing a report figure
+    never changes (or opens anything in) the backend a notebook or script uses, and
+    saving picks the writer for the format (Agg for PNG). Figure keywords (``figsize``,
+    ``layout``, ...) go to the figure, the rest to :meth:`~matplotlib.figure.Figure.subplots`.
+    """
+    fig_keys = {"figsize", "dpi", "layout", "facecolor", "edgecolor", "frameon"}
+    fig = MplFigure(**{k: v for k, v in kwargs.items() if k in fig_keys})
+    axes = fig.subplots(nrows, ncols, **{k: v for k, v in kwargs.items() if k not in fig_keys})
+    return fig, axes
 
 DPI = 130
 # Font sizes of every figure (applied per figure with plt.rc_context).
