@@ -115,3 +115,13 @@ def test_probes_of_a_half_precision_model_and_mixed_placements_are_refused(model
     next(iter(mixed.parameters())).data = next(iter(mixed.parameters())).data.double()
     with pytest.raises(ValueError, match="several devices or in several precisions"):
         toposig.measure(mixed, byte_tokenizer(), TEXTS)
+
+
+def test_measure_shows_progress_unless_asked_not_to(model, capsys):
+    texts = [f"text {i} about the geometry of language models" for i in range(24)]
+    toposig.measure(model, byte_tokenizer(), texts, families=("weights", "embedding"),
+                    label="demo")
+    err = capsys.readouterr().err
+    assert "measuring demo" in err and "2/2" in err
+    toposig.measure(model, byte_tokenizer(), texts, families=("weights",), progress=False)
+    assert "measuring" not in capsys.readouterr().err

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from toposig.config import (
     AUTOCAST,
@@ -132,7 +133,8 @@ def measure(model, tokenizer, texts: Sequence[str] | None = None, *,
             settings: EmbeddingSettings | None = None,
             weight_settings: WeightSettings | None = None,
             landscape_settings: LandscapeSettings | None = None,
-            gradient_settings: GradientSettings | None = None) -> Measurement:
+            gradient_settings: GradientSettings | None = None,
+            progress: bool = True) -> Measurement:
     """The signature families of an in-memory model, without saving or reloading it.
 
     Args:
@@ -153,6 +155,8 @@ def measure(model, tokenizer, texts: Sequence[str] | None = None, *,
         weight_settings: the weight family's settings (default as in ``run_experiments.py``).
         landscape_settings: the landscape family's settings (likewise).
         gradient_settings: the gradient family's settings (likewise).
+        progress: show a progress bar over the families (``tqdm``, on stderr, as the
+            pipeline's over checkpoints).
 
     Returns:
         A :class:`Measurement`; its records are those the pipeline writes for a
@@ -181,13 +185,20 @@ def measure(model, tokenizer, texts: Sequence[str] | None = None, *,
     ckpt = Checkpoint(model=label, label=label, step=step, source="memory",
                       location=IN_MEMORY)
     out = Measurement()
+    bar = tqdm(total=len(families), desc=f"measuring {label}", unit="family",
+               disable=not progress)
 
     def keep(family: Family, result) -> None:
         if isinstance(result, BaseException):
             raise result
         out.records[family], out.arrays[family] = result.record, result.arrays
+        bar.set_postfix_str(str(family))
+        bar.update(1)
 
-    measure_families(model, tokenizer, ckpt, families, inputs, keep)
+    try:
+        measure_families(model, tokenizer, ckpt, families, inputs, keep)
+    finally:
+        bar.close()
     return out
 
 
