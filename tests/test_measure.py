@@ -125,3 +125,15 @@ def test_measure_shows_progress_unless_asked_not_to(model, capsys):
     assert "measuring demo" in err and "2/2" in err
     toposig.measure(model, byte_tokenizer(), texts, families=("weights",), progress=False)
     assert "measuring" not in capsys.readouterr().err
+
+
+def test_a_measurement_prints_in_a_few_lines(model):
+    texts = [f"text {i} about the geometry of language models" for i in range(24)]
+    m = toposig.measure(model, byte_tokenizer(), texts, families=("embedding", "weights"),
+                        label="demo", step=7, progress=False)
+    text = repr(m)
+    assert len(text.splitlines()) == 3 and len(text) < 400, text
+    assert text.startswith("Measurement(demo, step 7):")
+    assert "embedding:" in text and "perplexity" in text and "weights:" in text
+    assert "matrices" in text and "np_mean" in text
+    assert repr(toposig.in_memory.Measurement()) == "Measurement(model, step -: nothing measured)"

@@ -86,6 +86,31 @@ class Measurement:
         arrays = self.arrays.get(Family.EMBEDDING) or {}
         return [arrays[k] for q in range(8) if (k := f"layer{layer}_h{q}") in arrays]
 
+    def __repr__(self) -> str:
+        """A few lines: the model and step, then per family its quality measure, how many
+        features and what they were computed on (the full records are ``.records``)."""
+        entry = self.entry
+        head = (f"Measurement({entry.get('model_label') or 'model'}, step "
+                f"{entry.get('step', '-') if entry.get('step') is not None else '-'}")
+        if not self.records:
+            return head + ": nothing measured)"
+        lines = [head + "):"]
+        for family, rec in self.records.items():
+            features = rec.get("features") or {}
+            parts = [f"{len(features)} features"]
+            if family == Family.EMBEDDING:
+                quality = ("perplexity", "mlm_loss")
+                parts += [f"{k} {rec[k]:.4g}" for k in quality if rec.get(k) is not None]
+                parts.append(f"{len(rec.get('layer_features') or {}) or 1} layer(s), "
+                             f"{rec.get('n_texts', '?')} texts")
+            elif family == Family.WEIGHTS:
+                parts.append(f"{rec.get('n_matrices', '?')} matrices")
+                if features.get("np_mean") is not None:
+                    parts.append(f"np_mean {features['np_mean']:.4g}")
+            n_arrays = len(self.arrays.get(family) or {})
+            lines.append(f"  {family}: {', '.join(parts)}; {n_arrays} arrays")
+        return "\n".join(lines)
+
     def table(self):
         """The measurement as a tidy :class:`pandas.DataFrame`
         (:func:`toposig.analysis.table.results_table`)."""
