@@ -53,6 +53,7 @@ def test_the_installed_package_carries_its_presets_and_is_not_the_checkout(insta
     where, presets = out.stdout.splitlines()
     assert Path(where).is_relative_to(installed)
     assert presets == "['seed004', 'tiny']"
+    assert (installed / "toposig" / "py.typed").is_file()  # type checkers read its hints
 
 
 def test_the_toposig_command_trains_runs_and_analyses_a_preset(installed, tmp_path,

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from enum import StrEnum
+from typing import Any
 
 import numpy as np
 
@@ -248,8 +249,8 @@ def merge_family_records(records: dict[str, dict]) -> dict | None:
         return None
     emb, w = records.get(Family.EMBEDDING), records.get(Family.WEIGHTS)
     first = next(iter(records.values()))
-    entry = dict(emb) if emb else {"schema_version": SCHEMA_VERSION, "status": "ok",
-                                   **{k: first.get(k) for k in IDENTITY}}
+    entry: dict[str, Any] = dict(emb) if emb else {
+        "schema_version": SCHEMA_VERSION, "status": "ok", **{k: first.get(k) for k in IDENTITY}}
     entry["families"] = [f for f in FAMILIES if f in records]
     if w:
         entry["features"] = {**entry.get("features", {}), **w["features"]}

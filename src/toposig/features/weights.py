@@ -135,9 +135,8 @@ def max_spanning_tree_weights(abs_weights: np.ndarray) -> np.ndarray:
         tree = a.astype(np.float64).ravel()
     else:
         tau = min(row_max.min(), a.max(axis=0).min())
-        tree = _kruskal_above_threshold(a, tau)
-        if tree is None:
-            tree = _dense_prim(a)
+        found = _kruskal_above_threshold(a, tau)
+        tree = _dense_prim(a) if found is None else found
     return np.sort(tree)[::-1]
 
 
