@@ -137,3 +137,13 @@ def test_a_measurement_prints_in_a_few_lines(model):
     assert "embedding:" in text and "perplexity" in text and "weights:" in text
     assert "matrices" in text and "np_mean" in text
     assert repr(toposig.in_memory.Measurement()) == "Measurement(model, step -: nothing measured)"
+
+
+def test_layers_and_settings_layers_never_override_each_other(model):
+    texts = [f"text {i} about the geometry of language models" for i in range(24)]
+    m = toposig.measure(model, byte_tokenizer(), texts, families=("embedding",),
+                        settings=EmbeddingSettings(layers="all"), progress=False)
+    assert len(m.layer_features) > 1  # the settings' "all" is kept, not reset to "last"
+    with pytest.raises(ValueError, match="disagree"):
+        toposig.measure(model, byte_tokenizer(), texts, layers="last",
+                        settings=EmbeddingSettings(layers="all"), progress=False)

@@ -153,7 +153,7 @@ def preserved_state(model) -> Iterator[None]:
 
 
 def measure(model, tokenizer, texts: Sequence[str] | None = None, *,
-            families: Sequence[str] = DEFAULT_FAMILIES, layers: str = "last",
+            families: Sequence[str] = DEFAULT_FAMILIES, layers: str | None = None,
             step: int | None = None, label: str = "model",
             settings: EmbeddingSettings | None = None,
             weight_settings: WeightSettings | None = None,
@@ -172,11 +172,12 @@ def measure(model, tokenizer, texts: Sequence[str] | None = None, *,
             given, else from WikiText-2 validation.
         families: any of ``embedding``, ``weights``, ``landscape``, ``gradients``.
         layers: ``"last"`` or ``"all"`` (every hidden state the model returns; the
-            record's ``layer_names`` says what each is).
+            record's ``layer_names`` says what each is); default: ``settings.layers``,
+            else ``"last"``.
         step: the training step, kept in the records.
         label: the model's name in the records.
-        settings: the embedding's settings (defaults as in ``run_experiments.py``;
-            ``settings.layers`` is replaced by ``layers``).
+        settings: the embedding's settings (defaults as in ``run_experiments.py``);
+            ``layers=`` replaces their default ``layers``, and must agree with any other.
         weight_settings: the weight family's settings (default as in ``run_experiments.py``).
         landscape_settings: the landscape family's settings (likewise).
         gradient_settings: the gradient family's settings (likewise).
@@ -189,7 +190,8 @@ def measure(model, tokenizer, texts: Sequence[str] | None = None, *,
 
     Raises:
         ValueError: no texts given (``texts`` empty, every text blank, or one string
-            instead of a list of them); an unknown family; the landscape or gradients
+            instead of a list of them); ``layers`` and ``settings.layers`` disagree; an
+            unknown family; the landscape or gradients
             asked of a model not in float32 (the pipeline probes float32 weights);
             parameters on several devices or in several precisions.
     """
@@ -204,7 +206,13 @@ def measure(model, tokenizer, texts: Sequence[str] | None = None, *,
                          "a non-blank string; give a list of texts, or None for the "
                          "pipeline's WikiText-2 texts")
     families = check_families(families)
-    settings = replace(settings or EmbeddingSettings(), layers=layers)
+    default_layers = EmbeddingSettings().layers
+    if (settings is not None and layers is not None and settings.layers != layers
+            and settings.layers != default_layers):
+        raise ValueError(f"layers={layers!r} and settings.layers={settings.layers!r} "
+                         "disagree; give one of them")
+    settings = settings or EmbeddingSettings()
+    settings = replace(settings, layers=layers or settings.layers)
     inputs = MeasureInputs.default(settings, texts, families, weight_settings,
                                    landscape_settings, gradient_settings)
     ckpt = Checkpoint(model=label, label=label, step=step, source="memory",
