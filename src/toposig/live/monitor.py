@@ -111,6 +111,24 @@ def loss_series(entries: Sequence[dict]) -> list[float | None]:
     return [e.get(kind) for e in entries]
 
 
+# The stop rule's decisions that mean stop (:func:`toposig.analysis.forecast.decide`).
+STOP_DECISIONS = frozenset(d for d in online.DECISION_CODES if d.startswith("stop"))
+
+
+def stop_reason(signal: online.Signal | None) -> str | None:
+    """Why ``signal``'s stop rule says stop: ``"<decision> (<the rule's reason>)"``, or the
+    decision with the default forecast when the rule gave no reason; ``None`` when there
+    is no signal or forecast, or the decision is not one of :data:`STOP_DECISIONS`
+    (``continue``). Experimental, as the signal is."""
+    f = signal.forecast if signal is not None else None
+    if f is None or f.decision not in STOP_DECISIONS:
+        return None
+    if f.decision_reason:
+        return f"{f.decision} ({f.decision_reason})"
+    return (f"{f.decision} (default forecast of the final loss at step {f.final_step:g}: "
+            f"{f.default}, 95 % interval [{f.default_low}, {f.default_high}])")
+
+
 def check_step(step: object) -> None:
     """Raise ``ValueError`` unless ``step`` is a non-negative integer."""
     if isinstance(step, bool) or not isinstance(step, int) or step < 0:
@@ -685,3 +703,9 @@ class TopologyMonitor:
     def signal(self) -> online.Signal | None:
         """The latest stop-or-scale signal (experimental)."""
         return self._signal
+
+    @property
+    def stop_reason(self) -> str | None:
+        """:func:`stop_reason` of the latest signal: why its stop rule says stop, or
+        ``None`` when it says continue or has no decision (experimental)."""
+        return stop_reason(self._signal)
