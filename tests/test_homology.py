@@ -141,3 +141,16 @@ def test_bad_point_clouds_are_refused():
         homology.vietoris_rips(np.zeros(5))
     with pytest.raises(ValueError, match="NaN"):
         homology.vietoris_rips(np.array([[0.0, np.nan], [1.0, 1.0]]))
+
+
+def test_betti_curve_equals_gudhis():
+    from gudhi.representations import BettiCurve
+
+    rng = np.random.default_rng(4)
+    births = rng.random(40)
+    diagram = np.vstack([np.stack([births, births + rng.random(40)], axis=1),
+                         [[0.2, np.inf], [0.5, 0.5]]])  # an infinite and a zero-length bar
+    for grid in (np.linspace(0.0, 2.5, 57), np.unique(diagram[np.isfinite(diagram)])):
+        want = BettiCurve(predefined_grid=grid).fit_transform([diagram])[0]
+        np.testing.assert_array_equal(homology.betti_curve(diagram, grid), want)
+    assert homology.betti_curve(np.empty((0, 2)), np.array([0.0, 1.0])).tolist() == [0, 0]

@@ -32,6 +32,7 @@ from matplotlib.ticker import FuncFormatter
 
 from toposig.analysis.statistics import diagrams_of
 from toposig.analysis.stats import by_model, feature_family
+from toposig.features.homology import betti_curve
 from toposig.files.atomic import round_floats
 from toposig.records import FeatureFamily
 from toposig.report.plots import (
@@ -708,17 +709,6 @@ def record_diagrams(results_root: str | Path, record: dict) -> dict[int, np.ndar
                        record.get("model_label"), record.get("step"), exc)
         return {}
     return {q: np.asarray(d, dtype=np.float64).reshape(-1, 2) for q, d in enumerate(dgms)}
-
-
-def betti_curve(diagram: np.ndarray, grid: np.ndarray) -> np.ndarray:
-    """Betti number at each scale of ``grid``: bars with ``birth <= t < death`` (an infinite
-    death counts everywhere after its birth)."""
-    d = np.asarray(diagram, dtype=np.float64).reshape(-1, 2)
-    d = d[~np.isnan(d).any(axis=1) & (d[:, 1] >= d[:, 0])]
-    t = np.asarray(grid, dtype=np.float64)
-    births, deaths = np.sort(d[:, 0]), np.sort(d[:, 1])
-    return (np.searchsorted(births, t, side="right")
-            - np.searchsorted(deaths, t, side="right")).astype(np.int64)
 
 
 def _diagram_series(records: list[dict], results_root: str | Path | None
