@@ -304,3 +304,29 @@ def test_power_law_fit_on_its_bounds():
     steep = prediction.fit_loss_power_law(t, 2 + 1e6 * (t / 100) ** -8.0)
     assert steep["ok"] and steep["b"] == 5.0 and steep["refined"]
     assert 0 <= steep["c"] <= 2 + 1e6 * 20.0 ** -8.0
+
+
+def test_ridge_lomo_equals_a_hand_written_leave_one_model_out():
+    """LeaveOneGroupOut gives the fits the earlier hand-written split gave, model by model
+    and in the study's order (not sklearn's sorted one)."""
+    from sklearn.impute import SimpleImputer
+    from sklearn.linear_model import RidgeCV
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    rng = np.random.default_rng(9)
+    models = ["zeta", "alpha", "mid", "beta", "omega", "gamma", "delta"]
+    feats = {m: rng.standard_normal(4) for m in models}
+    feats["mid"][1] = np.nan
+    final = {m: 2.0 + 0.3 * float(feats[m][0]) + 0.01 * i for i, m in enumerate(models)}
+    x = np.vstack([feats[m] for m in models])
+    y = np.array([final[m] for m in models])
+    want = {}
+    for i, m in enumerate(models):
+        train = np.arange(len(models)) != i
+        pipe = make_pipeline(SimpleImputer(strategy="mean", keep_empty_features=True),
+                             StandardScaler(), RidgeCV(alphas=prediction.RIDGE_ALPHAS))
+        want[m] = float(pipe.fit(x[train], y[train]).predict(x[i:i + 1])[0])
+    got = prediction.ridge_lomo(feats, final)
+    assert list(got) == models
+    assert got == want

@@ -344,8 +344,9 @@ def ridge_lomo(early_features: Mapping[str, np.ndarray], final_loss: Mapping[str
                min_train: int = RIDGE_MIN_TRAIN) -> dict[str, float]:
     """Leave-one-model-out ridge predictions of the final loss.
 
-    For each model, a ``SimpleImputer(mean) → StandardScaler → RidgeCV(alphas)``
-    pipeline is trained on the other models' early-feature vectors and final losses and
+    For each model (scikit-learn's ``LeaveOneGroupOut``, a group per model), a
+    ``SimpleImputer(mean) → StandardScaler → RidgeCV(alphas)`` pipeline is trained on the
+    other models' early-feature vectors and final losses and
     predicts the held-out model; RidgeCV picks the penalty by (efficient) leave-one-out
     cross-validation among those training models, so the held-out model never informs
     its own penalty. NaN entries are imputed with the training models' column mean
@@ -389,6 +390,7 @@ def _ridge_lomo(early_features: Mapping[str, np.ndarray], final_loss: Mapping[st
     """:func:`ridge_lomo`'s predictions and, per held-out model, the penalty chosen."""
     from sklearn.impute import SimpleImputer
     from sklearn.linear_model import RidgeCV
+    from sklearn.model_selection import LeaveOneGroupOut
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
@@ -400,17 +402,19 @@ def _ridge_lomo(early_features: Mapping[str, np.ndarray], final_loss: Mapping[st
     x[~np.isfinite(x)] = np.nan
     out: dict[str, float] = {}
     chosen: dict[str, float] = {}
-    for i, m in enumerate(models):
-        train = np.arange(len(models)) != i
+    for train, held in LeaveOneGroupOut().split(x, y, groups=models):
+        m = models[int(held[0])]
         if np.all(np.isnan(x[train])):
             out[m] = float(np.mean(y[train]))
             continue
         pipe = make_pipeline(SimpleImputer(strategy="mean", keep_empty_features=True),
                              StandardScaler(), RidgeCV(alphas=tuple(alphas)))
         pipe.fit(x[train], y[train])
-        out[m] = float(pipe.predict(x[i:i + 1])[0])
+        out[m] = float(pipe.predict(x[held])[0])
         chosen[m] = float(pipe[-1].alpha_)
-    return out, chosen
+    # LeaveOneGroupOut visits the models sorted by name: report them in the study's order
+    return ({m: out[m] for m in models if m in out},
+            {m: chosen[m] for m in models if m in chosen})
 
 
 def _ridge_vector(s: np.ndarray, lo: np.ndarray, fe: np.ndarray | None, final_step: float,
