@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
+from test_live import tiny_model
 
 from toposig.config import WeightSettings
 from toposig.files.locks import FolderLockedError
@@ -31,14 +31,6 @@ pytestmark = pytest.mark.usefixtures("wikitext_dir")
 SRC = Path(__file__).resolve().parents[1] / "src"
 SERIES_STEPS = list(range(0, 31, 3))  # 0, 3, ..., 30: a training that went on to step 30
 BUSY = "another training is writing it"
-
-
-def tiny_model(seed: int = 0) -> GPTNeoXForCausalLM:
-    torch.manual_seed(seed)
-    return GPTNeoXForCausalLM(GPTNeoXConfig(
-        vocab_size=264, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-        intermediate_size=128, max_position_embeddings=128, tie_word_embeddings=False,
-        bos_token_id=256, eos_token_id=256, pad_token_id=256))
 
 
 def short_texts(n: int = 8) -> list[str]:

@@ -188,6 +188,18 @@ def test_features_names_and_small_matrices():
 # ------------------------------------------------------------------------ weightwatcher
 
 
+def linear_stack(torch, mats: list[np.ndarray]):
+    """A ``torch.nn.Sequential`` of ``Linear`` layers whose weights are ``mats``, (out, in)
+    each, as weightwatcher walks a model."""
+    model = torch.nn.Sequential()
+    for m in mats:
+        lin = torch.nn.Linear(m.shape[1], m.shape[0])
+        with torch.no_grad():
+            lin.weight.copy_(torch.from_numpy(m))
+        model.append(lin)
+    return model
+
+
 # weightwatcher 0.7.7 builds its table with a call pandas 3 deprecates
 @pytest.mark.filterwarnings("ignore:Passing a dict to DataFrame.from_records")
 def test_matches_weightwatcher_analyze():
@@ -214,12 +226,7 @@ def test_matches_weightwatcher_analyze():
         rng.standard_normal((30, 15)) * 0.2,  # 15 eigenvalues: the small-n fit
         rng.standard_normal((5, 10)),  # 5 eigenvalues < min_evals: skipped
     ]
-    model = torch.nn.Sequential()
-    for m in mats:
-        lin = torch.nn.Linear(m.shape[1], m.shape[0])
-        with torch.no_grad():
-            lin.weight.copy_(torch.from_numpy(m))
-        model.append(lin)
+    model = linear_stack(torch, mats)
     cuda = torch.cuda.is_available()
     kwargs = {"svd_method": "accurate"} if cuda else {}
     with contextlib.redirect_stdout(io.StringIO()):  # its small-n fit prints
@@ -275,12 +282,7 @@ def test_checkpoint_means_match_weightwatcher_summary():
     mats = [rng.standard_normal((64, 32)) * 0.1, rng.standard_t(2.0, (128, 128)) * 0.05,
             rng.standard_t(3.0, (100, 300)) * 0.05, rng.standard_normal((30, 15)) * 0.2,
             rng.standard_normal((5, 10))]
-    model = torch.nn.Sequential()
-    for m in mats:
-        lin = torch.nn.Linear(m.shape[1], m.shape[0])
-        with torch.no_grad():
-            lin.weight.copy_(torch.from_numpy(m))
-        model.append(lin)
+    model = linear_stack(torch, mats)
     watcher = ww.WeightWatcher(model=model)
     with contextlib.redirect_stdout(io.StringIO()):
         summary = watcher.get_summary(watcher.analyze())

@@ -37,16 +37,13 @@ def figures_that_apply(records: list[dict], statistics: dict,
             for name in applicable(ALL_FIGURES, records, statistics, results_root)]
 
 
-# the analysis figures drawn from one section of the statistics
-SECTION_FIGURES = {"scaling_relationships": "scaling", "prediction_comparison": "prediction",
-                   "phase_fits": "phases", "controls_summary": "controlled"}
-
-
 def figures_not_drawn(statistics: dict) -> dict[str, str]:
-    """Figure name -> why it is not drawn, for the analysis figures whose comparison this
-    study cannot make (the section holds only a reason, e.g. scaling with one model)."""
-    return {name: why for name, section in SECTION_FIGURES.items()
-            if section in statistics and (why := not_drawn_reason(statistics, section))}
+    """Figure name -> why it is not drawn, for the figures drawn from one section of the
+    statistics (``plots_analysis.has_section``) whose comparison this study cannot make
+    (the section holds only a reason, e.g. scaling with one model)."""
+    return {name: why for name, fig in ALL_FIGURES.items()
+            if (section := getattr(fig.applies, "section", None)) in statistics
+            and (why := not_drawn_reason(statistics, section))}
 
 
 def plot_all(records: list[dict], statistics: dict, out_dir: str | Path,

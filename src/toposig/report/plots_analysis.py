@@ -98,6 +98,7 @@ def has_section(section: str) -> Applies:
     def applies(records: Sequence[dict], statistics: dict, results_root: Path | None) -> bool:
         return results_root is not None and not_drawn_reason(statistics, section) is None
 
+    applies.section = section  # type: ignore[attr-defined]  # read by figures_not_drawn
     return applies
 
 

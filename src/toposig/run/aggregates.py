@@ -28,12 +28,18 @@ from pathlib import Path
 from toposig.files.atomic import clean_floats, read_json
 from toposig.records import merge_family_records, record_stem
 from toposig.run.store import DamagedResultsError, ResultStore
-from toposig.run.study import entry_order, other_entries, study_hashes, study_problem
+from toposig.run.study import (
+    StudyMismatchError,
+    entry_order,
+    load_study,
+    other_entries,
+    study_hashes,
+    study_record_files,
+)
 
 logger = logging.getLogger(__name__)
 
 AGGREGATE = "all_results.json"
-CONFIG = "config.json"
 _REWRITE = ("rerun the command that wrote the folder to rewrite it (a run keeps its records and "
             "rewrites the aggregates from them)")
 _RESTORE = ("restore it from a copy: it says which study the records belong to, and a run "
@@ -113,49 +119,27 @@ def read_study(results_dir: str | Path) -> dict | None:
     none; the parsed object when it is a sound study or an import's.
 
     Raises:
-        DamagedResultsError: it is a folder, a link or a special file, not JSON, not an
-            object, or a study whose models, hashes or steps have the wrong types
-            (:func:`toposig.run.study.study_problem`); the message names the file.
+        DamagedResultsError: :func:`toposig.run.study.load_study` refuses it (a link, a
+            folder, not JSON, not an object with a ``models`` mapping, wrong types); the
+            message starts with the file's path.
     """
-    path = Path(results_dir) / "data" / CONFIG
-    if not (path.exists() or path.is_symlink()):
-        return None
-    if path.is_symlink():
-        raise DamagedResultsError(f"{path}: is a link, not the study's configuration; "
-                                  f"toposig does not read or write through it; {_RESTORE}")
-    config = _read(path, "the study's configuration", _RESTORE)
-    if not isinstance(config, dict):
-        raise DamagedResultsError(f"{path}: holds {_a(config)}, not an "
-                                  f"object (the study's configuration); {_RESTORE}")
-    if config.get("imported"):
-        return config
-    if not isinstance(config.get("models"), dict):
-        raise DamagedResultsError(f"{path}: has no 'models' mapping: it is not the "
-                                  f"configuration of a toposig study; {_RESTORE}")
-    problem = study_problem(config)
-    if problem:
-        raise DamagedResultsError(f"{path}: {problem}; {_RESTORE}")
-    return config
+    try:
+        return load_study(results_dir, way_out=_RESTORE)
+    except StudyMismatchError as exc:
+        raise DamagedResultsError(str(exc)) from None
 
 
 def _record_files(root: Path, config: dict) -> dict[tuple[str, str], int]:
-    """``(label, stem)`` -> newest modification time (ns) of the study's record files, as
-    :func:`toposig.run.study.other_entries` finds them (no links, no hidden files)."""
+    """``(label, stem)`` -> newest modification time (ns) of the study's record files
+    (:func:`toposig.run.study.study_record_files`, as the run finds them)."""
     out: dict[tuple[str, str], int] = {}
-    for h in study_hashes(config).values():
-        for label in config["models"]:
-            folder = root / "records" / h / label
-            if folder.is_symlink() or folder.parent.is_symlink() or not folder.is_dir():
-                continue
-            for path in folder.glob("*.json"):
-                if path.name.startswith(".") or path.is_symlink():
-                    continue
-                try:
-                    mtime = path.stat().st_mtime_ns
-                except OSError:
-                    continue
-                key = (label, path.stem)
-                out[key] = max(out.get(key, mtime), mtime)
+    for _, _, label, path in study_record_files(root, config):
+        try:
+            mtime = path.stat().st_mtime_ns
+        except OSError:
+            continue
+        key = (label, path.stem)
+        out[key] = max(out.get(key, mtime), mtime)
     return out
 
 

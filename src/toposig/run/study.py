@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 
 from toposig.files.atomic import read_json
@@ -37,12 +38,22 @@ class StudyMismatchError(ValueError):
     """A run that does not belong to the study its results folder holds."""
 
 
-def load_study(out_dir: str | Path) -> dict | None:
+RUN_ELSEWHERE = "restore the file, or write the run to another folder (--out)"
+
+
+def load_study(out_dir: str | Path, way_out: str = RUN_ELSEWHERE) -> dict | None:
     """The ``data/config.json`` of a results folder, or ``None`` when it has none.
 
+    Args:
+        out_dir: the results folder.
+        way_out: what the error message tells the user to do (a run: restore the file or
+            write elsewhere; the analysis says its own).
+
     Raises:
-        StudyMismatchError: the file exists but is not a JSON object with a ``models``
-            mapping (damaged or not written by toposig): the folder's study is unknown.
+        StudyMismatchError: the file exists but is a link, a folder, not JSON, not a JSON
+            object with a ``models`` mapping, or fails :func:`study_problem` (damaged or
+            not written by toposig): the folder's study is unknown. The message starts
+            with the file's path.
     """
     path = Path(out_dir) / "data" / "config.json"
     if not (path.exists() or path.is_symlink()):
@@ -50,23 +61,21 @@ def load_study(out_dir: str | Path) -> dict | None:
     if path.is_symlink() or not path.is_file():
         raise StudyMismatchError(
             f"{path} is not a regular file (a {'link' if path.is_symlink() else 'folder'}): "
-            "the study this folder holds is unknown; write the run to another folder "
-            "(--out), or replace it with the study's config.json")
+            f"the study this folder holds is unknown; {way_out}")
     try:
         config = read_json(path)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise StudyMismatchError(
             f"{path} cannot be read ({exc}): the study this folder holds is unknown; "
-            "write the run to another folder (--out), or restore the file") from exc
+            f"{way_out}") from exc
     if not isinstance(config, dict) or not isinstance(config.get("models"), dict):
         raise StudyMismatchError(
-            f"{path} is not a toposig run configuration (no 'models' mapping): write the "
-            "run to another folder (--out)")
+            f"{path} is not a toposig run configuration (no 'models' mapping); {way_out}")
     problem = study_problem(config)
     if problem:
         raise StudyMismatchError(
             f"{path} {problem}: it was edited or damaged, and no path is built from it; "
-            "restore the file, or write the run to another folder (--out)")
+            f"{way_out}")
     return config
 
 
@@ -293,31 +302,42 @@ def other_entries(out_dir: str | Path, config: dict,
     """
     out: dict[tuple[str, str], dict[str, dict]] = {}
     root = Path(out_dir)
+    for family, h, label, path in study_record_files(root, config):
+        key = (label, path.stem)
+        if key in covered:
+            continue
+        try:
+            rec = read_json(path)
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            continue
+        problem = record_problem(rec, family=Family(family), label=label, stem=path.stem,
+                                 arrays_file=f"records/{h}/{label}/{path.stem}.npz")
+        if problem:
+            logger.warning("ignoring record %s: it %s", path, problem)
+            continue
+        if rec.get("status") != "ok":
+            continue
+        if rec.get("arrays_file") and arrays_damage(root / rec["arrays_file"]):
+            continue
+        out.setdefault(key, {})[family] = rec
+    return out
+
+
+def study_record_files(out_dir: str | Path, config: dict
+                       ) -> Iterator[tuple[str, str, str, Path]]:
+    """``(family, settings hash, label, path)`` of every record file of the study in
+    ``out_dir``: ``records/<hash>/<label>/*.json`` of its families' hashes and its
+    models, in name order, never through a linked folder (someone else's files), never a
+    link or a hidden file."""
+    root = Path(out_dir)
     for family, h in study_hashes(config).items():
         for label in config["models"]:
             folder = root / "records" / h / label
             if folder.is_symlink() or folder.parent.is_symlink() or not folder.is_dir():
-                continue  # a linked folder holds someone else's files
+                continue
             for path in sorted(folder.glob("*.json")):
-                key = (label, path.stem)
-                if key in covered or path.name.startswith(".") or path.is_symlink():
-                    continue
-                try:
-                    rec = read_json(path)
-                except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-                    continue
-                problem = record_problem(rec, family=Family(family), label=label,
-                                         stem=path.stem,
-                                         arrays_file=f"records/{h}/{label}/{path.stem}.npz")
-                if problem:
-                    logger.warning("ignoring record %s: it %s", path, problem)
-                    continue
-                if rec.get("status") != "ok":
-                    continue
-                if rec.get("arrays_file") and arrays_damage(root / rec["arrays_file"]):
-                    continue
-                out.setdefault(key, {})[family] = rec
-    return out
+                if not (path.name.startswith(".") or path.is_symlink()):
+                    yield family, h, label, path
 
 
 def entry_order(config: dict):
