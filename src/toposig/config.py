@@ -12,11 +12,14 @@ import hashlib
 import json
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from numbers import Integral
 
 from toposig.records import FAMILIES, SCHEMA_VERSION, Family
 
 LAYER_CHOICES = ("last", "all")
+Layers = str | tuple[int, ...]  # "last", "all" or hidden-state indices (parse_layers)
 DTYPE_CHOICES = ("auto", "float32", "bfloat16", "float16", "bf16-autocast")
 CPU_BATCH_SIZE = 32  # --batch-size auto on a CPU
 MLM_FRACTION = 0.15  # share of an encoder's tokens masked for its masked-LM loss
@@ -40,9 +43,11 @@ class EmbeddingSettings:
         max_length: tokens per text after truncation.
         pca_dim: PCA components before persistent homology (``min(k, n-1, d)`` kept).
         maxdim: highest homology dimension.
-        layers: ``"last"`` (the final hidden state) or ``"all"`` (every hidden state the
+        layers: ``"last"`` (the final hidden state), ``"all"`` (every hidden state the
             model returns: for most, the embedding output and every block; the record's
-            ``layer_names`` says what each is).
+            ``layer_names`` says what each is), or indices into the hidden states
+            (``(0, 3, -1)``, or the text ``"0,3,-1"``; negative ones count from the end),
+            kept as :func:`parse_layers` normalises them.
         batch_size: texts per forward batch, or ``"auto"``: 32 on a CPU; on a GPU all
             texts at once, halved on every out-of-memory error until the batch fits.
         texts: a plain-text file (one text per non-empty line) instead of WikiText-2.
@@ -63,7 +68,7 @@ class EmbeddingSettings:
     max_length: int = 128
     pca_dim: int = 50
     maxdim: int = 1
-    layers: str = "last"
+    layers: Layers = "last"
     batch_size: int | str = "auto"
     texts: str | None = None
     tokenizer: str | None = None
@@ -76,10 +81,82 @@ class EmbeddingSettings:
     resamples: int = 0
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "layers", parse_layers(self.layers))
         validate(self)
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+_LAYERS_HELP = ("--layers must be last, all or comma-separated hidden-state indices such "
+                "as 0,3,-1 (negative ones count from the end)")
+
+
+def parse_layers(value: object) -> Layers:
+    """``--layers`` (or ``layers=``) in its one normal form.
+
+    ``"last"`` and ``"all"`` stay as they are; indices, as a text (``"0,3,-1"``) or a
+    sequence of ints, become a tuple without repeats, the non-negative ones ascending and
+    then the negative ones (``(0, 3, -2, -1)``), so that the same choice always has the
+    same settings hash; ``(-1,)`` is ``"last"``. Which hidden states the indices name
+    depends on the model (:func:`resolve_layers`).
+
+    Raises:
+        SettingsError: anything else (``"0,x"``, no index, a bool or float), naming
+            ``--layers``.
+    """
+    if isinstance(value, str):
+        text = value.strip()
+        if text in LAYER_CHOICES:
+            return text
+        parts = [p.strip() for p in text.split(",")]
+        if not parts or not all(re.fullmatch(r"[+-]?[0-9]+", p) for p in parts):
+            raise SettingsError(f"{_LAYERS_HELP}; got {value!r}")
+        indices = [int(p) for p in parts]
+    elif isinstance(value, Sequence) and value and all(
+            isinstance(i, Integral) and not isinstance(i, bool) for i in value):
+        indices = [int(i) for i in value]
+    else:
+        raise SettingsError(f"{_LAYERS_HELP}; got {value!r}")
+    out = tuple(sorted(set(indices), key=lambda i: (i < 0, i)))
+    return "last" if out == (-1,) else out
+
+
+def format_layers(layers: Layers) -> str:
+    """``layers`` as ``--layers`` takes it: ``last``, ``all`` or ``0,3,-1``."""
+    return layers if isinstance(layers, str) else ",".join(map(str, layers))
+
+
+def union_layers(a: Layers, b: Layers) -> Layers:
+    """The layers of both choices (``"all"`` if either is), in normal form."""
+    a, b = parse_layers(a), parse_layers(b)
+    if "all" in (a, b):
+        return "all"
+    return parse_layers([*(a if isinstance(a, tuple) else (-1,)),
+                         *(b if isinstance(b, tuple) else (-1,))])
+
+
+def resolve_layers(layers: Layers, n_hidden_states: int) -> list[int]:
+    """The hidden-state indices (0 .. n-1, ascending, each once) that ``layers`` names
+    for a model returning ``n_hidden_states`` hidden states.
+
+    Index ``i`` is ``hidden_states[i]`` of ``model(..., output_hidden_states=True)``;
+    a negative one counts from the end (-1 is the last, what ``"last"`` gives). Indices
+    naming the same state (``3`` and ``-1`` of four) count once.
+
+    Raises:
+        SettingsError: an index outside ``-n .. n-1``, naming the model's count.
+    """
+    layers = parse_layers(layers)
+    n = n_hidden_states
+    if isinstance(layers, str):
+        return list(range(n)) if layers == "all" else [n - 1]
+    bad = [i for i in layers if not -n <= i < n]
+    if bad:
+        raise SettingsError(
+            f"--layers {format_layers(layers)}: index {bad[0]} is out of range, the "
+            f"model returns {n} hidden states (indices 0 to {n - 1}, or -{n} to -1)")
+    return sorted({i % n for i in layers})
 
 
 def _require(ok: bool, message: str) -> None:
@@ -99,8 +176,6 @@ def validate(s: EmbeddingSettings) -> None:
     _require(s.max_length >= 2, f"--max-length must be at least 2 tokens, got {s.max_length}")
     _require(s.pca_dim >= 1, f"--pca-dim must be at least 1, got {s.pca_dim}")
     _require(s.maxdim in (0, 1, 2), f"--maxdim must be 0, 1 or 2, got {s.maxdim}")
-    _require(s.layers in LAYER_CHOICES,
-             f"--layers must be one of {LAYER_CHOICES}, got {s.layers!r}")
     _require(s.batch_size == "auto" or (isinstance(s.batch_size, int) and s.batch_size >= 1),
              f"--batch-size must be auto or at least 1, got {s.batch_size!r}")
     _require(s.resamples >= 0, f"--resamples must be >= 0, got {s.resamples}")
@@ -130,7 +205,7 @@ def settings_hash(s: EmbeddingSettings, texts_sha: str, resolved_dtype: str) -> 
         "max_length": s.max_length,
         "pca_dim": s.pca_dim,
         "maxdim": s.maxdim,
-        "layers": s.layers,
+        "layers": s.layers,  # "last" and "all" as ever; indices as a list
         "tokenizer": s.tokenizer,
         "dtype": resolved_dtype,
     }

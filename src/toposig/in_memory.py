@@ -27,6 +27,7 @@ from toposig.config import (
     GradientSettings,
     LandscapeSettings,
     WeightSettings,
+    parse_layers,
 )
 from toposig.model.placement import Placement
 from toposig.records import (
@@ -153,7 +154,8 @@ def preserved_state(model) -> Iterator[None]:
 
 
 def measure(model, tokenizer, texts: Sequence[str] | None = None, *,
-            families: Sequence[str] = DEFAULT_FAMILIES, layers: str | None = None,
+            families: Sequence[str] = DEFAULT_FAMILIES,
+            layers: str | Sequence[int] | None = None,
             step: int | None = None, label: str = "model",
             settings: EmbeddingSettings | None = None,
             weight_settings: WeightSettings | None = None,
@@ -171,9 +173,13 @@ def measure(model, tokenizer, texts: Sequence[str] | None = None, *,
             landscape and gradient probes cut their windows from the same texts when
             given, else from WikiText-2 validation.
         families: any of ``embedding``, ``weights``, ``landscape``, ``gradients``.
-        layers: ``"last"`` or ``"all"`` (every hidden state the model returns; the
-            record's ``layer_names`` says what each is); default: ``settings.layers``,
-            else ``"last"``.
+        layers: ``"last"``, ``"all"`` (every hidden state the model returns; the
+            record's ``layer_names`` says what each is) or a list of indices into
+            ``model(..., output_hidden_states=True).hidden_states`` such as ``[0, 3, -1]``
+            (negative ones count from the end; indices naming the same state count once);
+            default: ``settings.layers``, else ``"last"``. With anything but ``"last"``,
+            ``Measurement.layer_features`` has each analysed index; ``features`` are the
+            highest index's.
         step: the training step, kept in the records.
         label: the model's name in the records.
         settings: the embedding's settings (defaults as in ``run_experiments.py``);
@@ -190,7 +196,9 @@ def measure(model, tokenizer, texts: Sequence[str] | None = None, *,
 
     Raises:
         ValueError: no texts given (``texts`` empty, every text blank, or one string
-            instead of a list of them); ``layers`` and ``settings.layers`` disagree; an
+            instead of a list of them); ``layers`` and ``settings.layers`` disagree;
+            ``layers`` not one of the above, or an index the model does not have (a
+            :class:`~toposig.config.SettingsError` naming its count of hidden states); an
             unknown family; the landscape or gradients
             asked of a model not in float32 (the pipeline probes float32 weights);
             parameters on several devices or in several precisions.
@@ -207,12 +215,14 @@ def measure(model, tokenizer, texts: Sequence[str] | None = None, *,
                          "pipeline's WikiText-2 texts")
     families = check_families(families)
     default_layers = EmbeddingSettings().layers
+    if layers is not None:
+        layers = parse_layers(layers)
     if (settings is not None and layers is not None and settings.layers != layers
             and settings.layers != default_layers):
         raise ValueError(f"layers={layers!r} and settings.layers={settings.layers!r} "
                          "disagree; give one of them")
     settings = settings or EmbeddingSettings()
-    settings = replace(settings, layers=layers or settings.layers)
+    settings = replace(settings, layers=settings.layers if layers is None else layers)
     inputs = MeasureInputs.default(settings, texts, families, weight_settings,
                                    landscape_settings, gradient_settings)
     ckpt = Checkpoint(model=label, label=label, step=step, source="memory",

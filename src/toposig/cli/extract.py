@@ -7,6 +7,7 @@ run_experiments.py stores them (so a later run over the series skips this checkp
 Examples:
   python src/extract_embeddings.py --model path/to/run/step1000
   python src/extract_embeddings.py --model path/to/run --step 1000 --layers all
+  python src/extract_embeddings.py --model path/to/run --step 1000 --layers 0,3,-1
   python src/extract_embeddings.py --model EleutherAI/pythia-70m --step 143000
 """
 
@@ -23,6 +24,7 @@ from toposig.cli.options import (
     settings_from_args,
     setup_logging,
 )
+from toposig.config import SettingsError
 from toposig.model.embedding import analyse_checkpoint
 from toposig.records import Family
 from toposig.run.plan import plan_run
@@ -70,8 +72,12 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     ckpt = plan.checkpoints[0]
-    result = analyse_checkpoint(ckpt, plan.texts, settings, placement=plan.placement,
-                                local_files_only=plan.local_files_only)
+    try:
+        result = analyse_checkpoint(ckpt, plan.texts, settings, placement=plan.placement,
+                                    local_files_only=plan.local_files_only)
+    except SettingsError as exc:  # --layers names an index the model does not have
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     record = result.record
     if args.out:
         record = ResultStore(args.out, plan.settings_hash).write(record, ckpt, result.arrays)

@@ -98,10 +98,14 @@ def add_embedding_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--tokenizer", metavar="NAME_OR_PATH", default=None,
                    help="tokenizer to use instead of each checkpoint's own: a Hub name, a "
                         "folder, or a tokenizer.json file")
-    g.add_argument("--layers", choices=LAYER_CHOICES, default=_DEFAULTS.layers,
-                   help="analyse the last hidden state, or every hidden state the model "
+    g.add_argument("--layers", metavar="|".join((*LAYER_CHOICES, "I,J,...")),
+                   default=_DEFAULTS.layers,
+                   help="analyse the last hidden state, every hidden state the model "
                         "returns (for most, the embedding output and every block; records "
-                        "name them in layer_names) (default: %(default)s)")
+                        "name them in layer_names), or the hidden states of these indices, "
+                        "e.g. 0,3,-1 (negative ones count from the end, -1 is the last; "
+                        "one that starts the list needs --layers=-2,-1) "
+                        "(default: %(default)s)")
     g.add_argument("--pca-dim", type=int, default=_DEFAULTS.pca_dim,
                    help="PCA components before persistent homology (default: %(default)s)")
     g.add_argument("--maxdim", type=int, default=_DEFAULTS.maxdim,

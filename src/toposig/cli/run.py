@@ -18,9 +18,9 @@ checkpoint-<N>/ model folders, or a folder of checkpoint files with the step in 
 (step_000100.pt, ckpt-100.pt, epoch=3-step=100.ckpt, *.safetensors).
 
 A results folder (--out) holds one study: a run that brings models or settings other
-than the folder's is refused with a message (--extend adds models). A rerun skips
-finished checkpoints (--force recomputes); a failed checkpoint is recorded with its error
-and the run goes on, exiting non-zero at the end.
+than the folder's is refused with a message (--extend adds models, or --layers). A rerun
+skips finished checkpoints (--force recomputes); a failed checkpoint is recorded with its
+error and the run goes on, exiting non-zero at the end.
 """
 
 from __future__ import annotations
@@ -59,9 +59,9 @@ from toposig.records import DEFAULT_FAMILIES, PROBE_FAMILIES, Family
 from toposig.run.pipeline import execute, summary_lines
 from toposig.run.plan import family_hashes, plan_run, settings_views
 from toposig.run.store import read_json
-from toposig.run.study import StudyMismatchError, check_run_fits
+from toposig.run.study import StudyMismatchError, check_run_fits, widen_layers
 from toposig.sources.checkpoints import EXPERIMENT_A_MODELS
-from toposig.sources.corpus import load_texts, probe_texts
+from toposig.sources.corpus import load_texts, probe_texts, texts_fingerprint
 
 logger = logging.getLogger("run_experiments")
 
@@ -93,7 +93,9 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
                         "%(default)s in the current folder; in a checkout, the committed "
                         "reference run)")
     p.add_argument("--extend", action="store_true",
-                   help="add models the study in --out does not hold yet (same settings)")
+                   help="add models the study in --out does not hold yet (same settings), "
+                        "or hidden-state layers (--layers) to its embedding: the study then "
+                        "has the union, computed for every checkpoint it holds")
     p.add_argument("--force", action="store_true",
                    help="recompute checkpoints that already have a finished record")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -197,6 +199,10 @@ def _main(args: argparse.Namespace, argv: list[str], prog: str | None) -> int:
                 probe = probe_texts(settings.texts, settings.min_chars)
             lock.enter_context(exclusive(args.out, "results folder"))  # before training
             dtype = Placement.resolve(settings.device, settings.dtype, remote_gpus).dtype
+            replaced = None
+            if Family.EMBEDDING in families:  # --extend may add layers to the study's
+                settings, replaced = widen_layers(args.out, settings, texts_fingerprint(texts),
+                                                  dtype, extend=args.extend)
             check_run_fits(
                 args.out,
                 {m.name: str(Path(args.suite_dir) / suite.name / m.name) for m in suite.models},
@@ -204,7 +210,8 @@ def _main(args: argparse.Namespace, argv: list[str], prog: str | None) -> int:
                               gradient_settings, texts, probe, dtype),
                 settings_views(settings, weight_settings, landscape_settings,
                                gradient_settings, dtype, texts),
-                extend=args.extend, sources={m.name: "local" for m in suite.models})
+                extend=args.extend, sources={m.name: "local" for m in suite.models},
+                replaces={Family.EMBEDDING: replaced} if replaced else None)
             suite_dir, _ = train_suite(suite, args.suite_dir, progress=not args.no_progress)
             models = [str(suite_dir / m.name) for m in suite.models]
         plan = plan_run(models, selection_from_args(args), settings, weight_settings, signatures,

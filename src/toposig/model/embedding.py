@@ -16,6 +16,8 @@ from toposig.config import (
     MLM_FRACTION,
     MLM_SEED,
     EmbeddingSettings,
+    Layers,
+    resolve_layers,
 )
 from toposig.features import homology, spectral
 from toposig.model.forward import MaskedLM, forward_pass, masked_positions, tokenize
@@ -145,8 +147,11 @@ def resampled_features(cloud: np.ndarray, pca_dim: int, maxdim: int, backend: st
     return out
 
 
-def analysed_layers(n_hidden_states: int, layers: str) -> list[int]:
-    return list(range(n_hidden_states)) if layers == "all" else [n_hidden_states - 1]
+def analysed_layers(n_hidden_states: int, layers: Layers) -> list[int]:
+    """The hidden-state indices ``layers`` names, ascending
+    (:func:`toposig.config.resolve_layers`; raises SettingsError for an index out of
+    range)."""
+    return resolve_layers(layers, n_hidden_states)
 
 
 def analyse_checkpoint(
@@ -173,10 +178,15 @@ def analyse_checkpoint(
     The record's ``layer`` and the keys of its ``layer_features`` are indices into the
     model's ``hidden_states``; its ``layer_names`` says what each index is, one label per
     entry (:func:`~toposig.model.forward.hidden_state_layout`): index 0 is
-    ``"embeddings"`` for most models but ``"block 1"`` for Mamba and RWKV.
+    ``"embeddings"`` for most models but ``"block 1"`` for Mamba and RWKV. ``layer`` (whose
+    features are ``features``, and the ``--resamples``' layer) is the highest index
+    analysed: the last hidden state for ``"last"`` and ``"all"``; ``layer_features`` holds
+    every analysed index unless ``settings.layers`` is ``"last"``.
 
     Raises whatever loading or the forward pass raises (missing revision, unreadable
-    weights, :class:`~toposig.model.forward.NonFiniteError`); the caller records it.
+    weights, :class:`~toposig.model.forward.NonFiniteError`), and
+    :class:`~toposig.config.SettingsError` when ``settings.layers`` names an index the
+    model does not have; the caller records it.
     """
 
     t0 = time.perf_counter() - load_s
@@ -251,7 +261,7 @@ def analyse_checkpoint(
     if resampled is not None:
         record["n_resamples"] = settings.resamples
         record["features_resampled"] = resampled
-    if settings.layers == "all":
+    if settings.layers != "last":  # "all" or chosen indices
         record["layer_features"] = {str(k): v.features for k, v in per_layer.items()}
     del model
     return CheckpointOutput(record, arrays)

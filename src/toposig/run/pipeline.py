@@ -26,6 +26,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from toposig.config import format_layers
 from toposig.files.locks import exclusive
 from toposig.records import (
     SCHEMA_VERSION,
@@ -49,6 +50,7 @@ from toposig.run.study import (
     merge_study,
     other_entries,
     study_hashes,
+    uncovered_records,
 )
 from toposig.run.tasks import Task, TaskFailure
 from toposig.sources.checkpoints import Checkpoint, checkpoint_identity
@@ -216,10 +218,39 @@ def execute(plan: RunPlan, out_dir: str | Path, force: bool = False,
     """
     with exclusive(out_dir, "results folder"):
         plan.adopt_study_labels(out_dir)
+        replaces = plan.fit_study_layers(out_dir, extend=extend)
         check_run_fits(out_dir, plan.models, plan.hashes, plan.settings_views(),
-                       extend=extend, sources=plan.sources)
+                       extend=extend, sources=plan.sources, replaces=replaces)
+        if replaces:
+            _check_layers_cover(plan, out_dir, replaces[Family.EMBEDDING])
         remove_stale_temporaries(out_dir)
         return _execute(plan, out_dir, force, progress, executor, refresh_first)
+
+
+def _check_layers_cover(plan: RunPlan, out_dir: str | Path, old_hash: str) -> None:
+    """Refuse a run that adds layers to the study (its embedding records are then made
+    anew under a new settings hash) but leaves out some of the study's checkpoints,
+    whose embedding would drop out of the study; else say what happens.
+
+    Raises:
+        StudyMismatchError: naming the checkpoints left out.
+    """
+    config = load_study(out_dir) or {"models": {}}
+    missing = uncovered_records(out_dir, config, Family.EMBEDDING,
+                                plan.embedding_checkpoints())
+    if missing:
+        named = ", ".join(f"{label} {stem}" for label, stem in missing[:5])
+        raise StudyMismatchError(
+            f"--extend adds layers (--layers {format_layers(plan.settings.layers)}) to "
+            f"the embedding of the study in {out_dir}: every embedding record of it is made "
+            f"anew under settings hash {plan.settings_hash}, but this run leaves out "
+            f"{len(missing)} of its checkpoints ({named}{' ...' if len(missing) > 5 else ''}"
+            "). Run every model and step the study holds (its data/config.json lists "
+            f"them), or {elsewhere(out_dir)}")
+    logger.info("adding layers to the study: the embedding of each checkpoint is computed "
+                "again with --layers %s under settings hash %s; the records of hash %s "
+                "(%s) are no longer part of the study", format_layers(plan.settings.layers),
+                plan.settings_hash, old_hash, Path(out_dir) / "records" / old_hash)
 
 
 def _execute(plan: RunPlan, out_dir: str | Path, force: bool, progress: bool,

@@ -27,7 +27,7 @@ from toposig.records import (
     PROBE_FAMILIES,
     Family,
 )
-from toposig.run.study import study_labels
+from toposig.run.study import study_labels, widen_layers
 from toposig.sources.checkpoints import (
     EXPERIMENT_A_MODELS,
     MASKED,
@@ -117,6 +117,33 @@ class RunPlan:
         if mapping:
             self.checkpoints = [replace(c, label=mapping.get(c.label, c.label))
                                 for c in self.checkpoints]
+
+    def fit_study_layers(self, out_dir: str | Path, *, extend: bool) -> dict[str, str]:
+        """Take the union of ``out_dir``'s study's embedding layers and the run's when the
+        two differ in ``layers`` alone and ``extend`` is on
+        (:func:`toposig.run.study.widen_layers`): the run's settings and settings hash
+        become the union's.
+
+        Returns:
+            family -> the study's settings hash the run's now replaces (empty: none).
+
+        Raises:
+            StudyMismatchError: the layers differ and ``extend`` is off.
+        """
+        if not self.settings_hash:
+            return {}
+        sha = texts_fingerprint(self.texts)
+        settings, replaced = widen_layers(out_dir, self.settings, sha, self.dtype,
+                                          extend=extend)
+        if settings != self.settings:
+            self.settings = settings
+            self.settings_hash = settings_hash(settings, sha, self.dtype)
+        return {Family.EMBEDDING: replaced} if replaced else {}
+
+    def embedding_checkpoints(self) -> set[tuple[str, str]]:
+        """``(label, record stem)`` of the checkpoints whose embedding this run computes."""
+        return {(c.label, c.name) for i, c in enumerate(self.checkpoints)
+                if Family.EMBEDDING in self.families_of(i)}
 
     def families_of(self, index: int) -> tuple[Family, ...]:
         return self.families[index] if self.families else (Family.EMBEDDING,)

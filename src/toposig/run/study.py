@@ -6,7 +6,8 @@ hash its records are keyed by. A run belongs to the study when every model it br
 one of the study's and every family it computes has the study's settings (or is new to
 the study). It may cover part of the study (fewer models, steps or families), more steps
 of the study's models, or families the study lacks; ``extend=True`` also lets it add
-models. Anything else is refused before any work, naming the difference and the way out
+models, and hidden-state layers (``--layers``) to the embedding: :func:`widen_layers`.
+Anything else is refused before any work, naming the difference and the way out
 (another ``--out``), so a reference folder is never silently rewritten or mixed.
 
 The aggregates and figures always describe the whole study: :func:`other_entries` reads
@@ -18,8 +19,17 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
+from toposig.config import (
+    EmbeddingSettings,
+    SettingsError,
+    format_layers,
+    parse_layers,
+    settings_hash,
+    union_layers,
+)
 from toposig.files.atomic import read_json
 from toposig.files.names import UnsafeNameError, check_label, check_name
 from toposig.records import FAMILIES, Family, record_problem
@@ -192,10 +202,74 @@ def study_labels(out_dir: str | Path, models: dict[str, str],
     return out
 
 
+def widen_layers(out_dir: str | Path, settings: EmbeddingSettings, texts_sha: str,
+                 dtype: str, *, extend: bool = False
+                 ) -> tuple[EmbeddingSettings, str | None]:
+    """The embedding settings a run computes in ``out_dir``'s study when they differ from
+    the study's in ``layers`` alone (every other setting gives the study's hash).
+
+    With ``extend`` the run computes the union of the study's layers and its own: when
+    that adds layers, its settings (and so its settings hash, which keys the records)
+    are the study's with the union, and every embedding record of the study is made
+    anew under the new hash (the record of a checkpoint is one file, so the layers it
+    holds are computed again with the new ones: one forward pass gives them all).
+
+    Args:
+        settings: the run's embedding settings.
+        texts_sha: fingerprint of the analysed texts.
+        dtype: the resolved precision of the forward pass.
+        extend: the run may add layers to the study.
+
+    Returns:
+        ``(settings to run with, the study's hash they replace or None)``: the run's own
+        settings and ``None`` when there is no such study, the layers are the study's, or
+        other settings differ too (:func:`check_run_fits` names them).
+
+    Raises:
+        StudyMismatchError: the layers differ and ``extend`` is off, naming both and
+            ``--extend``.
+    """
+    config = load_study(out_dir)
+    held_hash = (config or {}).get("settings_hash")
+    if not held_hash:
+        return settings, None
+    try:
+        held = parse_layers(((config or {}).get("settings") or {}).get("layers", "last"))
+    except SettingsError:
+        return settings, None
+    if held == settings.layers:
+        return settings, None
+    if settings_hash(replace(settings, layers=held), texts_sha, dtype) != held_hash:
+        return settings, None
+    union = union_layers(held, settings.layers)
+    if not extend:
+        raise StudyMismatchError(
+            f"{out_dir} holds embedding records made with settings hash {held_hash}, of "
+            f"--layers {format_layers(held)}; this run asks for --layers "
+            f"{format_layers(settings.layers)} (its settings hash "
+            f"{settings_hash(settings, texts_sha, dtype)}), all else the same. Add them to "
+            f"the study with --extend (it computes --layers {format_layers(union)} for "
+            f"every checkpoint of the study), rerun with --layers {format_layers(held)}, "
+            f"or {elsewhere(out_dir)}")
+    if union == held:  # nothing to add: the study's layers, as they are
+        return replace(settings, layers=held), None
+    return replace(settings, layers=union), held_hash
+
+
+def uncovered_records(out_dir: str | Path, config: dict, family: str,
+                      covered: set[tuple[str, str]]) -> list[tuple[str, str]]:
+    """``(label, record stem)`` of the records of ``family`` in the study ``config``
+    (finished or failed) whose checkpoint is not in ``covered``."""
+    return sorted({(label, path.stem) for fam, _, label, path
+                   in study_record_files(out_dir, config)
+                   if fam == family and (label, path.stem) not in covered})
+
+
 def check_run_fits(out_dir: str | Path, models: dict[str, str],
                    hashes: dict[str, str] | None = None,
                    settings: dict[str, dict] | None = None, *, extend: bool = False,
-                   sources: dict[str, str] | None = None) -> None:
+                   sources: dict[str, str] | None = None,
+                   replaces: dict[str, str] | None = None) -> None:
     """Refuse a run that does not belong to the study in ``out_dir`` (see the module).
 
     Args:
@@ -208,6 +282,8 @@ def check_run_fits(out_dir: str | Path, models: dict[str, str],
             differs.
         extend: the run may add models the study does not hold yet.
         sources: the run's model label -> ``hub``, ``local`` or ``file``.
+        replaces: family -> the study's settings hash that the run's replaces (layers
+            added to the embedding with ``--extend``: :func:`widen_layers`).
 
     Raises:
         StudyMismatchError: naming what differs and how to write the run elsewhere.
@@ -242,7 +318,7 @@ def check_run_fits(out_dir: str | Path, models: dict[str, str],
             f"{text[1:]}, or add them to this study with --extend")
     for family, h in (hashes or {}).items():
         old = study_hashes(config).get(family)
-        if old and old != h:
+        if old and old != h and (replaces or {}).get(family) != old:
             diff = _settings_difference(_study_settings(config, family),
                                         (settings or {}).get(family))
             raise StudyMismatchError(
