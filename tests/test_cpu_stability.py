@@ -143,14 +143,17 @@ def _differences(a, b, path: str = "") -> list[str]:
 
 @pytest.fixture(scope="module")
 def statistics_pair():
-    from toposig.analysis.statistics import compute_statistics, load_entries
+    from toposig.analysis.statistics import compute_statistics
+    from toposig.run.results_folder import arrays_reader, load_entries
 
     if not (RESULTS / "data" / "all_results.json").is_file():
         pytest.skip("no committed reference records in results/data")
     records = load_entries(RESULTS)
     perturbed, n_moved = _perturb_records(records, seed=20240)
-    original = compute_statistics(RESULTS, records, seed=0, n_bootstrap=N_BOOTSTRAP)
-    moved = compute_statistics(RESULTS, perturbed, seed=0, n_bootstrap=N_BOOTSTRAP)
+    original = compute_statistics(records, seed=0, n_bootstrap=N_BOOTSTRAP,
+                                  arrays=arrays_reader(RESULTS))
+    moved = compute_statistics(perturbed, seed=0, n_bootstrap=N_BOOTSTRAP,
+                               arrays=arrays_reader(RESULTS))
     return records, n_moved, original, moved
 
 

@@ -30,7 +30,7 @@ import run_experiments
 import train_suite
 from toposig.files.locks import exclusive
 from toposig.model.training import byte_tokenizer
-from toposig.report.summary import analyse
+from toposig.report.analyse import analyse
 
 SRC = PROJECT / "src"
 FAST = ["--n-texts", "12", "--max-length", "24", "--no-progress"]

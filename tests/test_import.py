@@ -13,10 +13,10 @@ import pandas as pd
 import pytest
 
 from toposig.analysis.stats import feature_family
-from toposig.analysis.table import load_results
 from toposig.cli.import_tables import main as import_main
 from toposig.records import FeatureFamily
 from toposig.run.importer import write_import
+from toposig.run.results_folder import load_results
 from toposig.run.study import StudyMismatchError, check_run_fits
 from toposig.sources.imports import ImportFormatError, detect_format, read_rows
 
@@ -188,7 +188,7 @@ def test_an_imported_folder_is_its_own_study(tmp_path):
 
 
 def test_the_analysis_runs_on_an_imported_folder(tmp_path):
-    from toposig.report.summary import analyse
+    from toposig.report.analyse import analyse
 
     csv = tmp_path / "t.csv"
     lines = ["model,step,loss,h1_total_persistence,np_mean"]
@@ -207,7 +207,7 @@ def test_the_analysis_runs_on_an_imported_folder(tmp_path):
 
 def test_a_quality_other_than_the_loss_with_its_direction(tmp_path, capsys):
     from toposig.cli.backtest import main as backtest_main
-    from toposig.report.summary import analyse
+    from toposig.report.analyse import analyse
 
     csv = tmp_path / "evals.csv"
     lines = ["model,step,accuracy,np_mean,h1_total_persistence"]

@@ -1,6 +1,7 @@
 """The package's imports point one way: no import cycle between its modules (counting
-imports inside functions and under TYPE_CHECKING), and no private name (``_x``) imported
-from another file."""
+imports inside functions and under TYPE_CHECKING), no private name (``_x``) imported
+from another file, every import pointing down the layers; and ``toposig.analysis``,
+below ``toposig.run``, is pure: it opens no file."""
 
 from __future__ import annotations
 
@@ -105,9 +106,10 @@ def test_the_checker_finds_a_cycle_and_a_private_import():
 
 
 # The layers of the Layout section (docs/development.md), lowest first: a module may import from its
-# own layer or a lower one.
+# own layer or a lower one. analysis/ is pure (data in, statistics out) and sits below run/,
+# which reads and writes the results folders.
 LAYERS = [("config", "records", "files", "version", "schedule"), ("features",), ("sources",),
-          ("model",), ("run",), ("analysis",), ("report",), ("in_memory",), ("live",),
+          ("model",), ("analysis",), ("run",), ("report",), ("in_memory", "results"), ("live",),
           ("integrations", "cli", "__init__")]
 
 
@@ -122,3 +124,71 @@ def test_every_module_is_in_a_layer_and_imports_point_down():
     upward = [f"{a} -> {b}" for a, targets in edges.items() for b in targets
               if layer_of(b) > layer_of(a)]
     assert upward == []
+
+
+def test_analysis_is_below_run_and_report():
+    assert layer_of("toposig.analysis.statistics") < layer_of("toposig.run.store")
+    assert layer_of("toposig.run.results_folder") < layer_of("toposig.report.analyse")
+
+
+# Calls that read or write a file (or the folder tree), by the name called: a builtin or
+# imported function (``open(p)``, ``read_json(p)``) or a method (``Path.read_text``,
+# ``json.load``, ``np.load``, ``df.to_csv``, ...).
+FILE_CALLS = frozenset({
+    "open", "read_text", "read_bytes", "write_text", "write_bytes", "load", "dump",
+    "save", "savez", "savez_compressed", "loadtxt", "savetxt", "genfromtxt", "fromfile",
+    "tofile", "memmap", "read_csv", "read_parquet", "read_json", "read_pickle", "read_table",
+    "to_csv", "to_parquet", "to_pickle", "savefig", "mkdir", "makedirs", "unlink", "remove",
+    "rmdir", "touch", "rmtree", "copyfile", "atomic_write_bytes", "atomic_write_json",
+    "load_arrays", "read_aggregate", "load_entries", "load_results",
+})
+# Modules whose import alone means reading or writing files.
+FILE_MODULES = ("toposig.files", "toposig.run", "pickle", "shutil", "tempfile", "glob")
+
+
+def file_access(source: str) -> list[str]:
+    """``line: what`` for every call in ``source`` named in :data:`FILE_CALLS` and every
+    import of one of :data:`FILE_MODULES`."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = (func.id if isinstance(func, ast.Name)
+                    else func.attr if isinstance(func, ast.Attribute) else None)
+            if name in FILE_CALLS:
+                found.append((node.lineno, f"calls {ast.unparse(func)}"))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""])
+            found += [(node.lineno, f"imports {n}") for n in names
+                      if any(n == m or n.startswith(m + ".") for m in FILE_MODULES)]
+    return [f"{line}: {what}" for line, what in sorted(found)]
+
+
+def test_the_file_check_finds_reads_and_writes():
+    snippet = """
+import json, pickle
+from pathlib import Path
+import numpy as np
+from toposig.run.store import load_arrays
+def f(p, df):
+    with open(p) as fh:
+        json.load(fh)
+    Path(p).read_text()
+    np.load(p)
+    df.to_csv(p)
+    load_arrays(p, {})
+    return json.loads("{}"), json.dumps({}), df.rename(columns={})
+"""
+    assert [line.split(": ", 1)[1] for line in file_access(snippet)] == [
+        "imports pickle", "imports toposig.run.store", "calls open", "calls json.load",
+        "calls Path(p).read_text", "calls np.load", "calls df.to_csv", "calls load_arrays"]
+    assert file_access("import json\nx = json.loads('[1]')\n") == []
+
+
+def test_no_analysis_module_reads_or_writes_files():
+    mods = {n: p for n, p in modules().items() if n.split(".")[:2] == ["toposig", "analysis"]}
+    assert len(mods) > 10
+    found = [f"{name}:{hit}" for name, path in mods.items()
+             for hit in file_access(path.read_text(encoding="utf-8"))]
+    assert found == []

@@ -14,6 +14,7 @@ from toposig.analysis import phases
 from toposig.analysis.statistics import compute_statistics
 from toposig.report import figures, plots, style
 from toposig.report import plots_analysis as pa
+from toposig.run.results_folder import arrays_reader
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 STEPS = (0, 1, 4, 16, 64, 256, 1000)
@@ -95,7 +96,7 @@ def full_run(tmp_path_factory) -> tuple[Path, list[dict], dict]:
     """Three model sizes, embedding and weight features, diagrams on disk."""
     root = tmp_path_factory.mktemp("results")
     records = make_run(root)
-    return root, records, compute_statistics(root, records, n_bootstrap=50)
+    return root, records, compute_statistics(records, n_bootstrap=50, arrays=arrays_reader(root))
 
 
 def assert_png(path: Path | None) -> None:
@@ -184,7 +185,7 @@ def test_two_sizes_embedding_only_and_no_stored_loss_do_not_crash(tmp_path):
     back to H1), no stored loss (the loss panel says so)."""
     root = tmp_path / "results"
     records = make_run(root, models=MODELS[:2], weights=False, loss=False, resampled=True)
-    statistics = compute_statistics(root, records, n_bootstrap=20)
+    statistics = compute_statistics(records, n_bootstrap=20, arrays=arrays_reader(root))
     assert "reason" in statistics["scaling"]
     assert statistics["prediction"].get("feature") == "h1_total_persistence"
     # no placeholder for the scaling comparison two sizes cannot make
@@ -198,7 +199,7 @@ def test_two_sizes_embedding_only_and_no_stored_loss_do_not_crash(tmp_path):
 
 def test_weights_only_run_does_not_crash(tmp_path):
     records = make_run(tmp_path, embedding=False)
-    statistics = compute_statistics(tmp_path, records, n_bootstrap=20)
+    statistics = compute_statistics(records, n_bootstrap=20, arrays=arrays_reader(tmp_path))
     drawn = wanted(records, statistics, tmp_path)
     assert drawn == list(ALWAYS[:5])  # no arrays: no diagram figures
     for name in ("training_curves", "phase_fits"):  # no perplexity; weight features only

@@ -13,6 +13,7 @@ import pytest
 from toposig.analysis.statistics import compute_statistics
 from toposig.analysis.stats import by_model
 from toposig.report import summary as report
+from toposig.run.results_folder import arrays_reader
 from toposig.run.store import atomic_write_json
 
 DATA = Path(__file__).resolve().parents[1] / "results" / "data"
@@ -126,7 +127,7 @@ def weight_records(steps=(0, 10, 20, 50, 100, 200, 400, 600, 800, 1000), seed=0)
 def synthetic(tmp_path_factory) -> tuple[dict, list[dict], str]:
     records = weight_records()
     folder = tmp_path_factory.mktemp("results")
-    statistics = compute_statistics(folder, records, n_bootstrap=200)
+    statistics = compute_statistics(records, n_bootstrap=200, arrays=arrays_reader(folder))
     atomic_write_json(folder / "statistics.json", statistics)  # read back as from disk
     statistics = json.loads((folder / "statistics.json").read_text(encoding="utf-8"))
     return statistics, records, report.summary_markdown(statistics, records)

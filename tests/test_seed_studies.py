@@ -8,7 +8,7 @@ from pathlib import Path
 
 from toposig.cli.backtest import main as backtest_main
 from toposig.cli.import_tables import main as import_main
-from toposig.report.summary import analyse
+from toposig.report.analyse import analyse
 
 PROJECT = Path(__file__).resolve().parents[1]
 SEEDS = PROJECT / "results" / "seeds"

@@ -13,8 +13,9 @@ import pytest
 
 import analyze_results
 import toposig
-from toposig.analysis.table import export_table, results_table
+from toposig.analysis.table import results_table
 from toposig.features import homology, spectral, weights
+from toposig.run.results_folder import export_table
 
 FIXTURE = Path(__file__).parent / "fixtures" / "mini_results"
 

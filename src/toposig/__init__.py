@@ -26,7 +26,7 @@ from toposig.version import __version__ as __version__
 _EXPORTS = {
     "measure": "in_memory",
     "Measurement": "in_memory",
-    "load_results": "analysis.table",
+    "load_results": "run.results_folder",
     "results_table": "analysis.table",
     "Family": "records",
     "vietoris_rips": "features.homology",

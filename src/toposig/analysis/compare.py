@@ -4,8 +4,9 @@ Training is not bitwise reproducible across CPU models (float32 kernels round
 differently), so a rerun of the quick start on another machine gives slightly different
 numbers. This module says whether two results trees agree *within the noise that
 rounding explains*, and separately whether the conclusions they support agree. It is
-pure: the trees come in already loaded (:class:`ResultsContent`, built by
-:func:`toposig.run.compare_folders.load_results_folder`), a :class:`Comparison` goes out.
+pure: the trees come in already loaded (a :class:`ResultsContent`, which
+:func:`toposig.run.compare_folders.load_results_folder` reads from a folder), a
+:class:`Comparison` goes out.
 
 What is compared, and how (one rule per kind of number, :func:`classify`):
 
@@ -99,8 +100,6 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from fnmatch import fnmatchcase
-
-from toposig.run.compare_folders import ResultsContent
 
 __all__ = [
     "IGNORED_KEYS", "IGNORED_SUFFIXES", "IGNORED_PATHS", "EXACT_KEYS", "KINDS", "ATOL_PER_RTOL",
@@ -860,6 +859,28 @@ def compare_documents(a: object, b: object, name: str, tol: Tolerances = Toleran
             name, "missing", "backtest table" if bt_a else "not a backtest table",
             "backtest table" if bt_b else "not a backtest table"))
     return out
+
+
+@dataclass
+class ResultsContent:
+    """One results folder, loaded: what :func:`compare_results` compares
+    (:func:`toposig.run.compare_folders.load_results_folder` reads it from disk).
+
+    ``records``: ``(settings-hash folder, model label, checkpoint name) -> record``;
+    ``aggregates``: the entries of ``data/all_results.json`` (``None`` without the
+    file); ``statistics``, ``config``: ``data/statistics.json``, ``data/config.json``
+    (``None`` without); ``other``: every other JSON file, by its path relative to the
+    folder (``data/backtest.json``; the per-model ``data/<label>_results.json`` copies of
+    the aggregates excepted), backtest tables among them; ``files``: the relative paths
+    of every JSON file of ``data/`` and of the folder's top level.
+    """
+
+    records: dict[tuple[str, str, str], dict] = field(default_factory=dict)
+    aggregates: list[dict] | None = None
+    statistics: dict | None = None
+    config: dict | None = None
+    other: dict[str, object] = field(default_factory=dict)
+    files: frozenset[str] = frozenset()
 
 
 def compare_results(a: ResultsContent, b: ResultsContent, tol: Tolerances = Tolerances(),

@@ -1,9 +1,15 @@
-"""Stage 3: results/data/ -> statistics.json and figures.
+"""Stage 3's numbers: the records of a study in, ``statistics.json``'s content out.
 
-Reads the aggregate written by the run (``data/all_results.json``) and the diagrams
-beside each record, computes the correlations of every feature with perplexity (per
-model and pooled) and the Wasserstein distances between consecutive checkpoints'
-diagrams, and writes ``data/statistics.json`` and ``plots/*.png``.
+:func:`compute_statistics` computes, from the aggregate entries of a results folder
+(one per finished checkpoint), the correlations of every feature with the quality
+measure (per model and pooled) under the controls, the phases, stability, scaling and
+prediction tables, and the Wasserstein distances between consecutive checkpoints'
+diagrams. Pure: it reads and writes no file. The diagrams come from a callable the
+caller passes (``arrays``: a record -> the arrays saved beside it);
+:func:`toposig.run.results_folder.load_entries` and
+:func:`toposig.run.results_folder.arrays_reader` read them from a results folder, and
+:func:`toposig.report.analyse.analyse` writes ``data/statistics.json``, ``summary.md``
+and the figures.
 """
 
 from __future__ import annotations
@@ -12,49 +18,24 @@ import hashlib
 import json
 import logging
 import math
-from pathlib import Path
+import os
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
 from toposig.analysis import controls, phases, prediction, scaling, stats
 from toposig.features import homology
-from toposig.run.aggregates import aggregate_path, read_aggregate
-from toposig.run.store import load_arrays
 
 logger = logging.getLogger(__name__)
 
-
-class ResultsMissingError(FileNotFoundError):
-    """No aggregate results where the analysis looked."""
-
-
-def load_entries(results_dir: str | Path) -> list[dict]:
-    """The aggregate entries (one per finished checkpoint) of the study in ``results_dir``.
-
-    Raises:
-        ResultsMissingError: there is no ``data/all_results.json``, or it holds no
-            finished checkpoint.
-        DamagedResultsError: it is not a file, not JSON, not a list of objects each with
-            a ``model_label`` and a ``step`` (:func:`toposig.run.aggregates.read_aggregate`);
-            the message names the file.
-    """
-    path = aggregate_path(results_dir)
-    if not (path.exists() or path.is_symlink()):
-        raise ResultsMissingError(
-            f"{path} does not exist: run `toposig run --out {results_dir}` (in a checkout: "
-            f"`python src/run_experiments.py --out {results_dir}`) first, or pass --out "
-            "with the folder a run wrote to"
-        )
-    records = [r for r in read_aggregate(path) if r.get("status") == "ok"]
-    if not records:
-        raise ResultsMissingError(f"{path} holds no finished checkpoint to analyse")
-    return records
+ArraysOf = Callable[[dict], Mapping[str, np.ndarray]]
+"""The arrays saved beside a record (or beside its ``weights`` part): given a dict with
+an ``arrays_file``, the named arrays of that file
+(:func:`toposig.run.results_folder.arrays_reader` reads them from a results folder)."""
 
 
-def diagrams_of(results_dir: str | Path, record: dict) -> list:
-    """``[H0, H1, ...]`` of the record's analysed (default) layer."""
-    arrays = load_arrays(results_dir, record)
-    layer = record["layer"]
+def layer_diagrams(arrays: Mapping[str, np.ndarray], layer: int) -> list:
+    """``[H0, H1, ...]`` of ``layer`` among a record's arrays (``layer{layer}_h{q}``)."""
     out = []
     q = 0
     while f"layer{layer}_h{q}" in arrays:
@@ -63,15 +44,17 @@ def diagrams_of(results_dir: str | Path, record: dict) -> list:
     return out
 
 
-def wasserstein_series(results_dir: str | Path, records: list[dict]) -> dict[str, list[dict]]:
-    """Per model, distances between each checkpoint's diagrams and the previous one's."""
+def wasserstein_series(records: list[dict], arrays: ArraysOf) -> dict[str, list[dict]]:
+    """Per model, distances between each checkpoint's diagrams (of its analysed layer)
+    and the previous one's; ``arrays`` gives each record's arrays."""
     out: dict[str, list[dict]] = {}
     for label, recs in stats.by_model(records).items():
         recs = [r for r in recs if r.get("arrays_file")]
         if len(recs) < 2:
             out[label] = []
             continue
-        rows = stats.consecutive_distances([diagrams_of(results_dir, r) for r in recs])
+        rows = stats.consecutive_distances([layer_diagrams(arrays(r), r["layer"])
+                                            for r in recs])
         out[label] = [
             {"step_from": a["step"], "step_to": b["step"], **row}
             for a, b, row in zip(recs[:-1], recs[1:], rows, strict=True)
@@ -160,17 +143,18 @@ def feature_families(records: list[dict]) -> dict[str, list[str]]:
     return out
 
 
-def weight_wasserstein_series(results_dir: str | Path, records: list[dict]
+def weight_wasserstein_series(records: list[dict], arrays: ArraysOf
                               ) -> dict[str, list[dict]]:
     """Per model, distances between consecutive checkpoints' weight-row diagrams, summed
-    over the matrices both checkpoints have (``weight_h{q}_wasserstein``, L∞ ground)."""
+    over the matrices both checkpoints have (``weight_h{q}_wasserstein``, L∞ ground);
+    ``arrays`` gives the arrays of each record's ``weights`` part."""
     out: dict[str, list[dict]] = {}
     for label, recs in stats.by_model(records).items():
         recs = [r for r in recs if (r.get("weights") or {}).get("arrays_file")]
         rows = []
         prev = None
         for r in recs:
-            cur = load_arrays(results_dir, r["weights"])
+            cur = arrays(r["weights"])
             if prev is not None:
                 row: dict = {"step_from": prev[0]["step"], "step_to": r["step"]}
                 for key in sorted(set(prev[1]) & set(cur)):
@@ -352,10 +336,41 @@ def records_digest(records: list[dict]) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def compute_statistics(results_dir: str | Path, records: list[dict],
-                       target: str = "auto", seed: int = 0,
+def _no_arrays(record: dict) -> Mapping[str, np.ndarray]:
+    raise ValueError(f"the record of {record.get('model_label', 'a model')} step "
+                     f"{record.get('step', '?')} has arrays ({record.get('arrays_file')}) "
+                     "but compute_statistics was given no arrays= to read them with")
+
+
+def compute_statistics(records: list[dict], target: str = "auto", seed: int = 0,
                        n_bootstrap: int = controls.N_BOOTSTRAP,
-                       n_surrogates: int = controls.N_SURROGATES) -> dict:
+                       n_surrogates: int = controls.N_SURROGATES, *,
+                       arrays: ArraysOf | None = None) -> dict:
+    """The content of ``data/statistics.json`` for ``records`` (the aggregate entries of
+    the finished checkpoints), unrounded.
+
+    Args:
+        records: the entries, in the order of ``data/all_results.json``.
+        target: the quality measure to correlate with (:func:`choose_target`).
+        seed: seeds the bootstraps and surrogates, so the same records and seed give the
+            same statistics.
+        n_bootstrap, n_surrogates: resamples of the controls.
+        arrays: a record (or its ``weights`` part) -> the arrays saved beside it, for the
+            Wasserstein series (:func:`toposig.run.results_folder.arrays_reader` reads
+            them from a results folder); ``None`` (the default) for records that have
+            none (no ``arrays_file``).
+
+    Raises:
+        ValueError: an explicit ``target`` that no record has; or ``arrays`` is ``None``
+            and a record has an ``arrays_file``.
+        TypeError: ``records`` is a path (the folder is read by
+            :func:`toposig.run.results_folder.load_entries`, not here).
+    """
+    if isinstance(records, (str, os.PathLike)):
+        raise TypeError("compute_statistics takes the records, not a results folder: "
+                        "read them with toposig.run.results_folder.load_entries and pass "
+                        "arrays=toposig.run.results_folder.arrays_reader(folder)")
+    arrays = arrays if arrays is not None else _no_arrays
     target = choose_target(records, target)
     families = feature_families(records)
     better = "higher" if higher_is_better(records, target) else "lower"
@@ -380,8 +395,8 @@ def compute_statistics(results_dir: str | Path, records: list[dict],
         "scaling": scaling_analysis(records),
         "prediction": prediction_analysis(records),
         "prediction_by_feature": prediction_by_feature(records),
-        "wasserstein": wasserstein_series(results_dir, records) if has_embedding else {},
-        "weight_wasserstein": weight_wasserstein_series(results_dir, records),
+        "wasserstein": wasserstein_series(records, arrays) if has_embedding else {},
+        "weight_wasserstein": weight_wasserstein_series(records, arrays),
         "notes": {
             "controlled": "per feature x model: Spearman with a percentile bootstrap 95% CI "
                           "over checkpoints, Holm-adjusted p within each control over its "

@@ -16,12 +16,16 @@ Every row carries the checkpoint's identity (``model``, ``model_path``, ``step``
 (``perplexity``, ``loss``, ``mlm_loss``; missing ones are NaN), so any feature can be
 set against any measure with a filter. Feature columns are the union over families, NaN
 where a row's family does not define them.
+
+Pure: the entries come in, the table goes out. Reading a folder's entries
+(:func:`toposig.run.results_folder.load_results`, ``toposig.load_results``) and writing
+the table as CSV or Parquet (:func:`toposig.run.results_folder.export_table`) are
+:mod:`toposig.run.results_folder`'s.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 import pandas as pd
 
@@ -33,7 +37,6 @@ ID_COLUMNS = ("model", "model_path", "step", "revision", "family", "layer", "mat
 QUALITY_COLUMNS = ("perplexity", "loss", "mlm_loss")
 # Per-matrix fields that are not features (identity and bookkeeping).
 MATRIX_FIELDS = ("name", "shape")
-EXPORT_FORMATS = ("csv", "parquet")
 
 
 def signature_family(name: str) -> Family:
@@ -90,63 +93,3 @@ def results_table(entries: Sequence[dict]) -> pd.DataFrame:
     for c in ("model", "model_path", "revision", "family", "matrix", "settings_hash"):
         df[c] = df[c].astype("string")
     return df
-
-
-def load_results(results_dir: str | Path = "results") -> pd.DataFrame:
-    """The results folder written by ``run_experiments.py --out`` (or ``toposig run``) as
-    one tidy table: see :func:`results_table`.
-
-    Raises:
-        ResultsMissingError: the folder has no ``data/all_results.json`` with a finished
-            checkpoint.
-    """
-    from toposig.analysis.statistics import load_entries
-
-    return results_table(load_entries(results_dir))
-
-
-def export_problem(path: str | Path) -> str | None:
-    """Why :func:`export_table` cannot write ``path``, or ``None``: a format other than
-    :data:`EXPORT_FORMATS` (by suffix), a folder (not a link to one) where the file
-    belongs, or Parquet without pyarrow or fastparquet. Checked before anything is
-    written, so that a command refuses at once rather than after its other files."""
-    import importlib.util
-
-    path = Path(path)
-    fmt = path.suffix.lstrip(".")
-    if fmt not in EXPORT_FORMATS:
-        return (f"cannot export to {path.name}: the formats are "
-                f"{', '.join(EXPORT_FORMATS)}")
-    if path.is_dir() and not path.is_symlink():
-        return (f"{path}: is a folder where the exported table belongs; move it away "
-                "(toposig does not replace folders)")
-    if fmt == "parquet" and not any(importlib.util.find_spec(m)
-                                    for m in ("pyarrow", "fastparquet")):
-        return (f"{path}: writing Parquet needs pyarrow (pip install pyarrow); "
-                "--export csv needs nothing more")
-    return None
-
-
-def export_table(table: pd.DataFrame, path: str | Path) -> Path:
-    """Write the table as CSV or Parquet (by ``path``'s suffix), atomically.
-
-    Raises:
-        ValueError: :func:`export_problem` has an answer for ``path``; nothing is written.
-    """
-    from toposig.files.atomic import atomic_write_bytes
-
-    path = Path(path)
-    fmt = path.suffix.lstrip(".")
-    problem = export_problem(path)
-    if problem:
-        raise ValueError(problem)
-    if fmt == "csv":
-        data = table.to_csv(index=False, lineterminator="\n").encode("utf-8")
-    else:
-        import io
-
-        buf = io.BytesIO()
-        table.to_parquet(buf, index=False)
-        data = buf.getvalue()
-    atomic_write_bytes(path, data)
-    return path

@@ -24,14 +24,20 @@ import os
 import sys
 from pathlib import Path
 
-from toposig.analysis.statistics import ResultsMissingError, summary_lines
-from toposig.analysis.table import EXPORT_FORMATS, export_problem, export_table, load_results
+from toposig.analysis.statistics import summary_lines
 from toposig.cli.options import check_seed, help_text, setup_logging
 from toposig.files.locks import FolderLockedError, exclusive
+from toposig.report.analyse import analyse
 from toposig.report.figures import figures_not_drawn
 from toposig.report.style import DPI, FigureOutput
-from toposig.report.summary import analyse
 from toposig.run.aggregates import rebuild_if_stale
+from toposig.run.results_folder import (
+    EXPORT_FORMATS,
+    ResultsMissingError,
+    export_problem,
+    export_table,
+    load_results,
+)
 
 
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:

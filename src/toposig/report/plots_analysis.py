@@ -30,7 +30,6 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import FuncFormatter
 
-from toposig.analysis.statistics import diagrams_of
 from toposig.analysis.stats import by_model, feature_family
 from toposig.features.homology import betti_curve
 from toposig.files.atomic import round_floats
@@ -53,6 +52,7 @@ from toposig.report.plots import (
     value_of,
 )
 from toposig.report.style import Applies, Figure, figure, registry, save_figure, subplots
+from toposig.run.results_folder import diagrams_of
 
 logger = logging.getLogger(__name__)
 
@@ -700,7 +700,7 @@ def plot_prediction_comparison(records: list[dict], statistics: dict, path: Path
 
 def record_diagrams(results_root: str | Path, record: dict) -> dict[int, np.ndarray]:
     """``{q: (m, 2) diagram}`` of the record's analysed layer
-    (:func:`toposig.analysis.statistics.diagrams_of`); ``{}`` when the arrays cannot be read."""
+    (:func:`toposig.run.results_folder.diagrams_of`); ``{}`` when the arrays cannot be read."""
     if not record.get("arrays_file"):
         return {}
     try:

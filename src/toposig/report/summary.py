@@ -24,7 +24,9 @@ Parts:
 * C, ours: every feature × model (and pooled) under the raw, partial (log step) and
   first-difference tests, and which features survive all of them.
 
-:func:`write_summary` is the only function here that touches the disk.
+:func:`write_summary` is the only function here that touches the disk. Stage 3 as a
+whole (reading the folder, computing and writing the statistics, this summary and the
+figures) is :func:`toposig.report.analyse.analyse`.
 """
 
 from __future__ import annotations
@@ -34,15 +36,8 @@ import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from toposig.analysis.quality import warn_series_without_quality
-from toposig.analysis.statistics import compute_statistics, load_entries
 from toposig.analysis.stats import by_model, feature_family
-from toposig.files.atomic import (
-    STATISTICS_DIGITS,
-    atomic_write_bytes,
-    atomic_write_json,
-    round_floats,
-)
+from toposig.files.atomic import atomic_write_bytes
 from toposig.records import FeatureFamily
 
 DASH = "—"
@@ -910,27 +905,3 @@ def write_summary(results_dir: str | Path, statistics: dict, records: list[dict]
     path = Path(results_dir) / "summary.md"
     atomic_write_bytes(path, summary_markdown(statistics, records).encode("utf-8"))
     return path
-
-
-def analyse(results_dir: str | Path = "results", plots: bool = True,
-            target: str = "auto", seed: int = 0, output=None) -> tuple[dict, list[Path]]:
-    """Write ``data/statistics.json``, ``summary.md`` and the figures (in ``output``'s
-    formats and resolution, a :class:`toposig.report.style.FigureOutput`; PNG by default).
-    Returns the statistics and figure paths."""
-    records = load_entries(results_dir)
-    warn_series_without_quality(records)  # once per series, before panels are drawn empty
-    # rounded once, before anything is written or drawn from it, so that the file, the
-    # summary and the figures are the same on every CPU (files.atomic.STATISTICS_DIGITS)
-    statistics = round_floats(compute_statistics(results_dir, records, target, seed=seed),
-                              STATISTICS_DIGITS)
-    atomic_write_json(Path(results_dir) / "data" / "statistics.json", statistics)
-    write_summary(results_dir, statistics, records)
-    figures: list[Path] = []
-    if plots:
-        from toposig.report.figures import (
-            plot_all,  # matplotlib only when figures are drawn
-        )
-
-        figures = plot_all(records, statistics, Path(results_dir) / "plots",
-                           results_root=results_dir, output=output)
-    return statistics, figures

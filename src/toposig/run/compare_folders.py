@@ -1,7 +1,8 @@
 """Read a results folder for :mod:`toposig.analysis.compare`: the edge that touches disk.
 
 :func:`load_results_folder` loads what a comparison needs from a results root (the
-layout of :mod:`toposig.run.store`):
+layout of :mod:`toposig.run.store`) into a
+:class:`toposig.analysis.compare.ResultsContent` (re-exported here):
 
 - every record ``records/<settings-hash>/<model>/<checkpoint>.json`` (failed ones too),
   keyed by ``(settings-hash folder, model, checkpoint)``; the ``.npz`` arrays beside them
@@ -20,9 +21,9 @@ parsed, or holds the wrong type, raises :class:`DamagedResultsError` naming the 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from toposig.analysis.compare import ResultsContent
 from toposig.files.atomic import read_json
 from toposig.run.store import DamagedResultsError
 
@@ -32,27 +33,6 @@ __all__ = ["load_results_folder", "NotAResultsFolderError", "DamagedResultsError
 _KNOWN = ("all_results.json", "statistics.json", "config.json")
 _JSON_NAMES = {dict: "object", list: "array", str: "string", int: "number", float: "number",
                bool: "boolean", type(None): "null"}
-
-
-@dataclass
-class ResultsContent:
-    """One results folder, loaded: what :func:`toposig.analysis.compare.compare_results` compares.
-
-    ``records``: ``(settings-hash folder, model label, checkpoint name) -> record``;
-    ``aggregates``: the entries of ``data/all_results.json`` (``None`` without the
-    file); ``statistics``, ``config``: ``data/statistics.json``, ``data/config.json``
-    (``None`` without); ``other``: every other JSON file, by its path relative to the
-    folder (``data/backtest.json``; the per-model ``data/<label>_results.json`` copies of
-    the aggregates excepted), backtest tables among them; ``files``: the relative paths
-    of every JSON file of ``data/`` and of the folder's top level.
-    """
-
-    records: dict[tuple[str, str, str], dict] = field(default_factory=dict)
-    aggregates: list[dict] | None = None
-    statistics: dict | None = None
-    config: dict | None = None
-    other: dict[str, object] = field(default_factory=dict)
-    files: frozenset[str] = frozenset()
 
 
 class NotAResultsFolderError(ValueError):

@@ -1,0 +1,54 @@
+"""Stage 3, orchestrated: a results folder's ``data/`` -> ``data/statistics.json``,
+``summary.md`` and the figures in ``plots/``.
+
+:func:`analyse` reads the finished checkpoints' entries and their arrays
+(:mod:`toposig.run.results_folder`), computes the statistics
+(:func:`toposig.analysis.statistics.compute_statistics`, pure), rounds them once, and
+writes them, the markdown summary (:func:`toposig.report.summary.write_summary`) and the
+figures (:func:`toposig.report.figures.plot_all`). ``toposig analyze`` calls it holding
+the folder's lock.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from toposig.analysis.quality import warn_series_without_quality
+from toposig.analysis.statistics import compute_statistics
+from toposig.files.atomic import STATISTICS_DIGITS, atomic_write_json, round_floats
+from toposig.report.summary import write_summary
+from toposig.run.results_folder import arrays_reader, load_entries
+
+__all__ = ["analyse"]
+
+
+def analyse(results_dir: str | Path = "results", plots: bool = True,
+            target: str = "auto", seed: int = 0, output=None) -> tuple[dict, list[Path]]:
+    """Write ``data/statistics.json``, ``summary.md`` and the figures (in ``output``'s
+    formats and resolution, a :class:`toposig.report.style.FigureOutput`; PNG by default).
+    Returns the statistics and figure paths.
+
+    Raises:
+        ResultsMissingError: no ``data/all_results.json`` with a finished checkpoint
+            (:func:`toposig.run.results_folder.load_entries`).
+        DamagedResultsError: the aggregate or a record's arrays are damaged.
+        ValueError: an explicit ``target`` that no record has.
+    """
+    records = load_entries(results_dir)
+    warn_series_without_quality(records)  # once per series, before panels are drawn empty
+    # rounded once, before anything is written or drawn from it, so that the file, the
+    # summary and the figures are the same on every CPU (files.atomic.STATISTICS_DIGITS)
+    statistics = round_floats(compute_statistics(records, target, seed=seed,
+                                                 arrays=arrays_reader(results_dir)),
+                              STATISTICS_DIGITS)
+    atomic_write_json(Path(results_dir) / "data" / "statistics.json", statistics)
+    write_summary(results_dir, statistics, records)
+    figures: list[Path] = []
+    if plots:
+        from toposig.report.figures import (
+            plot_all,  # matplotlib only when figures are drawn
+        )
+
+        figures = plot_all(records, statistics, Path(results_dir) / "plots",
+                           results_root=results_dir, output=output)
+    return statistics, figures

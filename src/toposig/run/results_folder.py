@@ -1,0 +1,136 @@
+"""Read a results folder for stage 3 (and export its table): the edge that touches disk.
+
+:mod:`toposig.analysis` is pure: records and arrays in, statistics and tables out. This
+module reads what it needs from a results root (the layout of :mod:`toposig.run.store`):
+
+- :func:`load_entries`: the aggregate entries of the finished checkpoints
+  (``data/all_results.json``);
+- :func:`arrays_reader`, :func:`diagrams_of`: the arrays saved beside a record (its
+  ``.npz``), for :func:`toposig.analysis.statistics.compute_statistics`'s Wasserstein
+  series and the diagram figures;
+- :func:`load_results`: the folder as one tidy table
+  (:func:`toposig.analysis.table.results_table`); :func:`export_table` writes it as CSV
+  or Parquet, :func:`export_problem` says beforehand why it could not.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from toposig.analysis.statistics import ArraysOf, layer_diagrams
+from toposig.run.aggregates import aggregate_path, read_aggregate
+from toposig.run.store import load_arrays
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["ResultsMissingError", "load_entries", "arrays_reader", "diagrams_of",
+           "load_results", "EXPORT_FORMATS", "export_problem", "export_table"]
+
+EXPORT_FORMATS = ("csv", "parquet")
+"""The formats :func:`export_table` writes (by the file's suffix)."""
+
+
+class ResultsMissingError(FileNotFoundError):
+    """No aggregate results where the analysis looked."""
+
+
+def load_entries(results_dir: str | Path) -> list[dict]:
+    """The aggregate entries (one per finished checkpoint) of the study in ``results_dir``.
+
+    Raises:
+        ResultsMissingError: there is no ``data/all_results.json``, or it holds no
+            finished checkpoint.
+        DamagedResultsError: it is not a file, not JSON, not a list of objects each with
+            a ``model_label`` and a ``step`` (:func:`toposig.run.aggregates.read_aggregate`);
+            the message names the file.
+    """
+    path = aggregate_path(results_dir)
+    if not (path.exists() or path.is_symlink()):
+        raise ResultsMissingError(
+            f"{path} does not exist: run `toposig run --out {results_dir}` (in a checkout: "
+            f"`python src/run_experiments.py --out {results_dir}`) first, or pass --out "
+            "with the folder a run wrote to"
+        )
+    records = [r for r in read_aggregate(path) if r.get("status") == "ok"]
+    if not records:
+        raise ResultsMissingError(f"{path} holds no finished checkpoint to analyse")
+    return records
+
+
+def arrays_reader(results_dir: str | Path) -> ArraysOf:
+    """A record (or its ``weights`` part) -> the arrays saved beside it under
+    ``results_dir`` (:func:`toposig.run.store.load_arrays`, which raises
+    ``DamagedResultsError`` for a missing or damaged file): the ``arrays`` of
+    :func:`toposig.analysis.statistics.compute_statistics`."""
+    return functools.partial(load_arrays, results_dir)
+
+
+def diagrams_of(results_dir: str | Path, record: dict) -> list[np.ndarray]:
+    """``[H0, H1, ...]`` of the record's analysed (default) layer."""
+    return layer_diagrams(load_arrays(results_dir, record), record["layer"])
+
+
+def load_results(results_dir: str | Path = "results") -> pd.DataFrame:
+    """The results folder written by ``run_experiments.py --out`` (or ``toposig run``) as
+    one tidy table: see :func:`toposig.analysis.table.results_table`.
+
+    Raises:
+        ResultsMissingError: the folder has no ``data/all_results.json`` with a finished
+            checkpoint.
+    """
+    from toposig.analysis.table import results_table  # pandas only when a table is made
+
+    return results_table(load_entries(results_dir))
+
+
+def export_problem(path: str | Path) -> str | None:
+    """Why :func:`export_table` cannot write ``path``, or ``None``: a format other than
+    :data:`EXPORT_FORMATS` (by suffix), a folder (not a link to
+    one) where the file belongs, or Parquet without pyarrow or fastparquet. Checked
+    before anything is written, so that a command refuses at once rather than after its
+    other files."""
+    import importlib.util
+
+    path = Path(path)
+    fmt = path.suffix.lstrip(".")
+    if fmt not in EXPORT_FORMATS:
+        return (f"cannot export to {path.name}: the formats are "
+                f"{', '.join(EXPORT_FORMATS)}")
+    if path.is_dir() and not path.is_symlink():
+        return (f"{path}: is a folder where the exported table belongs; move it away "
+                "(toposig does not replace folders)")
+    if fmt == "parquet" and not any(importlib.util.find_spec(m)
+                                    for m in ("pyarrow", "fastparquet")):
+        return (f"{path}: writing Parquet needs pyarrow (pip install pyarrow); "
+                "--export csv needs nothing more")
+    return None
+
+
+def export_table(table: pd.DataFrame, path: str | Path) -> Path:
+    """Write the table as CSV or Parquet (by ``path``'s suffix), atomically.
+
+    Raises:
+        ValueError: :func:`export_problem` has an answer for ``path``; nothing is written.
+    """
+    from toposig.files.atomic import atomic_write_bytes
+
+    path = Path(path)
+    fmt = path.suffix.lstrip(".")
+    problem = export_problem(path)
+    if problem:
+        raise ValueError(problem)
+    if fmt == "csv":
+        data = table.to_csv(index=False, lineterminator="\n").encode("utf-8")
+    else:
+        import io
+
+        buf = io.BytesIO()
+        table.to_parquet(buf, index=False)
+        data = buf.getvalue()
+    atomic_write_bytes(path, data)
+    return path
