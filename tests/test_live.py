@@ -534,3 +534,20 @@ def test_a_damaged_signal_file_is_written_afresh_and_a_bad_step_refused(tmp_path
     assert [h["step"] for h in json.loads(path.read_text())] == [0, 1]
     with pytest.raises(ValueError, match="non-negative integer"):
         monitor.measure(model, -1)
+
+
+@pytest.mark.parametrize("progress", [True, False])
+def test_the_first_measurement_shows_a_progress_bar_unless_turned_off(tmp_path, capsys,
+                                                                      progress):
+    texts = [f"text {i}: " + "the quick brown fox jumps " * (2 + i % 3) for i in range(12)]
+    monitor = TopologyMonitor(byte_tokenizer(), tmp_path / "live", texts=texts,
+                              families=["embedding"], label="bar", progress=progress)
+    model = tiny_model()
+    monitor.measure(model, 0)
+    first = capsys.readouterr().err
+    monitor.measure(model, 1)
+    later = capsys.readouterr().err
+    monitor.finish()
+    assert ("measuring bar at step 0" in first) is progress
+    assert "1/1" in first if progress else first == ""
+    assert "measuring bar" not in later  # only the first measurement, which reads the texts

@@ -33,6 +33,22 @@ accumulation, none with it); the step and the reason are logged (a WARNING) and 
 :attr:`TopologyCallback.stopped_at` and :attr:`TopologyCallback.stop_reason`. Only a
 single-process training stops (several processes: a warning, and the signal is logged
 but not acted on, since only the main process measures).
+
+Resuming (``trainer.train(resume_from_checkpoint=...)``): the callback is a
+``transformers`` stateful callback (``ExportableState``): each checkpoint's
+``trainer_state.json`` keeps, under ``stateful_callbacks["TopologyCallback"]``, its
+label, the steps measured, the step due but not yet measured when the checkpoint was
+written, and the step and reason of a stop on the signal (:meth:`TopologyCallback.state`).
+A training resumed from that checkpoint takes them back by itself (no
+``restore_callback_states_from_checkpoint`` needed; the callback given to the new Trainer
+keeps its tokenizer, texts, settings and ``attach``): it writes the same live series
+(the label saved, unless ``label=`` names another), the records the abandoned
+continuation left after the checkpoint are removed (:meth:`TopologyMonitor.start`), no
+step up to the checkpoint is measured again, and a step that was due at the checkpoint
+but whose measurement never got written (the training was killed in between) is
+measured as training resumes, on the checkpoint's weights. From a checkpoint taken after
+a stop on the signal, with ``stop_on_signal=True``, the training stops again after its
+first step (the Trainer checks only after a step), saying so.
 """
 
 from __future__ import annotations
@@ -43,6 +59,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from transformers import TrainerCallback
+from transformers.trainer_callback import ExportableState
 
 from toposig.files.names import UnsafeNameError, check_label, escape
 from toposig.in_memory import check_families
@@ -62,7 +79,15 @@ def default_label(output_dir: str | Path) -> str:
         return "model"
 
 
-class TopologyCallback(TrainerCallback):
+def plain(value) -> bool:
+    """Whether ``value`` is a plain JSON option: ``None``, a bool, a number, a string, or
+    a list or tuple of strings."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return True
+    return isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)
+
+
+class TopologyCallback(TrainerCallback, ExportableState):
     """A :class:`transformers.TrainerCallback` that measures the signature families.
 
     Args:
@@ -75,7 +100,8 @@ class TopologyCallback(TrainerCallback):
         at_evaluate: measure at every evaluation.
         families: the signature families (default: embedding and weights).
         label: the model's name in the records (default: the name of the Trainer's
-            ``output_dir``, made a plain file name).
+            ``output_dir``, made a plain file name; a resumed training: the label its
+            checkpoint saved).
         stop_on_signal: stop training when a measurement's experimental stop-or-scale
             signal says stop (see the module; default off: the signal is only logged).
         **monitor: further :class:`~toposig.live.monitor.TopologyMonitor` options
@@ -98,6 +124,8 @@ class TopologyCallback(TrainerCallback):
         self.stop_on_signal = stop_on_signal
         self.stopped_at: int | None = None  # the step whose signal stopped training
         self.stop_reason: str | None = None  # and why (the stop rule's words)
+        # what the checkpoint a training resumed from saved (state()'s attributes)
+        self.checkpoint_state: dict | None = None
         self._can_stop = True  # False in a training of several processes
         check_families(families)  # bad options fail here, not when training starts
         if label is not None:
@@ -110,15 +138,78 @@ class TopologyCallback(TrainerCallback):
             trainer.add_callback(self)
         return self
 
+    # -- resuming -------------------------------------------------------------------
+
+    def state(self) -> dict:
+        """What the Trainer saves of this callback in each checkpoint's
+        ``trainer_state.json`` (``stateful_callbacks``; ``transformers``'
+        ``ExportableState``), and a resumed training takes back.
+
+        ``args`` are the callback's plain options (the results folder, the schedule, the
+        families, the label, ``stop_on_signal`` and the monitor's options that are plain
+        values; not the tokenizer, the texts or settings objects), so that a callback
+        ``transformers`` rebuilds from them (``restore_callback_states_from_checkpoint``)
+        writes the same series. ``attributes["checkpoint_state"]`` is the live state: the
+        ``label``, the steps ``measured``, the step ``pending`` (due, and measured just
+        after the checkpoint is written), and the step and reason of a stop on the
+        signal (``stopped_at``, ``stop_reason``; ``None`` when none).
+        """
+        label = self.monitor.label if self.monitor is not None else self.options["label"]
+        s = self.schedule
+        args: dict[str, object] = {
+            "out": str(self.out), "every_n_steps": s.every_n_steps, "doubling": s.doubling,
+            "at_save": s.at_save, "at_evaluate": s.at_evaluate,
+            "stop_on_signal": self.stop_on_signal}
+        args |= {k: list(v) if isinstance(v, tuple) else v for k, v in self.options.items()
+                 if k not in ("texts", "label") and plain(v)}
+        args["label"] = label
+        measured = sorted(self.monitor.measured) if self.monitor is not None else []
+        return {"args": args, "attributes": {"checkpoint_state": {
+            "label": label, "measured": measured, "pending": self._pending,
+            "stopped_at": self.stopped_at, "stop_reason": self.stop_reason}}}
+
+    def _saved_state(self, args, state) -> dict | None:
+        """This callback's live state in the checkpoint the training resumes from
+        (``None`` at step 0, or when the checkpoint holds none for this label)."""
+        if state.global_step == 0:
+            return None
+        saved = (state.stateful_callbacks or {}).get(type(self).__name__)
+        entries = saved if isinstance(saved, list) else [saved]
+        found = [e.get("attributes", {}).get("checkpoint_state") for e in entries
+                 if isinstance(e, dict)]
+        found = [f for f in found if isinstance(f, dict)]
+        label = self.options["label"] or (self.monitor.label if self.monitor else None)
+        if label is None and len({f.get("label") for f in found}) > 1:
+            label = default_label(args.output_dir)  # several callbacks: this one's
+        found = [f for f in found if label is None or f.get("label") == label]
+        return found[-1] if found else None  # the latest, should the Trainer append
+
     # -- events ---------------------------------------------------------------------
 
     def on_train_begin(self, args, state, control, model=None, processing_class=None,
                        **kwargs):
+        if self.monitor is None and self.checkpoint_state is not None:
+            warnings.warn(
+                "restore_callback_states_from_checkpoint=True: the Trainer replaced the "
+                "TopologyCallback given to it by a copy rebuilt from the checkpoint's plain "
+                f"options (writing to {str(self.out)!r}, with no tokenizer, texts or "
+                "settings objects, not attached to the Trainer); TopologyCallback takes "
+                "its state back by itself: leave that option off", stacklevel=2)
+        saved = self._saved_state(args, state)
+        # the Trainer updates this entry at each save, and fails where it is missing (a
+        # checkpoint written without this callback)
+        state.stateful_callbacks.setdefault(type(self).__name__, self.state())
+        self.checkpoint_state = saved
+        self._pending = None
+        step = state.global_step
+        if saved is not None:
+            self.stopped_at, self.stop_reason = saved.get("stopped_at"), saved.get("stop_reason")
+        elif self.stopped_at is not None and step < self.stopped_at:
+            self.stopped_at = self.stop_reason = None  # resumed from before the stop
         if not state.is_world_process_zero:
             return
-        if self.monitor is None:
-            self._make_monitor(self.tokenizer or processing_class,
-                               self.options["label"] or default_label(args.output_dir))
+        if self.monitor is None or step > 0:  # a resumed training: a monitor resumed at step
+            self._make_monitor(self.tokenizer or processing_class, args.output_dir, saved)
         if self.trainer is None and not self._warned:
             self._warned = True
             warnings.warn(
@@ -131,10 +222,32 @@ class TopologyCallback(TrainerCallback):
                 "TopologyCallback(stop_on_signal=True) acts only in a single-process "
                 f"training; with {args.world_size} processes only the main one measures, "
                 "so the signal is logged but training is not stopped", stacklevel=2)
-        self.monitor.start(state.global_step, model)
-        if state.global_step == 0 and self.schedule.initial:
+        if self.stop_on_signal and self._can_stop and self.stopped_at is not None:
+            logger.warning("toposig: the training resumed at step %d stops after its first "
+                           "step: the experimental stop-or-scale signal stopped it at step "
+                           "%d (stop_on_signal=True; pass False to go on): %s", step,
+                           self.stopped_at, self.stop_reason)
+            control.should_training_stop = True
+        self.monitor.start(step, model)
+        if saved is not None:
+            self._take_back(args, state, model, control, saved)
+        if step == 0 and self.schedule.initial:
             self._measure(args, state, model, control)
         return control
+
+    def _take_back(self, args, state, model, control, saved: dict) -> None:
+        """Resumed at a checkpoint's step: the steps measured up to it are measured, and
+        the step due at the checkpoint is measured now unless its records were written
+        (the training was killed between the checkpoint and the measurement)."""
+        step, monitor = state.global_step, self.monitor
+        assert monitor is not None  # made as the training began
+        measured = {int(s) for s in saved.get("measured") or ()}
+        monitor.measured = {s for s in measured if s <= step}
+        if saved.get("pending") == step and step not in monitor.measured:
+            if step in monitor.recorded_steps():
+                monitor.measured.add(step)
+            else:
+                self._measure(args, state, model, control)
 
     def on_step_end(self, args, state, control, **kwargs):
         if (self.schedule.due(state.global_step)
@@ -167,10 +280,18 @@ class TopologyCallback(TrainerCallback):
 
     # -- internals ------------------------------------------------------------------
 
-    def _make_monitor(self, tokenizer, label: str) -> None:
+    def _make_monitor(self, tokenizer, output_dir: str, saved: dict | None) -> None:
+        """A monitor for this training: labelled by ``label=``, else the label the
+        checkpoint resumed from saved, else the earlier monitor's, else the name of the
+        ``output_dir`` (known as training begins)."""
         if tokenizer is None:
             raise ValueError("TopologyCallback needs the tokenizer (tokenizer=...), or a "
                              "Trainer with a processing_class")
+        label = (self.options["label"] or (saved or {}).get("label")
+                 or (self.monitor.label if self.monitor is not None else None)
+                 or default_label(output_dir))
+        if self.monitor is not None:
+            self.monitor.close()  # an earlier training's (finished, or not ended)
         opts = {k: v for k, v in self.options.items() if k != "label"}
         self.monitor = TopologyMonitor(
             tokenizer, self.out, schedule=self.schedule, label=label,

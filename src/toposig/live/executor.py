@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tqdm.auto import tqdm
+
 from toposig.in_memory import MeasureInputs, measure_families
 from toposig.run.executors import EmitResult, TaskDone
 from toposig.run.tasks import Task
@@ -28,17 +30,30 @@ class InMemoryExecutor:
         model, tokenizer: the live model and its tokenizer.
         inputs: the texts and settings (:class:`~toposig.in_memory.MeasureInputs`).
         stored_loss: the loss the trainer knows for this state and where it was found.
+        progress: show a progress bar over each task's families (``tqdm``, as
+            :func:`toposig.measure` does).
     """
 
     model: Any
     tokenizer: Any
     inputs: MeasureInputs
     stored_loss: tuple[float | None, str | None] = (None, None)
+    progress: bool = False
 
     def run(self, tasks: Sequence[Task], plan: RunPlan, emit: EmitResult,
             done: TaskDone) -> None:
         for task in tasks:
-            measure_families(self.model, self.tokenizer, task.ckpt, task.todo, self.inputs,
-                             lambda family, result, task=task: emit(task, family, result),
-                             stored_loss=self.stored_loss)
+            bar = tqdm(total=len(task.todo), unit="family", disable=not self.progress,
+                       desc=f"measuring {task.ckpt.label} at step {task.ckpt.step}")
+
+            def keep(family, result, task=task, bar=bar) -> None:
+                emit(task, family, result)
+                bar.set_postfix_str(str(family))
+                bar.update(1)
+
+            try:
+                measure_families(self.model, self.tokenizer, task.ckpt, task.todo,
+                                 self.inputs, keep, stored_loss=self.stored_loss)
+            finally:
+                bar.close()
             done(task)

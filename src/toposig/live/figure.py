@@ -1,0 +1,47 @@
+"""The live figure of one label, ``live/<label>/topology.png``, refreshed as the series
+grows (:func:`toposig.report.live_figure.draw_live_figure`), at most once per interval
+unless forced. A figure that cannot be drawn is logged, and never stops training."""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from toposig.analysis import online
+from toposig.live.signal import LOSS_KINDS, loss_kind, loss_series
+
+logger = logging.getLogger(__name__)
+
+FIGURE_NAME = "topology.png"  # live/<label>/topology.png
+
+
+class LiveFigure:
+    """Draws ``path`` from a series' entries and its latest signal.
+
+    Args:
+        path: the figure file.
+        interval_s: the least time between two refreshes (a forced one excepted).
+    """
+
+    def __init__(self, path: Path, interval_s: float = 60.0):
+        self.path = path
+        self.interval_s = interval_s
+        self.drawn_at = -math.inf
+
+    def draw(self, entries: Sequence[dict], signal: online.Signal | None,
+             force: bool) -> None:
+        """Draw now when ``force`` or the interval has passed since the last drawing."""
+        now = time.monotonic()
+        if not force and now - self.drawn_at < self.interval_s:
+            return
+        from toposig.report.live_figure import draw_live_figure
+
+        try:
+            draw_live_figure(entries, self.path, loss_series(entries), signal,
+                             loss_name=LOSS_KINDS[loss_kind(entries)])
+        except Exception as exc:  # noqa: BLE001 - a figure never stops training
+            logger.warning("toposig: could not draw %s: %s", self.path, exc)
+        self.drawn_at = time.monotonic()
