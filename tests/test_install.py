@@ -63,7 +63,7 @@ def test_the_toposig_command_trains_runs_and_analyses_a_preset(installed, tmp_pa
     usage = subprocess.run([str(toposig)], cwd=tmp_path, capture_output=True, text=True,
                            env=env)
     assert usage.returncode == 2 and \
-        "toposig {run,analyze,train,extract,import,backtest,compare}" in usage.stderr
+        "toposig {run,analyze,train,extract,import,backtest,compare,plot}" in usage.stderr
     version = subprocess.run([str(toposig), "--version"], cwd=tmp_path, capture_output=True,
                              text=True, env=env)
     assert version.returncode == 0 and version.stdout.strip() == "toposig 0.1.0"

@@ -159,17 +159,6 @@ def test_the_forward_pass_names_what_it_pooled(arch):
     assert result.layer_names[0] == ("block 1" if arch in STATE_SPACE else EMBEDDINGS)
 
 
-def _capture_figure(monkeypatch) -> list:
-    figs = []
-
-    def keep(fig, path):
-        figs.append(fig)
-        return path
-
-    monkeypatch.setattr(pa, "save_figure", keep)
-    return figs
-
-
 @pytest.mark.parametrize("arch", ["llama", "mamba", "falcon_mamba", "rwkv"])
 def test_records_and_the_layer_heatmap_label_what_each_index_is(arch, tmp_path, monkeypatch):
     """The embedding record carries ``layer_names``; the heatmap's rows use them."""
@@ -196,8 +185,7 @@ def test_records_and_the_layer_heatmap_label_what_each_index_is(arch, tmp_path, 
     assert record["layer"] == len(names) - 1 and record["num_layers"] == len(names) - 1
     assert names[0] == ("block 1" if arch in STATE_SPACE else EMBEDDINGS)
 
-    figs = _capture_figure(monkeypatch)
-    pa.plot_layer_heatmaps(records, {}, tmp_path / "heat.png")
+    figs = [pa.plot_layer_heatmaps.plot(records, {})]
     ax = figs[0].axes[0]
     assert [t.get_text() for t in ax.get_yticklabels()] == names
     assert ax.get_ylabel() == "hidden state"

@@ -147,9 +147,10 @@ def stubbed(figs: dict[str, style.Figure], draw) -> dict[str, style.Figure]:
     return {name: style.Figure(name, draw, f.applies) for name, f in figs.items()}
 
 
-def _stub(records: list[dict], statistics: dict, path: Path, results_root=None) -> Path:
-    path.write_bytes(PNG_SIGNATURE)
-    return path
+def _stub(records: list[dict], statistics: dict, results_root=None):
+    from matplotlib.figure import Figure as MplFigure
+
+    return MplFigure(figsize=(0.5, 0.5), dpi=10)
 
 
 @pytest.mark.parametrize(("kind", "with_correlations", "expected"), [
@@ -299,9 +300,7 @@ def test_heatmap_marks_significance_by_holm_over_the_cells_shown(tmp_path, monke
             "rankme": {"spearman_r": 0.5, "spearman_p": 0.03, "n": 10}}
     statistics = {"correlations": {"target": "perplexity", "per_model": {"m": cell},
                                    "pooled": cell}}
-    drawn = []
-    monkeypatch.setattr(plots, "save_figure", lambda fig, path: drawn.append(fig) or Path(path))
-    plots.plot_correlation_heatmap([], statistics, tmp_path / "h.png")
+    drawn = [plots.plot_correlation_heatmap.plot([], statistics)]
     ax = drawn[0].axes[0]
     weight = {t.get_text(): t.get_fontweight() for t in ax.texts if t.get_text()[:1] in "+-"}
     assert weight == {"-0.90": "bold", "+0.50": "normal"}
@@ -326,10 +325,8 @@ def test_summary_and_topological_evolution_draw_the_bootstrap_bands(tmp_path, mo
     records = synthetic_records(models=("a",))
     for r in records:
         r["features_resampled"] = {"h1_total_persistence": {"std": 0.5}}
-    drawn = []
-    monkeypatch.setattr(plots, "save_figure", lambda fig, path: drawn.append(fig) or Path(path))
-    plots.plot_summary_figure(records, {}, tmp_path / "s.png")
-    plots.plot_topological_evolution(records, {}, tmp_path / "t.png")
+    drawn = [plots.plot_summary_figure.plot(records, {}),
+             plots.plot_topological_evolution.plot(records, {})]
     for fig in drawn:
         banded = [ax for ax in fig.axes if ax.collections]
         assert [ax.get_title() for ax in banded] == ["H1 total persistence"]

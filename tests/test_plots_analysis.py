@@ -123,9 +123,10 @@ def test_every_analysis_figure_is_drawn_for_a_full_run(full_run, tmp_path):
         sorted(f"{n}.png" for n in ALWAYS)  # no layer_heatmaps.png
 
 
-def _stub(records, statistics, path, results_root=None):
-    Path(path).write_bytes(PNG_SIGNATURE)
-    return Path(path)
+def _stub(records, statistics, results_root=None):
+    from matplotlib.figure import Figure as MplFigure
+
+    return MplFigure(figsize=(0.5, 0.5), dpi=10)
 
 
 def test_plot_all_appends_the_analysis_figures_and_passes_the_results_root(full_run, tmp_path,
@@ -133,9 +134,9 @@ def test_plot_all_appends_the_analysis_figures_and_passes_the_results_root(full_
     root, records, statistics = full_run
     seen = []
 
-    def recording(records, statistics, path, results_root=None):
+    def recording(records, statistics, results_root=None):
         seen.append(results_root)
-        return _stub(records, statistics, path)
+        return _stub(records, statistics)
 
     monkeypatch.setattr(figures, "ALL_FIGURES", {
         name: style.Figure(name, recording if name in pa.ANALYSIS_FIGURES else _stub,

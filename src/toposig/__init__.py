@@ -4,6 +4,10 @@ The public API (imported on first use, so ``import toposig`` stays light):
 
 - :func:`measure`: the signature families of a model in memory (a notebook's, or one
   being trained), without saving it, leaving it as it was; a :class:`Measurement`;
+- :func:`open` (``toposig.open(folder)``): a results folder as a
+  :class:`~toposig.results.Results`: its ``.table()``, ``.statistics`` and every figure of
+  its report, ``.plot.<figure>(ax=None, other=None)``, drawn into your own Axes and
+  comparing runs;
 - :func:`load_results`: a results folder as one tidy :class:`pandas.DataFrame`, a row
   per (model, step, family, layer or matrix) and a column per feature;
 - :class:`Family`: the signature families (``embedding``, ``weights``, ``landscape``,
@@ -28,6 +32,8 @@ _EXPORTS = {
     "Measurement": "in_memory",
     "load_results": "run.results_folder",
     "results_table": "analysis.table",
+    "open": "results",
+    "Results": "results",
     "Family": "records",
     "vietoris_rips": "features.homology",
     "diagram_features": "features.homology",
@@ -38,9 +44,13 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
+_RENAMED = {"open": "open_results"}  # toposig.open: a name the module itself cannot use
+
+
 def __getattr__(name: str):
     if name in _EXPORTS:
-        return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+        module = importlib.import_module(f".{_EXPORTS[name]}", __name__)
+        return getattr(module, _RENAMED.get(name, name))
     raise AttributeError(f"module 'toposig' has no attribute {name!r}")
 
 

@@ -112,6 +112,41 @@ class Measurement:
             lines.append(f"  {family}: {', '.join(parts)}; {n_arrays} arrays")
         return "\n".join(lines)
 
+    def plot(self, kind: str = "diagrams", *, layer: int | None = None, ax=None):
+        """Draw the measurement and return the matplotlib Figure (or SubFigure) holding it.
+
+        Args:
+            kind: ``"diagrams"``: the hidden states' persistence diagrams at ``layer``
+                (H0, H1, ... on one Axes, by :func:`persim.plot_diagrams`); ``"betti"``:
+                their Betti curves; ``"layers"``: H1 total persistence and RankMe of every
+                measured hidden state (needs ``layers="all"`` or a list).
+            layer: the hidden state for ``"diagrams"`` and ``"betti"`` (default: the
+                analysed one).
+            ax: where to draw: an Axes, a Figure or a SubFigure (``"layers"`` has two
+                panels: given an Axes it takes that Axes' place); ``None``: a new figure,
+                made without pyplot, so the backend in use is left alone.
+
+        Raises:
+            ValueError: an unknown ``kind``, or nothing measured to draw it from.
+        """
+        from toposig.report import measurement_figures as mf
+
+        emb = self.records.get(Family.EMBEDDING) or {}
+        name = f"{emb.get('model_label') or 'model'}"
+        if kind == "layers":
+            return mf.plot_layers(self.layer_features, emb.get("layer_names") or (),
+                                  title=f"{name}: per hidden state", ax=ax)
+        if kind not in mf.KINDS:
+            raise ValueError(f"kind must be one of {', '.join(mf.KINDS)}, got {kind!r}")
+        shown = emb.get("layer") if layer is None else layer
+        diagrams = self.diagrams(layer)
+        if not diagrams:
+            raise ValueError(f"no diagrams of layer {shown} in this measurement "
+                             f"(measured: {sorted(self.layer_features) or emb.get('layer')})")
+        title = f"{name}, hidden state {shown}"
+        draw = mf.plot_diagrams if kind == "diagrams" else mf.plot_betti
+        return draw(diagrams, title=title, ax=ax)
+
     def table(self):
         """The measurement as a tidy :class:`pandas.DataFrame`
         (:func:`toposig.analysis.table.results_table`)."""

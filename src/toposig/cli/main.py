@@ -7,6 +7,7 @@
     toposig import ...    other people's measurement tables -> a results folder
     toposig backtest ...  the final-loss forecasts scored on finished runs
     toposig compare ...   two results folders, number by number and by conclusion
+    toposig plot ...      the report's figures of one run, or of runs compared on one figure
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ COMMANDS = {
     "import": ("import_tables", "measurement tables made elsewhere -> a results folder"),
     "backtest": ("backtest", "final-loss forecasts scored on finished runs"),
     "compare": ("compare", "two results folders, number by number and by conclusion"),
+    "plot": ("plot", "the report's figures of one run, or of two runs compared"),
 }
 
 

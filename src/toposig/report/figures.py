@@ -4,24 +4,37 @@
 order: the embedding figures and the weight figures with the correlation heatmap
 (``plots``), the analysis figures (``plots_analysis``), then the landscape and gradient
 figures (``plots_probes``). :func:`plot_all` draws those that apply to the records and
-removes the figures of these names it did not draw.
+removes the figures of these names it did not draw. :func:`plot_compared` draws one
+figure for two runs (or more): on the same axes when the figure is drawn from the records
+alone (``Figure.overlay``), else side by side.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+
+import matplotlib.pyplot as plt
+from matplotlib.figure import Figure as MplFigure
 
 from toposig.report.plots import FIGURES, WEIGHT_FIGURES
 from toposig.report.plots_analysis import ANALYSIS_FIGURES, not_drawn_reason
 from toposig.report.plots_probes import PROBE_FIGURES
 from toposig.report.style import (
     FIGURE_FORMATS,
+    RC_PARAMS,
+    Drawn,
     Figure,
     FigureOutput,
+    Target,
     applicable,
+    canvas,
     current_output,
+    drawing_on,
     figure_output,
+    save_figure,
 )
 
 logger = logging.getLogger(__name__)
@@ -42,8 +55,8 @@ def figures_not_drawn(statistics: dict) -> dict[str, str]:
     statistics (``plots_analysis.has_section``) whose comparison this study cannot make
     (the section holds only a reason, e.g. scaling with one model)."""
     return {name: why for name, fig in ALL_FIGURES.items()
-            if (section := getattr(fig.applies, "section", None)) in statistics
-            and (why := not_drawn_reason(statistics, section))}
+            if isinstance(section := getattr(fig.applies, "section", None), str)
+            and section in statistics and (why := not_drawn_reason(statistics, section))}
 
 
 def plot_all(records: list[dict], statistics: dict, out_dir: str | Path,
@@ -70,7 +83,7 @@ def _plot_all(records: list[dict], statistics: dict, out: Path,
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     for fig in figures_that_apply(records, statistics, results_root):
-        path = fig(records, statistics, out / f"{fig.name}.png", results_root)
+        path = fig.save(records, statistics, out / f"{fig.name}.png", results_root)
         if path is not None:
             paths.append(path)
     formats = current_output().formats
@@ -82,3 +95,77 @@ def _plot_all(records: list[dict], statistics: dict, out: Path,
                 stale.unlink()
                 logger.info("removed %s: this analysis did not draw it", stale)
     return paths
+
+
+# ------------------------------------------------------------------------ comparing runs
+
+
+@dataclass(frozen=True)
+class RunData:
+    """What a figure is drawn from, for one run: its name (the label its models get on a
+    comparison), its records, its statistics and the folder its ``arrays_file`` paths are
+    relative to."""
+
+    name: str
+    records: list[dict] = field(default_factory=list)
+    statistics: dict = field(default_factory=dict)
+    results_root: Path | None = None
+
+
+def relabelled(run: RunData) -> list[dict]:
+    """The run's records with each ``model_label`` prefixed by the run's name
+    (``<run>: <model>``), so that the models of two runs stay apart on one figure."""
+    return [{**r, "model_label": f"{run.name}: {r.get('model_label')}"} for r in run.records]
+
+
+def plot_compared(fig: Figure, runs: Sequence[RunData], ax: Target | None = None
+                  ) -> Drawn | None:
+    """One figure for several runs, returned (``None`` when no run has anything to draw).
+
+    A figure drawn from the records alone (``fig.overlay``: the evolution curves, the
+    training curves, the layer heat maps) is drawn once from every run's records, the models
+    relabelled ``<run>: <model>``, so the runs share its axes. Any other figure (drawn from
+    a run's statistics or arrays) is drawn once per run, side by side in sub-figures each
+    titled with the run's name, each at the size it has alone.
+
+    Args:
+        fig: the figure (an entry of :data:`ALL_FIGURES`).
+        runs: the runs, in the order they are drawn (left to right).
+        ax: where to draw (see :meth:`toposig.report.style.Figure.plot`); ``None``: a new
+            figure.
+
+    Raises:
+        ValueError: two runs with the same name (their models could not be told apart).
+    """
+    if len(runs) == 1:  # nothing to compare: the figure as the run's report draws it
+        return fig.plot(runs[0].records, runs[0].statistics, runs[0].results_root, ax=ax)
+    names = [run.name for run in runs]
+    if len(set(names)) != len(names):
+        raise ValueError(f"runs to compare need different names, got {names}")
+    if fig.overlay:
+        merged = [r for run in runs for r in relabelled(run)]
+        return fig.plot(merged, {}, None, ax=ax)
+    alone = [(run, fig.plot(run.records, run.statistics, run.results_root)) for run in runs]
+    drawn = [(run, d) for run, d in alone if d is not None]
+    if not drawn:
+        return None
+    sizes = [d.get_size_inches() for _, d in drawn if isinstance(d, MplFigure)]
+    with plt.rc_context(RC_PARAMS), drawing_on(ax):
+        width = sum(float(w) for w, _ in sizes)
+        height = max(float(h) for _, h in sizes)
+        parent = canvas(figsize=(width, height), layout="constrained")
+        panels = parent.subfigures(1, len(drawn), squeeze=False,
+                                   width_ratios=[float(w) for w, _ in sizes])
+        for sub, (run, _) in zip(panels.ravel(), drawn, strict=True):
+            fig.plot(run.records, run.statistics, run.results_root, ax=sub)
+            title = sub.get_suptitle()
+            sub.suptitle(f"{run.name}" + (f"\n{title}" if title else ""))
+    return parent
+
+
+def save_compared(fig: Figure, runs: Sequence[RunData], path: str | Path) -> Path | None:
+    """:func:`plot_compared` written to ``path`` (each format of the current output, see
+    :func:`toposig.report.style.save_figure`); ``None`` when nothing was drawn."""
+    with plt.rc_context(RC_PARAMS):
+        drawn = plot_compared(fig, runs)
+        return None if drawn is None else save_figure(drawn, path)

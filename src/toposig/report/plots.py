@@ -47,7 +47,7 @@ from toposig.analysis.stats import (
 from toposig.features.homology import FEATURE_NAMES
 from toposig.features.spectral import SPECTRAL_NAMES
 from toposig.records import FeatureFamily
-from toposig.report.style import Figure, figure, registry, save_figure, subplots
+from toposig.report.style import Drawn, Figure, figure, registry, subplots
 
 logger = logging.getLogger(__name__)
 
@@ -409,8 +409,8 @@ def panel_grid(n_panels: int, ncols: int, figsize: tuple[float, float] = GRID_FI
     return fig, flat[:n_panels]
 
 
-def feature_grid(records: Sequence[dict], keys: Sequence[str], path: str | Path,
-                  suptitle: str, ncols: int = 3, note: str = "") -> Path:
+def feature_grid(records: Sequence[dict], keys: Sequence[str], suptitle: str,
+                 ncols: int = 3, note: str = "") -> Drawn:
     """One panel per feature vs step; ``note`` fills the first spare grid cell, if any."""
     groups = by_model(records)
     styles = model_styles(groups)
@@ -425,7 +425,7 @@ def feature_grid(records: Sequence[dict], keys: Sequence[str], path: str | Path,
         axes[-1].text(0.02, 0.95, note, transform=axes[-1].transAxes, ha="left", va="top",
                       fontsize=10, linespacing=1.5, wrap=True)
     fig.suptitle(suptitle)
-    return save_figure(fig, path)
+    return fig
 
 
 # ----------------------------------------------------------------------------- figures
@@ -457,8 +457,8 @@ def has_correlations(records: Sequence[dict], statistics: dict | None = None,
 
 
 @figure("summary_figure", has_embedding)
-def plot_summary_figure(records: Sequence[dict], statistics: dict, path: Path,
-                        results_root: Path | None = None) -> Path:
+def plot_summary_figure(records: Sequence[dict], statistics: dict,
+                        results_root: Path | None = None) -> Drawn | None:
     """Perplexity, H1 total persistence (with its bootstrap band), RankMe and the H1
     Wasserstein distance to the previous checkpoint (per step of gap when gaps differ) vs
     step (2 × 2)."""
@@ -477,22 +477,22 @@ def plot_summary_figure(records: Sequence[dict], statistics: dict, path: Path,
                                                    if per_step else ""),
                 steps=steps, logy=per_step, empty=NO_PAIRS)
     fig.suptitle("Summary: quality, topology and spectrum across training")
-    return save_figure(fig, path)
+    return fig
 
 
-@figure("topological_evolution", has_embedding)
-def plot_topological_evolution(records: Sequence[dict], statistics: dict, path: Path,
-                               results_root: Path | None = None) -> Path:
+@figure("topological_evolution", has_embedding, overlay=True)
+def plot_topological_evolution(records: Sequence[dict], statistics: dict,
+                               results_root: Path | None = None) -> Drawn | None:
     """Six persistent-homology features of the hidden states vs step (2 × 3)."""
-    return feature_grid(records, TOPOLOGICAL_EVOLUTION, path,
+    return feature_grid(records, TOPOLOGICAL_EVOLUTION,
                          "Persistent-homology features across training")
 
 
-@figure("spectral_evolution", has_embedding)
-def plot_spectral_evolution(records: Sequence[dict], statistics: dict, path: Path,
-                            results_root: Path | None = None) -> Path:
+@figure("spectral_evolution", has_embedding, overlay=True)
+def plot_spectral_evolution(records: Sequence[dict], statistics: dict,
+                            results_root: Path | None = None) -> Drawn | None:
     """RankMe, covariance effective rank, participation ratio, decay α, stable rank vs step."""
-    return feature_grid(records, SPECTRAL_NAMES, path,
+    return feature_grid(records, SPECTRAL_NAMES,
                          "Spectral features of the hidden states across training",
                          note=SPECTRAL_NOTE)
 
@@ -507,8 +507,8 @@ def _correlation_text(corr: dict | None) -> str:
 
 
 @figure("topology_vs_perplexity", has_embedding)
-def plot_topology_vs_perplexity(records: Sequence[dict], statistics: dict, path: Path,
-                                results_root: Path | None = None) -> Path:
+def plot_topology_vs_perplexity(records: Sequence[dict], statistics: dict,
+                                results_root: Path | None = None) -> Drawn | None:
     """H1 features against perplexity (log x), one colour per model, pooled Spearman noted.
 
     Each model's points are joined thinly in training order, so the trajectory shows; the
@@ -546,7 +546,7 @@ def plot_topology_vs_perplexity(records: Sequence[dict], statistics: dict, path:
             ax.set_xscale("log")
     _model_legend(fig, styles)
     fig.suptitle("H1 topology of the hidden states against perplexity")
-    return save_figure(fig, path)
+    return fig
 
 
 def _topological_order(name: str) -> tuple[str, int, str]:
@@ -603,8 +603,8 @@ def _family_bands(ax: Axes, n_topo: int, n_spectral: int) -> None:
 
 
 @figure("topo_vs_spectral_correlations", has_embedding)
-def plot_topo_vs_spectral_correlations(records: Sequence[dict], statistics: dict, path: Path,
-                                       results_root: Path | None = None) -> Path:
+def plot_topo_vs_spectral_correlations(records: Sequence[dict], statistics: dict,
+                                       results_root: Path | None = None) -> Drawn | None:
     """|Spearman ρ| of each feature with perplexity, one bar per model, grouped by feature.
 
     Topological and spectral features sit on differently shaded bands; hatched, faded bars
@@ -628,7 +628,7 @@ def plot_topo_vs_spectral_correlations(records: Sequence[dict], statistics: dict
     if not features or not labels:
         no_data(ax, "no correlation is defined (fewer than 3 checkpoints per model?)")
         ax.set_axis_off()
-        return save_figure(fig, path)
+        return fig
 
     group_h = 0.8
     bar_h = group_h / len(labels)
@@ -669,12 +669,12 @@ def plot_topo_vs_spectral_correlations(records: Sequence[dict], statistics: dict
                       label=f"p ≥ {SIGNIFICANCE:g} (not significant)")]
     fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 5),
                framealpha=0.9)
-    return save_figure(fig, path)
+    return fig
 
 
 @figure("wasserstein_rate", has_embedding)
-def plot_wasserstein_rate(records: Sequence[dict], statistics: dict, path: Path,
-                          results_root: Path | None = None) -> Path:
+def plot_wasserstein_rate(records: Sequence[dict], statistics: dict,
+                          results_root: Path | None = None) -> Drawn | None:
     """H0 and H1 Wasserstein distance to the previous checkpoint vs step (L∞ solid, L2
     dashed); per step of gap when checkpoints are unevenly spaced."""
     groups = by_model(records)
@@ -696,19 +696,19 @@ def plot_wasserstein_rate(records: Sequence[dict], statistics: dict, path: Path,
                  "at the later step\n"
                  + ("divided by the steps between them (gaps differ); " if per_step else "")
                  + "solid: L∞ ground metric, dashed: L2")
-    return save_figure(fig, path)
+    return fig
 
 
-@figure("perplexity_curves", has_embedding)
-def plot_perplexity_curves(records: Sequence[dict], statistics: dict, path: Path,
-                           results_root: Path | None = None) -> Path:
+@figure("perplexity_curves", has_embedding, overlay=True)
+def plot_perplexity_curves(records: Sequence[dict], statistics: dict,
+                           results_root: Path | None = None) -> Drawn | None:
     """Perplexity vs step per model, log y."""
     groups = by_model(records)
     fig, ax = subplots(figsize=(9.0, 5.5), layout="constrained")
     line_panel(ax, record_series(groups, "perplexity"), model_styles(groups),
                 title="Perplexity across training", ylabel="perplexity (log scale)",
                 steps=_all_steps(records), logy=True)
-    return save_figure(fig, path)
+    return fig
 
 
 # ------------------------------------------------------------------------ weight space
@@ -746,9 +746,9 @@ def _band_panel(ax: Axes, groups: dict[str, list[dict]], styles: dict[str, Style
                 ylabel=ylabel, steps=steps, extra_handles=extra)
 
 
-@figure("neural_persistence_evolution", has_weight)
-def plot_neural_persistence_evolution(records: Sequence[dict], statistics: dict, path: Path,
-                                      results_root: Path | None = None) -> Path:
+@figure("neural_persistence_evolution", has_weight, overlay=True)
+def plot_neural_persistence_evolution(records: Sequence[dict], statistics: dict,
+                                      results_root: Path | None = None) -> Drawn | None:
     """Neural persistence vs step (1 × 2): Rieck et al.'s normalised NP, the seed's variant.
 
     Lines are the mean over the checkpoint's weight matrices, shaded bands ± one standard
@@ -765,12 +765,12 @@ def plot_neural_persistence_evolution(records: Sequence[dict], statistics: dict,
                 ylabel=FEATURE_LABELS["np_seed_mean"][1])
     fig.suptitle("Neural persistence of the weight matrices across training "
                  "(mean over matrices)")
-    return save_figure(fig, path)
+    return fig
 
 
-@figure("vr_persistence_evolution", has_weight)
-def plot_vr_persistence_evolution(records: Sequence[dict], statistics: dict, path: Path,
-                                  results_root: Path | None = None) -> Path:
+@figure("vr_persistence_evolution", has_weight, overlay=True)
+def plot_vr_persistence_evolution(records: Sequence[dict], statistics: dict,
+                                  results_root: Path | None = None) -> Drawn | None:
     """Weight-row Vietoris–Rips homology vs step (2 × 2), summed over weight matrices.
 
     H0 and H1 total persistence, the H1 bar count, and the mean persistence entropy (H0
@@ -790,7 +790,7 @@ def plot_vr_persistence_evolution(records: Sequence[dict], statistics: dict, pat
                 style_key=("H0", "H1"))
     fig.suptitle("Vietoris–Rips homology of the weight rows across training "
                  "(summed over weight matrices)")
-    return save_figure(fig, path)
+    return fig
 
 
 def _target(records: Sequence[dict], statistics: dict) -> str:
@@ -873,8 +873,8 @@ def _quality_scatter(ax: Axes, groups: dict[str, list[dict]], styles: dict[str, 
 
 
 @figure("np_vs_loss_scatter", has_weight)
-def plot_np_vs_loss_scatter(records: Sequence[dict], statistics: dict, path: Path,
-                            results_root: Path | None = None) -> Path:
+def plot_np_vs_loss_scatter(records: Sequence[dict], statistics: dict,
+                            results_root: Path | None = None) -> Drawn | None:
     """The quality target (loss or perplexity) against neural persistence and against
     weight-row H0 total persistence (1 × 2), one colour per model, Spearman ρ noted.
 
@@ -889,7 +889,7 @@ def plot_np_vs_loss_scatter(records: Sequence[dict], statistics: dict, path: Pat
     for ax, key in zip(axes, ("np_mean", "weight_h0_total"), strict=True):
         _quality_scatter(ax, groups, styles, key, target, correlations)
     fig.suptitle(f"Model quality ({target}) against weight-space topology")
-    return save_figure(fig, path)
+    return fig
 
 
 def heatmap_order(name: str) -> tuple:
@@ -918,8 +918,8 @@ def _heatmap_features(correlations: dict) -> list[tuple[str, list[str]]]:
 
 
 @figure("correlation_heatmap", has_correlations)
-def plot_correlation_heatmap(records: Sequence[dict], statistics: dict, path: Path,
-                             results_root: Path | None = None) -> Path:
+def plot_correlation_heatmap(records: Sequence[dict], statistics: dict,
+                             results_root: Path | None = None) -> Drawn | None:
     """Spearman ρ of every feature with the quality target: rows features, grouped by
     family (weight space first), columns each model and the pooled series.
 
@@ -947,7 +947,7 @@ def plot_correlation_heatmap(records: Sequence[dict], statistics: dict, path: Pa
     if not features or not columns:
         no_data(ax, "no correlations")
         ax.set_axis_off()
-        return save_figure(fig, path)
+        return fig
 
     cmap = plt.get_cmap("RdBu_r")
     norm = Normalize(-1.0, 1.0)
@@ -997,7 +997,7 @@ def plot_correlation_heatmap(records: Sequence[dict], statistics: dict, path: Pa
                Patch(facecolor="0.86", edgecolor="0.6",
                      label="n/a: ρ undefined (< 3 points or constant)")]
     fig.legend(handles=handles, loc="outside lower center", ncol=2, framealpha=0.9)
-    return save_figure(fig, path)
+    return fig
 
 
 # The embedding figures, drawn when some record has a hidden-state feature or a perplexity.

@@ -2,12 +2,13 @@
 model size, early prediction of the final loss, and three figures drawn from the stored
 persistence diagrams or per-layer features.
 
-Each figure is a :class:`toposig.report.style.Figure`, ``plot_<name>(records, statistics,
-path, results_root=None)``, drawn from the records (as written by the store), the
-statistics of ``analysis.compute_statistics`` and, for the diagram figures, the ``.npz``
-arrays under the results root. A missing section, field or file gives a "no data" panel
-rather than an error, except :func:`plot_layer_heatmaps`, which returns None (and writes
-nothing) when no record has ``layer_features``. Each applies only given the results root
+Each figure is a :class:`toposig.report.style.Figure` (``plot_<name>.plot(records,
+statistics, results_root=None, ax=None)`` draws it, ``.save(..., path, ...)`` writes it),
+drawn from the records (as written by the store), the statistics of
+``analysis.compute_statistics`` and, for the diagram figures, the ``.npz`` arrays under
+the results root. A missing section, field or file gives a "no data" panel rather than an
+error, except :func:`plot_layer_heatmaps`, which draws nothing (``None``) when no record
+has ``layer_features``. Each applies only given the results root
 (and the data it draws); ``figures.plot_all`` draws those that apply after the report
 figures.
 
@@ -51,7 +52,7 @@ from toposig.report.plots import (
     step_of,
     value_of,
 )
-from toposig.report.style import Applies, Figure, figure, registry, save_figure, subplots
+from toposig.report.style import Applies, Drawn, Figure, figure, registry, subplots
 from toposig.run.results_folder import diagrams_of
 
 logger = logging.getLogger(__name__)
@@ -137,13 +138,13 @@ def _step_label(step: float) -> str:
     return f"{step / 1e6:.3g}M"
 
 
-def _empty_figure(path: str | Path, title: str, message: str,
-                  figsize: tuple[float, float] = (9.0, 4.0)) -> Path:
+def _empty_figure(title: str, message: str,
+                  figsize: tuple[float, float] = (9.0, 4.0)) -> Drawn:
     fig, ax = subplots(figsize=figsize, layout="constrained")
     ax.set_title(title)
     no_data(ax, message)
     ax.set_axis_off()
-    return save_figure(fig, path)
+    return fig
 
 
 def _log1p_safe(x):
@@ -191,9 +192,9 @@ def _heat_ticks(ax: Axes, steps: Sequence[float], axis: str = "y") -> None:
 # ------------------------------------------------------------------ training curves
 
 
-@figure("training_curves", has_quality)
-def plot_training_curves(records: list[dict], statistics: dict, path: Path,
-                         results_root: Path | None = None) -> Path:
+@figure("training_curves", has_quality, overlay=True)
+def plot_training_curves(records: list[dict], statistics: dict,
+                         results_root: Path | None = None) -> Drawn | None:
     """The quality target per model across training (1 × 2): the validation loss stored
     with each checkpoint, and the perplexity measured on the analysed texts (log y), or
     for encoders their masked-LM loss on the same texts.
@@ -220,7 +221,7 @@ def plot_training_curves(records: list[dict], statistics: dict, path: Path,
                     steps=steps, logy=logy, empty=empty,
                     extra_handles=[bootstrap_band_handle()] if band else [])
     fig.suptitle("Training curves: model quality across training")
-    return save_figure(fig, path)
+    return fig
 
 
 def stored_loss_title(records: Sequence[dict]) -> str:
@@ -283,8 +284,8 @@ def _targets_text(controlled: dict) -> str:
 
 
 @figure("controls_summary", has_section("controlled"))
-def plot_controls_summary(records: list[dict], statistics: dict, path: Path,
-                          results_root: Path | None = None) -> Path:
+def plot_controls_summary(records: list[dict], statistics: dict,
+                          results_root: Path | None = None) -> Drawn | None:
     """Which feature–quality correlations survive the controls: rows features (grouped by
     family), columns each model and the pooled series × raw Spearman, partial Spearman and
     Spearman of first differences.
@@ -303,7 +304,7 @@ def plot_controls_summary(records: list[dict], statistics: dict, path: Path,
     title = ("Correlation with model quality under three controls "
              f"(filled: Holm-adjusted p < {SIGNIFICANCE:g})")
     if not features or not columns:
-        return _empty_figure(path, title, "no controlled correlations in the statistics")
+        return _empty_figure(title, "no controlled correlations in the statistics")
 
     gap = 0.6
     xs = [g * (len(CONTROLS) + gap) + k for g in range(len(columns))
@@ -358,7 +359,7 @@ def plot_controls_summary(records: list[dict], statistics: dict, path: Path,
                            "after the control)")]
     fig.legend(handles=handles, loc="outside lower center", ncol=2, framealpha=0.9,
                fontsize=8.5)
-    return save_figure(fig, path)
+    return fig
 
 
 # ------------------------------------------------------------------------ phase fits
@@ -405,8 +406,8 @@ def _add_step_axis(ax: Axes, max_step: float) -> None:
 
 
 @figure("phase_fits", has_section("phases"))
-def plot_phase_fits(records: list[dict], statistics: dict, path: Path,
-                    results_root: Path | None = None) -> Path:
+def plot_phase_fits(records: list[dict], statistics: dict,
+                    results_root: Path | None = None) -> Drawn | None:
     """Three-segment continuous fits of features against log(1 + step), per model.
 
     Points are the checkpoints, lines the fits of ``statistics["phases"]`` (reconstructed
@@ -417,7 +418,7 @@ def plot_phase_fits(records: list[dict], statistics: dict, path: Path,
     features = _phase_features(phases)
     title = "Training phases: three-segment fits against log(1 + step)"
     if not features:
-        return _empty_figure(path, title, "no piecewise fits in the statistics")
+        return _empty_figure(title, "no piecewise fits in the statistics")
     groups = by_model(records)
     labels = list(dict.fromkeys([*groups, *phases]))
     styles = model_styles(labels)
@@ -477,7 +478,7 @@ def plot_phase_fits(records: list[dict], statistics: dict, path: Path,
         ax.legend(handles=handles, loc="upper center", fontsize=8, framealpha=0.9)
     fig.suptitle(f"{title}\n(points: checkpoints; lines: fitted continuous "
                  "piecewise-linear model)")
-    return save_figure(fig, path)
+    return fig
 
 
 # ----------------------------------------------------------------------------- scaling
@@ -549,8 +550,8 @@ def _scaling_panel(ax: Axes, name: str, fit: dict, groups: dict[str, list[dict]]
 
 
 @figure("scaling_relationships", has_section("scaling"))
-def plot_scaling_relationships(records: list[dict], statistics: dict, path: Path,
-                               results_root: Path | None = None) -> Path:
+def plot_scaling_relationships(records: list[dict], statistics: dict,
+                               results_root: Path | None = None) -> Drawn | None:
     """Final loss and up to five final-checkpoint features against parameter count
     (log–log), one point per model, with the power law a·N^b (+ c) of
     ``statistics["scaling"]["fits"]``, its exponent, R² and Spearman ρ."""
@@ -558,7 +559,7 @@ def plot_scaling_relationships(records: list[dict], statistics: dict, path: Path
     fits = scaling.get("fits") or {}
     title = "Scaling of final-checkpoint values with model size"
     if scaling.get("reason") or not fits:
-        return _empty_figure(path, title, f"no scaling fits: "
+        return _empty_figure(title, f"no scaling fits: "
                              f"{scaling.get('reason', 'no scaling section in the statistics')}")
     features = [f for f in fits if f not in ("final_loss", "final_perplexity")
                 and isinstance(fits[f], dict)]
@@ -583,7 +584,7 @@ def plot_scaling_relationships(records: list[dict], statistics: dict, path: Path
     fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 5))
     fig.suptitle(f"{title}: power law a·N^b fitted in log–log space\n(Spearman p exact "
                  "over all orderings; with n models it cannot fall below 2/n!)")
-    return save_figure(fig, path)
+    return fig
 
 
 # -------------------------------------------------------------------------- prediction
@@ -603,8 +604,8 @@ def _fraction_label(key: str) -> str:
 
 
 @figure("prediction_comparison", has_section("prediction"))
-def plot_prediction_comparison(records: list[dict], statistics: dict, path: Path,
-                               results_root: Path | None = None) -> Path:
+def plot_prediction_comparison(records: list[dict], statistics: dict,
+                               results_root: Path | None = None) -> Drawn | None:
     """Early prediction of the final loss (1 × 2): MAE over models per method and early
     fraction, annotated with the MAE reduction against the loss-only power law; and each
     model's predictions next to its true final loss."""
@@ -612,7 +613,7 @@ def plot_prediction_comparison(records: list[dict], statistics: dict, path: Path
     fractions = prediction.get("fractions") or {}
     title = "Predicting the final loss from early checkpoints"
     if prediction.get("reason") or not fractions:
-        return _empty_figure(path, title, "no predictions: " + prediction.get(
+        return _empty_figure(title, "no predictions: " + prediction.get(
             "reason", "no prediction section in the statistics"))
     methods = [m for m in prediction.get("methods") or PREDICTION_METHODS]
     colors = {m: METHOD_COLORS.get(m, "0.5") for m in methods}
@@ -692,7 +693,7 @@ def plot_prediction_comparison(records: list[dict], statistics: dict, path: Path
                fontsize=9, framealpha=0.9)
     feature = prediction.get("feature")
     fig.suptitle(f"{title}" + (f" (topology feature: {feature})" if feature else ""))
-    return save_figure(fig, path)
+    return fig
 
 
 # ------------------------------------------------------------------ diagram figures
@@ -735,8 +736,8 @@ def _scale_max(series: dict, q: int) -> float:
 
 
 @figure("betti_curves", has_arrays)
-def plot_betti_curves(records: list[dict], statistics: dict, path: Path,
-                      results_root: Path | None = None) -> Path:
+def plot_betti_curves(records: list[dict], statistics: dict,
+                      results_root: Path | None = None) -> Drawn | None:
     """CROCKER plot: Betti numbers of the hidden-state diagrams over filtration scale (x)
     and checkpoint (y), one column per model (up to four), rows H0 and H1; the scale grid
     is shared per dimension (0 to the 99th percentile of finite deaths)."""
@@ -744,7 +745,7 @@ def plot_betti_curves(records: list[dict], statistics: dict, path: Path,
     title = "Betti curves across training (CROCKER plot)"
     if not series:
         why = "no results root given" if results_root is None else "no diagram arrays found"
-        return _empty_figure(path, title, f"no data: {why}")
+        return _empty_figure(title, f"no data: {why}")
     all_groups = by_model(records)
     labels = _spread_models({lb: all_groups[lb] for lb in series})
     dims = sorted({q for rows in series.values() for _, dgms in rows for q in dgms
@@ -775,7 +776,7 @@ def plot_betti_curves(records: list[dict], statistics: dict, path: Path,
     shown = "" if len(labels) == len(series) else f" ({len(labels)} of {len(series)} models)"
     fig.suptitle(f"{title}{shown}: bars with birth ≤ scale < death, hidden states of the "
                  "analysed layer")
-    return save_figure(fig, path)
+    return fig
 
 
 def select_checkpoints(steps: Sequence[float], k: int = MAX_DIAGRAM_CHECKPOINTS) -> list[int]:
@@ -795,8 +796,8 @@ def select_checkpoints(steps: Sequence[float], k: int = MAX_DIAGRAM_CHECKPOINTS)
 
 
 @figure("persistence_diagrams", has_arrays)
-def plot_persistence_diagrams(records: list[dict], statistics: dict, path: Path,
-                              results_root: Path | None = None) -> Path:
+def plot_persistence_diagrams(records: list[dict], statistics: dict,
+                              results_root: Path | None = None) -> Drawn | None:
     """H0 and H1 persistence diagrams (rows) of the largest model at up to five
     checkpoints (columns: first, last and log-spaced ones between); infinite bars sit on
     a dashed line at the top."""
@@ -804,7 +805,7 @@ def plot_persistence_diagrams(records: list[dict], statistics: dict, path: Path,
     title = "Persistence diagrams of the hidden states across training"
     if not series:
         why = "no results root given" if results_root is None else "no diagram arrays found"
-        return _empty_figure(path, title, f"no data: {why}")
+        return _empty_figure(title, f"no data: {why}")
     groups = by_model(records)
     label = max(series, key=lambda lb: _num_parameters(groups[lb]) or 0.0)
     rows = series[label]
@@ -853,7 +854,7 @@ def plot_persistence_diagrams(records: list[dict], statistics: dict, path: Path,
     fig.legend(handles=handles, loc="outside lower center", ncol=4)
     fig.suptitle(f"{title}: {label}, the largest model "
                  f"({_step_label(_num_parameters(groups[label]) or 0)} parameters)")
-    return save_figure(fig, path)
+    return fig
 
 
 # ------------------------------------------------------------------- layer heatmaps
@@ -900,13 +901,13 @@ def _layered(records: Sequence[dict]) -> bool:
                for r in records)
 
 
-@figure("layer_heatmaps", has_layer_features)
-def plot_layer_heatmaps(records: list[dict], statistics: dict, path: Path,
-                        results_root: Path | None = None) -> Path | None:
+@figure("layer_heatmaps", has_layer_features, overlay=True)
+def plot_layer_heatmaps(records: list[dict], statistics: dict,
+                        results_root: Path | None = None) -> Drawn | None:
     """Per model (columns, up to four), a layer × checkpoint heatmap of H1 total
     persistence and of RankMe (rows), from ``layer_features`` (runs with ``--layers
     all``), each row labelled with what that hidden state is (:func:`layer_tick_labels`:
-    ``embeddings``, ``block k``, ``final norm``). Returns None and writes nothing when
+    ``embeddings``, ``block k``, ``final norm``). Returns None (nothing drawn) when
     no record has ``layer_features``."""
     if not _layered(records):
         return None
@@ -946,7 +947,7 @@ def plot_layer_heatmaps(records: list[dict], statistics: dict, path: Path,
                           fontsize=8 if len(layers) <= 16 else 6)
             fig.colorbar(im, ax=ax, label=unit, shrink=0.9, pad=0.02)
     fig.suptitle("Per-layer topology and spectrum across training (grey: not recorded)")
-    return save_figure(fig, path)
+    return fig
 
 
 # ----------------------------------------------------------------------------- all

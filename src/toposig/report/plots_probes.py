@@ -7,7 +7,7 @@
   merge saddles and the checkpoint itself marked.
 
 Drawn when the records carry the features (the surfaces also need their arrays under the
-results root: without it, or them, :func:`plot_loss_landscapes` writes nothing).
+results root: without it, or them, :func:`plot_loss_landscapes` draws nothing).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from matplotlib.lines import Line2D
 from toposig.analysis.stats import by_model, feature_family
 from toposig.report.plots import feature_grid
 from toposig.report.plots_analysis import select_checkpoints
-from toposig.report.style import Figure, figure, registry, save_figure, subplots
+from toposig.report.style import Drawn, Figure, figure, registry, subplots
 from toposig.run.store import load_arrays
 
 logger = logging.getLogger(__name__)
@@ -45,12 +45,12 @@ def has_probe_features(records: Sequence[dict], statistics: dict | None = None,
                for r in records for k in (r.get("features") or {}))
 
 
-@figure("loss_probe_evolution", has_probe_features)
-def plot_loss_probe_evolution(records: list[dict], statistics: dict, path: Path,
-                              results_root: Path | None = None) -> Path:
+@figure("loss_probe_evolution", has_probe_features, overlay=True)
+def plot_loss_probe_evolution(records: list[dict], statistics: dict,
+                              results_root: Path | None = None) -> Drawn | None:
     """Curvature, loss-surface and gradient features vs step (up to 3 × 3 panels)."""
     keys = _present(records, EVOLUTION_FEATURES)
-    return feature_grid(records, keys, path,
+    return feature_grid(records, keys,
                          "Curvature, loss surface and per-example gradients across training",
                          note=("probe batch: fixed seeded token windows;\nλ₁: top Hessian "
                                "eigenvalue (Lanczos);\ngradients: projected, Vietoris–Rips"))
@@ -79,8 +79,8 @@ def _surface_panels(records: Sequence[dict], results_root: str | Path
 
 
 @figure("loss_landscapes", has_probe_features)
-def plot_loss_landscapes(records: list[dict], statistics: dict, path: Path,
-                         results_root: Path | None = None) -> Path | None:
+def plot_loss_landscapes(records: list[dict], statistics: dict,
+                         results_root: Path | None = None) -> Drawn | None:
     """Filled contours of the loss surface of up to five models at three checkpoints."""
     if results_root is None:
         return None
@@ -124,7 +124,7 @@ def plot_loss_landscapes(records: list[dict], statistics: dict, path: Path,
              "random": "plane of two filter-normalised random directions"}.get(
                  dirs, "plane of two directions")
     fig.suptitle(f"Loss surface around checkpoints, in the {plane}")
-    return save_figure(fig, path)
+    return fig
 
 
 PROBE_FIGURES: dict[str, Figure] = registry(plot_loss_probe_evolution, plot_loss_landscapes)

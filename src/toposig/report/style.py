@@ -2,14 +2,17 @@
 
 A figure is a :class:`Figure`: a file name, a test of whether it applies to a results
 folder, and a drawing function with one signature,
-``draw(records, statistics, path, results_root) -> Path | None``: the records (one dict
-per model and checkpoint, as the store writes them), the statistics of
-:func:`toposig.analysis.statistics.compute_statistics`, the path to write (its suffix is
-replaced by each output format) and the folder the records' ``arrays_file`` paths are
-relative to (``None`` when the caller has none). :func:`figure` makes one from a drawing
-function; calling it draws under :data:`RC_PARAMS` without touching global rcParams.
-Each figure module lists its figures in a :func:`registry`, and
-:func:`toposig.report.figures.plot_all` draws, in registry order, those that apply.
+``draw(records, statistics, results_root) -> Figure | SubFigure | None``: the records (one
+dict per model and checkpoint, as the store writes them), the statistics of
+:func:`toposig.analysis.statistics.compute_statistics` and the folder the records'
+``arrays_file`` paths are relative to (``None`` when the caller has none); it makes its
+panels with :func:`subplots` and returns the figure holding them, writing nothing.
+:func:`figure` makes one from a drawing function. :meth:`Figure.plot` draws it under
+:data:`RC_PARAMS` (without touching global rcParams) on a new figure or on the caller's
+Axes, Figure or SubFigure (:func:`drawing_on`); :meth:`Figure.save` draws it and writes
+the file, the one place a figure is written. Each figure module lists its figures in a
+:func:`registry`, and :func:`toposig.report.figures.plot_all` saves, in registry order,
+those that apply.
 
 :func:`save_figure` writes a figure in the formats and resolution of the current
 :class:`FigureOutput` (PNG at :data:`DPI` unless a caller sets another with
@@ -27,9 +30,13 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure as MplFigure
+from matplotlib.figure import SubFigure
 
 logger = logging.getLogger(__name__)
 
@@ -40,15 +47,62 @@ def subplots(nrows: int = 1, ncols: int = 1, **kwargs):
     never changes (or opens anything in) the backend a notebook or script uses, and
     saving picks the writer for the format (Agg for PNG). Figure keywords (``figsize``,
     ``layout``, ...) go to the figure, the rest to :meth:`~matplotlib.figure.Figure.subplots`.
+
+    Inside :func:`drawing_on` the panels go where the caller asked instead: into the given
+    Axes (one panel), into a sub-figure in that Axes' place (several panels), or into the
+    given Figure or SubFigure; the figure keywords are then the caller's business and
+    ignored. The figure returned is the one that holds the panels (a SubFigure in the
+    second case), on which titles, legends and colour bars go.
     """
     fig_keys = {"figsize", "dpi", "layout", "facecolor", "edgecolor", "frameon"}
-    fig = MplFigure(**{k: v for k, v in kwargs.items() if k in fig_keys})
-    axes = fig.subplots(nrows, ncols, **{k: v for k, v in kwargs.items() if k not in fig_keys})
-    return fig, axes
+    grid_kwargs = {k: v for k, v in kwargs.items() if k not in fig_keys}
+    target = _TARGET.get()
+    if isinstance(target, Axes) and nrows * ncols == 1:
+        _TARGET.set(None)  # one figure per drawing: a second call gets a figure of its own
+        return target.get_figure(), (target if grid_kwargs.get("squeeze", True)
+                                     else np.array([[target]], dtype=object))
+    fig = canvas(**{k: v for k, v in kwargs.items() if k in fig_keys})
+    return fig, fig.subplots(nrows, ncols, **grid_kwargs)
+
+
+def canvas(**figure_kwargs) -> MplFigure | SubFigure:
+    """A new figure (``figure_kwargs`` go to :class:`matplotlib.figure.Figure`), or inside
+    :func:`drawing_on` the caller's target: its Figure or SubFigure, or for an Axes a
+    sub-figure in that Axes' place in its grid (the Axes is removed)."""
+    target = _TARGET.get()
+    if target is None:
+        return MplFigure(**figure_kwargs)
+    _TARGET.set(None)  # one figure per drawing: a second call gets a figure of its own
+    if not isinstance(target, Axes):
+        return target
+    spec = target.get_subplotspec()
+    parent = target.get_figure()
+    if spec is None or parent is None:
+        raise ValueError("this figure has several panels: give a Figure, a SubFigure or an "
+                         "Axes made by subplots (one with a place in a grid)")
+    target.remove()
+    return parent.add_subfigure(spec)
+
+
+Target = Axes | MplFigure | SubFigure
+_TARGET: ContextVar[Target | None] = ContextVar("figure_target", default=None)
+
+
+@contextlib.contextmanager
+def drawing_on(target: Target | None) -> Iterator[None]:
+    """Make the next :func:`subplots` call inside the block draw on ``target`` (an Axes, a
+    Figure or a SubFigure; ``None``: a new figure of its own)."""
+    token = _TARGET.set(target)
+    try:
+        yield
+    finally:
+        _TARGET.reset(token)
+
 
 DPI = 130
-# Font sizes of every figure (applied per figure with plt.rc_context).
-RC_PARAMS = {
+# Font sizes of every figure (applied per figure with plt.rc_context); typed Any since
+# matplotlib types rcParams keys as a Literal of every key.
+RC_PARAMS: Any = {
     "font.size": 10,
     "axes.titlesize": 11,
     "axes.labelsize": 10,
@@ -61,10 +115,11 @@ RC_PARAMS = {
 FIGURE_FORMATS = ("png", "pdf", "svg")
 # Vector text stays text (selectable, searchable): TrueType in PDF, <text> in SVG; no
 # creation date, so the same figure gives the same bytes.
-VECTOR_RC = {"pdf.fonttype": 42, "svg.fonttype": "none", "svg.hashsalt": "toposig"}
+VECTOR_RC: Any = {"pdf.fonttype": 42, "svg.fonttype": "none", "svg.hashsalt": "toposig"}
 NO_DATES = {"pdf": {"CreationDate": None}, "svg": {"Date": None}}
 
-Draw = Callable[[list[dict], dict, Path, "Path | None"], "Path | None"]
+Drawn = MplFigure | SubFigure
+Draw = Callable[[list[dict], dict, "Path | None"], "Drawn | None"]
 Applies = Callable[[Sequence[dict], dict, "Path | None"], bool]
 
 
@@ -73,27 +128,60 @@ class Figure:
 
     Attributes:
         name: the file's stem (``summary_figure`` → ``summary_figure.png``).
-        draw: the drawing function (see the module).
+        draw: the drawing function, ``draw(records, statistics, results_root)`` → the
+            figure it drew (see the module), or ``None`` when there is nothing to draw.
         applies: ``applies(records, statistics, results_root)``, whether the folder's data
             calls for this figure (:func:`toposig.report.figures.plot_all` draws only
             those).
+        overlay: whether the figure is drawn from the records alone, one line or column
+            per model, so that two runs compare on the same axes (their models relabelled
+            ``<run>: <model>``); the others compare side by side.
 
-    Calling a ``Figure`` draws it: ``fig(records, statistics, path, results_root=None)``
-    returns the path written (first output format), or ``None`` when there was nothing to
-    draw and nothing was written. ``None`` records or statistics count as empty.
+    :meth:`plot` draws the figure and returns it, on ``ax`` when given; :meth:`save` (also
+    what calling a ``Figure`` does) draws it and writes it to a file, the one place a
+    figure touches the disk.
     """
 
-    def __init__(self, name: str, draw: Draw, applies: Applies) -> None:
+    def __init__(self, name: str, draw: Draw, applies: Applies, overlay: bool = False) -> None:
         self.name = name
         self.draw = draw
         self.applies = applies
+        self.overlay = overlay
         functools.update_wrapper(self, draw)
 
-    def __call__(self, records: Sequence[dict] | None, statistics: dict | None,
-                 path: str | Path, results_root: str | Path | None = None) -> Path | None:
+    def plot(self, records: Sequence[dict] | None, statistics: dict | None,
+             results_root: str | Path | None = None, *, ax: Target | None = None
+             ) -> Drawn | None:
+        """Draw the figure and return it (``None`` when there is nothing to draw).
+
+        Args:
+            records: the per-checkpoint records (``data/all_results.json``'s entries).
+            statistics: the analysis' statistics (``data/statistics.json``).
+            results_root: the folder the records' ``arrays_file`` paths are relative to
+                (figures of diagrams and loss surfaces need it).
+            ax: where to draw: an Axes (a figure of several panels takes that Axes'
+                place in its grid, as a sub-figure), a Figure or a SubFigure; ``None``: a
+                new :class:`matplotlib.figure.Figure` of the figure's own size, made
+                without pyplot (it shows in a notebook as a cell's value, and
+                ``fig.savefig`` writes it).
+
+        Returns:
+            The Figure or SubFigure holding the panels.
+        """
         root = Path(results_root) if results_root is not None else None
+        with plt.rc_context(RC_PARAMS), drawing_on(ax):
+            return self.draw(list(records or []), statistics or {}, root)
+
+    def save(self, records: Sequence[dict] | None, statistics: dict | None,
+             path: str | Path, results_root: str | Path | None = None) -> Path | None:
+        """Draw the figure and write it to ``path`` (see :func:`save_figure`); returns the
+        path written (first output format), or ``None`` when there was nothing to draw and
+        nothing was written. ``None`` records or statistics count as empty."""
         with plt.rc_context(RC_PARAMS):
-            return self.draw(list(records or []), statistics or {}, Path(path), root)
+            drawn = self.plot(records, statistics, results_root)
+            return None if drawn is None else save_figure(drawn, path)
+
+    __call__ = save
 
     def __repr__(self) -> str:
         return f"Figure({self.name!r})"
@@ -104,11 +192,12 @@ def always(records: Sequence[dict], statistics: dict, results_root: Path | None)
     return True
 
 
-def figure(name: str, applies: Applies = always) -> Callable[[Draw], Figure]:
+def figure(name: str, applies: Applies = always, overlay: bool = False
+           ) -> Callable[[Draw], Figure]:
     """Decorator: the drawing function as a :class:`Figure` named ``name``."""
 
     def make(draw: Draw) -> Figure:
-        return Figure(name, draw, applies)
+        return Figure(name, draw, applies, overlay)
 
     return make
 
@@ -168,12 +257,14 @@ def figure_output(output: FigureOutput) -> Iterator[FigureOutput]:
         _OUTPUT.reset(token)
 
 
-def save_figure(fig: MplFigure, path: str | Path) -> Path:
+def save_figure(fig: Drawn, path: str | Path) -> Path:
     """Write a figure in each format of the current :class:`FigureOutput` (``path`` with
     that suffix), each atomically (a temporary file in the same folder, then a rename),
-    so a kill never leaves a cut-short image in place. Returns the first format's path."""
+    so a kill never leaves a cut-short image in place; a SubFigure writes the figure it is
+    part of. Returns the first format's path."""
     output = current_output()
     path = Path(path)
+    root = fig if isinstance(fig, MplFigure) else fig.get_figure(root=True)
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         for fmt in output.formats:
@@ -182,7 +273,7 @@ def save_figure(fig: MplFigure, path: str | Path) -> Path:
                                        suffix=".tmp")
             try:
                 with os.fdopen(fd, "wb") as f, plt.rc_context(VECTOR_RC):
-                    fig.savefig(f, dpi=output.dpi, format=fmt, metadata=NO_DATES.get(fmt))
+                    root.savefig(f, dpi=output.dpi, format=fmt, metadata=NO_DATES.get(fmt))
                 os.chmod(tmp, 0o644)
                 os.replace(tmp, target)
             except BaseException:
@@ -190,5 +281,5 @@ def save_figure(fig: MplFigure, path: str | Path) -> Path:
                 raise
             logger.debug("wrote %s", target)
     finally:
-        plt.close(fig)
+        plt.close(root)  # a pyplot figure a caller made; report figures are not pyplot's
     return path.with_suffix(f".{output.formats[0]}")

@@ -1,0 +1,128 @@
+"""Draw the report's figures from results folders: one run's, or two runs (or more) compared.
+
+    toposig plot --compare results results-lr2          two runs, one figure each
+    toposig plot results --figures perplexity_curves --formats svg
+
+A comparison draws, for every figure some run has data for, one figure: the runs on the
+same axes where the figure is drawn from the records alone (the evolution and training
+curves, the layer heat maps; each model labelled <run>: <model>), side by side otherwise
+(statistics and diagrams). The runs are named by their folders' names (--names to choose).
+The folders are only read: their statistics are data/statistics.json where it fits the
+records, else computed in memory as `toposig analyze` would. The figures go to --out
+(default: compare-<run>-vs-<run>, or plots-<run> for one run, in the current folder),
+each written atomically; nothing else there is touched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from toposig.cli.options import help_text, setup_logging
+from toposig.files.names import escape
+from toposig.report.style import DPI, FigureOutput
+
+
+def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=prog, description=help_text(__doc__, prog),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("folders", nargs="*", metavar="FOLDER",
+                   help="results folders (what `toposig run --out` wrote)")
+    p.add_argument("--compare", nargs="+", default=[], metavar="FOLDER",
+                   help="results folders to compare (with any FOLDER given before): one "
+                        "figure for all of them")
+    p.add_argument("--names", default=None, metavar="LIST",
+                   help="the runs' names on the figures, comma-separated, in order "
+                        "(default: the folders' names)")
+    p.add_argument("--figures", default="all", metavar="LIST",
+                   help="figure names, comma-separated, or all (every figure some run has "
+                        "data for) (default: %(default)s)")
+    p.add_argument("--out", default=None, metavar="FOLDER",
+                   help="where the figures go (default: compare-<run>-vs-<run>, or "
+                        "plots-<run>, in the current folder)")
+    p.add_argument("--formats", default="png", metavar="LIST",
+                   help="figure formats, comma-separated: png, pdf, svg (default: %(default)s)")
+    p.add_argument("--dpi", type=int, default=DPI,
+                   help="resolution of PNG figures, dots per inch (default: %(default)s)")
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    return p
+
+
+def run_names(folders: list[Path], names: str | None) -> list[str]:
+    """The runs' names: ``--names`` split on commas, else the folders' names; refused when
+    they are not one per folder or not all different."""
+    chosen = ([n.strip() for n in names.split(",")] if names is not None
+              else [f.name or f.resolve().name for f in folders])
+    if len(chosen) != len(folders):
+        raise ValueError(f"--names gives {len(chosen)} names for {len(folders)} folders")
+    if len(set(chosen)) != len(chosen) or not all(chosen):
+        raise ValueError(f"the runs need different, non-empty names to be told apart on a "
+                         f"figure, got {chosen}; choose them with --names A,B")
+    return chosen
+
+
+def chosen_figures(text: str) -> list[str] | None:
+    """``--figures``: ``None`` for all, else the names, each checked."""
+    from toposig.report.figures import ALL_FIGURES
+
+    if text.strip().lower() == "all":
+        return None
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in ALL_FIGURES]
+    if unknown or not names:
+        raise ValueError(f"--figures: no figure named {', '.join(unknown) or repr(text)}; "
+                         f"the figures are {', '.join(ALL_FIGURES)}")
+    return names
+
+
+def output_folder(out: str | None, names: list[str]) -> Path:
+    """``--out``, or the default named after the runs; refused when it is a file."""
+    folder = Path(out) if out is not None else Path(
+        escape("compare-" + "-vs-".join(names)) if len(names) > 1 else escape(f"plots-{names[0]}"))
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"--out {folder} is a file, not a folder")
+    return folder
+
+
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    """``toposig plot``: returns 0, or 2 with one ``error:`` line (a folder missing or
+    damaged, an unknown figure, names that collide, an --out that is a file)."""
+    args = build_parser(prog).parse_args(argv)
+    setup_logging(args.verbose)
+    from toposig.report.figures import ALL_FIGURES, figures_that_apply, save_compared
+    from toposig.report.style import figure_output
+    from toposig.results import open_results
+    from toposig.run.store import DamagedResultsError
+
+    folders = [Path(f) for f in [*args.folders, *args.compare]]
+    try:
+        if not folders:
+            raise ValueError("give a results folder, or --compare A B")
+        names = run_names(folders, args.names)
+        wanted = chosen_figures(args.figures)
+        output = FigureOutput(tuple(dict.fromkeys(
+            f.strip().lower() for f in args.formats.split(",") if f.strip())), args.dpi)
+        out = output_folder(args.out, names)
+        runs = [open_results(f, name) for f, name in zip(folders, names, strict=True)]
+        applying = {f.name for r in runs
+                    for f in figures_that_apply(r.records, r.statistics, r.folder)}
+        written, skipped = [], []
+        with figure_output(output):
+            for name in wanted or list(ALL_FIGURES):
+                if name not in applying:
+                    skipped.append(name)
+                    continue
+                data = [r.run_data() for r in runs]
+                path = save_compared(ALL_FIGURES[name], data, out / f"{name}.png")
+                (written if path is not None else skipped).append(path or name)
+    except (ValueError, DamagedResultsError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"figures ({len(written)}, {', '.join(output.formats)}) of "
+          f"{' vs '.join(names)}: {out}/")
+    if wanted is not None:
+        for name in skipped:
+            print(f"not drawn: {name} (no run has data for it)")
+    return 0
