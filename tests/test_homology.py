@@ -154,3 +154,11 @@ def test_betti_curve_equals_gudhis():
         want = BettiCurve(predefined_grid=grid).fit_transform([diagram])[0]
         np.testing.assert_array_equal(homology.betti_curve(diagram, grid), want)
     assert homology.betti_curve(np.empty((0, 2)), np.array([0.0, 1.0])).tolist() == [0, 0]
+
+
+def test_vietoris_rips_names_its_two_results_and_still_unpacks():
+    result = homology.vietoris_rips(circle(40), maxdim=1)
+    dgms, used = result
+    assert result.diagrams is dgms and result.backend == used
+    assert repr(result) == (f"Persistence(H0: {len(dgms[0])} bars, H1: {len(dgms[1])} bars; "
+                            f"by {used})")

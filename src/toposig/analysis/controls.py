@@ -42,8 +42,9 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import stats as sps
 
-from toposig.analysis import trend_controls
+from toposig.analysis import stats, trend_controls
 from toposig.analysis.stats import MIN_POINTS, by_model, correlation, feature_values
+from toposig.records import FeatureFamily
 
 ALPHA = 0.05
 N_BOOTSTRAP = 1000
@@ -67,6 +68,13 @@ GRADIENT_BASELINE = "grad_norm_mean"
 WEIGHT_BASELINES = (WEIGHT_BASELINE, "weight_spectral_norm_mean", "weight_alpha_mean",
                     "weight_alpha_weighted_mean")
 EMBEDDING_BASELINES = (EMBEDDING_BASELINE, "effective_rank_cov", "rankme")
+# the baselines of each topological family (the feature registry's families)
+_BASELINES: dict[FeatureFamily, tuple[str, ...]] = {
+    FeatureFamily.WEIGHT_TOPOLOGICAL: WEIGHT_BASELINES,
+    FeatureFamily.EMBEDDING_TOPOLOGICAL: EMBEDDING_BASELINES,
+    FeatureFamily.LANDSCAPE_TOPOLOGICAL: (LANDSCAPE_BASELINE,),
+    FeatureFamily.GRADIENT_TOPOLOGICAL: (GRADIENT_BASELINE,),
+}
 
 
 def baselines_of(feature: str) -> tuple[str, ...]:
@@ -80,15 +88,7 @@ def baselines_of(feature: str) -> tuple[str, ...]:
     merge tree (``landscape_*``) the Hessian trace; for gradient-space topology
     (``grad_h*``) the mean gradient norm; ``()`` for the baselines themselves, the
     spectral and curvature features and anything else."""
-    if feature.startswith("np_") or feature.startswith("weight_h"):
-        return WEIGHT_BASELINES
-    if feature.startswith(("h0_", "h1_", "h2_")):
-        return EMBEDDING_BASELINES
-    if feature.startswith("landscape_"):
-        return (LANDSCAPE_BASELINE,)
-    if feature.startswith(("grad_h0_", "grad_h1_", "grad_h2_")):
-        return (GRADIENT_BASELINE,)
-    return ()
+    return _BASELINES.get(stats.feature_family(feature), ())
 
 
 def baseline_of(feature: str) -> str | None:

@@ -12,6 +12,7 @@ import numpy as np
 from scipy import stats as sps
 
 from toposig.features import homology
+from toposig.features.registry import WEIGHT_STATISTICS, family_by_convention, feature_info
 from toposig.features.spectral import SPECTRAL_NAMES
 from toposig.records import FeatureFamily
 
@@ -110,44 +111,27 @@ def feature_names(records: Sequence[dict]) -> list[str]:
 
 def is_topological(name: str) -> bool:
     """Embedding-space persistent-homology features (``h0_*``, ``h1_*``, ``h2_*``)."""
-    return name.startswith(("h0_", "h1_", "h2_"))
-
-
-WEIGHT_STATISTICS: tuple[str, ...] = ("weight_l2_norm", "weight_std", "weight_max_abs",
-                                      "weight_mean_abs", "weight_spectral_norm_mean",
-                                      "weight_stable_rank_mean", "weight_alpha_mean",
-                                      "weight_alpha_weighted_mean")
+    return feature_family(name) == FeatureFamily.EMBEDDING_TOPOLOGICAL
 
 
 def is_weight_feature(name: str) -> bool:
     """Weight-space features: neural persistence (``np_*``) and ``weight_*``."""
-    return name.startswith(("np_", "weight_"))
+    return feature_family(name) in (FeatureFamily.WEIGHT_TOPOLOGICAL,
+                                    FeatureFamily.WEIGHT_STATISTICS)
 
 
 def feature_family(name: str) -> FeatureFamily:
-    """What a feature measures, by its name: ``embedding_topological`` (``h0_*`` ...),
-    ``embedding_spectral``, ``weight_topological`` (neural persistence and weight-row
-    homology), ``weight_statistics`` (the non-topological weight baseline),
+    """What a feature measures: its entry in the feature registry
+    (:func:`toposig.features.registry.feature_info`), or for a name the package does not
+    compute (an imported table's) the naming convention's family
+    (:func:`toposig.features.registry.family_by_convention`): ``embedding_topological``
+    (``h0_*`` ...), ``embedding_spectral``, ``weight_topological`` (neural persistence and
+    weight-row homology), ``weight_statistics`` (the non-topological weight baseline),
     ``curvature`` (``hessian_*``), ``landscape_topological`` (``landscape_*``, the loss
     surface's merge tree), ``gradient_topological`` (``grad_h*``), ``gradient_statistics``
     (the other ``grad_*``) or ``other``."""
-    if is_topological(name):
-        return FeatureFamily.EMBEDDING_TOPOLOGICAL
-    if name in SPECTRAL_NAMES:
-        return FeatureFamily.EMBEDDING_SPECTRAL
-    if name in WEIGHT_STATISTICS:
-        return FeatureFamily.WEIGHT_STATISTICS
-    if is_weight_feature(name):
-        return FeatureFamily.WEIGHT_TOPOLOGICAL
-    if name.startswith("hessian_"):
-        return FeatureFamily.CURVATURE
-    if name.startswith("landscape_"):
-        return FeatureFamily.LANDSCAPE_TOPOLOGICAL
-    if name.startswith(("grad_h0_", "grad_h1_", "grad_h2_")):
-        return FeatureFamily.GRADIENT_TOPOLOGICAL
-    if name.startswith("grad_"):
-        return FeatureFamily.GRADIENT_STATISTICS
-    return FeatureFamily.OTHER
+    info = feature_info(name)
+    return info.family if info is not None else family_by_convention(name)
 
 
 def prefers_loss(name: str) -> bool:

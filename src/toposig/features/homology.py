@@ -20,6 +20,7 @@ import importlib.util
 import logging
 import math
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import numpy as np
 from scipy.spatial.distance import pdist, squareform
@@ -118,9 +119,26 @@ _BACKENDS: dict[str, Callable[[np.ndarray, int], list[Diagram]]] = {
 }
 
 
+class Persistence(NamedTuple):
+    """What :func:`vietoris_rips` returns: a tuple ``(diagrams, backend)`` (it unpacks as
+    one) with named fields.
+
+    Attributes:
+        diagrams: ``diagrams[q]``, the (m_q, 2) float64 (birth, death) array of H_q.
+        backend: the library that computed them (``ripser``, ``giotto-ph``, ``gudhi``).
+    """
+
+    diagrams: list[Diagram]
+    backend: str
+
+    def __repr__(self) -> str:
+        bars = ", ".join(f"H{q}: {len(d)} bars" for q, d in enumerate(self.diagrams))
+        return f"Persistence({bars}; by {self.backend})"
+
+
 def vietoris_rips(
     points: np.ndarray, maxdim: int = 1, backend: str = "auto"
-) -> tuple[list[Diagram], str]:
+) -> Persistence:
     """Vietoris–Rips persistence diagrams of a point cloud, over Z/2.
 
     Args:
@@ -129,14 +147,14 @@ def vietoris_rips(
         backend: ``"auto"``, ``"ripser"``, ``"giotto-ph"`` or ``"gudhi"``.
 
     Returns:
-        ``(diagrams, backend)``: ``diagrams[q]`` is an (m_q, 2) float64 array of
-        (birth, death), sorted, with bars of zero persistence removed; the name of the
-        backend that computed them.
+        A :class:`Persistence`, ``(diagrams, backend)``: ``diagrams[q]`` is an (m_q, 2)
+        float64 array of (birth, death), sorted, with bars of zero persistence removed;
+        the name of the backend that computed them.
     """
     name = resolve_backend(backend)
     dist = distance_matrix(points)
     diagrams = [_clean(d) for d in _BACKENDS[name](dist, maxdim)]
-    return diagrams, name
+    return Persistence(diagrams, name)
 
 
 def _clean(diagram: np.ndarray) -> Diagram:
