@@ -71,7 +71,10 @@ def test_names_the_package_does_not_compute_are_not_registered_but_still_classif
         assert feature_info(name) is None, name
     assert stats.feature_family("accuracy") == FeatureFamily.OTHER
     assert stats.feature_family("h1_custom_score") == FeatureFamily.EMBEDDING_TOPOLOGICAL
-    assert stats.feature_family("weight_custom") == FeatureFamily.WEIGHT_TOPOLOGICAL
+    assert stats.feature_family("weight_h1_custom") == FeatureFamily.WEIGHT_TOPOLOGICAL
+    # an imported weight statistic is one (as before the registry, it has no baselines)
+    assert stats.feature_family("weight_sparsity") == FeatureFamily.WEIGHT_STATISTICS
+    assert controls.baselines_of("weight_sparsity") == ()
 
 
 @pytest.mark.parametrize("name, family, baselines", [

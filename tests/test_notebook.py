@@ -230,6 +230,9 @@ def test_measurement_plot_draws_diagrams_betti_curves_and_layers():
         m.plot("nope")
     with pytest.raises(ValueError, match="no diagrams of layer 99"):
         m.plot(layer=99)
+    last = m.plot(layer=-1)  # counted from the end, as layers= counts
+    n_last = sum(len(c.get_offsets()) for c in last.axes[0].collections)
+    assert n_last == sum(len(d) for d in m.diagrams(len(m.layer_features) - 1))
 
 
 # --- toposig plot ---------------------------------------------------------------------------
@@ -354,3 +357,85 @@ def test_the_pages_measurement_example_runs():
     exec(compile(snippet("measurement-example"), "docs/notebook.md measure", "exec"),
          namespace)
     assert ax.get_lines()  # the Betti curves went onto the Axes given
+
+
+# --- found by review: hostile folders and figure-level artists ------------------------------
+
+
+def test_plot_refuses_an_out_inside_a_compared_folder(tmp_path, monkeypatch, capsys):
+    from toposig.cli.main import main
+
+    copy = tmp_path / "copy"
+    copy.symlink_to(RESULTS)
+    before = {p.name: p.stat().st_mtime_ns for p in (RESULTS / "plots").iterdir()}
+    for out in (RESULTS / "plots", RESULTS, copy / "data" / "x"):
+        assert main(["plot", str(RESULTS), "--figures", "perplexity_curves", "--out",
+                     str(out)]) == 2
+        assert "inside the results folder" in capsys.readouterr().err
+    monkeypatch.chdir(RESULTS / "data")  # the default --out would land inside the folder
+    assert main(["plot", str(RESULTS), "--figures", "perplexity_curves"]) == 2
+    assert "inside the results folder" in capsys.readouterr().err
+    assert {p.name: p.stat().st_mtime_ns for p in (RESULTS / "plots").iterdir()} == before
+    assert not (RESULTS / "data" / "plots-results").exists()
+
+
+def test_a_single_panel_figure_with_a_figure_legend_keeps_it_in_the_axes_place(results):
+    from matplotlib.figure import Figure as MplFigure
+
+    user = MplFigure()
+    axes = user.subplots(2, 2)
+    for name, ax in (("correlation_heatmap", axes[0, 1]), ("controls_summary", axes[1, 0]),
+                     ("topo_vs_spectral_correlations", axes[1, 1])):
+        drawn = getattr(results.plot, name)(ax=ax)
+        assert drawn in user.subfigs and drawn.legends, name  # the legend is the sub-figure's
+    assert user.legends == []  # none on the user's figure, over their other Axes
+    assert axes[0, 0] in user.axes
+
+
+def test_runs_without_the_data_for_a_figure_are_left_out():
+    records = [{k: v for k, v in r.items() if k != "layer_features"} for r in entries()]
+    fig = ALL_FIGURES["layer_heatmaps"]
+    assert plot_compared(fig, [RunData("bare", records, {}, RESULTS)]) is None
+    both = plot_compared(fig, [RunData("bare", records, {}, RESULTS),
+                               RunData("full", entries(), {}, RESULTS)])
+    assert both is not None and both.subfigs == []  # only the run that has layers: alone
+
+
+def test_layer_heatmaps_of_two_runs_sit_side_by_side_with_every_model(results):
+    fig = results.plot.layer_heatmaps(other=toposig.open(RESULTS, name="b"))
+    assert [s.get_suptitle().split("\n")[0] for s in fig.subfigs] == ["results", "b"]
+
+
+def test_a_records_figure_does_not_compute_the_statistics(tmp_path, caplog):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "all_results.json").write_bytes(
+        (RESULTS / "data" / "all_results.json").read_bytes())  # no statistics, no arrays
+    res = toposig.open(tmp_path)
+    assert res.plot.perplexity_curves() is not None
+    assert "statistics" not in vars(res) and "computed in memory" not in caplog.text
+
+
+def test_stored_statistics_are_used_only_when_sound(tmp_path):
+    folder = tmp_path / "r"
+    (folder / "data").mkdir(parents=True)
+    (folder / "data" / "all_results.json").write_bytes(
+        (RESULTS / "data" / "all_results.json").read_bytes())
+    stored = json.loads((RESULTS / "data" / "statistics.json").read_text())
+
+    def problem(statistics, **options) -> str | None:
+        (folder / "data" / "statistics.json").write_text(json.dumps(statistics))
+        return toposig.open(folder, **options)._stored_problem()
+
+    assert problem(stored) is None
+    assert problem([1]) == "it is not a JSON object"
+    assert "correlations" in problem({**stored, "correlations": "oops"})
+    assert "not loss" in problem(stored, target="loss")
+    assert toposig.open(folder, fresh=True).fresh
+
+
+def test_names_and_others_given_as_paths(results, tmp_path):
+    assert toposig.open(RESULTS / "data" / "..").name == "results"
+    (tmp_path / "again").symlink_to(RESULTS)
+    fig = results.plot.perplexity_curves(other=tmp_path / "again")
+    labels = {line.get_label() for line in fig.axes[0].get_lines()}
+    assert "again: tiny-h16-l1" in labels and "results: tiny-h16-l1" in labels

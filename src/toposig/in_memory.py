@@ -81,8 +81,12 @@ class Measurement:
 
     def diagrams(self, layer: int | None = None) -> list[np.ndarray]:
         """The hidden states' persistence diagrams [H0, H1, ...] at ``layer`` (default:
-        the analysed one), each (m, 2) of (birth, death)."""
+        the analysed one; a negative index counts from the end of the model's hidden
+        states, as in ``layers=``), each (m, 2) of (birth, death)."""
         emb = self.records.get(Family.EMBEDDING) or {}
+        n_states = len(emb.get("layer_names") or ()) or None
+        if layer is not None and layer < 0 and n_states is not None:
+            layer += n_states
         layer = emb.get("layer") if layer is None else layer
         arrays = self.arrays.get(Family.EMBEDDING) or {}
         return [arrays[k] for q in range(8) if (k := f"layer{layer}_h{q}") in arrays]

@@ -20,19 +20,14 @@ caller's matplotlib backend untouched.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import cached_property
 from pathlib import Path
 
 from toposig.analysis.statistics import compute_statistics, records_digest
 from toposig.files.atomic import STATISTICS_DIGITS, read_json, round_floats
-from toposig.report.figures import (
-    ALL_FIGURES,
-    RunData,
-    figures_that_apply,
-    plot_compared,
-)
-from toposig.report.style import Drawn, Target
+from toposig.report.figures import ALL_FIGURES, RunData, figures_that_apply, plot_compared
+from toposig.report.style import Drawn, Figure, Target
 from toposig.run.results_folder import arrays_reader, load_entries, load_results
 
 logger = logging.getLogger(__name__)
@@ -53,43 +48,63 @@ class Results:
             other=None)``); ``res.plot.names()`` lists those this folder has data for.
     """
 
-    def __init__(self, folder: str | Path, name: str | None = None) -> None:
+    def __init__(self, folder: str | Path, name: str | None = None, *,
+                 fresh: bool = False, target: str = "auto", seed: int = 0) -> None:
         self.folder = Path(folder)
-        self.name = name or self.folder.name or self.folder.resolve().name
+        self.name = name or folder_name(self.folder)
         self.records: list[dict] = load_entries(self.folder)
+        self.fresh, self.target, self.seed = fresh, target, seed
         self.plot = Plots(self)
 
     @cached_property
     def statistics(self) -> dict:
-        """``data/statistics.json`` when it was computed from these records, else the same
-        statistics computed in memory (nothing is written)."""
-        path = self.folder / "data" / "statistics.json"
-        reason = "there is none"
-        if path.is_file():
-            try:
-                stored = read_json(path)
-            except (OSError, ValueError) as exc:
-                reason = f"it cannot be read ({exc})"
-            else:
-                if (isinstance(stored, dict)
-                        and stored.get("records_sha256") == records_digest(self.records)):
-                    return stored
-                reason = "its records have changed since"
-        logger.warning("%s: statistics computed in memory, as `toposig analyze` would, since "
-                       "%s's data/statistics.json does not fit: %s", self.folder, self.folder,
-                       reason)
-        return round_floats(compute_statistics(self.records,
+        """``data/statistics.json`` when it was computed from these records (and holds
+        each section as the analysis writes it), else the same statistics computed in
+        memory, with ``target`` and ``seed`` (nothing is written). ``fresh=True``: always
+        computed (the file fits its records, not necessarily this version of toposig)."""
+        reason = "fresh=True" if self.fresh else self._stored_problem()
+        if reason is None:
+            return self._stored
+        logger.warning("%s: statistics computed in memory, as `toposig analyze` would, "
+                       "since its data/statistics.json is not used: %s", self.folder, reason)
+        return round_floats(compute_statistics(self.records, self.target, self.seed,
                                                arrays=arrays_reader(self.folder)),
                             STATISTICS_DIGITS)
+
+    def _stored_problem(self) -> str | None:
+        """Why ``data/statistics.json`` cannot stand for these records (``None``: it can;
+        it is then in ``self._stored``)."""
+        path = self.folder / "data" / "statistics.json"
+        if not path.is_file():
+            return "there is none"
+        try:
+            stored = read_json(path)
+        except (OSError, ValueError) as exc:
+            return f"it cannot be read ({exc})"
+        if not isinstance(stored, dict):
+            return "it is not a JSON object"
+        if stored.get("records_sha256") != records_digest(self.records):
+            return "its records have changed since"
+        damaged = [k for k in SECTIONS if k in stored and not isinstance(stored[k], dict)]
+        if damaged:
+            return f"its sections {', '.join(damaged)} are damaged (not objects)"
+        if self.target != "auto" and stored.get("target") != self.target:
+            return f"it was computed against {stored.get('target')}, not {self.target}"
+        self._stored = stored
+        return None
 
     def table(self):
         """Every result as one tidy :class:`pandas.DataFrame` (:func:`toposig.load_results`):
         a row per (model, step, family, layer or matrix), a column per feature."""
         return load_results(self.folder)
 
-    def run_data(self) -> RunData:
-        """What a figure is drawn from (:class:`toposig.report.figures.RunData`)."""
-        return RunData(self.name, self.records, self.statistics, self.folder)
+    def run_data(self, figure: Figure | None = None) -> RunData:
+        """What a figure is drawn from (:class:`toposig.report.figures.RunData`); for a
+        figure drawn from the records alone (``figure.overlay``) without the statistics,
+        so that they are not computed for it."""
+        needs = figure is None or not figure.overlay
+        return RunData(self.name, self.records, self.statistics if needs else {},
+                       self.folder)
 
     def __repr__(self) -> str:
         models = sorted({r.get("model_label") for r in self.records}, key=str)
@@ -108,9 +123,10 @@ class Plots:
     Args (of each method):
         ax: where to draw: an Axes (a figure of several panels takes its place, as a
             sub-figure), a Figure or a SubFigure; default: a new figure.
-        other: another :class:`Results` (or several, a list) to compare with: the runs
-            share the axes of figures drawn from the records alone (models relabelled
-            ``<run>: <model>``) and are drawn side by side otherwise.
+        other: another :class:`Results` or results folder (or several, a list) to
+            compare with: the runs share the axes of figures drawn from the records
+            alone (models relabelled ``<run>: <model>``) and are drawn side by side
+            otherwise; a run without the data for the figure is left out.
     """
 
     def __init__(self, results: Results) -> None:
@@ -122,17 +138,18 @@ class Plots:
         return [f.name for f in figures_that_apply(r.records, r.statistics, r.folder)]
 
     def __call__(self, figure: str, ax: Target | None = None,
-                 other: Results | list[Results] | None = None) -> Drawn | None:
+                 other: Results | str | Path | Sequence[Results | str | Path] | None = None
+                 ) -> Drawn | None:
         """Draw the figure named ``figure`` (see the class)."""
         if figure not in ALL_FIGURES:
             raise ValueError(f"no figure named {figure!r}; the figures are "
                              f"{', '.join(ALL_FIGURES)}")
         fig = ALL_FIGURES[figure]
-        r = self._results
-        if other is None:
-            return fig.plot(r.records, r.statistics, r.folder, ax=ax)
-        others = other if isinstance(other, list | tuple) else [other]
-        return plot_compared(fig, [r.run_data(), *(o.run_data() for o in others)], ax=ax)
+        others: list[Results | str | Path] = (
+            [] if other is None else list(other) if isinstance(other, list | tuple)
+            else [other])  # type: ignore[list-item]
+        runs = [self._results, *(o if isinstance(o, Results) else Results(o) for o in others)]
+        return plot_compared(fig, [r.run_data(fig) for r in runs], ax=ax)
 
     def __dir__(self) -> list[str]:
         return sorted([*super().__dir__(), *ALL_FIGURES])
@@ -143,7 +160,8 @@ class Plots:
                                  f"{', '.join(ALL_FIGURES)}")
 
         def draw(ax: Target | None = None,
-                 other: Results | list[Results] | None = None) -> Drawn | None:
+                 other: Results | str | Path | Sequence[Results | str | Path] | None = None
+                 ) -> Drawn | None:
             return self(name, ax=ax, other=other)
 
         draw.__name__ = name
@@ -154,14 +172,32 @@ class Plots:
         return f"<figures of {self._results.folder}: {', '.join(self.names())}>"
 
 
-def open_results(folder: str | Path = "results", name: str | None = None) -> Results:
+def open_results(folder: str | Path = "results", name: str | None = None, *,
+                 fresh: bool = False, target: str = "auto", seed: int = 0) -> Results:
     """Open a results folder (``toposig.open``): a :class:`Results`.
 
     Args:
         folder: what ``toposig run --out`` wrote (default: ``results``).
         name: the run's name on comparison figures (default: the folder's name).
+        fresh: compute the statistics in memory even where ``data/statistics.json`` fits
+            the records (it may come from another version of toposig).
+        target, seed: of the statistics computed in memory (``toposig analyze``'s
+            ``--target`` and ``--seed``); a ``target`` other than ``auto`` that the file
+            was not computed against has them computed.
 
     Raises:
         toposig.run.results_folder.ResultsMissingError: the folder has no records.
     """
-    return Results(folder, name)
+    return Results(folder, name, fresh=fresh, target=target, seed=seed)
+
+
+def folder_name(folder: Path) -> str:
+    """A run's default name: the folder's own name, as resolved when it is given as
+    ``.``, ``..`` or a path ending in one."""
+    return folder.name if folder.name not in ("", ".", "..") else folder.resolve().name
+
+
+# the statistics' sections that are objects (a damaged one makes the file unusable)
+SECTIONS = ("models", "features", "correlations", "correlations_by_target", "controlled",
+            "phases", "stability", "scaling", "prediction", "prediction_by_feature",
+            "wasserstein", "weight_wasserstein")

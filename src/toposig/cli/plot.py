@@ -5,12 +5,13 @@
 
 A comparison draws, for every figure some run has data for, one figure: the runs on the
 same axes where the figure is drawn from the records alone (the evolution and training
-curves, the layer heat maps; each model labelled <run>: <model>), side by side otherwise
+curves; each model labelled <run>: <model>), side by side otherwise
 (statistics and diagrams). The runs are named by their folders' names (--names to choose).
 The folders are only read: their statistics are data/statistics.json where it fits the
 records, else computed in memory as `toposig analyze` would. The figures go to --out
-(default: compare-<run>-vs-<run>, or plots-<run> for one run, in the current folder),
-each written atomically; nothing else there is touched.
+(default: compare-<run>-vs-<run>, or plots-<run> for one run, in the current folder;
+never inside a results folder given), each written atomically; nothing else there is
+touched. A figure no run has the data for is not drawn.
 """
 
 from __future__ import annotations
@@ -53,8 +54,10 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
 def run_names(folders: list[Path], names: str | None) -> list[str]:
     """The runs' names: ``--names`` split on commas, else the folders' names; refused when
     they are not one per folder or not all different."""
+    from toposig.results import folder_name
+
     chosen = ([n.strip() for n in names.split(",")] if names is not None
-              else [f.name or f.resolve().name for f in folders])
+              else [folder_name(f) for f in folders])
     if len(chosen) != len(folders):
         raise ValueError(f"--names gives {len(chosen)} names for {len(folders)} folders")
     if len(set(chosen)) != len(chosen) or not all(chosen):
@@ -77,12 +80,20 @@ def chosen_figures(text: str) -> list[str] | None:
     return names
 
 
-def output_folder(out: str | None, names: list[str]) -> Path:
-    """``--out``, or the default named after the runs; refused when it is a file."""
+def output_folder(out: str | None, names: list[str], folders: list[Path]) -> Path:
+    """``--out``, or the default named after the runs (in the current folder); refused
+    when it is a file, or is or lies inside one of the results folders (they are only
+    read: the analysis' own figures are not to be overwritten)."""
     folder = Path(out) if out is not None else Path(
         escape("compare-" + "-vs-".join(names)) if len(names) > 1 else escape(f"plots-{names[0]}"))
     if folder.exists() and not folder.is_dir():
         raise ValueError(f"--out {folder} is a file, not a folder")
+    where = folder.resolve()
+    for results in folders:
+        inside = results.resolve()
+        if where == inside or inside in where.parents:
+            raise ValueError(f"--out {folder} is inside the results folder {results}, which "
+                             "toposig plot only reads; give an --out outside it")
     return folder
 
 
@@ -91,7 +102,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     damaged, an unknown figure, names that collide, an --out that is a file)."""
     args = build_parser(prog).parse_args(argv)
     setup_logging(args.verbose)
-    from toposig.report.figures import ALL_FIGURES, figures_that_apply, save_compared
+    from toposig.report.figures import ALL_FIGURES, save_compared
     from toposig.report.style import figure_output
     from toposig.results import open_results
     from toposig.run.store import DamagedResultsError
@@ -104,18 +115,13 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         wanted = chosen_figures(args.figures)
         output = FigureOutput(tuple(dict.fromkeys(
             f.strip().lower() for f in args.formats.split(",") if f.strip())), args.dpi)
-        out = output_folder(args.out, names)
+        out = output_folder(args.out, names, folders)
         runs = [open_results(f, name) for f, name in zip(folders, names, strict=True)]
-        applying = {f.name for r in runs
-                    for f in figures_that_apply(r.records, r.statistics, r.folder)}
         written, skipped = [], []
         with figure_output(output):
             for name in wanted or list(ALL_FIGURES):
-                if name not in applying:
-                    skipped.append(name)
-                    continue
-                data = [r.run_data() for r in runs]
-                path = save_compared(ALL_FIGURES[name], data, out / f"{name}.png")
+                fig = ALL_FIGURES[name]  # the statistics are read only for figures of them
+                path = save_compared(fig, [r.run_data(fig) for r in runs], out / f"{name}.png")
                 (written if path is not None else skipped).append(path or name)
     except (ValueError, DamagedResultsError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)

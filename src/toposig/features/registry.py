@@ -10,10 +10,10 @@ feature with it (:func:`toposig.analysis.stats.feature_family`).
 
 Names from elsewhere (a table imported with ``toposig import``) are not in the registry;
 they are classified by the naming convention the package's own names follow
-(:func:`family_by_convention`: ``h<q>_*`` embedding topology, ``np_*``/``weight_*``
-weight space, ``hessian_*``, ``landscape_*``, ``grad_h<q>_*``, ``grad_*``), and
-``tests/test_feature_registry.py`` checks that the registry and the convention agree on
-every registered name.
+(:func:`family_by_convention`: ``h<q>_*`` embedding topology, ``np_*`` and
+``weight_h<q>_*`` weight topology, other ``weight_*`` weight statistics, ``hessian_*``,
+``landscape_*``, ``grad_h<q>_*``, ``grad_*``), and ``tests/test_feature_registry.py``
+checks that the registry and the convention agree on every registered name.
 """
 
 from __future__ import annotations
@@ -189,18 +189,19 @@ def feature_info(name: str) -> FeatureInfo | None:
 def family_by_convention(name: str) -> FeatureFamily:
     """The family the naming convention gives ``name`` (for names not in the registry,
     such as an imported table's): ``h<q>_*`` embedding topology, the spectral names,
-    ``weight_*`` statistics of :data:`WEIGHT_STATISTICS`, other ``np_*``/``weight_*``
-    weight topology, ``hessian_*`` curvature, ``landscape_*`` landscape topology,
-    ``grad_h<q>_*`` gradient topology, other ``grad_*`` gradient statistics, else other."""
+    ``np_*`` and ``weight_h<q>_*`` weight topology (neural persistence, weight-row
+    homology), other ``weight_*`` weight statistics, ``hessian_*`` curvature,
+    ``landscape_*`` landscape topology, ``grad_h<q>_*`` gradient topology, other
+    ``grad_*`` gradient statistics, else other."""
     F = FeatureFamily
     if name.startswith(("h0_", "h1_", "h2_")):
         return F.EMBEDDING_TOPOLOGICAL
     if name in SPECTRAL_NAMES:
         return F.EMBEDDING_SPECTRAL
-    if name in WEIGHT_STATISTICS:
-        return F.WEIGHT_STATISTICS
-    if name.startswith(("np_", "weight_")):
+    if name.startswith(("np_", "weight_h0_", "weight_h1_", "weight_h2_")):
         return F.WEIGHT_TOPOLOGICAL
+    if name.startswith("weight_"):
+        return F.WEIGHT_STATISTICS
     if name.startswith("hessian_"):
         return F.CURVATURE
     if name.startswith("landscape_"):

@@ -120,10 +120,11 @@ def relabelled(run: RunData) -> list[dict]:
 
 def plot_compared(fig: Figure, runs: Sequence[RunData], ax: Target | None = None
                   ) -> Drawn | None:
-    """One figure for several runs, returned (``None`` when no run has anything to draw).
+    """One figure for several runs, returned (``None`` when no run has the data for it:
+    a run whose data the figure does not apply to, ``fig.applies``, is left out).
 
     A figure drawn from the records alone (``fig.overlay``: the evolution curves, the
-    training curves, the layer heat maps) is drawn once from every run's records, the models
+    training curves) is drawn once from every run's records, the models
     relabelled ``<run>: <model>``, so the runs share its axes. Any other figure (drawn from
     a run's statistics or arrays) is drawn once per run, side by side in sub-figures each
     titled with the run's name, each at the size it has alone.
@@ -137,11 +138,15 @@ def plot_compared(fig: Figure, runs: Sequence[RunData], ax: Target | None = None
     Raises:
         ValueError: two runs with the same name (their models could not be told apart).
     """
-    if len(runs) == 1:  # nothing to compare: the figure as the run's report draws it
-        return fig.plot(runs[0].records, runs[0].statistics, runs[0].results_root, ax=ax)
     names = [run.name for run in runs]
     if len(set(names)) != len(names):
         raise ValueError(f"runs to compare need different names, got {names}")
+    runs = [run for run in runs  # a run without the data for it is left out
+            if fig.applies(run.records, run.statistics, run.results_root)]
+    if not runs:
+        return None
+    if len(runs) == 1:  # nothing to compare: the figure as the run's report draws it
+        return fig.plot(runs[0].records, runs[0].statistics, runs[0].results_root, ax=ax)
     if fig.overlay:
         merged = [r for run in runs for r in relabelled(run)]
         return fig.plot(merged, {}, None, ax=ax)

@@ -622,7 +622,8 @@ def plot_topo_vs_spectral_correlations(records: Sequence[dict], statistics: dict
     labels = [lb for lb in all_labels
               if any(_spearman(per_model.get(lb) or {}, f)[0] is not None for f in features)]
     height = 2.0 + len(features) * 0.13 * max(2.0, len(labels))
-    fig, ax = subplots(figsize=(12.0, min(max(height, 4.5), 13.0)), layout="constrained")
+    fig, ax = subplots(figsize=(12.0, min(max(height, 4.5), 13.0)), layout="constrained",
+                       figure_artists=True)
     target = correlations.get("target", "perplexity")
     ax.set_title(f"Strength of the rank correlation of each feature with {_target_name(target)}")
     if not features or not labels:
@@ -940,7 +941,8 @@ def plot_correlation_heatmap(records: Sequence[dict], statistics: dict,
         tables.append(correlations.get("pooled") or {})
     width = min(max(7.0, 4.5 + 1.15 * len(columns)), 16.0)
     height = max(4.0, 2.4 + 0.3 * len(features))
-    fig, ax = subplots(figsize=(width, height), layout="constrained")
+    fig, ax = subplots(figsize=(width, height), layout="constrained",
+                       figure_artists=True)
     ax.set_title(f"Spearman ρ of each feature with {_target_name(target)}\n"
                  f"bold: Holm-adjusted p < {SIGNIFICANCE:g} over the tests shown, as in "
                  "the tables", fontsize=11)

@@ -311,7 +311,8 @@ def plot_controls_summary(records: list[dict], statistics: dict,
           for k in range(len(CONTROLS))]
     width = min(max(8.0, 4.8 + 0.62 * len(xs)), 18.0)
     height = max(4.5, 3.4 + 0.26 * len(features))
-    fig, ax = subplots(figsize=(width, height), layout="constrained")
+    fig, ax = subplots(figsize=(width, height), layout="constrained",
+                       figure_artists=True)
     cmap = plt.get_cmap("RdBu_r")
     norm = Normalize(-1.0, 1.0)
     for i, feature in enumerate(features):
@@ -901,7 +902,7 @@ def _layered(records: Sequence[dict]) -> bool:
                for r in records)
 
 
-@figure("layer_heatmaps", has_layer_features, overlay=True)
+@figure("layer_heatmaps", has_layer_features)
 def plot_layer_heatmaps(records: list[dict], statistics: dict,
                         results_root: Path | None = None) -> Drawn | None:
     """Per model (columns, up to four), a layer × checkpoint heatmap of H1 total

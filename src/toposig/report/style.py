@@ -49,15 +49,18 @@ def subplots(nrows: int = 1, ncols: int = 1, **kwargs):
     ``layout``, ...) go to the figure, the rest to :meth:`~matplotlib.figure.Figure.subplots`.
 
     Inside :func:`drawing_on` the panels go where the caller asked instead: into the given
-    Axes (one panel), into a sub-figure in that Axes' place (several panels), or into the
-    given Figure or SubFigure; the figure keywords are then the caller's business and
+    Axes (one panel), into a sub-figure in that Axes' place (several panels, or one panel
+    whose drawing adds figure-level legends or colour bars: ``figure_artists=True``, so
+    they stay in that place and off the caller's other Axes), or into the given Figure or
+    SubFigure; the figure keywords are then the caller's business and
     ignored. The figure returned is the one that holds the panels (a SubFigure in the
     second case), on which titles, legends and colour bars go.
     """
     fig_keys = {"figsize", "dpi", "layout", "facecolor", "edgecolor", "frameon"}
+    figure_artists = kwargs.pop("figure_artists", False)
     grid_kwargs = {k: v for k, v in kwargs.items() if k not in fig_keys}
     target = _TARGET.get()
-    if isinstance(target, Axes) and nrows * ncols == 1:
+    if isinstance(target, Axes) and nrows * ncols == 1 and not figure_artists:
         _TARGET.set(None)  # one figure per drawing: a second call gets a figure of its own
         return target.get_figure(), (target if grid_kwargs.get("squeeze", True)
                                      else np.array([[target]], dtype=object))
