@@ -24,11 +24,12 @@ from collections.abc import Callable, Sequence
 from functools import cached_property
 from pathlib import Path
 
-from toposig.analysis.statistics import compute_statistics, records_digest
-from toposig.files.atomic import STATISTICS_DIGITS, read_json, round_floats
+from toposig.analysis.statistics import records_digest
+from toposig.files.atomic import read_json
+from toposig.report.analyse import folder_statistics
 from toposig.report.figures import ALL_FIGURES, RunData, figures_that_apply, plot_compared
 from toposig.report.style import Drawn, Figure, Target
-from toposig.run.results_folder import arrays_reader, load_entries, load_results
+from toposig.run.results_folder import load_entries, load_results
 
 logger = logging.getLogger(__name__)
 
@@ -62,36 +63,37 @@ class Results:
         each section as the analysis writes it), else the same statistics computed in
         memory, with ``target`` and ``seed`` (nothing is written). ``fresh=True``: always
         computed (the file fits its records, not necessarily this version of toposig)."""
-        reason = "fresh=True" if self.fresh else self._stored_problem()
-        if reason is None:
-            return self._stored
+        stored, reason = (None, "fresh=True") if self.fresh else self._read_stored()
+        if stored is not None:
+            return stored
         logger.warning("%s: statistics computed in memory, as `toposig analyze` would, "
                        "since its data/statistics.json is not used: %s", self.folder, reason)
-        return round_floats(compute_statistics(self.records, self.target, self.seed,
-                                               arrays=arrays_reader(self.folder)),
-                            STATISTICS_DIGITS)
+        return folder_statistics(self.folder, self.records, self.target, self.seed)
 
     def _stored_problem(self) -> str | None:
-        """Why ``data/statistics.json`` cannot stand for these records (``None``: it can;
-        it is then in ``self._stored``)."""
+        """Why ``data/statistics.json`` cannot stand for these records (``None``: it can)."""
+        return self._read_stored()[1]
+
+    def _read_stored(self) -> tuple[dict | None, str | None]:
+        """``(data/statistics.json, None)`` when it can stand for these records, else
+        ``(None, why not)``."""
         path = self.folder / "data" / "statistics.json"
         if not path.is_file():
-            return "there is none"
+            return None, "there is none"
         try:
             stored = read_json(path)
         except (OSError, ValueError) as exc:
-            return f"it cannot be read ({exc})"
+            return None, f"it cannot be read ({exc})"
         if not isinstance(stored, dict):
-            return "it is not a JSON object"
+            return None, "it is not a JSON object"
         if stored.get("records_sha256") != records_digest(self.records):
-            return "its records have changed since"
+            return None, "its records have changed since"
         damaged = [k for k in SECTIONS if k in stored and not isinstance(stored[k], dict)]
         if damaged:
-            return f"its sections {', '.join(damaged)} are damaged (not objects)"
+            return None, f"its sections {', '.join(damaged)} are damaged (not objects)"
         if self.target != "auto" and stored.get("target") != self.target:
-            return f"it was computed against {stored.get('target')}, not {self.target}"
-        self._stored = stored
-        return None
+            return None, f"it was computed against {stored.get('target')}, not {self.target}"
+        return stored, None
 
     def table(self):
         """Every result as one tidy :class:`pandas.DataFrame` (:func:`toposig.load_results`):

@@ -102,8 +102,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     results = Path(args.results)
     try:
         check_seed(args.seed)  # before the records are read
-        output = FigureOutput(tuple(dict.fromkeys(
-            f.strip().lower() for f in args.formats.split(",") if f.strip())), args.dpi)
+        output = FigureOutput.from_options(args.formats, args.dpi)
         tables = [results / "data" / f"results_table.{fmt}" for fmt in dict.fromkeys(args.export)]
         for table in tables:  # before anything is written
             if problem := export_problem(table):

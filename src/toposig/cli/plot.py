@@ -113,8 +113,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
             raise ValueError("give a results folder, or --compare A B")
         names = run_names(folders, args.names)
         wanted = chosen_figures(args.figures)
-        output = FigureOutput(tuple(dict.fromkeys(
-            f.strip().lower() for f in args.formats.split(",") if f.strip())), args.dpi)
+        output = FigureOutput.from_options(args.formats, args.dpi)
         out = output_folder(args.out, names, folders)
         runs = [open_results(f, name) for f, name in zip(folders, names, strict=True)]
         written, skipped = [], []

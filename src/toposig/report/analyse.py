@@ -19,7 +19,18 @@ from toposig.files.atomic import STATISTICS_DIGITS, atomic_write_json, round_flo
 from toposig.report.summary import write_summary
 from toposig.run.results_folder import arrays_reader, load_entries
 
-__all__ = ["analyse"]
+__all__ = ["analyse", "folder_statistics"]
+
+
+def folder_statistics(results_dir: str | Path, records: list[dict], target: str = "auto",
+                      seed: int = 0) -> dict:
+    """The statistics ``toposig analyze`` writes for ``records`` of ``results_dir`` (their
+    arrays read from it), rounded once to ``STATISTICS_DIGITS``, before anything is written
+    or drawn from them, so that the file, the summary and the figures are the same on every
+    CPU (:mod:`toposig.files.atomic`)."""
+    return round_floats(compute_statistics(records, target, seed=seed,
+                                           arrays=arrays_reader(results_dir)),
+                        STATISTICS_DIGITS)
 
 
 def analyse(results_dir: str | Path = "results", plots: bool = True,
@@ -36,11 +47,7 @@ def analyse(results_dir: str | Path = "results", plots: bool = True,
     """
     records = load_entries(results_dir)
     warn_series_without_quality(records)  # once per series, before panels are drawn empty
-    # rounded once, before anything is written or drawn from it, so that the file, the
-    # summary and the figures are the same on every CPU (files.atomic.STATISTICS_DIGITS)
-    statistics = round_floats(compute_statistics(records, target, seed=seed,
-                                                 arrays=arrays_reader(results_dir)),
-                              STATISTICS_DIGITS)
+    statistics = folder_statistics(results_dir, records, target, seed)
     atomic_write_json(Path(results_dir) / "data" / "statistics.json", statistics)
     write_summary(results_dir, statistics, records)
     figures: list[Path] = []

@@ -241,6 +241,12 @@ class FigureOutput:
         if not (isinstance(self.dpi, int) and 10 <= self.dpi <= 2400):
             raise ValueError(f"--dpi must be an integer between 10 and 2400, got {self.dpi}")
 
+    @classmethod
+    def from_options(cls, formats: str, dpi: int) -> FigureOutput:
+        """From ``--formats`` (comma-separated, any case, repeats dropped) and ``--dpi``."""
+        return cls(tuple(dict.fromkeys(f.strip().lower() for f in formats.split(",")
+                                       if f.strip())), dpi)
+
 
 _OUTPUT: ContextVar[FigureOutput | None] = ContextVar("figure_output", default=None)
 
