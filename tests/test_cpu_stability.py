@@ -118,7 +118,7 @@ def _perturb_records(records: list[dict], seed: int) -> tuple[list[dict], int]:
             moved[x] = x * (1 + RELATIVE * rng.uniform(-1, 1))
         return moved[x]
 
-    out = copy.deepcopy(records)
+    out = [r.to_json() if hasattr(r, "to_json") else copy.deepcopy(r) for r in records]
     for r in out:
         for key in PERTURBED_FIELDS:
             if key in r:

@@ -137,6 +137,11 @@ def test_a_measurement_prints_in_a_few_lines(model):
     assert "embedding:" in text and "perplexity" in text and "weights:" in text
     assert "matrices" in text and "np_mean" in text
     assert repr(toposig.in_memory.Measurement()) == "Measurement(model, step -: nothing measured)"
+    rec = m.record  # the typed record of a results folder, from the same entry
+    assert rec is not None and rec.checkpoint.label == "demo" and rec.checkpoint.step == 7
+    assert rec.families == ("embedding", "weights") and dict(rec.features) == m.features
+    assert rec.perplexity == m.perplexity and len(rec.matrices) > 0
+    assert toposig.in_memory.Measurement().record is None
 
 
 def test_layers_and_settings_layers_never_override_each_other(model):

@@ -322,6 +322,24 @@ def test_the_pages_open_example_runs(in_a_copy_of_the_quick_start, capsys):
     assert (in_a_copy_of_the_quick_start / "summary.png").stat().st_size > 50_000
 
 
+def test_the_pages_typed_example_runs(in_a_copy_of_the_quick_start, capsys):
+    namespace: dict = {}
+    exec(compile(snippet("typed-example"), "docs/notebook.md typed", "exec"), namespace)
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("Record(tiny-h64-l3 step 1000 [embedding, weights, landscape, "
+                             "gradients]: 81 features, perplexity 6.367")
+    assert out[1].startswith("Statistics(3 model(s), 81 features against perplexity; ")
+    entry = json.loads((RESULTS / "data" / "all_results.json").read_text())[-1]
+    rec = namespace["rec"]
+    assert rec.layers[0]["h1_total_persistence"] == \
+        entry["layer_features"]["0"]["h1_total_persistence"]
+    assert rec.parts["weights"].settings_hash == entry["weights"]["settings_hash"]
+    strongest = [line.split()[0] for line in out[2:5]]
+    pooled = namespace["st"]["correlations"]["pooled"]
+    assert strongest == sorted((f for f in pooled if pooled[f]["spearman_r"] is not None),
+                               key=lambda f: -abs(pooled[f]["spearman_r"]))[:3]
+
+
 def test_the_pages_compare_example_runs(in_a_copy_of_the_quick_start):
     namespace: dict = {}
     exec(compile(snippet("compare-example"), "docs/notebook.md compare", "exec"), namespace)
@@ -427,7 +445,7 @@ def test_stored_statistics_are_used_only_when_sound(tmp_path):
         return toposig.open(folder, **options)._stored_problem()
 
     assert problem(stored) is None
-    assert problem([1]) == "it is not a JSON object"
+    assert problem([1]) == "it is damaged (the statistics hold a list, not a JSON object)"
     assert "correlations" in problem({**stored, "correlations": "oops"})
     assert "not loss" in problem(stored, target="loss")
     assert toposig.open(folder, fresh=True).fresh

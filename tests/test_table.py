@@ -70,7 +70,8 @@ def test_every_value_is_the_entry_value(entries, table):
 
 
 def test_records_without_layer_features_give_the_analysed_layer():
-    entry = {"model_label": "m", "model": "runs/m", "step": 5, "families": ["embedding"],
+    entry = {"status": "ok", "model_label": "m", "model": "runs/m", "step": 5,
+             "families": ["embedding"],
              "layer": 3, "settings_hash": "abc", "perplexity": 9.0,
              "features": {"rankme": 4.0, "h1_total_persistence": 2.0}}
     table = results_table([entry])

@@ -35,6 +35,7 @@ from toposig.records import (
     FAMILIES,
     PROBE_FAMILIES,
     Family,
+    Record,
     merge_family_records,
 )
 from toposig.sources.checkpoints import Checkpoint
@@ -61,6 +62,13 @@ class Measurement:
     def entry(self) -> dict:
         """The families merged into one aggregate entry (as ``data/all_results.json``)."""
         return merge_family_records(self.records) or {}
+
+    @property
+    def record(self) -> Record | None:
+        """The merged entry as a typed :class:`toposig.records.Record` (``None`` when
+        nothing was measured): the same definition a results folder's records are read
+        by."""
+        return Record.from_json(self.entry) if self.records else None
 
     @property
     def features(self) -> dict[str, float]:

@@ -3,7 +3,8 @@
     import toposig
     res = toposig.open("results")                 # what `toposig run` + `analyze` wrote
     res.table()                                   # a row per model, step, family, layer
-    res.statistics["correlations"]["pooled"]      # what data/statistics.json holds
+    res.records[0].checkpoint, res.records[0].features    # typed, validated records
+    res.statistics.correlations.pooled["rankme"]          # typed statistics
     res.plot.summary_figure()                     # a matplotlib Figure (a cell's value)
     res.plot.perplexity_curves(ax=ax)             # into an Axes of your own
     res.plot.training_curves(other=toposig.open("results-lr2"))   # two runs, one figure
@@ -26,6 +27,7 @@ from pathlib import Path
 
 from toposig.analysis.statistics import records_digest
 from toposig.files.atomic import read_json
+from toposig.records import Record, Statistics, StatisticsError
 from toposig.report.analyse import folder_statistics
 from toposig.report.figures import ALL_FIGURES, RunData, figures_that_apply, plot_compared
 from toposig.report.style import Drawn, Figure, Target
@@ -43,8 +45,9 @@ class Results:
         folder: the results folder.
         name: what the run is called on a comparison figure (default: the folder's name).
         records: the finished per-checkpoint entries of ``data/all_results.json``, one
-            dict per (model, step), as the run wrote them.
-        statistics: the analysis' statistics (see the module); computed on first use.
+            :class:`toposig.records.Record` per (model, step), validated as they are read.
+        statistics: the analysis' statistics, :class:`toposig.records.Statistics` (see
+            the module); computed on first use.
         plot: the report's figures, one method each (``res.plot.<figure>(ax=None,
             other=None)``); ``res.plot.names()`` lists those this folder has data for.
     """
@@ -53,12 +56,12 @@ class Results:
                  fresh: bool = False, target: str = "auto", seed: int = 0) -> None:
         self.folder = Path(folder)
         self.name = name or folder_name(self.folder)
-        self.records: list[dict] = load_entries(self.folder)
+        self.records: list[Record] = load_entries(self.folder)
         self.fresh, self.target, self.seed = fresh, target, seed
         self.plot = Plots(self)
 
     @cached_property
-    def statistics(self) -> dict:
+    def statistics(self) -> Statistics:
         """``data/statistics.json`` when it was computed from these records (and holds
         each section as the analysis writes it), else the same statistics computed in
         memory, with ``target`` and ``seed`` (nothing is written). ``fresh=True``: always
@@ -74,7 +77,7 @@ class Results:
         """Why ``data/statistics.json`` cannot stand for these records (``None``: it can)."""
         return self._read_stored()[1]
 
-    def _read_stored(self) -> tuple[dict | None, str | None]:
+    def _read_stored(self) -> tuple[Statistics | None, str | None]:
         """``(data/statistics.json, None)`` when it can stand for these records, else
         ``(None, why not)``."""
         path = self.folder / "data" / "statistics.json"
@@ -84,16 +87,15 @@ class Results:
             stored = read_json(path)
         except (OSError, ValueError) as exc:
             return None, f"it cannot be read ({exc})"
-        if not isinstance(stored, dict):
-            return None, "it is not a JSON object"
-        if stored.get("records_sha256") != records_digest(self.records):
+        try:
+            statistics = Statistics.from_json(stored)
+        except StatisticsError as exc:
+            return None, f"it is damaged ({exc})"
+        if statistics.records_sha256 != records_digest(self.records):
             return None, "its records have changed since"
-        damaged = [k for k in SECTIONS if k in stored and not isinstance(stored[k], dict)]
-        if damaged:
-            return None, f"its sections {', '.join(damaged)} are damaged (not objects)"
-        if self.target != "auto" and stored.get("target") != self.target:
-            return None, f"it was computed against {stored.get('target')}, not {self.target}"
-        return stored, None
+        if self.target != "auto" and statistics.target != self.target:
+            return None, f"it was computed against {statistics.target}, not {self.target}"
+        return statistics, None
 
     def table(self):
         """Every result as one tidy :class:`pandas.DataFrame` (:func:`toposig.load_results`):
@@ -109,7 +111,7 @@ class Results:
                        self.folder)
 
     def __repr__(self) -> str:
-        models = sorted({r.get("model_label") for r in self.records}, key=str)
+        models = sorted({r.checkpoint.label for r in self.records})
         shown = ", ".join(map(str, models[:4])) + (", ..." if len(models) > 4 else "")
         return (f"Results({str(self.folder)!r}: {len(self.records)} checkpoints of "
                 f"{len(models)} model(s) [{shown}])")
@@ -198,8 +200,3 @@ def folder_name(folder: Path) -> str:
     ``.``, ``..`` or a path ending in one."""
     return folder.name if folder.name not in ("", ".", "..") else folder.resolve().name
 
-
-# the statistics' sections that are objects (a damaged one makes the file unusable)
-SECTIONS = ("models", "features", "correlations", "correlations_by_target", "controlled",
-            "phases", "stability", "scaling", "prediction", "prediction_by_feature",
-            "wasserstein", "weight_wasserstein")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 logger = logging.getLogger(__name__)
 
@@ -26,7 +26,7 @@ def _finite(value) -> bool:
             and math.isfinite(value))
 
 
-def series_without_quality(records: Sequence[dict]) -> list[str]:
+def series_without_quality(records: Sequence[Mapping]) -> list[str]:
     """The ``model_label`` of every series none of whose finished entries has a quality
     measure (a finite number in one of :data:`QUALITY_FIELDS`), in first-seen order.
 
@@ -36,14 +36,14 @@ def series_without_quality(records: Sequence[dict]) -> list[str]:
     """
     has: dict[str, bool] = {}
     for r in records:
-        label = r.get("model_label") if isinstance(r, dict) else None
+        label = r.get("model_label") if isinstance(r, Mapping) else None
         if not isinstance(label, str) or r.get("status") == "failed":
             continue
         has[label] = has.get(label, False) or any(_finite(r.get(k)) for k in QUALITY_FIELDS)
     return [label for label, ok in has.items() if not ok]
 
 
-def warn_series_without_quality(records: Sequence[dict],
+def warn_series_without_quality(records: Sequence[Mapping],
                                 log: logging.Logger | None = None) -> list[str]:
     """Log one warning per series without a quality measure
     (:func:`series_without_quality`), naming it and what would give it one; returns
@@ -51,7 +51,7 @@ def warn_series_without_quality(records: Sequence[dict],
     drawn."""
     missing = series_without_quality(records)
     for label in missing:
-        n = sum(1 for r in records if isinstance(r, dict) and r.get("model_label") == label
+        n = sum(1 for r in records if isinstance(r, Mapping) and r.get("model_label") == label
                 and r.get("status") != "failed")
         (log or logger).warning(
             "series %r has no quality measure: none of its %d checkpoint(s) has a loss, a "

@@ -19,12 +19,13 @@ import json
 import logging
 import math
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
 from toposig.analysis import controls, phases, prediction, scaling, stats
 from toposig.features import homology
+from toposig.records import ModelSummary, Record, Statistics, json_tree
 
 logger = logging.getLogger(__name__)
 
@@ -328,11 +329,13 @@ def prediction_by_feature(records: list[dict]) -> dict[str, dict]:
     return out
 
 
-def records_digest(records: list[dict]) -> str:
+def records_digest(records: Sequence[Mapping]) -> str:
     """SHA-256 of the records as canonical JSON (sorted keys): which records the
     statistics were computed from, with no clock or path in it, so that the same records
-    give the same ``statistics.json`` byte for byte."""
-    text = json.dumps(records, sort_keys=True, separators=(",", ":"))
+    give the same ``statistics.json`` byte for byte (a :class:`toposig.records.Record`
+    hashes as the JSON it was read from)."""
+    text = json.dumps([r.to_json() if isinstance(r, Record) else r for r in records],
+                      sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
@@ -342,15 +345,16 @@ def _no_arrays(record: dict) -> Mapping[str, np.ndarray]:
                      "but compute_statistics was given no arrays= to read them with")
 
 
-def compute_statistics(records: list[dict], target: str = "auto", seed: int = 0,
+def compute_statistics(records: Sequence[Mapping], target: str = "auto", seed: int = 0,
                        n_bootstrap: int = controls.N_BOOTSTRAP,
                        n_surrogates: int = controls.N_SURROGATES, *,
-                       arrays: ArraysOf | None = None) -> dict:
-    """The content of ``data/statistics.json`` for ``records`` (the aggregate entries of
-    the finished checkpoints), unrounded.
+                       arrays: ArraysOf | None = None) -> Statistics:
+    """The statistics of ``records`` (the aggregate entries of the finished checkpoints):
+    the content of ``data/statistics.json``, unrounded, as :class:`toposig.records.Statistics`.
 
     Args:
-        records: the entries, in the order of ``data/all_results.json``.
+        records: the entries (:class:`toposig.records.Record`, or mappings of the same
+            fields), in the order of ``data/all_results.json``.
         target: the quality measure to correlate with (:func:`choose_target`).
         seed: seeds the bootstraps and surrogates, so the same records and seed give the
             same statistics.
@@ -375,7 +379,7 @@ def compute_statistics(records: list[dict], target: str = "auto", seed: int = 0,
     families = feature_families(records)
     better = "higher" if higher_is_better(records, target) else "lower"
     has_embedding = any(r.get("arrays_file") for r in records)
-    return {
+    return Statistics.from_json(json_tree({
         "records_sha256": records_digest(records),
         "settings_hash": sorted({r.get("settings_hash") for r in records} - {None}),
         "models": model_summaries(records),
@@ -427,28 +431,27 @@ def compute_statistics(records: list[dict], target: str = "auto", seed: int = 0,
             "eigenspectrum_decay_alpha": "fitted on the top min(50, rank) eigenvalues "
                                          "(the seed's window)",
         },
-    }
+    }))
 
 
-def summary_lines(statistics: dict, top: int = 8) -> list[str]:
-    """Strongest pooled correlations with the target, one line each."""
-    target = statistics["correlations"]["target"]
-    pooled = statistics["correlations"]["pooled"]
-    ranked = sorted(
-        ((f, c) for f, c in pooled.items() if c.get("spearman_r") is not None),
-        key=lambda fc: -abs(fc[1]["spearman_r"]),
-    )
-    lines = [f"{len(statistics['models'])} model(s): " + ", ".join(
-        f"{k} ({v['n_checkpoints']} ckpts, final {target} {_final(v, target)})"
-        for k, v in statistics["models"].items())]
-    if ranked:
+def summary_lines(statistics: Statistics | Mapping, top: int = 8) -> list[str]:
+    """Strongest pooled correlations with the target, one line each.
+
+    Raises:
+        StatisticsError: ``statistics`` (JSON) are not sound.
+    """
+    st = Statistics.from_json(statistics)
+    target = st.correlations.target
+    lines = [f"{len(st.models)} model(s): " + ", ".join(
+        f"{label} ({m.n_checkpoints} ckpts, final {target} {_final(m, target)})"
+        for label, m in st.models.items())]
+    if strongest := st.correlations.strongest(top):
         lines.append(f"strongest pooled Spearman correlations with {target} (top {top}):")
-        for f, c in ranked[:top]:
-            lines.append(f"  {f:<32} rho={c['spearman_r']:+.3f}  p={c['spearman_p']:.2g}  "
-                         f"n={c['n']}")
+        for f, c in strongest:
+            lines.append(f"  {f:<32} rho={c.spearman_r:+.3f}  p={c.spearman_p:.2g}  n={c.n}")
     else:
         lines.append("no correlation is defined (fewer than 3 checkpoints, or constant values)")
-    summary = statistics.get("controlled", {}).get("summary", {})
+    summary = st.sections.get("controlled", {}).get("summary", {})
     robust = [f for f, s in summary.items() if s["n_models"] and s["all_controls"] == s["n_models"]]
     lines.append(f"significant in every model under every control (Holm; partial on log step; "
                  f"first differences; beyond the baseline; detrended; partial first "
@@ -456,6 +459,6 @@ def summary_lines(statistics: dict, top: int = 8) -> list[str]:
     return lines
 
 
-def _final(model: dict, target: str) -> str:
-    value = model.get(f"final_{target}")
+def _final(model: ModelSummary, target: str) -> str:
+    value = model.final_quality.get(target)
     return "-" if value is None else f"{value:.3f}"

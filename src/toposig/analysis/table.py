@@ -25,18 +25,16 @@ the table as CSV or Parquet (:func:`toposig.run.results_folder.export_table`) ar
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
 from toposig.analysis.stats import feature_family
-from toposig.records import Family
+from toposig.records import Family, Record
 
 ID_COLUMNS = ("model", "model_path", "step", "revision", "family", "layer", "matrix",
               "settings_hash")
 QUALITY_COLUMNS = ("perplexity", "loss", "mlm_loss")
-# Per-matrix fields that are not features (identity and bookkeeping).
-MATRIX_FIELDS = ("name", "shape")
 
 
 def signature_family(name: str) -> Family:
@@ -44,46 +42,50 @@ def signature_family(name: str) -> Family:
     return feature_family(name).signature
 
 
-def _rows(entry: dict) -> list[dict]:
-    ident = {"model": entry.get("model_label"), "model_path": entry.get("model"),
-             "step": entry.get("step"), "revision": entry.get("revision")}
-    quality = {k: entry.get(k) for k in QUALITY_COLUMNS}
-    features = entry.get("features") or {}
-    families = entry.get("families") or [Family.EMBEDDING]
+def _rows(rec: Record) -> list[dict]:
+    ckpt = rec.checkpoint
+    ident = {"model": ckpt.label, "model_path": ckpt.model, "step": ckpt.step,
+             "revision": ckpt.revision}
+    quality = {"perplexity": rec.perplexity, "loss": rec.loss, "mlm_loss": rec.mlm_loss}
     rows = []
 
-    def row(family: Family, values: dict, layer=None, matrix=None, settings_hash=None) -> None:
+    def row(family: Family, values: Mapping, layer=None, matrix=None) -> None:
+        part = rec.parts.get(family)
         rows.append({**ident, "family": str(family), "layer": layer, "matrix": matrix,
-                     "settings_hash": settings_hash, **quality, **values})
+                     "settings_hash": part.settings_hash if part else None, **quality,
+                     **values})
 
-    own = {f: {k: v for k, v in features.items() if signature_family(k) == f}
-           for f in families}
-    if Family.EMBEDDING in families:
-        layers = entry.get("layer_features") or {}
-        if layers:
-            for layer, values in sorted(layers.items(), key=lambda kv: int(kv[0])):
-                row(Family.EMBEDDING, values, int(layer),
-                    settings_hash=entry.get("settings_hash"))
+    own = {f: {k: v for k, v in rec.features.items() if signature_family(k) == f}
+           for f in rec.families}
+    if Family.EMBEDDING in rec.families:
+        if rec.layers:
+            for layer, values in sorted(rec.layers.items()):
+                row(Family.EMBEDDING, values, layer)
         else:
-            row(Family.EMBEDDING, own[Family.EMBEDDING], entry.get("layer"),
-                settings_hash=entry.get("settings_hash"))
+            row(Family.EMBEDDING, own[Family.EMBEDDING], rec.layer)
     for family in (Family.WEIGHTS, Family.LANDSCAPE, Family.GRADIENTS):
-        if family not in families:
+        if family not in rec.families:
             continue
-        details = entry.get(family) or {}
-        h = details.get("settings_hash")
         if family == Family.WEIGHTS:
-            for m in details.get("matrices") or []:
-                row(Family.WEIGHTS, {k: v for k, v in m.items() if k not in MATRIX_FIELDS},
-                    matrix=m.get("name"), settings_hash=h)
-        row(family, own[family], settings_hash=h)
+            for m in rec.matrices:
+                row(Family.WEIGHTS, m.features, matrix=m.name)
+        row(family, own[family])
     return rows
 
 
-def results_table(entries: Sequence[dict]) -> pd.DataFrame:
+def results_table(entries: Sequence[Record | Mapping]) -> pd.DataFrame:
     """The tidy table of aggregate entries (see the module); rows in entry order, then
-    family, layer and matrix as recorded. ``layer`` and ``step`` are nullable integers."""
-    rows = [r for e in entries if e.get("status", "ok") == "ok" for r in _rows(e)]
+    family, layer and matrix as recorded. ``layer`` and ``step`` are nullable integers.
+
+    Args:
+        entries: :class:`toposig.records.Record` (or the JSON they are read from); the
+            finished ones are tabled.
+
+    Raises:
+        RecordError: an entry is not a sound record.
+    """
+    records = [Record.from_json(e, where=f"entry {i}") for i, e in enumerate(entries)]
+    rows = [r for rec in records if rec.status == "ok" for r in _rows(rec)]
     columns = list(ID_COLUMNS) + list(QUALITY_COLUMNS)
     df = pd.DataFrame(rows, columns=None if rows else columns)
     features = sorted(c for c in df.columns if c not in columns)

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from toposig.records.vocabulary import JsonView, json_tree
+
 _UMASK = os.umask(0)
 os.umask(_UMASK)
 
@@ -27,18 +29,15 @@ def _json_default(obj):
         return obj.tolist()
     if isinstance(obj, Path):
         return str(obj)
+    if callable(getattr(obj, "to_json", None)):  # a typed record or statistics
+        return obj.to_json()
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
 
 
 def clean_floats(obj):
-    """NaN and inf become null: strict JSON that any reader accepts."""
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {k: clean_floats(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [clean_floats(v) for v in obj]
-    return obj
+    """NaN and inf become null: strict JSON that any reader accepts (NumPy values become
+    Python ones, tuples lists: :func:`toposig.records.json_tree`)."""
+    return json_tree(obj)
 
 
 STATISTICS_DIGITS = 6
@@ -84,7 +83,8 @@ def round_floats(obj, digits: int = STATISTICS_DIGITS):
     its digits; subnormals keep ``digits`` digits where they have them; a value whose
     rounding would overflow (the largest doubles, few digits) is kept. Ints and bools are
     untouched; dicts (keys kept), lists and tuples (as lists) are rounded element by
-    element, NumPy scalars and arrays as their Python values.
+    element, NumPy scalars and arrays as their Python values, typed records and
+    statistics as their JSON.
 
     Args:
         obj: a JSON-like tree (dict, list, tuple, float, int, str, bool, None, NumPy).
@@ -100,6 +100,8 @@ def round_floats(obj, digits: int = STATISTICS_DIGITS):
         return round_floats(obj.tolist(), digits)
     if isinstance(obj, np.generic):
         return round_floats(obj.item(), digits)
+    if isinstance(obj, JsonView):
+        return round_floats(obj.to_json(), digits)
     if isinstance(obj, dict):
         return {k: round_floats(v, digits) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):

@@ -11,30 +11,33 @@ the folder's lock.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from toposig.analysis.quality import warn_series_without_quality
 from toposig.analysis.statistics import compute_statistics
 from toposig.files.atomic import STATISTICS_DIGITS, atomic_write_json, round_floats
+from toposig.records import Record, Statistics
 from toposig.report.summary import write_summary
 from toposig.run.results_folder import arrays_reader, load_entries
 
 __all__ = ["analyse", "folder_statistics"]
 
 
-def folder_statistics(results_dir: str | Path, records: list[dict], target: str = "auto",
-                      seed: int = 0) -> dict:
+def folder_statistics(results_dir: str | Path, records: Sequence[Record],
+                      target: str = "auto", seed: int = 0) -> Statistics:
     """The statistics ``toposig analyze`` writes for ``records`` of ``results_dir`` (their
     arrays read from it), rounded once to ``STATISTICS_DIGITS``, before anything is written
     or drawn from them, so that the file, the summary and the figures are the same on every
     CPU (:mod:`toposig.files.atomic`)."""
-    return round_floats(compute_statistics(records, target, seed=seed,
-                                           arrays=arrays_reader(results_dir)),
-                        STATISTICS_DIGITS)
+    computed = compute_statistics(records, target, seed=seed,
+                                  arrays=arrays_reader(results_dir))
+    return Statistics.from_json(round_floats(computed, STATISTICS_DIGITS))
 
 
 def analyse(results_dir: str | Path = "results", plots: bool = True,
-            target: str = "auto", seed: int = 0, output=None) -> tuple[dict, list[Path]]:
+            target: str = "auto", seed: int = 0,
+            output=None) -> tuple[Statistics, list[Path]]:
     """Write ``data/statistics.json``, ``summary.md`` and the figures (in ``output``'s
     formats and resolution, a :class:`toposig.report.style.FigureOutput`; PNG by default).
     Returns the statistics and figure paths.
@@ -48,7 +51,7 @@ def analyse(results_dir: str | Path = "results", plots: bool = True,
     records = load_entries(results_dir)
     warn_series_without_quality(records)  # once per series, before panels are drawn empty
     statistics = folder_statistics(results_dir, records, target, seed)
-    atomic_write_json(Path(results_dir) / "data" / "statistics.json", statistics)
+    atomic_write_json(Path(results_dir) / "data" / "statistics.json", statistics.to_json())
     write_summary(results_dir, statistics, records)
     figures: list[Path] = []
     if plots:

@@ -12,7 +12,7 @@ alone (``Figure.overlay``), else side by side.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,14 +43,14 @@ ALL_FIGURES: dict[str, Figure] = {**FIGURES, **WEIGHT_FIGURES, **ANALYSIS_FIGURE
                                   **PROBE_FIGURES}
 
 
-def figures_that_apply(records: list[dict], statistics: dict,
+def figures_that_apply(records: Sequence[Mapping], statistics: Mapping,
                        results_root: str | Path | None = None) -> list[Figure]:
     """The figures of :data:`ALL_FIGURES` whose ``applies`` test holds, in drawing order."""
     return [ALL_FIGURES[name]
             for name in applicable(ALL_FIGURES, records, statistics, results_root)]
 
 
-def figures_not_drawn(statistics: dict) -> dict[str, str]:
+def figures_not_drawn(statistics: Mapping) -> dict[str, str]:
     """Figure name -> why it is not drawn, for the figures drawn from one section of the
     statistics (``plots_analysis.has_section``) whose comparison this study cannot make
     (the section holds only a reason, e.g. scaling with one model)."""
@@ -59,7 +59,7 @@ def figures_not_drawn(statistics: dict) -> dict[str, str]:
             and section in statistics and (why := not_drawn_reason(statistics, section))}
 
 
-def plot_all(records: list[dict], statistics: dict, out_dir: str | Path,
+def plot_all(records: Sequence[Mapping], statistics: Mapping, out_dir: str | Path,
              results_root: str | Path | None = None,
              output: FigureOutput | None = None) -> list[Path]:
     """Write the figures that apply as ``<name>.png`` into ``out_dir`` (or in
@@ -78,7 +78,7 @@ def plot_all(records: list[dict], statistics: dict, out_dir: str | Path,
         return _plot_all(records, statistics, Path(out_dir), results_root)
 
 
-def _plot_all(records: list[dict], statistics: dict, out: Path,
+def _plot_all(records: Sequence[Mapping], statistics: Mapping, out: Path,
               results_root: str | Path | None) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     paths = []
@@ -107,8 +107,8 @@ class RunData:
     relative to."""
 
     name: str
-    records: list[dict] = field(default_factory=list)
-    statistics: dict = field(default_factory=dict)
+    records: Sequence[Mapping] = field(default_factory=list)
+    statistics: Mapping = field(default_factory=dict)
     results_root: Path | None = None
 
 

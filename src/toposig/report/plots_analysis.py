@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -103,7 +103,7 @@ def has_section(section: str) -> Applies:
     return applies
 
 
-def not_drawn_reason(statistics: dict, section: str) -> str | None:
+def not_drawn_reason(statistics: Mapping, section: str) -> str | None:
     """Why ``section`` of the statistics has nothing to draw (absent, or only a
     ``reason``), else ``None``."""
     value = statistics.get(section)

@@ -122,8 +122,8 @@ VECTOR_RC: Any = {"pdf.fonttype": 42, "svg.fonttype": "none", "svg.hashsalt": "t
 NO_DATES = {"pdf": {"CreationDate": None}, "svg": {"Date": None}}
 
 Drawn = MplFigure | SubFigure
-Draw = Callable[[list[dict], dict, "Path | None"], "Drawn | None"]
-Applies = Callable[[Sequence[dict], dict, "Path | None"], bool]
+Draw = Callable[[Sequence[Mapping], Mapping, "Path | None"], "Drawn | None"]
+Applies = Callable[[Sequence[Mapping], Mapping, "Path | None"], bool]
 
 
 class Figure:
@@ -152,7 +152,7 @@ class Figure:
         self.overlay = overlay
         functools.update_wrapper(self, draw)
 
-    def plot(self, records: Sequence[dict] | None, statistics: dict | None,
+    def plot(self, records: Sequence[Mapping] | None, statistics: Mapping | None,
              results_root: str | Path | None = None, *, ax: Target | None = None
              ) -> Drawn | None:
         """Draw the figure and return it (``None`` when there is nothing to draw).
@@ -175,7 +175,7 @@ class Figure:
         with plt.rc_context(RC_PARAMS), drawing_on(ax):
             return self.draw(list(records or []), statistics or {}, root)
 
-    def save(self, records: Sequence[dict] | None, statistics: dict | None,
+    def save(self, records: Sequence[Mapping] | None, statistics: Mapping | None,
              path: str | Path, results_root: str | Path | None = None) -> Path | None:
         """Draw the figure and write it to ``path`` (see :func:`save_figure`); returns the
         path written (first output format), or ``None`` when there was nothing to draw and
@@ -190,7 +190,7 @@ class Figure:
         return f"Figure({self.name!r})"
 
 
-def always(records: Sequence[dict], statistics: dict, results_root: Path | None) -> bool:
+def always(records: Sequence[Mapping], statistics: Mapping, results_root: Path | None) -> bool:
     """An ``applies`` test that always holds."""
     return True
 
@@ -215,7 +215,7 @@ def registry(*figures: Figure) -> dict[str, Figure]:
     return out
 
 
-def applicable(figures: Mapping[str, Figure], records: Sequence[dict], statistics: dict,
+def applicable(figures: Mapping[str, Figure], records: Sequence[Mapping], statistics: Mapping,
                results_root: str | Path | None) -> list[str]:
     """Names of the figures of ``figures`` that apply, in order."""
     root = Path(results_root) if results_root is not None else None

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from toposig.analysis.stats import by_model, feature_family
@@ -867,7 +867,7 @@ def _targets_text(controlled: dict) -> str:
                      f"{TARGET_WORDS.get(t, t)}" for t, labels in groups.items())
 
 
-def summary_markdown(statistics: dict, records: list[dict]) -> str:
+def summary_markdown(statistics: Mapping, records: Sequence[Mapping]) -> str:
     """The markdown of ``results/summary.md`` (see the module docstring).
 
     Args:
@@ -900,7 +900,8 @@ def summary_markdown(statistics: dict, records: list[dict]) -> str:
     return re.sub(r"\n{3,}", "\n\n", text)
 
 
-def write_summary(results_dir: str | Path, statistics: dict, records: list[dict]) -> Path:
+def write_summary(results_dir: str | Path, statistics: Mapping,
+                  records: Sequence[Mapping]) -> Path:
     """Write :func:`summary_markdown` to ``<results_dir>/summary.md`` atomically."""
     path = Path(results_dir) / "summary.md"
     atomic_write_bytes(path, summary_markdown(statistics, records).encode("utf-8"))

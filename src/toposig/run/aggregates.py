@@ -26,7 +26,7 @@ import logging
 from pathlib import Path
 
 from toposig.files.atomic import clean_floats, read_json
-from toposig.records import merge_family_records, record_stem
+from toposig.records import entry_problem, merge_family_records, record_stem
 from toposig.run.store import DamagedResultsError, ResultStore
 from toposig.run.study import (
     StudyMismatchError,
@@ -74,25 +74,11 @@ def _read(path: Path, what: str, fix: str):
                                   f"{exc}); {fix}") from None
 
 
-def entry_problem(entry: object) -> str | None:
-    """What makes an aggregate entry unusable, or ``None``: it must be a JSON object with a
-    ``model_label`` (a non-empty string), a ``step`` (a non-negative integer or null) and,
-    when present, ``features`` that are a mapping."""
+def _entry_name(entry: object) -> str:
+    """`` (label step N)`` of an entry, as far as it says, for error messages."""
     if not isinstance(entry, dict):
-        return f"is {_a(entry)}, not a JSON object"
-    label = entry.get("model_label")
-    if not isinstance(label, str) or not label:
-        return f"has model_label {label!r}, not a model's label" if "model_label" in entry \
-            else "has no model_label"
-    if "step" not in entry:
-        return "has no step"
-    step = entry["step"]
-    if not (step is None or (isinstance(step, int) and not isinstance(step, bool)
-                             and step >= 0)):
-        return f"has step {step!r}, not a non-negative integer or null"
-    if entry.get("features") is not None and not isinstance(entry["features"], dict):
-        return f"has features that are {_a(entry['features'])}, not a mapping"
-    return None
+        return ""
+    return f" ({entry.get('model_label', '?')} step {entry.get('step', '?')})"
 
 
 def read_aggregate(path: str | Path) -> list[dict]:
@@ -100,7 +86,9 @@ def read_aggregate(path: str | Path) -> list[dict]:
 
     Raises:
         DamagedResultsError: the file is not a regular file, not JSON, not a list, or an
-            entry fails :func:`entry_problem`; the message names the file (and the entry).
+            entry is not a sound record (:func:`toposig.records.entry_problem`, the
+            definition :class:`toposig.records.Record` reads by); the message names the
+            file and the entry.
     """
     path = Path(path)
     entries = _read(path, "the aggregate of the folder's checkpoints", _REWRITE)
@@ -110,7 +98,8 @@ def read_aggregate(path: str | Path) -> list[dict]:
     for i, entry in enumerate(entries):
         problem = entry_problem(entry)
         if problem:
-            raise DamagedResultsError(f"{path}: entry {i} {problem}; {_REWRITE}")
+            raise DamagedResultsError(f"{path}: entry {i}{_entry_name(entry)} {problem}; "
+                                      f"{_REWRITE}")
     return entries
 
 

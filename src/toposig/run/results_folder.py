@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from toposig.analysis.statistics import ArraysOf, layer_diagrams
+from toposig.records import Record
 from toposig.run.aggregates import aggregate_path, read_aggregate
 from toposig.run.store import load_arrays
 
@@ -39,15 +40,16 @@ class ResultsMissingError(FileNotFoundError):
     """No aggregate results where the analysis looked."""
 
 
-def load_entries(results_dir: str | Path) -> list[dict]:
-    """The aggregate entries (one per finished checkpoint) of the study in ``results_dir``.
+def load_entries(results_dir: str | Path) -> list[Record]:
+    """The aggregate entries (one :class:`toposig.records.Record` per finished
+    checkpoint) of the study in ``results_dir``, in the file's order.
 
     Raises:
         ResultsMissingError: there is no ``data/all_results.json``, or it holds no
             finished checkpoint.
-        DamagedResultsError: it is not a file, not JSON, not a list of objects each with
-            a ``model_label`` and a ``step`` (:func:`toposig.run.aggregates.read_aggregate`);
-            the message names the file.
+        DamagedResultsError: it is not a file, not JSON, not a list of sound records
+            (:func:`toposig.run.aggregates.read_aggregate`); the message names the file
+            and the entry.
     """
     path = aggregate_path(results_dir)
     if not (path.exists() or path.is_symlink()):
@@ -56,7 +58,7 @@ def load_entries(results_dir: str | Path) -> list[dict]:
             f"`python src/run_experiments.py --out {results_dir}`) first, or pass --out "
             "with the folder a run wrote to"
         )
-    records = [r for r in read_aggregate(path) if r.get("status") == "ok"]
+    records = [Record.from_json(r) for r in read_aggregate(path) if r["status"] == "ok"]
     if not records:
         raise ResultsMissingError(f"{path} holds no finished checkpoint to analyse")
     return records
@@ -70,7 +72,7 @@ def arrays_reader(results_dir: str | Path) -> ArraysOf:
     return functools.partial(load_arrays, results_dir)
 
 
-def diagrams_of(results_dir: str | Path, record: dict) -> list[np.ndarray]:
+def diagrams_of(results_dir: str | Path, record: Record | dict) -> list[np.ndarray]:
     """``[H0, H1, ...]`` of the record's analysed (default) layer."""
     return layer_diagrams(load_arrays(results_dir, record), record["layer"])
 

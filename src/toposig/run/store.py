@@ -22,13 +22,20 @@ import io
 import json
 import logging
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
 
 from toposig.files.atomic import atomic_write_bytes, atomic_write_json, clean_floats, read_json
 from toposig.files.names import check_label, check_name
-from toposig.records import Family, missing_features, record_problem
+from toposig.records import (
+    Family,
+    RecordError,
+    entry_problem,
+    missing_features,
+    record_problem,
+)
 from toposig.sources.checkpoints import Checkpoint, fingerprint
 
 __all__ = ["ResultStore", "atomic_write_bytes", "atomic_write_json", "clean_floats",
@@ -144,8 +151,18 @@ class ResultStore:
         return record
 
     def write_aggregates(self, records: list[dict], config: dict) -> None:
-        """The seed's aggregate files from the finished (status ok) records."""
+        """The seed's aggregate files from the finished (status ok) records, each a sound
+        :class:`toposig.records.Record` (checked before anything is written).
+
+        Raises:
+            RecordError: an entry is not sound (a bug: the run made it).
+        """
         ok = [r for r in records if r.get("status") == "ok"]
+        for r in ok:
+            problem = entry_problem(r)
+            if problem:
+                raise RecordError(f"the run made an unsound entry for "
+                                  f"{r.get('model_label')} step {r.get('step')}: it {problem}")
         by_label: dict[str, list[dict]] = {}
         for r in ok:
             by_label.setdefault(check_label(r["model_label"], "model label"), []).append(r)
@@ -210,7 +227,7 @@ class DamagedResultsError(ValueError):
     """A results file that cannot be read as what it should be; the message names it."""
 
 
-def load_arrays(results_root: str | Path, record: dict) -> dict[str, np.ndarray]:
+def load_arrays(results_root: str | Path, record: Mapping) -> dict[str, np.ndarray]:
     """The arrays saved beside ``record`` (paths in records are relative to the root).
 
     Raises:

@@ -7,7 +7,9 @@ imports from the rest of the package: everything else builds on it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import copy
+import math
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from enum import StrEnum
@@ -160,12 +162,65 @@ def record_stem(step: int | None) -> str:
 
 
 # Top-level fields of a record that hold a number or nothing.
-_NUMERIC_FIELDS = ("perplexity", "mean_nll", "mlm_loss", "loss", "checkpoint_loss",
-                   "num_parameters", "n_matrices", "w_max")
+NUMERIC_FIELDS = ("perplexity", "mean_nll", "mlm_loss", "loss", "checkpoint_loss",
+                  "num_parameters", "n_matrices", "w_max")
 
 
-def _is_number(value: object) -> bool:
+def is_number(value: object) -> bool:
+    """A JSON number: an ``int`` or ``float``, not a ``bool``."""
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def json_tree(obj: object) -> object:
+    """``obj`` as plain JSON: NumPy scalars and arrays as Python values, tuples as
+    lists, NaN and infinities as ``None`` (what strict JSON, and so the files, hold), a
+    typed record or statistics (:class:`JsonView`) as its JSON; everything else
+    unchanged."""
+    if isinstance(obj, JsonView):
+        return json_tree(obj.to_json())
+    if isinstance(obj, np.ndarray):
+        return json_tree(obj.tolist())
+    if isinstance(obj, np.generic):
+        return json_tree(obj.item())
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: json_tree(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_tree(v) for v in obj]
+    return obj
+
+
+class JsonView(Mapping[str, Any]):
+    """A typed object that is also the read-only mapping of the JSON it was read from
+    (its ``json``): ``obj["features"]`` reads as the file does, ``obj == parsed_json``
+    compares the JSON, and :meth:`to_json` gives it back unchanged."""
+
+    json: Mapping[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON it was read from: a copy, equal to what was read."""
+        return copy.deepcopy(dict(self.json))
+
+    def __getitem__(self, key: str) -> Any:
+        return self.json[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.json)
+
+    def __len__(self) -> int:
+        return len(self.json)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Mapping):
+            return dict(self.json) == dict(other.items())
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # like the dict it reads as
+
+    def __reduce__(self):
+        """Pickled (and deep-copied) as its JSON, read back by ``from_json``."""
+        return (type(self).from_json, (self.to_json(),))  # type: ignore[attr-defined]
 
 
 def record_problem(record: object, *, family: Family | None = None, label: str | None = None,
@@ -198,7 +253,7 @@ def record_problem(record: object, *, family: Family | None = None, label: str |
     if not isinstance(model_label, str) or (label is not None and model_label != label):
         return f"names the model {model_label!r}, not its folder's {label!r}"
     step = record.get("step")
-    if not (step is None or (_is_number(step) and isinstance(step, int) and step >= 0)):
+    if not (step is None or (is_number(step) and isinstance(step, int) and step >= 0)):
         return f"has step {step!r}, not a non-negative integer or null"
     if stem is not None and record_stem(step) != stem:
         return f"holds step {step!r}, whose file is {record_stem(step)}.json (a copy?)"
@@ -209,11 +264,11 @@ def record_problem(record: object, *, family: Family | None = None, label: str |
     if status == "ok":
         features = record.get("features")
         if not isinstance(features, dict) or not all(
-                isinstance(k, str) and (v is None or _is_number(v))
+                isinstance(k, str) and (v is None or is_number(v))
                 for k, v in features.items()):
             return "has 'features' that are not a mapping of names to numbers"
-        bad = [k for k in _NUMERIC_FIELDS
-               if record.get(k) is not None and not _is_number(record[k])]
+        bad = [k for k in NUMERIC_FIELDS
+               if record.get(k) is not None and not is_number(record[k])]
         if bad:
             return f"has {bad[0]!r} = {record[bad[0]]!r}, not a number"
     return None

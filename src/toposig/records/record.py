@@ -1,0 +1,367 @@
+"""A record, typed: one checkpoint's measurements as the run wrote them, validated on read.
+
+A :class:`Record` is what ``data/all_results.json`` holds per finished checkpoint (the
+aggregate entry, its families merged) or what one family's record file holds
+(``records/<hash>/<label>/<step>.json``). It names:
+
+- **which checkpoint**: :class:`CheckpointId` (model, label, step, source, location,
+  revision, fingerprint);
+- **which families** measured it, and for each its settings hash, arrays file, stored
+  settings and timings (:class:`FamilyPart`);
+- **the features**: the checkpoint-level ones (``features``), those of every hidden-state
+  layer (``layers``, by index in ``hidden_states``) and of every weight matrix
+  (``matrices``, :class:`MatrixResult`);
+- **the quality**: perplexity and mean NLL on the analysed texts, the checkpoint's stored
+  loss (and which key held it), the MLM loss of an encoder;
+- **provenance**: :class:`Provenance` (schema version, when, on which device and dtype,
+  which persistent-homology backend).
+
+:meth:`Record.from_json` is the one way in: it refuses anything unsound with a
+:class:`RecordError` that says what is wrong (:func:`record_problem` for the fields every
+record has, :func:`entry_problem` for those of an aggregate entry). A record is also a
+read-only mapping of its JSON (``record["features"]``, ``record.get("perplexity")``), so
+code written against the files reads it unchanged; :meth:`Record.to_json` gives back the
+JSON, equal to what was read, so writing a record back changes no byte.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from toposig.records.vocabulary import (
+    FAMILIES,
+    Family,
+    JsonView,
+    is_number,
+    record_family,
+    record_problem,
+    record_stem,
+)
+
+__all__ = ["RecordError", "CheckpointId", "FamilyPart", "MatrixResult", "Provenance",
+           "Record", "entry_problem", "as_record"]
+
+Features = Mapping[str, "float | None"]
+
+# Where each family keeps its part of an aggregate entry (the embedding's is the top level).
+_PART_KEY = {Family.WEIGHTS: "weights", Family.LANDSCAPE: "landscape",
+             Family.GRADIENTS: "gradients"}
+
+
+class RecordError(ValueError):
+    """A record that is not sound: the message says which and why."""
+
+
+@dataclass(frozen=True)
+class CheckpointId:
+    """Which checkpoint a record measured.
+
+    Attributes:
+        model: the model as the run named it (a Hub id, a folder, a file).
+        label: its label, the folder of its records under ``records/<hash>/``.
+        step: the training step, or ``None`` for a checkpoint without one (``final``).
+        source: where it was read from: ``hub``, ``local``, ``file``, ``memory``,
+            ``imported``...
+        location: the folder, file or Hub id it was read from.
+        revision: the Hub revision (``step1000``), or ``None``.
+        fingerprint: what tells two checkpoints with the same name apart (16 hex digits).
+    """
+
+    model: str
+    label: str
+    step: int | None
+    source: str | None = None
+    location: str | None = None
+    revision: str | None = None
+    fingerprint: str | None = None
+
+    @property
+    def stem(self) -> str:
+        """The file stem of its records: ``step000100``, or ``final``."""
+        return record_stem(self.step)
+
+    def __str__(self) -> str:
+        return f"{self.label} {'final' if self.step is None else f'step {self.step}'}"
+
+
+@dataclass(frozen=True)
+class FamilyPart:
+    """What one signature family keeps in a record besides its features.
+
+    Attributes:
+        family: the family.
+        settings_hash: the hash of its settings: the folder ``records/<hash>/``.
+        arrays_file: its arrays (``.npz``, relative to the results root), or ``None``.
+        settings: the settings it stored in the record (the embedding's are in
+            ``data/config.json``, so empty for it).
+        timings_s: seconds per stage of its work (``load``, ``forward``, ``total``...).
+    """
+
+    family: Family
+    settings_hash: str | None
+    arrays_file: str | None
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    timings_s: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class MatrixResult:
+    """One weight matrix of a weight record.
+
+    Attributes:
+        name: the parameter's name (``gpt_neox.layers.0.mlp.dense_h_to_4h.weight``).
+        shape: ``(rows, columns)`` as measured.
+        features: its numbers: neural persistence (``np``, ``np_normalized``,
+            ``np_seed``), row homology, ...
+    """
+
+    name: str
+    shape: tuple[int, ...]
+    features: Features
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """How and when a record was made.
+
+    Attributes:
+        schema_version: the record schema (:data:`toposig.records.SCHEMA_VERSION`).
+        finished_at: UTC time to the second (ISO 8601), or ``None`` (imports).
+        device, dtype: where and in which precision the model ran.
+        ph_backend: the persistent-homology library that computed the diagrams.
+    """
+
+    schema_version: int | None
+    finished_at: str | None = None
+    device: str | None = None
+    dtype: str | None = None
+    ph_backend: str | None = None
+
+
+def _frozen(mapping: Mapping) -> Mapping:
+    return MappingProxyType(dict(mapping))
+
+
+def _numbers_problem(value: object, what: str) -> str | None:
+    """Why ``value`` is not a mapping of names to numbers (or null), or ``None``."""
+    if not isinstance(value, dict) or not all(
+            isinstance(k, str) and (v is None or is_number(v)) for k, v in value.items()):
+        return f"has {what} that are not a mapping of names to numbers"
+    return None
+
+
+def _part_problem(family: Family, part: object) -> str | None:
+    if not isinstance(part, dict):
+        return f"has a {family} part that is not an object"
+    for key in ("settings_hash", "arrays_file"):
+        if part.get(key) is not None and not isinstance(part[key], str):
+            return f"has a {family} {key} {part[key]!r} that is not a string"
+    for key in ("settings", "timings_s"):
+        if part.get(key) is not None and not isinstance(part[key], dict):
+            return f"has {family} {key} that are not an object"
+    return None
+
+
+def _matrices_problem(matrices: object) -> str | None:
+    if not isinstance(matrices, list):
+        return "has matrices that are not a list"
+    for m in matrices:
+        if not isinstance(m, dict) or not isinstance(m.get("name"), str):
+            return "has a matrix without a name"
+        if problem := _numbers_problem(_matrix_features(m), f"matrix {m['name']} values"):
+            return problem
+    return None
+
+
+def _matrix_features(matrix: dict) -> dict:
+    return {k: v for k, v in matrix.items() if k not in ("name", "shape")}
+
+
+def entry_problem(record: object) -> str | None:
+    """What makes a record unusable (an aggregate entry or a family's record file), or
+    ``None`` when it is sound: :func:`toposig.records.record_problem`, and a ``model``
+    that is a string; known ``families``; an analysed ``layer`` that is an integer and
+    ``layer_features`` that map layer indices to features; family parts
+    (``weights``, ``landscape``, ``gradients``) that are objects with string hashes;
+    weight ``matrices`` that each have a name and numbers (or null) for the rest."""
+    problem = record_problem(record)
+    if problem or not isinstance(record, dict):
+        return problem
+    if not isinstance(record.get("model"), str):
+        return (f"names the model {record['model']!r}, not a string" if "model" in record
+                else "has no model")
+    families = record.get("families")
+    if families is not None and (not isinstance(families, list)
+                                 or not all(f in FAMILIES for f in families)):
+        return f"has families {families!r}, not a list of {', '.join(FAMILIES)}"
+    layer = record.get("layer")
+    if layer is not None and not (is_number(layer) and isinstance(layer, int)):
+        return f"has layer {layer!r}, not an integer"
+    by_layer = record.get("layer_features")
+    if by_layer is not None:
+        if not isinstance(by_layer, dict) or not all(
+                isinstance(k, str) and k.lstrip("-").isdigit() for k in by_layer):
+            return "has layer_features that are not keyed by layer index"
+        for values in by_layer.values():
+            if problem := _numbers_problem(values, "layer_features"):
+                return problem
+    for family, key in _PART_KEY.items():
+        if key in record and (problem := _part_problem(family, record[key])):
+            return problem
+    for holder in (record, record.get("weights")):
+        if isinstance(holder, dict) and holder.get("matrices") is not None \
+                and (problem := _matrices_problem(holder["matrices"])):
+            return problem
+    for key in ("loss_key", "checkpoint_loss_key", "model_type"):
+        if record.get(key) is not None and not isinstance(record[key], str):
+            return f"has {key} {record[key]!r}, not a string"
+    return None
+
+
+@dataclass(frozen=True, eq=False)
+class Record(JsonView):
+    """One checkpoint's measurements (see the module). Build one with
+    :meth:`from_json`; read it by attribute, or as the mapping of its JSON.
+
+    Attributes:
+        checkpoint: which checkpoint.
+        status: ``ok`` (finished) or ``failed`` (then ``error`` says why).
+        families: the signature families it holds, in :data:`toposig.records.FAMILIES`
+            order.
+        features: the checkpoint-level features, name -> number (``None``: undefined).
+        perplexity, mean_nll: on the analysed texts (embedding; ``None`` otherwise).
+        loss, loss_key: what the checkpoint stored as its loss, and under which key.
+        mlm_loss: an encoder's masked-LM loss on the analysed texts.
+        num_parameters: the model's parameters, each counted once.
+        model_type: the ``config.model_type`` (``gpt_neox``, ``llama``...).
+        layer: the analysed hidden-state layer (index in ``hidden_states``).
+        layer_names: a name per hidden-state layer (``embeddings``, ``block 1``...).
+        layers: features per measured hidden-state layer, by index.
+        matrices: the weight matrices measured, in the record's order.
+        parts: per family, its settings hash, arrays, settings and timings.
+        provenance: schema, time, device, dtype, PH backend.
+        error: why a failed record failed.
+    """
+
+    checkpoint: CheckpointId
+    status: str
+    families: tuple[Family, ...]
+    features: Features
+    perplexity: float | None = None
+    mean_nll: float | None = None
+    loss: float | None = None
+    loss_key: str | None = None
+    mlm_loss: float | None = None
+    num_parameters: int | None = None
+    model_type: str | None = None
+    layer: int | None = None
+    layer_names: tuple[str, ...] = ()
+    layers: Mapping[int, Features] = field(default_factory=dict)
+    matrices: tuple[MatrixResult, ...] = ()
+    parts: Mapping[Family, FamilyPart] = field(default_factory=dict)
+    provenance: Provenance = Provenance(None)
+    error: str | None = None
+    json: Mapping[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_json(cls, obj: object, *, where: str = "") -> Record:
+        """The record of a parsed JSON object (a ``Record`` is returned as it is).
+
+        Args:
+            obj: what was read: an aggregate entry or a family's record.
+            where: the file (and entry) it came from, to start the error message with.
+
+        Raises:
+            RecordError: :func:`entry_problem` has an answer for it.
+        """
+        if isinstance(obj, Record):
+            return obj
+        problem = entry_problem(obj)
+        if problem:
+            raise RecordError(f"{where + ': ' if where else ''}the record {problem}")
+        assert isinstance(obj, dict)
+        data = copy.deepcopy(obj)
+        return cls(
+            checkpoint=CheckpointId(
+                model=data["model"], label=data["model_label"], step=data.get("step"),
+                source=data.get("source"), location=data.get("location"),
+                revision=data.get("revision"),
+                fingerprint=data.get("checkpoint_fingerprint")),
+            status=data["status"],
+            families=_families(data),
+            features=_frozen(data.get("features") or {}),
+            perplexity=data.get("perplexity"),
+            mean_nll=data.get("mean_nll"),
+            loss=data.get("loss", data.get("checkpoint_loss")),
+            loss_key=data.get("loss_key", data.get("checkpoint_loss_key")),
+            mlm_loss=data.get("mlm_loss"),
+            num_parameters=data.get("num_parameters"),
+            model_type=data.get("model_type"),
+            layer=data.get("layer"),
+            layer_names=tuple(data.get("layer_names") or ()),
+            layers=MappingProxyType({int(k): _frozen(v) for k, v in
+                                     (data.get("layer_features") or {}).items()}),
+            matrices=_matrices(data),
+            parts=MappingProxyType(_parts(data)),
+            provenance=Provenance(
+                schema_version=data.get("schema_version"),
+                finished_at=data.get("finished_at"), device=data.get("device"),
+                dtype=data.get("dtype"), ph_backend=data.get("ph_backend")),
+            error=data.get("error"),
+            json=MappingProxyType(data),
+        )
+
+    def __repr__(self) -> str:
+        quality = [f"{k} {v:.4g}" for k, v in (("perplexity", self.perplexity),
+                                               ("loss", self.loss),
+                                               ("mlm_loss", self.mlm_loss))
+                   if is_number(v)]
+        what = ", ".join([f"{len(self.features)} features", *quality])
+        if self.status != "ok":
+            what = f"{self.status}: {self.error or 'no error given'}"
+        return f"Record({self.checkpoint} [{', '.join(self.families)}]: {what})"
+
+
+def as_record(obj: object, *, where: str = "") -> Record:
+    """``obj`` as a :class:`Record` (:meth:`Record.from_json`)."""
+    return Record.from_json(obj, where=where)
+
+
+def _families(data: dict) -> tuple[Family, ...]:
+    if data.get("families") is not None:
+        return tuple(f for f in FAMILIES if f in data["families"])
+    return (record_family(data),)
+
+
+def _matrices(data: dict) -> tuple[MatrixResult, ...]:
+    weights = data.get("weights")
+    found = data.get("matrices")
+    if found is None and isinstance(weights, dict):
+        found = weights.get("matrices")
+    return tuple(
+        MatrixResult(name=m["name"], shape=tuple(m.get("shape") or ()),
+                     features=_frozen(_matrix_features(m)))
+        for m in found or ())
+
+
+def _part(family: Family, holder: dict) -> FamilyPart:
+    return FamilyPart(family=family, settings_hash=holder.get("settings_hash"),
+                      arrays_file=holder.get("arrays_file"),
+                      settings=_frozen(holder.get("settings") or {}),
+                      timings_s=_frozen(holder.get("timings_s") or {}))
+
+
+def _parts(data: dict) -> dict[Family, FamilyPart]:
+    parts: dict[Family, FamilyPart] = {}
+    families = _families(data)
+    own = record_family(data) if data.get("families") is None else Family.EMBEDDING
+    if own in families:  # a family's own record, or the embedding's part of an entry
+        parts[own] = _part(own, data)
+    for family, key in _PART_KEY.items():
+        if isinstance(data.get(key), dict):
+            parts[family] = _part(family, data[key])
+    return parts

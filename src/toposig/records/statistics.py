@@ -1,0 +1,312 @@
+"""The statistics of a study, typed: what ``data/statistics.json`` holds, validated on read.
+
+:func:`toposig.analysis.statistics.compute_statistics` makes them from the records;
+``toposig analyze`` rounds and writes them; ``toposig.open(folder).statistics``, the
+summary and the figures read them. :meth:`Statistics.from_json` is the one way in: it
+refuses a damaged file's content with a :class:`StatisticsError` that says what is wrong.
+
+Typed here: which records and settings they come from, the target, the per-model summary
+(:class:`ModelSummary`), the features by family, and the correlations with the target
+(:class:`Correlations` of :class:`Correlation`). The other sections (``controlled``,
+``phases``, ``stability``, ``scaling``, ``prediction``, ``prediction_by_feature``,
+``wasserstein``, ``weight_wasserstein``, ``notes``) are read-only mappings of their JSON,
+checked to be objects; ``notes`` says what each holds. Like a :class:`Record`, the
+statistics are also the read-only mapping of their JSON
+(:class:`toposig.records.vocabulary.JsonView`), and :meth:`Statistics.to_json` gives it
+back unchanged.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from toposig.records.vocabulary import FeatureFamily, JsonView, is_number
+
+__all__ = ["StatisticsError", "Correlation", "Correlations", "ModelSummary", "Statistics",
+           "SECTIONS", "statistics_problem"]
+
+
+SECTIONS = ("controlled", "phases", "stability", "scaling", "prediction",
+            "prediction_by_feature", "wasserstein", "weight_wasserstein", "notes")
+"""The sections kept as mappings of their JSON (each must be an object)."""
+
+_FAMILY_NAMES = frozenset(f.value for f in FeatureFamily)
+_COEFFICIENTS = ("spearman_r", "spearman_p", "pearson_r", "pearson_p", "pearson_log_r",
+                 "pearson_log_p")
+
+
+class StatisticsError(ValueError):
+    """Statistics that are not sound: the message says which part and why."""
+
+
+@dataclass(frozen=True)
+class Correlation:
+    """A feature against the target over checkpoints (``None``: undefined, e.g. fewer
+    than 3 checkpoints or a constant feature).
+
+    Attributes:
+        n: the checkpoints with both values.
+        spearman_r, spearman_p: Spearman's rho and its two-sided p.
+        spearman_p_method: how that p was computed (``exact``, ``t-approximation``...).
+        pearson_r, pearson_p: Pearson's r with the target, and its p.
+        pearson_log_r, pearson_log_p: Pearson's r with the target's logarithm.
+    """
+
+    n: int
+    spearman_r: float | None = None
+    spearman_p: float | None = None
+    spearman_p_method: str | None = None
+    pearson_r: float | None = None
+    pearson_p: float | None = None
+    pearson_log_r: float | None = None
+    pearson_log_p: float | None = None
+
+    @classmethod
+    def from_json(cls, obj: dict) -> Correlation:
+        return cls(n=obj["n"], spearman_p_method=obj.get("spearman_p_method"),
+                   **{k: obj.get(k) for k in _COEFFICIENTS})
+
+
+@dataclass(frozen=True)
+class Correlations:
+    """Every feature's correlation with one target.
+
+    Attributes:
+        target: the quality measure (``perplexity``, ``loss``, ``mlm_loss``...).
+        per_model: model label -> feature -> its correlation over that model's
+            checkpoints.
+        pooled: feature -> its correlation over every checkpoint of every model.
+    """
+
+    target: str
+    per_model: Mapping[str, Mapping[str, Correlation]]
+    pooled: Mapping[str, Correlation]
+
+    @classmethod
+    def from_json(cls, obj: dict) -> Correlations:
+        return cls(
+            target=obj["target"],
+            per_model=MappingProxyType({m: _correlations(c) for m, c in
+                                        obj["per_model"].items()}),
+            pooled=_correlations(obj["pooled"]))
+
+    def strongest(self, top: int = 8) -> list[tuple[str, Correlation]]:
+        """The ``top`` pooled correlations by ``|spearman_r|``, strongest first."""
+        defined = [(f, c) for f, c in self.pooled.items() if c.spearman_r is not None]
+        return sorted(defined, key=lambda fc: -abs(fc[1].spearman_r or 0.0))[:top]
+
+
+@dataclass(frozen=True)
+class ModelSummary:
+    """One model of the study.
+
+    Attributes:
+        model: the model as the run named it.
+        n_checkpoints: its checkpoints analysed.
+        steps: their steps, in order (``None``: a checkpoint without one).
+        num_parameters: its parameters.
+        final_step: the last checkpoint's step.
+        final_quality: the last checkpoint's quality, by measure (``perplexity``,
+            ``loss``, ``mlm_loss``, an import's target).
+        final_features: the last checkpoint's features.
+    """
+
+    model: str
+    n_checkpoints: int
+    steps: tuple[int | None, ...]
+    num_parameters: int | None
+    final_step: int | None
+    final_quality: Mapping[str, float | None]
+    final_features: Mapping[str, float | None]
+
+    @classmethod
+    def from_json(cls, obj: dict) -> ModelSummary:
+        return cls(model=obj["model"], n_checkpoints=obj["n_checkpoints"],
+                   steps=tuple(obj["steps"]), num_parameters=obj.get("num_parameters"),
+                   final_step=obj.get("final_step"),
+                   final_quality=MappingProxyType(
+                       {k.removeprefix("final_"): v for k, v in obj.items()
+                        if k.startswith("final_") and k not in ("final_step",
+                                                                "final_features")}),
+                   final_features=MappingProxyType(dict(obj.get("final_features") or {})))
+
+
+def _correlations(by_feature: dict) -> Mapping[str, Correlation]:
+    return MappingProxyType({f: Correlation.from_json(c) for f, c in by_feature.items()})
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _correlation_problem(c: object) -> str | None:
+    if not isinstance(c, dict) or not _is_int(c.get("n")):
+        return "is not an object with a count n"
+    bad = [k for k in _COEFFICIENTS if c.get(k) is not None and not is_number(c[k])]
+    return f"has {bad[0]} = {c[bad[0]]!r}, not a number" if bad else None
+
+
+def _correlations_problem(obj: object) -> str | None:
+    if not isinstance(obj, dict) or not isinstance(obj.get("target"), str):
+        return "is not an object with a target"
+    per_model, pooled = obj.get("per_model"), obj.get("pooled")
+    if not isinstance(per_model, dict) or not isinstance(pooled, dict):
+        return "has per_model or pooled that are not objects"
+    for scope, by_feature in [*per_model.items(), ("pooled", pooled)]:
+        if not isinstance(by_feature, dict):
+            return f"has {scope} correlations that are not an object"
+        for feature, c in by_feature.items():
+            if problem := _correlation_problem(c):
+                return f"has a {scope} correlation of {feature} that {problem}"
+    return None
+
+
+def _model_problem(summary: object) -> str | None:
+    if not isinstance(summary, dict) or not isinstance(summary.get("model"), str):
+        return "is not an object naming its model"
+    if not _is_int(summary.get("n_checkpoints")) or not isinstance(summary.get("steps"), list):
+        return "has no checkpoint count or steps"
+    quality = {k: v for k, v in summary.items()
+               if k.startswith("final_") and k not in ("final_step", "final_features")}
+    bad = [k for k, v in quality.items() if v is not None and not is_number(v)]
+    if bad:
+        return f"has {bad[0]} = {quality[bad[0]]!r}, not a number"
+    features = summary.get("final_features")
+    if features is not None and not isinstance(features, dict):
+        return "has final_features that are not an object"
+    return None
+
+
+def statistics_problem(obj: object) -> str | None:
+    """What makes parsed statistics unusable, or ``None`` when they are sound: an object
+    whose ``models``, ``features``, ``correlations`` (and ``correlations_by_target``) have
+    the shapes :class:`Statistics` reads, whose target is named, and whose other
+    sections (:data:`SECTIONS`) are objects."""
+    if not isinstance(obj, dict):
+        return f"hold a {type(obj).__name__}, not a JSON object"
+    if not isinstance(obj.get("target"), str):
+        return "name no target"
+    if obj.get("target_better") not in (None, "lower", "higher"):
+        return f"say the target is better {obj['target_better']!r}, not lower or higher"
+    models = obj.get("models")
+    if not isinstance(models, dict):
+        return "have models that are not an object"
+    for label, summary in models.items():
+        if problem := _model_problem(summary):
+            return f"have a model {label!r} that {problem}"
+    families = obj.get("features")
+    if not isinstance(families, dict) or not all(
+            k in _FAMILY_NAMES and isinstance(v, list)
+            and all(isinstance(f, str) for f in v) for k, v in families.items()):
+        return "have features that are not lists of names by feature family"
+    if problem := _correlations_problem(obj.get("correlations")):
+        return f"have correlations that {problem.replace('is not', 'are not', 1)}"
+    by_target = obj.get("correlations_by_target", {})
+    if not isinstance(by_target, dict):
+        return "have correlations_by_target that are not an object"
+    for target, corr in by_target.items():
+        if problem := _correlations_problem(corr):
+            return f"have correlations with {target} that {problem}"
+    damaged = [k for k in SECTIONS if k in obj and not isinstance(obj[k], dict)]
+    if damaged:
+        return f"have sections {', '.join(damaged)} that are not objects"
+    hashes = obj.get("settings_hash", [])
+    if not isinstance(hashes, list) or not all(isinstance(h, str) for h in hashes):
+        return "have a settings_hash that is not a list of hashes"
+    if obj.get("records_sha256") is not None and not isinstance(obj["records_sha256"], str):
+        return "have a records_sha256 that is not a string"
+    return None
+
+
+@dataclass(frozen=True, eq=False)
+class Statistics(JsonView):
+    """A study's statistics (see the module). Build them with :meth:`from_json`; read
+    them by attribute, or as the mapping of their JSON.
+
+    Attributes:
+        records_sha256: the digest of the records they were computed from
+            (:func:`toposig.analysis.statistics.records_digest`).
+        settings_hashes: the settings hashes of those records.
+        target: the quality measure correlated with.
+        target_better: ``lower`` or ``higher`` (``None`` in files older than it).
+        models: label -> :class:`ModelSummary`.
+        features: the feature names, by feature family (those with any).
+        correlations: every feature's correlation with ``target``.
+        correlations_by_target: the same with the other quality measures the records
+            hold, by measure.
+        sections: the other sections (:data:`SECTIONS`) as mappings of their JSON.
+    """
+
+    target: str
+    models: Mapping[str, ModelSummary]
+    features: Mapping[FeatureFamily, tuple[str, ...]]
+    correlations: Correlations
+    correlations_by_target: Mapping[str, Correlations] = field(default_factory=dict)
+    target_better: str | None = None
+    records_sha256: str | None = None
+    settings_hashes: tuple[str, ...] = ()
+    sections: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    json: Mapping[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_json(cls, obj: object, *, where: str = "") -> Statistics:
+        """The statistics of a parsed JSON object (``Statistics`` are returned as they
+        are).
+
+        Args:
+            obj: what was read (or what ``compute_statistics`` computed).
+            where: the file it came from, to start the error message with.
+
+        Raises:
+            StatisticsError: :func:`statistics_problem` has an answer for it.
+        """
+        if isinstance(obj, Statistics):
+            return obj
+        problem = statistics_problem(obj)
+        if problem:
+            raise StatisticsError(f"{where + ': ' if where else ''}the statistics {problem}")
+        assert isinstance(obj, dict)
+        data = copy.deepcopy(obj)
+        return cls(
+            target=data["target"],
+            models=MappingProxyType({label: ModelSummary.from_json(m)
+                                     for label, m in data["models"].items()}),
+            features=MappingProxyType({FeatureFamily(k): tuple(v)
+                                       for k, v in data["features"].items()}),
+            correlations=Correlations.from_json(data["correlations"]),
+            correlations_by_target=MappingProxyType(
+                {t: Correlations.from_json(c)
+                 for t, c in data.get("correlations_by_target", {}).items()}),
+            target_better=data.get("target_better"),
+            records_sha256=data.get("records_sha256"),
+            settings_hashes=tuple(data.get("settings_hash", ())),
+            sections=MappingProxyType({k: MappingProxyType(data[k]) for k in SECTIONS
+                                       if k in data}),
+            json=MappingProxyType(data),
+        )
+
+    def correlations_with(self, target: str) -> Correlations:
+        """The correlations with ``target`` (the main target or another measure).
+
+        Raises:
+            KeyError: the records hold no such measure.
+        """
+        if target == self.target:
+            return self.correlations
+        if target not in self.correlations_by_target:
+            known = [self.target, *self.correlations_by_target]
+            raise KeyError(f"no correlations with {target!r}; these are with "
+                           f"{', '.join(known)}")
+        return self.correlations_by_target[target]
+
+    def __repr__(self) -> str:
+        n_features = sum(len(v) for v in self.features.values())
+        strongest = self.correlations.strongest(1)
+        best = (f"; strongest pooled {strongest[0][0]} rho={strongest[0][1].spearman_r:+.3f}"
+                if strongest else "")
+        return (f"Statistics({len(self.models)} model(s), {n_features} features against "
+                f"{self.target}{best})")

@@ -1,0 +1,321 @@
+"""Typed records and statistics (issue 27): one definition of a record and of the
+statistics, validated on read, used by the run, the analysis, the report and
+``load_results``; what was read is what is written back, byte for byte."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from toposig.analysis.statistics import compute_statistics, records_digest
+from toposig.analysis.table import results_table
+from toposig.records import (
+    FAMILIES,
+    CheckpointId,
+    Correlation,
+    Family,
+    FeatureFamily,
+    Record,
+    RecordError,
+    Statistics,
+    StatisticsError,
+    record_stem,
+)
+from toposig.results import Results
+from toposig.run.results_folder import load_entries
+from toposig.run.store import DamagedResultsError, ResultStore
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "results"
+FIXTURE = ROOT / "tests" / "fixtures" / "mini_results"
+STATISTICS = [RESULTS / "data" / "statistics.json",
+              *sorted((RESULTS / "seeds").glob("*/data/statistics.json")),
+              RESULTS / "seed004" / "data" / "statistics.json"]
+
+
+def entries(folder: Path = RESULTS) -> list[dict]:
+    return json.loads((folder / "data" / "all_results.json").read_text())
+
+
+# --- records --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("folder", [RESULTS, FIXTURE], ids=["results", "fixture"])
+def test_every_committed_entry_reads_as_a_record_that_gives_its_json_back(folder):
+    for entry in entries(folder):
+        rec = Record.from_json(entry)
+        assert rec.to_json() == entry and rec == entry  # the mapping of its JSON
+        assert json.dumps(rec.to_json(), sort_keys=True) == json.dumps(entry, sort_keys=True)
+        assert rec.checkpoint == CheckpointId(
+            entry["model"], entry["model_label"], entry["step"], entry["source"],
+            entry["location"], entry["revision"], entry["checkpoint_fingerprint"])
+        assert rec.checkpoint.stem == record_stem(entry["step"])
+        assert list(rec.families) == entry["families"]
+        assert dict(rec.features) == entry["features"]
+        assert (rec.perplexity, rec.mean_nll, rec.loss, rec.loss_key) == (
+            entry["perplexity"], entry["mean_nll"], entry["loss"], entry["loss_key"])
+        assert rec.num_parameters == entry["num_parameters"]
+        assert rec.layer == entry["layer"]
+        assert list(rec.layer_names) == entry.get("layer_names", [])
+        assert {str(k): dict(v) for k, v in rec.layers.items()} == entry["layer_features"]
+        assert [m.name for m in rec.matrices] == [m["name"] for m in
+                                                  entry["weights"]["matrices"]]
+        assert len(rec.matrices) == entry["weights"]["n_matrices"]
+        assert rec.matrices[0].features["np"] == entry["weights"]["matrices"][0]["np"]
+        assert rec.parts[Family.EMBEDDING].settings_hash == entry["settings_hash"]
+        for family in (Family.WEIGHTS, Family.LANDSCAPE, Family.GRADIENTS):
+            part = entry[family.value]
+            assert rec.parts[family].settings_hash == part["settings_hash"]
+            assert rec.parts[family].arrays_file == part["arrays_file"]
+            assert dict(rec.parts[family].settings) == part.get("settings", {})
+        assert rec.provenance.schema_version == entry["schema_version"]
+        assert rec.provenance.ph_backend == entry["ph_backend"]
+
+
+def test_each_familys_record_file_reads_as_a_record_of_that_family():
+    seen = set()
+    for path in sorted((FIXTURE / "records").glob("*/*/*.json")):
+        raw = json.loads(path.read_text())
+        rec = Record.from_json(raw, where=str(path))
+        family = Family(raw.get("family", "embedding"))
+        seen.add(family)
+        assert rec.families == (family,) and family in rec.parts
+        assert rec.parts[family].arrays_file == raw.get("arrays_file")
+        assert rec.checkpoint.stem == path.stem and rec.to_json() == raw
+        if family == Family.WEIGHTS:
+            assert [m.name for m in rec.matrices] == [m["name"] for m in raw["matrices"]]
+            assert rec.loss == raw["checkpoint_loss"]
+    assert seen == set(FAMILIES)
+
+
+def test_a_record_prints_in_one_short_line():
+    rec = Record.from_json(entries()[-1])
+    text = repr(rec)
+    assert "\n" not in text and len(text) < 160, text
+    assert text.startswith("Record(tiny-h64-l3 step 1000 [embedding, weights, landscape, "
+                           "gradients]: 81 features, perplexity 6.367")
+    failed = Record.from_json({"status": "failed", "family": "weights", "model": "m",
+                               "model_label": "m", "step": 5, "error": "OSError: gone"})
+    assert repr(failed) == "Record(m step 5 [weights]: failed: OSError: gone)"
+
+
+def test_a_record_is_read_only_and_its_json_a_copy():
+    entry = entries()[0]
+    rec = Record.from_json(entry)
+    entry["features"]["rankme"] = -1.0  # the caller's dict is not the record's
+    assert rec.features["rankme"] != -1.0
+    with pytest.raises(TypeError):
+        rec["perplexity"] = 1.0  # type: ignore[index]
+    with pytest.raises(TypeError):
+        rec.features["rankme"] = 1.0  # type: ignore[index]
+    out = rec.to_json()
+    out["features"].clear()
+    assert rec.to_json()["features"] and Record.from_json(rec) is rec
+
+
+def damaged(change) -> dict:
+    entry = copy.deepcopy(entries()[0])
+    change(entry)
+    return entry
+
+
+DAMAGE = {
+    "no model": (lambda e: e.pop("model"), "has no model"),
+    "model a number": (lambda e: e.update(model=3), "names the model 3"),
+    "status unknown": (lambda e: e.update(status="done"), "status 'done'"),
+    "step negative": (lambda e: e.update(step=-1), "step -1"),
+    "step a string": (lambda e: e.update(step="ten"), "step 'ten'"),
+    "features a list": (lambda e: e.update(features=[1, 2]), "'features'"),
+    "feature a string": (lambda e: e["features"].update(rankme="high"), "'features'"),
+    "perplexity a string": (lambda e: e.update(perplexity="7"), "'perplexity'"),
+    "unknown family": (lambda e: e.update(families=["embedding", "vibes"]), "families"),
+    "layer a string": (lambda e: e.update(layer="3"), "layer '3'"),
+    "layer keys not indices": (lambda e: e.update(layer_features={"top": {}}),
+                               "layer_features"),
+    "layer features not numbers": (lambda e: e["layer_features"]["0"].update(x="y"),
+                                   "layer_features"),
+    "weights part a list": (lambda e: e.update(weights=[]), "weights part"),
+    "weights hash a number": (lambda e: e["weights"].update(settings_hash=5),
+                              "weights settings_hash 5"),
+    "matrix without a name": (lambda e: e["weights"]["matrices"][0].pop("name"),
+                              "matrix without a name"),
+    "loss_key a number": (lambda e: e.update(loss_key=3), "loss_key 3"),
+}
+
+
+@pytest.mark.parametrize("name", DAMAGE)
+def test_an_unsound_record_is_refused_saying_why(name):
+    change, says = DAMAGE[name]
+    with pytest.raises(RecordError) as err:
+        Record.from_json(damaged(change), where="all_results.json entry 0")
+    assert str(err.value).startswith("all_results.json entry 0: the record ")
+    assert says in str(err.value)
+
+
+@pytest.mark.parametrize("name", ["no model", "feature a string", "unknown family",
+                                  "matrix without a name"])
+def test_a_damaged_entry_is_an_error_naming_the_file_and_the_entry(tmp_path, name):
+    folder = tmp_path / "res"
+    (folder / "data").mkdir(parents=True)
+    good = entries()
+    good[3] = damaged(DAMAGE[name][0])
+    (folder / "data" / "all_results.json").write_text(json.dumps(good))
+    with pytest.raises(DamagedResultsError) as err:
+        load_entries(folder)
+    message = str(err.value)
+    assert message.startswith(str(folder / "data" / "all_results.json"))
+    label, step = good[3]["model_label"], good[3]["step"]
+    assert f"entry 3 ({label} step {step})" in message and DAMAGE[name][1] in message
+
+
+def test_load_entries_gives_records_and_the_analysis_reads_them_as_it_read_dicts():
+    records = load_entries(RESULTS)
+    assert all(isinstance(r, Record) for r in records)
+    raw = entries()
+    assert records_digest(records) == records_digest(raw)
+    assert results_table(records).equals(results_table(raw))
+
+
+def test_the_run_refuses_to_write_an_unsound_entry_and_writes_nothing(tmp_path):
+    store = ResultStore(tmp_path / "out", "945195e2ce8e")
+    bad = damaged(DAMAGE["no model"][0])
+    with pytest.raises(RecordError, match="unsound entry for tiny-h16-l1 step 0: it has no "
+                                          "model"):
+        store.write_aggregates([entries()[1], bad], {"models": {}})
+    assert not (tmp_path / "out" / "data").exists()
+
+
+# --- statistics -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("path", STATISTICS, ids=lambda p: str(p.relative_to(RESULTS)))
+def test_every_committed_statistics_file_reads_typed_and_gives_its_json_back(path):
+    raw = json.loads(path.read_text())
+    st = Statistics.from_json(raw, where=str(path))
+    assert st.to_json() == raw and st == raw
+    assert st.target == raw["target"] and st.records_sha256 == raw["records_sha256"]
+    assert list(st.settings_hashes) == raw["settings_hash"]
+    assert {k.value: list(v) for k, v in st.features.items()} == raw["features"]
+    assert all(isinstance(k, FeatureFamily) for k in st.features)
+    for label, m in raw["models"].items():
+        summary = st.models[label]
+        assert (summary.model, summary.n_checkpoints, list(summary.steps)) == (
+            m["model"], m["n_checkpoints"], m["steps"])
+        assert summary.final_quality["perplexity"] == m["final_perplexity"]
+        assert dict(summary.final_features) == m["final_features"]
+    for feature, c in raw["correlations"]["pooled"].items():
+        assert st.correlations.pooled[feature] == Correlation(
+            n=c["n"], spearman_r=c["spearman_r"], spearman_p=c["spearman_p"],
+            spearman_p_method=c.get("spearman_p_method"), pearson_r=c["pearson_r"],
+            pearson_p=c["pearson_p"], pearson_log_r=c["pearson_log_r"],
+            pearson_log_p=c["pearson_log_p"])
+    for label, by_feature in raw["correlations"]["per_model"].items():
+        assert set(st.correlations.per_model[label]) == set(by_feature)
+    for target in raw["correlations_by_target"]:
+        assert st.correlations_with(target).target == target
+    assert st.correlations_with(st.target) is st.correlations
+    assert dict(st.sections["controlled"]) == raw["controlled"]
+
+
+def test_statistics_print_in_one_line_and_name_an_unknown_target():
+    st = Statistics.from_json(json.loads(STATISTICS[0].read_text()))
+    text = repr(st)
+    assert "\n" not in text and len(text) < 160
+    assert text.startswith("Statistics(3 model(s), 81 features against perplexity; "
+                           "strongest pooled ")
+    best = st.correlations.strongest(3)
+    assert [abs(c.spearman_r) for _, c in best] == sorted(
+        (abs(c["spearman_r"]) for c in st["correlations"]["pooled"].values()
+         if c["spearman_r"] is not None), reverse=True)[:3]
+    with pytest.raises(KeyError, match="no correlations with 'accuracy'; these are with "
+                                       "perplexity, loss"):
+        st.correlations_with("accuracy")
+
+
+STATISTICS_DAMAGE = {
+    "a list": (lambda s: [s], "hold a list"),
+    "no target": (lambda s: s.pop("target") and s, "name no target"),
+    "target_better odd": (lambda s: s.update(target_better="sideways") or s, "sideways"),
+    "models a list": (lambda s: s.update(models=[]) or s, "models that are not an object"),
+    "a model without steps": (lambda s: s["models"]["tiny-h16-l1"].pop("steps") and s,
+                              "model 'tiny-h16-l1'"),
+    "final perplexity a string": (
+        lambda s: s["models"]["tiny-h16-l1"].update(final_perplexity="low") or s,
+        "final_perplexity = 'low'"),
+    "unknown feature family": (lambda s: s["features"].update(vibes=["x"]) or s,
+                               "features that are not lists"),
+    "a correlation without n": (lambda s: s["correlations"]["pooled"]["rankme"].pop("n")
+                                and s, "pooled correlation of rankme"),
+    "a coefficient a string": (
+        lambda s: s["correlations"]["per_model"]["tiny-h32-l2"]["rankme"].update(
+            spearman_r="-0.9") or s, "tiny-h32-l2 correlation of rankme"),
+    "by target damaged": (lambda s: s["correlations_by_target"].update(loss=[]) or s,
+                          "correlations with loss"),
+    "a section a list": (lambda s: s.update(phases=[]) or s, "sections phases"),
+    "hashes a string": (lambda s: s.update(settings_hash="945195e2ce8e") or s,
+                        "settings_hash"),
+}
+
+
+@pytest.mark.parametrize("name", STATISTICS_DAMAGE)
+def test_unsound_statistics_are_refused_saying_why(name):
+    change, says = STATISTICS_DAMAGE[name]
+    raw = change(json.loads(STATISTICS[0].read_text()))
+    with pytest.raises(StatisticsError) as err:
+        Statistics.from_json(raw, where="statistics.json")
+    assert str(err.value).startswith("statistics.json: the statistics ")
+    assert says in str(err.value)
+
+
+def test_a_folder_whose_statistics_are_damaged_does_not_use_them(tmp_path):
+    folder = tmp_path / "res"
+    (folder / "data").mkdir(parents=True)
+    (folder / "data" / "all_results.json").write_bytes(
+        (RESULTS / "data" / "all_results.json").read_bytes())
+    stored = json.loads(STATISTICS[0].read_text())
+
+    def problem(statistics: dict) -> str | None:
+        (folder / "data" / "statistics.json").write_text(json.dumps(statistics))
+        return Results(folder)._stored_problem()
+
+    assert problem(stored) is None
+    assert isinstance(Results(folder).statistics, Statistics)
+    stored["models"]["tiny-h16-l1"]["n_checkpoints"] = "eighteen"
+    assert problem(stored) == ("it is damaged (the statistics have a model 'tiny-h16-l1' "
+                               "that has no checkpoint count or steps)")
+
+
+def small_records() -> list[dict]:
+    out = []
+    for label, offset in (("a", 0.0), ("b", 1.0)):
+        for step, ppl in zip((0, 10, 100, 1000), (1000.0, 300.0, 50.0, 20.0), strict=True):
+            out.append({"status": "ok", "model": f"runs/{label}", "model_label": label,
+                        "step": step, "perplexity": ppl + offset,
+                        "features": {"h1_total_persistence": 1.0 / ppl + offset,
+                                     "rankme": 5.0 + step % 7, "np_mean": float("nan")}})
+    return out
+
+
+def test_compute_statistics_gives_typed_statistics_the_same_from_records_or_dicts():
+    raw = small_records()
+    records = [Record.from_json(e) for e in raw]
+    typed = compute_statistics(records, n_bootstrap=20, n_surrogates=19)
+    plain = compute_statistics(raw, n_bootstrap=20, n_surrogates=19)
+    assert isinstance(typed, Statistics) and typed == plain
+    assert typed.records_sha256 == records_digest(raw)
+    assert typed.models["a"].steps == (0, 10, 100, 1000)
+    assert typed.correlations.per_model["a"]["h1_total_persistence"].spearman_r == -1.0
+    assert typed.models["b"].final_features["np_mean"] is None  # NaN: strict JSON's null
+    json.dumps(typed.to_json(), allow_nan=False)
+
+
+def test_records_and_statistics_pickle_and_copy_as_what_they_read():
+    import pickle
+
+    rec = Record.from_json(entries()[0])
+    st = Statistics.from_json(json.loads(STATISTICS[0].read_text()))
+    for obj in (rec, st):
+        for again in (pickle.loads(pickle.dumps(obj)), copy.deepcopy(obj), copy.copy(obj)):
+            assert type(again) is type(obj) and again == obj and again.to_json() == obj.to_json()
+    assert pickle.loads(pickle.dumps(rec)).checkpoint == rec.checkpoint
