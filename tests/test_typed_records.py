@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -101,18 +102,26 @@ def test_a_record_prints_in_one_short_line():
     assert repr(failed) == "Record(m step 5 [weights]: failed: OSError: gone)"
 
 
-def test_a_record_is_read_only_and_its_json_a_copy():
+def test_a_record_keeps_its_own_json_and_its_typed_fields_show_that_json():
     entry = entries()[0]
     rec = Record.from_json(entry)
     entry["features"]["rankme"] = -1.0  # the caller's dict is not the record's
-    assert rec.features["rankme"] != -1.0
+    assert rec.features["rankme"] != -1.0 and rec["features"]["rankme"] != -1.0
     with pytest.raises(TypeError):
         rec["perplexity"] = 1.0  # type: ignore[index]
     with pytest.raises(TypeError):
         rec.features["rankme"] = 1.0  # type: ignore[index]
+    with pytest.raises(TypeError):
+        rec.layers[0]["rankme"] = 1.0  # type: ignore[index]
     out = rec.to_json()
     out["features"].clear()
     assert rec.to_json()["features"] and Record.from_json(rec) is rec
+    # the typed fields are views of the record's JSON, never a second copy that can differ
+    assert rec.features is not None and rec.features == rec["features"]
+    assert rec.layers[0] == rec["layer_features"]["0"]
+    owned = entries()[1]
+    taken = Record.from_json(owned, copy_json=False)  # JSON just parsed, handed over
+    assert taken.json is not None and taken["features"] is owned["features"]
 
 
 def damaged(change) -> dict:
@@ -142,6 +151,27 @@ DAMAGE = {
     "matrix without a name": (lambda e: e["weights"]["matrices"][0].pop("name"),
                               "matrix without a name"),
     "loss_key a number": (lambda e: e.update(loss_key=3), "loss_key 3"),
+    "no step": (lambda e: e.pop("step"), "has no step"),
+    "an empty label": (lambda e: e.update(model_label=""), "names the model ''"),
+    "no label": (lambda e: e.pop("model_label"), "has no model_label"),
+    "shape a number": (lambda e: e["weights"]["matrices"][0].update(shape=5), "of shape 5"),
+    "shape a string": (lambda e: e["weights"]["matrices"][0].update(shape="64x64"),
+                       "of shape '64x64'"),
+    "matrix value a list": (lambda e: e["weights"]["matrices"][0].update(np=[1.0]),
+                            "matrix gpt_neox"),
+    "layer names a number": (lambda e: e.update(layer_names=5), "layer_names"),
+    "timings a list": (lambda e: e.update(timings_s=[1.0]), "embedding timings_s"),
+    "layer key --1": (lambda e: e.update(layer_features={"--1": {}}), "layer_features"),
+    "layer key a superscript": (lambda e: e.update(layer_features={"\u00b2": {}}),
+                                "layer_features"),
+    "layer key -1": (lambda e: e.update(layer_features={"-1": {}}), "layer_features"),
+    "layer -1": (lambda e: e.update(layer=-1), "layer -1"),
+    "step past int64": (lambda e: e.update(step=10**30), "below 2**63"),
+    "arrays file absolute": (lambda e: e.update(arrays_file="/tmp/x.npz"),
+                             "arrays file '/tmp/x.npz'"),
+    "weights arrays file climbing": (
+        lambda e: e["weights"].update(arrays_file="records/../../../x.npz"),
+        "arrays file 'records/../../../x.npz'"),
 }
 
 
@@ -170,12 +200,116 @@ def test_a_damaged_entry_is_an_error_naming_the_file_and_the_entry(tmp_path, nam
     assert f"entry 3 ({label} step {step})" in message and DAMAGE[name][1] in message
 
 
-def test_load_entries_gives_records_and_the_analysis_reads_them_as_it_read_dicts():
-    records = load_entries(RESULTS)
-    assert all(isinstance(r, Record) for r in records)
+@pytest.mark.parametrize("change, says", [
+    (lambda es: es.append(copy.deepcopy(es[5])), "entry 54 (tiny-h16-l1 step 16) repeats "
+                                                 "the checkpoint of entry 5"),
+    (lambda es: es[0].update(model_label=".."), "entry 0 (.. step 0) cannot be read: model "
+                                                "label '..'"),
+    (lambda es: es[0].update(model_label="a/b"), "entry 0 (a/b step 0) cannot be read: "
+                                                 "model label 'a/b'"),
+], ids=["a repeated checkpoint", "label ..", "label with a slash"])
+def test_an_aggregate_with_a_repeated_checkpoint_or_an_unsafe_label_is_refused(
+        tmp_path, change, says):
     raw = entries()
+    change(raw)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "all_results.json").write_text(json.dumps(raw))
+    with pytest.raises(DamagedResultsError) as err:
+        load_entries(tmp_path)
+    assert says in str(err.value), str(err.value)
+
+
+def test_only_failed_entries_say_what_to_do(tmp_path):
+    failed = {"status": "failed", "family": "weights", "model": "m", "model_label": "m",
+              "step": 3, "error": "OSError"}
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "all_results.json").write_text(json.dumps([failed]))
+    from toposig.run.results_folder import ResultsMissingError
+
+    with pytest.raises(ResultsMissingError, match=r"no finished checkpoint to analyse \(only "
+                                                  r"1 failed ones\); a run of the same"):
+        load_entries(tmp_path)
+
+
+def test_arrays_are_never_read_from_outside_the_records_folder(tmp_path):
+    from toposig.run.store import load_arrays
+
+    for name in ("/etc/hosts.npz", "records/../../x.npz", "records/h/m/../../../x.npz",
+                 "../results/records/h/m/step000000.npz"):
+        with pytest.raises(DamagedResultsError, match="not records/<hash>/<model>/<step>.npz"):
+            load_arrays(tmp_path, {"model_label": "m", "step": 0, "arrays_file": name})
+
+
+def test_load_entries_gives_the_files_finished_entries_as_records_in_order(tmp_path):
+    raw = entries()
+    records = load_entries(RESULTS)
+    assert all(isinstance(r, Record) for r in records) and records == raw
     assert records_digest(records) == records_digest(raw)
-    assert results_table(records).equals(results_table(raw))
+    failed = {"status": "failed", "family": "weights", "model": "m", "model_label": "m",
+              "step": 3, "error": "OSError"}
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "all_results.json").write_text(json.dumps([failed, *raw[:2]]))
+    assert load_entries(tmp_path) == raw[:2]
+
+
+def test_a_damaged_record_file_is_recomputed_not_an_error_of_the_run(tmp_path, caplog):
+    """A record file edited by hand (a weight matrix without its name) is not a record of
+    this place: the store reads it as none, with a warning, so the run computes it again;
+    before, the merged entry failed the run's own check when the aggregates were written."""
+    from toposig.sources.checkpoints import Checkpoint
+
+    root = tmp_path / "res"
+    import shutil
+
+    shutil.copytree(FIXTURE, root)
+    path = root / "records" / "w9c0bc8fc8d6" / "tiny-h16-l1" / "step000000.json"
+    rec = json.loads(path.read_text())
+    store = ResultStore(root, "w9c0bc8fc8d6", Family.WEIGHTS)
+    ckpt = Checkpoint(rec["model"], "tiny-h16-l1", 0, rec["source"], rec["location"])
+    assert store.load(ckpt) == rec
+    del rec["matrices"][2]["name"]
+    path.write_text(json.dumps(rec))
+    with caplog.at_level(logging.WARNING):
+        assert store.load(ckpt) is None
+    assert f"ignoring record {path}: it has a matrix without a name" in caplog.text
+
+
+def test_json_files_write_typed_objects_and_refuse_other_objects(tmp_path):
+    from toposig.files.atomic import atomic_write_json
+
+    rec = Record.from_json(entries()[0])
+    atomic_write_json(tmp_path / "r.json", {"record": rec})
+    assert json.loads((tmp_path / "r.json").read_text())["record"] == entries()[0]
+
+    class Table:
+        def to_json(self) -> str:
+            return "not a record"
+
+    with pytest.raises(TypeError, match="not JSON serialisable: Table"):
+        atomic_write_json(tmp_path / "t.json", {"table": Table()})
+
+
+def test_an_imports_families_share_its_settings_hash_and_quality_alone_is_tabled():
+    imported = {"status": "ok", "model": "EleutherAI/pythia-70m", "model_label": "p70m",
+                "step": 1000, "source": "imported", "settings_hash": "import-abc",
+                "families": ["embedding", "weights"], "perplexity": 30.0,
+                "features": {"rankme": 5.0, "np_mean": 0.5}}
+    rec = Record.from_json(imported)
+    assert {f: p.settings_hash for f, p in rec.parts.items()} == {
+        Family.EMBEDDING: "import-abc", Family.WEIGHTS: "import-abc"}
+    quality_only = {**imported, "families": [], "features": {}}
+    table = results_table([quality_only])
+    assert table["family"].tolist() == ["embedding"] and table["perplexity"].tolist() == [30.0]
+
+
+def test_an_imported_target_cannot_take_a_field_the_record_gives_a_meaning():
+    from toposig.sources.imports import RESERVED_FIELDS
+
+    checked = {"model", "model_label", "step", "status", "family", "families", "features",
+               "layer", "layer_names", "layer_features", "weights", "landscape", "gradients",
+               "matrices", "loss_key", "checkpoint_loss_key", "model_type", "arrays_file",
+               "settings_hash", "settings", "timings_s", "error"}
+    assert checked <= RESERVED_FIELDS
 
 
 def test_the_run_refuses_to_write_an_unsound_entry_and_writes_nothing(tmp_path):
@@ -246,7 +380,10 @@ STATISTICS_DAMAGE = {
     "unknown feature family": (lambda s: s["features"].update(vibes=["x"]) or s,
                                "features that are not lists"),
     "a correlation without n": (lambda s: s["correlations"]["pooled"]["rankme"].pop("n")
-                                and s, "pooled correlation of rankme"),
+                                and s, "have correlations with the target: they hold a pooled "
+                                       "correlation of rankme that has no count n"),
+    "a count a float": (lambda s: s["correlations"]["pooled"]["rankme"].update(n=54.0) or s,
+                        "pooled correlation of rankme that has no count n of checkpoints"),
     "a coefficient a string": (
         lambda s: s["correlations"]["per_model"]["tiny-h32-l2"]["rankme"].update(
             spearman_r="-0.9") or s, "tiny-h32-l2 correlation of rankme"),
@@ -284,6 +421,12 @@ def test_a_folder_whose_statistics_are_damaged_does_not_use_them(tmp_path):
     stored["models"]["tiny-h16-l1"]["n_checkpoints"] = "eighteen"
     assert problem(stored) == ("it is damaged (the statistics have a model 'tiny-h16-l1' "
                                "that has no checkpoint count or steps)")
+    stored = json.loads(STATISTICS[0].read_text())
+    stored["records_sha256"] = None
+    assert problem(stored) == "it does not say which records it was computed from"
+    deep = "[" * 100_000 + "]" * 100_000  # beyond what the JSON parser recurses into
+    (folder / "data" / "statistics.json").write_text('{"target": "perplexity", "x": ' + deep + "}")
+    assert Results(folder)._stored_problem().startswith("it cannot be read (RecursionError")
 
 
 def small_records() -> list[dict]:

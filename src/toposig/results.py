@@ -85,12 +85,14 @@ class Results:
             return None, "there is none"
         try:
             stored = read_json(path)
-        except (OSError, ValueError) as exc:
-            return None, f"it cannot be read ({exc})"
+        except (OSError, ValueError, RecursionError) as exc:
+            return None, f"it cannot be read ({type(exc).__name__}: {exc})"
         try:
             statistics = Statistics.from_json(stored)
         except StatisticsError as exc:
             return None, f"it is damaged ({exc})"
+        if statistics.records_sha256 is None:
+            return None, "it does not say which records it was computed from"
         if statistics.records_sha256 != records_digest(self.records):
             return None, "its records have changed since"
         if self.target != "auto" and statistics.target != self.target:

@@ -448,7 +448,8 @@ def summary_lines(statistics: Statistics | Mapping, top: int = 8) -> list[str]:
     if strongest := st.correlations.strongest(top):
         lines.append(f"strongest pooled Spearman correlations with {target} (top {top}):")
         for f, c in strongest:
-            lines.append(f"  {f:<32} rho={c.spearman_r:+.3f}  p={c.spearman_p:.2g}  n={c.n}")
+            p = "-" if c.spearman_p is None else f"{c.spearman_p:.2g}"
+            lines.append(f"  {f:<32} rho={c.spearman_r:+.3f}  p={p}  n={c.n}")
     else:
         lines.append("no correlation is defined (fewer than 3 checkpoints, or constant values)")
     summary = st.sections.get("controlled", {}).get("summary", {})

@@ -29,7 +29,7 @@ def _json_default(obj):
         return obj.tolist()
     if isinstance(obj, Path):
         return str(obj)
-    if callable(getattr(obj, "to_json", None)):  # a typed record or statistics
+    if isinstance(obj, JsonView):  # a typed record or statistics
         return obj.to_json()
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
 

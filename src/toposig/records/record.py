@@ -27,6 +27,7 @@ JSON, equal to what was read, so writing a record back changes no byte.
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -36,6 +37,7 @@ from toposig.records.vocabulary import (
     FAMILIES,
     Family,
     JsonView,
+    arrays_file_problem,
     is_number,
     record_family,
     record_problem,
@@ -50,6 +52,7 @@ Features = Mapping[str, "float | None"]
 # Where each family keeps its part of an aggregate entry (the embedding's is the top level).
 _PART_KEY = {Family.WEIGHTS: "weights", Family.LANDSCAPE: "landscape",
              Family.GRADIENTS: "gradients"}
+_LAYER_KEY = re.compile(r"[0-9]+")
 
 
 class RecordError(ValueError):
@@ -96,8 +99,9 @@ class FamilyPart:
         family: the family.
         settings_hash: the hash of its settings: the folder ``records/<hash>/``.
         arrays_file: its arrays (``.npz``, relative to the results root), or ``None``.
-        settings: the settings it stored in the record (the embedding's are in
-            ``data/config.json``, so empty for it).
+        settings: the settings the record itself holds (the landscape's and the
+            gradients'; the embedding's and the weights' are in ``data/config.json``, so
+            empty for them).
         timings_s: seconds per stage of its work (``load``, ``forward``, ``total``...).
     """
 
@@ -131,8 +135,10 @@ class Provenance:
     Attributes:
         schema_version: the record schema (:data:`toposig.records.SCHEMA_VERSION`).
         finished_at: UTC time to the second (ISO 8601), or ``None`` (imports).
-        device, dtype: where and in which precision the model ran.
-        ph_backend: the persistent-homology library that computed the diagrams.
+        device, dtype: where and in which precision the model ran (for the embedding,
+            in an aggregate entry).
+        ph_backend: the persistent-homology library that computed the diagrams (the
+            embedding's, else the weights').
     """
 
     schema_version: int | None
@@ -142,8 +148,10 @@ class Provenance:
     ph_backend: str | None = None
 
 
-def _frozen(mapping: Mapping) -> Mapping:
-    return MappingProxyType(dict(mapping))
+def _view(mapping: dict | None) -> Mapping:
+    """A read-only view of ``mapping`` (of the record's own JSON, not a copy: what the
+    typed fields show is what the JSON holds)."""
+    return MappingProxyType(mapping if mapping is not None else {})
 
 
 def _numbers_problem(value: object, what: str) -> str | None:
@@ -160,6 +168,9 @@ def _part_problem(family: Family, part: object) -> str | None:
     for key in ("settings_hash", "arrays_file"):
         if part.get(key) is not None and not isinstance(part[key], str):
             return f"has a {family} {key} {part[key]!r} that is not a string"
+    if part.get("arrays_file") is not None \
+            and (problem := arrays_file_problem(part["arrays_file"])):
+        return problem
     for key in ("settings", "timings_s"):
         if part.get(key) is not None and not isinstance(part[key], dict):
             return f"has {family} {key} that are not an object"
@@ -172,6 +183,10 @@ def _matrices_problem(matrices: object) -> str | None:
     for m in matrices:
         if not isinstance(m, dict) or not isinstance(m.get("name"), str):
             return "has a matrix without a name"
+        shape = m.get("shape")
+        if shape is not None and (not isinstance(shape, list) or not all(
+                is_number(n) and isinstance(n, int) and n >= 0 for n in shape)):
+            return f"has matrix {m['name']} of shape {shape!r}, not a list of sizes"
         if problem := _numbers_problem(_matrix_features(m), f"matrix {m['name']} values"):
             return problem
     return None
@@ -181,14 +196,24 @@ def _matrix_features(matrix: dict) -> dict:
     return {k: v for k, v in matrix.items() if k not in ("name", "shape")}
 
 
-def entry_problem(record: object) -> str | None:
+def entry_problem(record: object, *, family: Family | None = None, label: str | None = None,
+                  stem: str | None = None, arrays_file: str | None = None) -> str | None:
     """What makes a record unusable (an aggregate entry or a family's record file), or
-    ``None`` when it is sound: :func:`toposig.records.record_problem`, and a ``model``
-    that is a string; known ``families``; an analysed ``layer`` that is an integer and
-    ``layer_features`` that map layer indices to features; family parts
-    (``weights``, ``landscape``, ``gradients``) that are objects with string hashes;
-    weight ``matrices`` that each have a name and numbers (or null) for the rest."""
-    problem = record_problem(record)
+    ``None`` when it is sound: :func:`toposig.records.record_problem` (with the place it
+    was read from, when given), and a ``model`` that is a string; known ``families``; an
+    analysed ``layer`` that is an integer, ``layer_names`` that are strings and
+    ``layer_features`` that map layer indices to features; family parts (its own
+    fields, ``weights``, ``landscape``, ``gradients``) with string hashes and object
+    settings and timings; weight ``matrices`` that each have a name, a list of sizes as
+    shape and numbers (or null) for the rest; string ``loss_key`` and ``model_type``.
+
+    Args:
+        record: the parsed JSON.
+        family, label, stem, arrays_file: what its location says it must be
+            (:func:`toposig.records.record_problem`).
+    """
+    problem = record_problem(record, family=family, label=label, stem=stem,
+                             arrays_file=arrays_file)
     if problem or not isinstance(record, dict):
         return problem
     if not isinstance(record.get("model"), str):
@@ -199,18 +224,24 @@ def entry_problem(record: object) -> str | None:
                                  or not all(f in FAMILIES for f in families)):
         return f"has families {families!r}, not a list of {', '.join(FAMILIES)}"
     layer = record.get("layer")
-    if layer is not None and not (is_number(layer) and isinstance(layer, int)):
-        return f"has layer {layer!r}, not an integer"
+    if layer is not None and not (is_number(layer) and isinstance(layer, int) and layer >= 0):
+        return f"has layer {layer!r}, not an index of the hidden states"
     by_layer = record.get("layer_features")
     if by_layer is not None:
         if not isinstance(by_layer, dict) or not all(
-                isinstance(k, str) and k.lstrip("-").isdigit() for k in by_layer):
+                isinstance(k, str) and _LAYER_KEY.fullmatch(k) for k in by_layer):
             return "has layer_features that are not keyed by layer index"
         for values in by_layer.values():
             if problem := _numbers_problem(values, "layer_features"):
                 return problem
-    for family, key in _PART_KEY.items():
-        if key in record and (problem := _part_problem(family, record[key])):
+    names = record.get("layer_names")
+    if names is not None and (not isinstance(names, list)
+                              or not all(isinstance(n, str) for n in names)):
+        return "has layer_names that are not a list of names"
+    if problem := _part_problem(record_family(record), record):  # its own part
+        return problem
+    for part_family, key in _PART_KEY.items():
+        if key in record and (problem := _part_problem(part_family, record[key])):
             return problem
     for holder in (record, record.get("weights")):
         if isinstance(holder, dict) and holder.get("matrices") is not None \
@@ -233,7 +264,8 @@ class Record(JsonView):
         families: the signature families it holds, in :data:`toposig.records.FAMILIES`
             order.
         features: the checkpoint-level features, name -> number (``None``: undefined).
-        perplexity, mean_nll: on the analysed texts (embedding; ``None`` otherwise).
+        perplexity, mean_nll: on the analysed texts (the embedding's, or an imported
+            table's; ``None`` when not measured).
         loss, loss_key: what the checkpoint stored as its loss, and under which key.
         mlm_loss: an encoder's masked-LM loss on the analysed texts.
         num_parameters: the model's parameters, each counted once.
@@ -268,12 +300,15 @@ class Record(JsonView):
     json: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def from_json(cls, obj: object, *, where: str = "") -> Record:
+    def from_json(cls, obj: object, *, where: str = "", copy_json: bool = True) -> Record:
         """The record of a parsed JSON object (a ``Record`` is returned as it is).
 
         Args:
             obj: what was read: an aggregate entry or a family's record.
             where: the file (and entry) it came from, to start the error message with.
+            copy_json: keep a deep copy of ``obj`` (default), so that changing ``obj``
+                later does not change the record; ``False`` takes ``obj`` over, for JSON
+                just parsed that nothing else holds (the readers of a results folder).
 
         Raises:
             RecordError: :func:`entry_problem` has an answer for it.
@@ -284,7 +319,7 @@ class Record(JsonView):
         if problem:
             raise RecordError(f"{where + ': ' if where else ''}the record {problem}")
         assert isinstance(obj, dict)
-        data = copy.deepcopy(obj)
+        data = copy.deepcopy(obj) if copy_json else obj
         return cls(
             checkpoint=CheckpointId(
                 model=data["model"], label=data["model_label"], step=data.get("step"),
@@ -293,7 +328,7 @@ class Record(JsonView):
                 fingerprint=data.get("checkpoint_fingerprint")),
             status=data["status"],
             families=_families(data),
-            features=_frozen(data.get("features") or {}),
+            features=_view(data.get("features")),
             perplexity=data.get("perplexity"),
             mean_nll=data.get("mean_nll"),
             loss=data.get("loss", data.get("checkpoint_loss")),
@@ -303,14 +338,15 @@ class Record(JsonView):
             model_type=data.get("model_type"),
             layer=data.get("layer"),
             layer_names=tuple(data.get("layer_names") or ()),
-            layers=MappingProxyType({int(k): _frozen(v) for k, v in
+            layers=MappingProxyType({int(k): _view(v) for k, v in
                                      (data.get("layer_features") or {}).items()}),
             matrices=_matrices(data),
             parts=MappingProxyType(_parts(data)),
             provenance=Provenance(
                 schema_version=data.get("schema_version"),
                 finished_at=data.get("finished_at"), device=data.get("device"),
-                dtype=data.get("dtype"), ph_backend=data.get("ph_backend")),
+                dtype=data.get("dtype"),
+                ph_backend=data.get("ph_backend") or _weights(data).get("ph_backend")),
             error=data.get("error"),
             json=MappingProxyType(data),
         )
@@ -332,36 +368,50 @@ def as_record(obj: object, *, where: str = "") -> Record:
 
 
 def _families(data: dict) -> tuple[Family, ...]:
-    if data.get("families") is not None:
+    """An entry's ``families`` in order; a family's record (or an entry that lists none,
+    as an import of quality columns alone) is its own family's."""
+    if data.get("families"):
         return tuple(f for f in FAMILIES if f in data["families"])
     return (record_family(data),)
 
 
-def _matrices(data: dict) -> tuple[MatrixResult, ...]:
+def _weights(data: dict) -> dict:
+    """The weight part of an aggregate entry (``{}`` when it has none)."""
     weights = data.get("weights")
+    return weights if isinstance(weights, dict) else {}
+
+
+def _matrices(data: dict) -> tuple[MatrixResult, ...]:
     found = data.get("matrices")
-    if found is None and isinstance(weights, dict):
-        found = weights.get("matrices")
+    if found is None:
+        found = _weights(data).get("matrices")
     return tuple(
         MatrixResult(name=m["name"], shape=tuple(m.get("shape") or ()),
-                     features=_frozen(_matrix_features(m)))
+                     features=MappingProxyType(_matrix_features(m)))
         for m in found or ())
 
 
 def _part(family: Family, holder: dict) -> FamilyPart:
     return FamilyPart(family=family, settings_hash=holder.get("settings_hash"),
                       arrays_file=holder.get("arrays_file"),
-                      settings=_frozen(holder.get("settings") or {}),
-                      timings_s=_frozen(holder.get("timings_s") or {}))
+                      settings=_view(holder.get("settings")),
+                      timings_s=_view(holder.get("timings_s")))
 
 
 def _parts(data: dict) -> dict[Family, FamilyPart]:
+    """Per family, its part: an aggregate entry keeps the embedding's at the top level
+    and the others under their names; a family's record file is its own part. A family
+    listed without a part of its own (an import's: one settings hash for every family)
+    has the top level's hash and no arrays."""
     parts: dict[Family, FamilyPart] = {}
     families = _families(data)
-    own = record_family(data) if data.get("families") is None else Family.EMBEDDING
-    if own in families:  # a family's own record, or the embedding's part of an entry
+    own = Family.EMBEDDING if data.get("families") else record_family(data)
+    if own in families:
         parts[own] = _part(own, data)
     for family, key in _PART_KEY.items():
         if isinstance(data.get(key), dict):
             parts[family] = _part(family, data[key])
-    return parts
+    for family in families:
+        if family not in parts:
+            parts[family] = FamilyPart(family, data.get("settings_hash"), None)
+    return {f: parts[f] for f in families}

@@ -145,30 +145,33 @@ def _is_int(value: object) -> bool:
 
 def _correlation_problem(c: object) -> str | None:
     if not isinstance(c, dict) or not _is_int(c.get("n")):
-        return "is not an object with a count n"
+        return "has no count n of checkpoints"
     bad = [k for k in _COEFFICIENTS if c.get(k) is not None and not is_number(c[k])]
     return f"has {bad[0]} = {c[bad[0]]!r}, not a number" if bad else None
 
 
 def _correlations_problem(obj: object) -> str | None:
+    """Why correlations are unusable (``they ...``), or ``None``."""
     if not isinstance(obj, dict) or not isinstance(obj.get("target"), str):
-        return "is not an object with a target"
+        return "are not an object naming a target"
     per_model, pooled = obj.get("per_model"), obj.get("pooled")
     if not isinstance(per_model, dict) or not isinstance(pooled, dict):
-        return "has per_model or pooled that are not objects"
+        return "lack per_model or pooled objects"
     for scope, by_feature in [*per_model.items(), ("pooled", pooled)]:
         if not isinstance(by_feature, dict):
-            return f"has {scope} correlations that are not an object"
+            return f"hold {scope} correlations that are not an object"
         for feature, c in by_feature.items():
             if problem := _correlation_problem(c):
-                return f"has a {scope} correlation of {feature} that {problem}"
+                return f"hold a {scope} correlation of {feature} that {problem}"
     return None
 
 
 def _model_problem(summary: object) -> str | None:
     if not isinstance(summary, dict) or not isinstance(summary.get("model"), str):
         return "is not an object naming its model"
-    if not _is_int(summary.get("n_checkpoints")) or not isinstance(summary.get("steps"), list):
+    steps = summary.get("steps")
+    if not _is_int(summary.get("n_checkpoints")) or not isinstance(steps, list) \
+            or not all(s is None or _is_int(s) for s in steps):
         return "has no checkpoint count or steps"
     quality = {k: v for k, v in summary.items()
                if k.startswith("final_") and k not in ("final_step", "final_features")}
@@ -176,8 +179,9 @@ def _model_problem(summary: object) -> str | None:
     if bad:
         return f"has {bad[0]} = {quality[bad[0]]!r}, not a number"
     features = summary.get("final_features")
-    if features is not None and not isinstance(features, dict):
-        return "has final_features that are not an object"
+    if features is not None and (not isinstance(features, dict) or not all(
+            v is None or is_number(v) for v in features.values())):
+        return "has final_features that are not numbers by name"
     return None
 
 
@@ -204,13 +208,13 @@ def statistics_problem(obj: object) -> str | None:
             and all(isinstance(f, str) for f in v) for k, v in families.items()):
         return "have features that are not lists of names by feature family"
     if problem := _correlations_problem(obj.get("correlations")):
-        return f"have correlations that {problem.replace('is not', 'are not', 1)}"
+        return f"have correlations with the target: they {problem}"
     by_target = obj.get("correlations_by_target", {})
     if not isinstance(by_target, dict):
         return "have correlations_by_target that are not an object"
     for target, corr in by_target.items():
         if problem := _correlations_problem(corr):
-            return f"have correlations with {target} that {problem}"
+            return f"have correlations with {target}: they {problem}"
     damaged = [k for k in SECTIONS if k in obj and not isinstance(obj[k], dict)]
     if damaged:
         return f"have sections {', '.join(damaged)} that are not objects"

@@ -223,6 +223,21 @@ class JsonView(Mapping[str, Any]):
         return (type(self).from_json, (self.to_json(),))  # type: ignore[attr-defined]
 
 
+MAX_STEP = 2**63 - 1  # steps are int64 in tables and arrays
+
+
+def arrays_file_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a record's arrays file, or ``None``: it must be a relative
+    path under ``records/`` (``records/<hash>/<label>/<stem>.npz``) with no ``..``, so that
+    reading it never leaves the results folder."""
+    parts = name.split("/")
+    if len(parts) != 4 or parts[0] != "records" or not name.endswith(".npz") \
+            or any(p in ("", ".", "..") or "\\" in p or "\0" in p for p in parts):
+        return (f"names the arrays file {name!r}, not records/<hash>/<model>/<step>.npz "
+                "inside the results folder")
+    return None
+
+
 def record_problem(record: object, *, family: Family | None = None, label: str | None = None,
                    stem: str | None = None, arrays_file: str | None = None) -> str | None:
     """What makes a record read back from disk unusable, or ``None`` when it is sound.
@@ -230,7 +245,8 @@ def record_problem(record: object, *, family: Family | None = None, label: str |
     A record is input: someone may have edited, copied or damaged it. It is sound when it
     is a JSON object whose status is ``ok`` or ``failed``; whose family (and, when given,
     model label, file stem and arrays file) are those of the place it was read from;
-    whose step is a non-negative integer or null; and, when finished, whose ``features``
+    whose model label is a non-empty string; whose step is there, a non-negative integer
+    or null; and, when finished, whose ``features``
     map names to numbers (or null) and whose loss and size fields are numbers.
 
     Args:
@@ -250,17 +266,24 @@ def record_problem(record: object, *, family: Family | None = None, label: str |
     if family is not None and own != family:
         return f"is a {own} record, where a {Family(family)} record belongs"
     model_label = record.get("model_label")
-    if not isinstance(model_label, str) or (label is not None and model_label != label):
-        return f"names the model {model_label!r}, not its folder's {label!r}"
+    if not isinstance(model_label, str) or not model_label \
+            or (label is not None and model_label != label):
+        return f"names the model {model_label!r}, not its folder's {label!r}" \
+            if "model_label" in record else "has no model_label"
+    if "step" not in record:
+        return "has no step (null for a checkpoint without one)"
     step = record.get("step")
-    if not (step is None or (is_number(step) and isinstance(step, int) and step >= 0)):
-        return f"has step {step!r}, not a non-negative integer or null"
+    if not (step is None or (is_number(step) and isinstance(step, int)
+                             and 0 <= step <= MAX_STEP)):
+        return f"has step {step!r}, not a non-negative integer (below 2**63) or null"
     if stem is not None and record_stem(step) != stem:
         return f"holds step {step!r}, whose file is {record_stem(step)}.json (a copy?)"
     found = record.get("arrays_file")
     if found is not None and (not isinstance(found, str)
                               or (arrays_file is not None and found != arrays_file)):
         return f"names the arrays file {found!r}, not {arrays_file!r}"
+    if found is not None and (problem := arrays_file_problem(found)):
+        return problem
     if status == "ok":
         features = record.get("features")
         if not isinstance(features, dict) or not all(

@@ -26,6 +26,7 @@ import logging
 from pathlib import Path
 
 from toposig.files.atomic import clean_floats, read_json
+from toposig.files.names import UnsafeNameError, check_label
 from toposig.records import entry_problem, merge_family_records, record_stem
 from toposig.run.store import DamagedResultsError, ResultStore
 from toposig.run.study import (
@@ -87,19 +88,30 @@ def read_aggregate(path: str | Path) -> list[dict]:
     Raises:
         DamagedResultsError: the file is not a regular file, not JSON, not a list, or an
             entry is not a sound record (:func:`toposig.records.entry_problem`, the
-            definition :class:`toposig.records.Record` reads by); the message names the
-            file and the entry.
+            definition :class:`toposig.records.Record` reads by), has a model label that
+            cannot name files (:func:`toposig.files.names.check_label`) or repeats another
+            entry's model and step; the message names the file and the entry.
     """
     path = Path(path)
     entries = _read(path, "the aggregate of the folder's checkpoints", _REWRITE)
     if not isinstance(entries, list):
         raise DamagedResultsError(f"{path}: holds {_a(entries)}, not a "
                                   f"list of checkpoint entries; {_REWRITE}")
+    seen: dict[tuple[str, int | None], int] = {}
     for i, entry in enumerate(entries):
         problem = entry_problem(entry)
+        if not problem:
+            try:
+                check_label(entry["model_label"])
+            except UnsafeNameError as exc:
+                problem = f"cannot be read: {exc}"
+        key = (entry["model_label"], entry["step"]) if not problem else None
+        if key in seen:
+            problem = f"repeats the checkpoint of entry {seen[key]}"
         if problem:
             raise DamagedResultsError(f"{path}: entry {i}{_entry_name(entry)} {problem}; "
                                       f"{_REWRITE}")
+        seen[key] = i  # type: ignore[index]
     return entries
 
 

@@ -58,9 +58,14 @@ def load_entries(results_dir: str | Path) -> list[Record]:
             f"`python src/run_experiments.py --out {results_dir}`) first, or pass --out "
             "with the folder a run wrote to"
         )
-    records = [Record.from_json(r) for r in read_aggregate(path) if r["status"] == "ok"]
+    entries = read_aggregate(path)
+    records = [Record.from_json(r, copy_json=False)  # just parsed: nothing else holds it
+               for r in entries if r["status"] == "ok"]
     if not records:
-        raise ResultsMissingError(f"{path} holds no finished checkpoint to analyse")
+        failed = f" (only {len(entries)} failed ones)" if entries else ""
+        raise ResultsMissingError(
+            f"{path} holds no finished checkpoint to analyse{failed}; a run of the same "
+            "command rewrites it from the records it finished")
     return records
 
 

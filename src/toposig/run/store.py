@@ -32,9 +32,9 @@ from toposig.files.names import check_label, check_name
 from toposig.records import (
     Family,
     RecordError,
+    arrays_file_problem,
     entry_problem,
     missing_features,
-    record_problem,
 )
 from toposig.sources.checkpoints import Checkpoint, fingerprint
 
@@ -66,7 +66,7 @@ class ResultStore:
     def load(self, ckpt: Checkpoint) -> dict | None:
         """The stored record of ``ckpt``, or ``None``. A file that cannot be read, or whose
         content is not a sound record of this place
-        (:func:`toposig.records.record_problem`: types, model label, step, family), counts
+        (:func:`toposig.records.entry_problem`: types, model label, step, family), counts
         as none and is recomputed, with a warning naming it; so does a folder or link
         where the file should be."""
         path = self.record_path(ckpt)
@@ -83,8 +83,8 @@ class ResultStore:
             logger.warning("ignoring unreadable record %s (it will be recomputed): %s", path,
                            exc)
             return None
-        problem = record_problem(rec, family=self.family, label=ckpt.label, stem=ckpt.name,
-                                 arrays_file=self.arrays_file(ckpt))
+        problem = entry_problem(rec, family=self.family, label=ckpt.label, stem=ckpt.name,
+                                arrays_file=self.arrays_file(ckpt))
         if problem:
             logger.warning("ignoring record %s: it %s (it will be recomputed)", path, problem)
             return None
@@ -233,6 +233,10 @@ def load_arrays(results_root: str | Path, record: Mapping) -> dict[str, np.ndarr
     Raises:
         DamagedResultsError: the file is missing or damaged (naming it, and the fix).
     """
+    problem = arrays_file_problem(str(record["arrays_file"]))
+    if problem:
+        raise DamagedResultsError(f"{results_root}: a record of {record.get('model_label')} "
+                                  f"step {record.get('step')} {problem}")
     path = Path(results_root) / record["arrays_file"]
     damage = arrays_damage(path)
     if damage:

@@ -32,7 +32,7 @@ from toposig.config import (
 )
 from toposig.files.atomic import read_json
 from toposig.files.names import UnsafeNameError, check_label, check_name
-from toposig.records import FAMILIES, Family, record_problem
+from toposig.records import FAMILIES, Family, entry_problem
 from toposig.run.store import arrays_damage
 
 logger = logging.getLogger(__name__)
@@ -386,8 +386,8 @@ def other_entries(out_dir: str | Path, config: dict,
             rec = read_json(path)
         except (OSError, UnicodeDecodeError, json.JSONDecodeError):
             continue
-        problem = record_problem(rec, family=Family(family), label=label, stem=path.stem,
-                                 arrays_file=f"records/{h}/{label}/{path.stem}.npz")
+        problem = entry_problem(rec, family=Family(family), label=label, stem=path.stem,
+                                arrays_file=f"records/{h}/{label}/{path.stem}.npz")
         if problem:
             logger.warning("ignoring record %s: it %s", path, problem)
             continue

@@ -38,7 +38,10 @@ QUALITY_COLUMNS: tuple[str, ...] = ("loss", "perplexity", "mlm_loss")
 RESERVED_FIELDS = frozenset({
     "schema_version", "status", "model", "model_label", "step", "source", "location",
     "revision", "checkpoint_fingerprint", "settings_hash", "families", "num_parameters",
-    "features", "imported", "quality", "timings_s", "loss_key", "mean_nll"})
+    "features", "imported", "quality", "timings_s", "loss_key", "mean_nll",
+    # fields a record's definition gives a meaning (toposig.records.entry_problem)
+    "family", "error", "arrays_file", "layer", "layer_names", "layer_features", "weights",
+    "landscape", "gradients", "matrices", "model_type", "checkpoint_loss_key", "settings"})
 
 # seed A: the file's column -> toposig's name for the same quantity (docs/measures.md: the
 # seed's "effective rank" is the entropy rank of the covariance eigenvalues)
