@@ -106,3 +106,19 @@ def test_the_exact_spearman_p_equals_scipys_permutation_test_without_ties():
             want = sps.permutation_test((y,), rho, permutation_type="pairings",
                                         n_resamples=np.inf, vectorized=True).pvalue
             assert spearman_exact_p(x, y) == pytest.approx(want, abs=1e-12), (n, x, y)
+
+
+def test_a_target_missing_from_some_checkpoints_is_passed_over_with_a_warning(caplog):
+    from toposig.analysis.statistics import choose_target
+
+    records = [dict(r, loss=r["perplexity"] / 100) for r in _records()]
+    assert choose_target(records) == "perplexity"
+    records[5]["perplexity"] = None  # one damaged or partial checkpoint
+    with caplog.at_level("WARNING"):
+        assert choose_target(records) == "loss"
+    assert ("correlating with loss, not perplexity: 1 of 8 checkpoints have no perplexity "
+            "(the first: b step 10); pass --target perplexity") in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        assert choose_target([dict(r, perplexity=None) for r in records]) == "loss"
+    assert caplog.text == ""  # no record has it: nothing passed over

@@ -81,8 +81,9 @@ def choose_target(records: list[dict], target: str = "auto") -> str:
     ``--target``, e.g. an accuracy), else ``perplexity`` (measured on the analysed texts)
     when every record has it, else ``loss`` (stored with the checkpoint) when every record
     has that, else ``mlm_loss`` (an encoder's masked-LM loss on the analysed texts) when
-    every record has that, else whichever more records have. An explicit ``target`` may
-    name any quality field the records carry.
+    every record has that, else whichever more records have; a warning says so when a
+    measure before the chosen one is missing from only some records (a damaged or
+    partial study). An explicit ``target`` may name any quality field the records carry.
 
     Raises:
         ValueError: an explicit ``target`` that no record has.
@@ -100,10 +101,17 @@ def choose_target(records: list[dict], target: str = "auto") -> str:
         return target
     if declared and counts[declared["column"]]:
         return declared["column"]
-    for t in TARGETS:
-        if counts[t] == len(records):
-            return t
-    return max(TARGETS, key=lambda t: counts[t])
+    chosen = next((t for t in TARGETS if counts[t] == len(records)), None) \
+        or max(TARGETS, key=lambda t: counts[t])
+    for t in TARGETS[:TARGETS.index(chosen)]:  # a preferred measure some records lack
+        if counts[t]:
+            lacking = next(r for r in records if r.get(t) is None)
+            logger.warning(
+                "correlating with %s, not %s: %d of %d checkpoints have no %s (the first: "
+                "%s step %s); pass --target %s to use it where it is there",
+                chosen, t, len(records) - counts[t], len(records), t,
+                lacking.get("model_label"), lacking.get("step"), t)
+    return chosen
 
 
 def higher_is_better(records: list[dict], target: str) -> bool:
