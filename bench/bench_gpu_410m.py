@@ -12,10 +12,12 @@ weight families on ``--device auto``:
    too large for the card, so that the stage halves it until it fits (the records say
    which batch size the stage settled on).
 
+3. with ``--probes``: the loss probes (landscape and gradients) on one checkpoint.
+
 It prints each run's wall time and, per checkpoint, the record's timings, device, dtype and
 batch size. Needs a CUDA GPU (it runs on a CPU too, slowly, for a dry run: --cpu-dry-run).
 
-    python bench/bench_gpu_410m.py [--n-long 1500] [--out DIR]
+    python bench/bench_gpu_410m.py [--n-long 1600] [--probes] [--skip-default] [--out DIR]
 """
 
 from __future__ import annotations
@@ -79,9 +81,13 @@ def report(out: Path, title: str, wall: float) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--n-long", type=int, default=1500,
+    p.add_argument("--n-long", type=int, default=1600,
                    help="texts of the back-off run (at most 2048 tokens each)")
     p.add_argument("--out", type=Path, default=None)
+    p.add_argument("--probes", action="store_true",
+                   help="also time the loss probes (landscape, gradients) on one checkpoint")
+    p.add_argument("--skip-default", action="store_true",
+                   help="only the back-off run (and --probes)")
     p.add_argument("--cpu-dry-run", action="store_true",
                    help="a 2-layer, 64-wide model on the CPU: checks the script, times nothing")
     args = p.parse_args()
@@ -94,11 +100,21 @@ def main() -> None:
         t = time.perf_counter()
         models = series(Path(tmp) / "p410m", *shape)
         print(f"built two {shape[1]}-layer checkpoints in {time.perf_counter() - t:.1f} s")
-        out = base / "default"
-        wall = run(["--models", str(models), "--signatures", "embedding,weights", *device,
-                    "--layers", "all", "--out", str(out)])
-        report(out, "default (200 texts x <=128 tokens, --batch-size auto, --layers all)",
-               wall)
+        if not args.skip_default:
+            out = base / "default"
+            wall = run(["--models", str(models), "--signatures", "embedding,weights",
+                        *device, "--layers", "all", "--out", str(out)])
+            report(out, "default (200 texts x <=128 tokens, --batch-size auto, --layers all)",
+                   wall)
+        if args.probes:
+            out = base / "probes"
+            wall = run(["--models", str(models), "--signatures", "landscape,gradients",
+                        *device, "--steps", "1000", "--out", str(out)])
+            e = json.loads((out / "data" / "all_results.json").read_text())[0]
+            timings = {f: {k: round(v, 2) for k, v in e[f]["timings_s"].items()}
+                       for f in ("landscape", "gradients")}
+            print(f"loss probes (landscape + gradients, one checkpoint): {wall:.1f} s; "
+                  f"landscape {timings['landscape']}; gradients {timings['gradients']}")
         out = base / "backoff"
         n = 40 if args.cpu_dry_run else args.n_long
         wall = run(["--models", str(models), "--signatures", "embedding", *device,

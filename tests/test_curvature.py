@@ -85,3 +85,20 @@ def test_top_eigenvalues_of_a_network_loss_match_its_full_hessian():
     assert top.values == pytest.approx(expected[:2], rel=1e-6)
     mean, _ = curvature.hutchinson_trace(hvp, 30, n_samples=3000, seed=0)
     assert mean == pytest.approx(expected.sum(), rel=0.1)
+
+
+def test_past_arpacks_32_bit_indices_lobpcg_gives_the_same_top_pairs(monkeypatch):
+    """ARPACK's Lanczos basis (dim x ncv) is indexed with 32-bit integers: a
+    Pythia-410m-sized model (405M x 12) crashed the process inside eigsh. Past that size
+    the pairs come from LOBPCG; here the limit is lowered to send a small operator there."""
+    rng = np.random.default_rng(3)
+    q, _ = np.linalg.qr(rng.standard_normal((60, 60)))
+    spectrum = np.concatenate([[9.0, 7.5], rng.uniform(-2.0, 2.0, 58)])
+    a = (q * spectrum) @ q.T
+    arpack = curvature.top_eigenpairs(lambda v: a @ v, 60, k=2, tol=1e-8, seed=1)
+    monkeypatch.setattr(curvature, "ARPACK_MAX_ENTRIES", 60 * 12 - 1)
+    large = curvature.top_eigenpairs(lambda v: a @ v, 60, k=2, tol=1e-8, maxiter=200, seed=1)
+    assert large.converged and large.values == pytest.approx([9.0, 7.5], rel=1e-6)
+    assert large.values == pytest.approx(arpack.values, rel=1e-6)
+    assert np.abs(large.vectors.T @ arpack.vectors) == pytest.approx(np.eye(2), abs=1e-4)
+    assert (large.residuals < 1e-5).all() and large.n_hvp > 2

@@ -5,8 +5,9 @@ Nothing here forms the Hessian. Everything works on a Hessian-vector product, a 
 
 - :func:`top_eigenpairs`: the ``k`` algebraically largest eigenvalues and their
   eigenvectors by implicitly restarted Lanczos (ARPACK through
-  :func:`scipy.sparse.linalg.eigsh`), with the number of products used and each pair's
-  residual ``||H v − λ v|| / |λ|``;
+  :func:`scipy.sparse.linalg.eigsh`; LOBPCG, :func:`scipy.sparse.linalg.lobpcg`, for a
+  model too large for ARPACK's 32-bit indices), with the number of products used and
+  each pair's residual ``||H v − λ v|| / |λ|``;
 - :func:`hutchinson_trace`: ``tr H ≈ mean of zᵀ H z`` over seeded Rademacher vectors
   ``z``, with its standard error.
 
@@ -21,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
+from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh, lobpcg
 
 HVP = Callable[[np.ndarray], np.ndarray]
 
@@ -77,17 +78,15 @@ def top_eigenpairs(hvp: HVP, dim: int, k: int = 2, *, tol: float = 1e-3,
         raise ValueError(f"k must be between 1 and dim - 1 = {dim - 1}, got {k}")
     counted = CountingHVP(hvp)
     op = LinearOperator((dim, dim), matvec=counted, dtype=np.float64)
-    v0 = np.random.default_rng(seed).standard_normal(dim)
     ncv = min(dim, max(2 * k + 1, 12))
-    converged = True
-    try:
-        values, vectors = eigsh(op, k=k, which="LA", tol=tol, maxiter=maxiter, v0=v0, ncv=ncv)
-    except ArpackNoConvergence as exc:
-        values, vectors, converged = exc.eigenvalues, exc.eigenvectors, False
-        if values.size == 0:
-            raise RuntimeError(
-                f"Lanczos found no eigenpair in {counted.calls} Hessian-vector products "
-                f"(tol {tol}, {maxiter} restarts)") from exc
+    if dim * ncv > ARPACK_MAX_ENTRIES:
+        values, vectors, converged = _lobpcg(op, dim, k, tol, maxiter, seed)
+    else:
+        values, vectors, converged = _arpack(op, dim, k, ncv, tol, maxiter, seed)
+    if values.size == 0:
+        raise RuntimeError(
+            f"Lanczos found no eigenpair in {counted.calls} Hessian-vector products "
+            f"(tol {tol}, {maxiter} restarts)")
     order = np.argsort(values)[::-1]
     values, vectors = values[order], vectors[:, order]
     residuals = np.array([
@@ -95,6 +94,40 @@ def top_eigenpairs(hvp: HVP, dim: int, k: int = 2, *, tol: float = 1e-3,
         / max(abs(values[i]), np.finfo(np.float64).tiny)
         for i in range(values.size)])
     return TopEigen(values, vectors, counted.calls, residuals, converged)
+
+
+ARPACK_MAX_ENTRIES = 2**31 - 1
+"""ARPACK indexes its Lanczos basis (``dim`` x ``ncv`` float64) with 32-bit integers: past
+this many entries (a Pythia-410m-sized model: 405M parameters x 12 vectors) it reads and
+writes out of bounds and the process dies (seen as a segmentation fault inside
+``eigsh`` on an H100 machine). :func:`top_eigenpairs` then uses LOBPCG instead."""
+
+
+def _arpack(op: LinearOperator, dim: int, k: int, ncv: int, tol: float, maxiter: int,
+            seed: int) -> tuple[np.ndarray, np.ndarray, bool]:
+    v0 = np.random.default_rng(seed).standard_normal(dim)
+    try:
+        values, vectors = eigsh(op, k=k, which="LA", tol=tol, maxiter=maxiter, v0=v0, ncv=ncv)
+    except ArpackNoConvergence as exc:
+        return exc.eigenvalues, exc.eigenvectors, False
+    return values, vectors, True
+
+
+def _lobpcg(op: LinearOperator, dim: int, k: int, tol: float, maxiter: int,
+            seed: int) -> tuple[np.ndarray, np.ndarray, bool]:
+    """The ``k`` largest eigenpairs by LOBPCG (:func:`scipy.sparse.linalg.lobpcg`), for
+    dimensions ARPACK cannot index; it keeps a few (dim, k) blocks, not a Lanczos basis.
+    ``maxiter`` counts its iterations (``k`` products each, plus the start); it has
+    converged when every pair's residual norm is within ``tol`` times its eigenvalue."""
+    import warnings
+
+    x0 = np.random.default_rng(seed).standard_normal((dim, k))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        values, vectors = lobpcg(op, x0, largest=True, tol=tol, maxiter=maxiter)
+    not_converged = any("not reaching the requested tolerance" in str(w.message)
+                        or "Exited at iteration" in str(w.message) for w in caught)
+    return np.asarray(values), np.asarray(vectors), not not_converged
 
 
 def hutchinson_trace(hvp: HVP, dim: int, n_samples: int = 16, *,
