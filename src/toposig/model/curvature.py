@@ -97,10 +97,10 @@ def top_eigenpairs(hvp: HVP, dim: int, k: int = 2, *, tol: float = 1e-3,
 
 
 ARPACK_MAX_ENTRIES = 2**31 - 1
-"""ARPACK indexes its Lanczos basis (``dim`` x ``ncv`` float64) with 32-bit integers: past
-this many entries (a Pythia-410m-sized model: 405M parameters x 12 vectors) it reads and
-writes out of bounds and the process dies (seen as a segmentation fault inside
-``eigsh`` on an H100 machine). :func:`top_eigenpairs` then uses LOBPCG instead."""
+"""The most entries of ARPACK's Lanczos basis (``dim`` x ``ncv``) that 32-bit integers,
+which ARPACK indexes it with, can address. On a Pythia-410m-sized model (405M parameters
+x 12 vectors, past this) the process died with a segmentation fault inside ``eigsh`` (an
+H100 machine's scipy); :func:`top_eigenpairs` uses LOBPCG there instead."""
 
 
 def _arpack(op: LinearOperator, dim: int, k: int, ncv: int, tol: float, maxiter: int,
@@ -117,8 +117,8 @@ def _lobpcg(op: LinearOperator, dim: int, k: int, tol: float, maxiter: int,
             seed: int) -> tuple[np.ndarray, np.ndarray, bool]:
     """The ``k`` largest eigenpairs by LOBPCG (:func:`scipy.sparse.linalg.lobpcg`), for
     dimensions ARPACK cannot index; it keeps a few (dim, k) blocks, not a Lanczos basis.
-    ``maxiter`` counts its iterations (``k`` products each, plus the start); it has
-    converged when every pair's residual norm is within ``tol`` times its eigenvalue."""
+    ``maxiter`` counts its iterations (``k`` products each, plus the start); converged:
+    it reached its residual-norm tolerance ``tol`` within them (it warns otherwise)."""
     import warnings
 
     x0 = np.random.default_rng(seed).standard_normal((dim, k))
