@@ -12,7 +12,6 @@ from toposig.records.record import (
     Provenance,
     Record,
     RecordError,
-    as_record,
     entry_problem,
 )
 from toposig.records.statistics import (
@@ -55,7 +54,7 @@ from toposig.records.vocabulary import (
 
 __all__ = [
     "CheckpointId", "FamilyPart", "MatrixResult", "Provenance", "Record", "RecordError",
-    "as_record", "entry_problem",
+    "entry_problem",
     "SECTIONS", "Correlation", "Correlations", "ModelSummary", "Statistics",
     "StatisticsError", "statistics_problem",
     "CURRENT_FEATURES", "DEFAULT_FAMILIES", "FAMILIES", "FEATURE_FAMILY_LABELS",

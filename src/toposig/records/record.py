@@ -45,7 +45,7 @@ from toposig.records.vocabulary import (
 )
 
 __all__ = ["RecordError", "CheckpointId", "FamilyPart", "MatrixResult", "Provenance",
-           "Record", "entry_problem", "as_record"]
+           "Record", "entry_problem"]
 
 Features = Mapping[str, "float | None"]
 
@@ -361,10 +361,6 @@ class Record(JsonView):
             what = f"{self.status}: {self.error or 'no error given'}"
         return f"Record({self.checkpoint} [{', '.join(self.families)}]: {what})"
 
-
-def as_record(obj: object, *, where: str = "") -> Record:
-    """``obj`` as a :class:`Record` (:meth:`Record.from_json`)."""
-    return Record.from_json(obj, where=where)
 
 
 def _families(data: dict) -> tuple[Family, ...]:
