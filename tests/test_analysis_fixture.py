@@ -31,7 +31,8 @@ EVERY_FIGURE = {
 def analysed(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("mini") / "results"
     shutil.copytree(FIXTURE, out)
-    assert analyze_results.main(["--results", str(out), "--seed", "0"]) == 0
+    assert analyze_results.main(["--results", str(out), "--seed", "0",
+                                 "--design-runs", "20"]) == 0
     return out
 
 
@@ -55,7 +56,7 @@ def test_summary_numbers_equal_statistics_json(analysed):
     assert set(rows) == set(expected)
     for model, row in rows.items():
         e = expected[model]["weight_h0_total"]
-        assert (row["Spearman ρ"], row["p"], row["95% bootstrap CI"], row["Holm p"]) == (
+        assert (row["Spearman ρ"], row["p"], row["95% CI"], row["Holm p"]) == (
             rho(e["spearman_r"]), pval(e["spearman_p"]), ci(e["ci_low"], e["ci_high"]),
             pval(e["holm_p"]))
     robust = table(md, HEADINGS[11])  # C1: every feature x model
@@ -64,6 +65,19 @@ def test_summary_numbers_equal_statistics_json(analysed):
         e = expected[row["Model"]][row["Feature"].strip("`")]
         assert row["Holm p"] == pval(e["holm_p"])
         assert row["First-diff ρ"] == rho(e["diff_r"])
+    calibrated = table(md, HEADINGS[14])  # C4: the calibrated tests, their design and power
+    assert len(calibrated) == len(robust)
+    for row in calibrated:
+        e = expected[row["Model"]][row["Feature"].strip("`")]
+        assert row["Detrended ρ [95% CI]"].startswith(rho(e["detrended_r"]))
+        assert row["Partial-diff Holm p"] == pval(e["pfd_holm_p"])
+        check = (e.get("design") or {}).get("detrended")
+        if check is None:  # a pooled test undefined: no model calibrated for its design
+            assert row["Detrended null rate"] == "—" and e["detrended_r"] is None
+            continue
+        assert row["Detrended null rate"].startswith(f"{check['null_rate']:.3f}")
+        assert ("(uncalibrated)" in row["Detrended null rate"]) == \
+            (check["status"] != "calibrated")
     scaling = {r["Feature"].strip("`"): r for r in table(md, HEADINGS[9])}  # Table 7
     fit = statistics["scaling"]["fits"]["final_loss"]
     assert scaling["final_loss"]["Exponent b"] == rho(fit["b"])

@@ -162,13 +162,33 @@ def test_the_detrended_controls_tell_a_tracker_from_a_shared_trend():
     assert summary["noise"]["significant_detrended"] == 0
     a = out["per_model"]["a"]["driven"]
     assert a["scope"] == "model" and a["detrended_holm_p"] >= a["detrended_p"]
-    pooled = out["pooled"]["driven"]
-    assert pooled["detrended_r"] is None and pooled["significant"]["detrended"] is None
-    # Holm runs within each control over its defined tests: 3 features x 3 models for the
-    # within-model controls, x (3 models + pooled) for the others
-    assert out["n_tests_by_control"]["detrended"] == 9
-    assert out["n_tests_by_control"]["raw"] == 12
+    pooled = out["pooled"]
+    # pooled over models by a meta-analysis of the within-model statistics: the tracker
+    # is found, the shared trend and the noise are not
+    assert pooled["driven"]["detrended_models"] == 3
+    assert pooled["driven"]["significant"]["detrended"] is True
+    assert pooled["driven"]["detrended_ci_low"] < pooled["driven"]["detrended_r"]
+    assert pooled["trend"]["significant"]["detrended"] is False
+    assert pooled["noise"]["significant"]["detrended"] is False
+    # the pooled raw and trend-level controls are descriptions, not tests
+    assert pooled["driven"]["holm_p"] is None and pooled["driven"]["spearman_p"] is not None
+    assert pooled["driven"]["significant"]["raw"] is None
+    assert pooled["driven"]["ci_low"] is None
+    assert pooled["driven"]["calibration"]["raw"].startswith("uncalibrated: checkpoints")
+    # Holm runs within each control over its defined tests: 3 features x (3 models +
+    # pooled) for the within-model controls, 3 features x 3 models for the others
+    assert out["n_tests_by_control"]["detrended"] == 12
+    assert out["n_tests_by_control"]["raw"] == 9
     assert out["n_tests_by_control"]["beyond_baseline"] == 0  # no baseline among these
+    # every within-model and pooled trend test carries its design's check
+    for entry in [*out["per_model"]["a"].values(), *pooled.values()]:
+        for control in ("detrended", "partial_first_differences"):
+            check = entry["design"][control]
+            assert check["status"] == entry["calibration"][control] == "calibrated"
+            assert 0 <= check["null_rate"] <= 0.15 and check["null_runs"] > 0
+            assert check["holm_tests"] == out["n_tests_by_control"][control]
+    assert pooled["driven"]["design"]["detrended"]["mdc"] <= \
+        out["per_model"]["a"]["driven"]["design"]["detrended"]["mdc"]
 
 
 def test_the_noise_floor_flags_changes_within_the_remeasurement_spread():

@@ -260,3 +260,44 @@ def test_a_target_cannot_overwrite_a_records_fields_and_a_missing_model_is_refus
         parquet)
     with pytest.raises(ImportFormatError, match="row 1: 'model' is missing"):
         read_rows([parquet])
+
+
+def test_parameter_counts_come_with_params(tmp_path, capsys):
+    """Seed B's files have no parameter counts; the paper's Table 1 gives them
+    (results/seeds/seed-b-params.csv), as a file or as MODEL=N pairs."""
+    csv = tmp_path / "t.csv"
+    csv.write_text("model,step,loss,np_mean\na,0,3.0,0.5\na,10,2.5,0.6\nb,0,3.1,0.4\n")
+    out = tmp_path / "out"
+    assert import_main([str(csv), "--out", str(out), "--params", "a=1000,b=2_000"]) == 0
+    got = {e["model_label"]: e["num_parameters"] for e in entries(out)}
+    assert got == {"a": 1000, "b": 2000}
+    config = json.loads((out / "data" / "config.json").read_text())
+    assert config["imported"]["num_parameters"] == {"a": 1000, "b": 2000}
+    table = tmp_path / "params.csv"
+    table.write_text("model,num_parameters\na,1000\nb,2000\n")
+    again = tmp_path / "again"
+    assert import_main([str(csv), "--out", str(again), "--params", str(table)]) == 0
+    assert (again / "data" / "config.json").read_bytes() == \
+        (out / "data" / "config.json").read_bytes()
+    # other counts into the same folder: another import, refused
+    assert import_main([str(csv), "--out", str(out), "--params", "a=1000,b=3000"]) == 2
+    assert "holds an import of other files, --params or --target" in capsys.readouterr().err
+    for bad, why in (("a=1000", "no count for model 'b'"), ("a=1000,b=0", "positive whole"),
+                     ("a=1000,b=2000,c=5", "not in the import"), ("a", "is not MODEL=N"),
+                     ("a=1,a=2,b=3", "given twice")):
+        assert import_main([str(csv), "--out", str(tmp_path / "x"), "--params", bad]) == 2
+        assert why in capsys.readouterr().err, bad
+    table.write_text("name,count\na,1\n")
+    assert import_main([str(csv), "--out", str(tmp_path / "x"), "--params", str(table)]) == 2
+    assert "needs the columns" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
+
+
+def test_seed_b_with_the_papers_parameter_counts(seed_measurements, tmp_path):
+    path = seed_measurements / "seed-b-small-gpts" / "tda_features.json"
+    params = Path(__file__).resolve().parents[1] / "results" / "seeds" / "seed-b-params.csv"
+    out = tmp_path / "seed-b"
+    assert import_main([str(path), "--out", str(out), "--params", str(params)]) == 0
+    sizes = {e["model_label"]: e["num_parameters"] for e in entries(out)}
+    assert sizes == {"tiny-3k": 2936, "small-7k": 7408, "med-21k": 20640,
+                     "large-46k": 46368, "xl-97k": 97200}

@@ -298,7 +298,8 @@ def test_power_law_fit_on_its_bounds():
     assert const["a"] == 0.0 and const["c"] == 3.0 and const["b"] == 1e-6
     # a pure power law with no floor: c on 0, exact a and b
     pure = prediction.fit_loss_power_law(t, 50 * t**-0.7)
-    assert pure["c"] == 0.0 and pure["b"] == pytest.approx(0.7, rel=1e-12)
+    # c on its bound 0, up to the optimiser's last rounding (BLAS builds differ: 2e-15 on some)
+    assert pure["c"] == pytest.approx(0.0, abs=1e-12) and pure["b"] == pytest.approx(0.7, rel=1e-12)
     assert pure["a"] == pytest.approx(50, rel=1e-12)
     # steeper than the bound b = 5 allows: b on its bound, (a, c) the best for it
     steep = prediction.fit_loss_power_law(t, 2 + 1e6 * (t / 100) ** -8.0)

@@ -33,6 +33,7 @@ HEADINGS = (
     "C1. Robustness of every feature's correlation",
     "C2. Features that survive every control",
     "C3. Stability of the embedding topology over text resamples",
+    "C4. Calibrated tests: intervals, calibration on each run's design, power",
     "D1. Curvature, loss-landscape and gradient features vs the target",
     "D2. Final-loss prediction from early checkpoints, feature by feature",
 )
@@ -174,7 +175,7 @@ def test_real_seed_paper_numbers_equal_the_statistics(real):
             assert e["target"] == "loss"
             assert row["Spearman ρ"] == rho(e["spearman_r"])
             assert row["p"] == pval(e["spearman_p"])
-            assert row["95% bootstrap CI"] == ci(e["ci_low"], e["ci_high"])
+            assert row["95% CI"] == ci(e["ci_low"], e["ci_high"])
             assert row["Holm p"] == pval(e["holm_p"])
             assert row["n"] == str(e["n"])
     np_rows = table(md, HEADINGS[5])
@@ -292,7 +293,7 @@ def test_synthetic_weights_only_run(synthetic):
 
 def test_loss_probe_tables_equal_the_statistics(synthetic):
     statistics, _, md = synthetic
-    rows = {r["Feature"].strip("`"): r for r in table(md, HEADINGS[14])}
+    rows = {r["Feature"].strip("`"): r for r in table(md, HEADINGS[15])}
     assert list(rows) == ["hessian_eig_1", "hessian_trace", "landscape_basin_depth",
                           "grad_h0_total_persistence", "grad_norm_mean"]
     assert rows["landscape_basin_depth"]["Family"] == "landscape topology"
@@ -308,7 +309,7 @@ def test_loss_probe_tables_equal_the_statistics(synthetic):
     assert set(by_feature) == {"np_mean", "weight_h0_total", "hessian_eig_1", "hessian_trace",
                                "landscape_basin_depth", "grad_h0_total_persistence",
                                "grad_norm_mean"}
-    pred = table(md, HEADINGS[15])
+    pred = table(md, HEADINGS[16])
     assert len(pred) == 3 * len(by_feature)
     for row in pred:
         fr = by_feature[row["Feature"].strip("`")][str(float(row["Train fraction"][:-1]) / 100)]

@@ -15,7 +15,8 @@ SEEDS = PROJECT / "results" / "seeds"
 SOURCES = {
     "seed-a": [f"../shared/data/seed-measurements/seed-a-pythia/pythia-{m}_results.json"
                for m in ("160m", "410m", "70m")],
-    "seed-b": ["../shared/data/seed-measurements/seed-b-small-gpts/tda_features.json"],
+    "seed-b": ["../shared/data/seed-measurements/seed-b-small-gpts/tda_features.json",
+               "--params", "results/seeds/seed-b-params.csv"],
 }
 BACKTESTS = {"backtest.json": [], "backtest-all-features.json": ["--all-features"]}
 

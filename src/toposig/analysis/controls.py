@@ -4,9 +4,10 @@ Every quantity that drifts during training correlates with the loss, so a raw Sp
 ρ between a feature and perplexity says little on its own. For each feature × model this
 module adds:
 
-- a percentile bootstrap 95% CI of Spearman ρ over checkpoints (seeded resamples);
-- Holm's step-down correction across every feature × model tested (separately for the
-  raw, partial and first-difference tests);
+- a 95% interval of Spearman ρ from phase-randomised surrogates, which respects the
+  checkpoints' autocorrelation (a bootstrap over checkpoints does not);
+- Holm's step-down correction across every feature × model tested, separately for each
+  control;
 - the partial Spearman correlation controlling for training progress, log(1 + step)
   (pooled over models, also for model size, log(num_parameters)): the Pearson
   correlation of the rank residuals after regressing each rank vector on the ranks of
@@ -23,9 +24,12 @@ module adds:
   were tried on simulated runs where the truth is known: the **detrended** correlation
   (each series' deviation from its own smooth trend in log(1 + step)) and **partial
   first differences** (first differences regressed on a smooth function of log step),
-  each with a surrogate p-value that respects autocorrelation. Plain first differences
-  and the partial correlation on log step are kept for comparison; the simulations show
-  they are not calibrated (shared deceleration passes them);
+  each with a surrogate p-value and interval that respect autocorrelation, its
+  calibration and power on simulations of its own design, and a pooled test over models
+  that takes the model as its unit (:mod:`toposig.analysis.inference`). Plain first
+  differences and the partial correlation on log step are kept for comparison; the
+  simulations show they are not calibrated (shared deceleration passes them), and pooled
+  over checkpoints no correlation is a test;
 - the **noise floor**: with bootstrap resamples of the texts (``features_resampled``), a
   feature whose consecutive changes mostly lie within 1.96 · sqrt(se_a² + se_b²) of
   re-measuring the same checkpoints is flagged ``below_noise_floor`` in that model, and
@@ -42,7 +46,7 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import stats as sps
 
-from toposig.analysis import stats, trend_controls
+from toposig.analysis import inference, stats, trend_controls
 from toposig.analysis.stats import MIN_POINTS, by_model, correlation, feature_values
 from toposig.records import FeatureFamily
 
@@ -58,6 +62,7 @@ HOLM_FAMILIES = (("spearman_p", "holm_p", "raw"), ("partial_p", "partial_holm_p"
                  ("detrended_p", "detrended_holm_p", "detrended"),
                  ("pfd_p", "pfd_holm_p", "partial_first_differences"))
 N_SURROGATES = 999
+DESIGN_RUNS = inference.NULL_RUNS  # null runs per test's design (power: half as many per coupling)
 NOISE_FLOOR_SHARE = 0.5  # below the floor: fewer than half the changes resolved
 # The non-topological quantities of the same space that a topological feature must beat,
 # the first of each list being the space's plain norm.
@@ -106,6 +111,11 @@ def _clean(*arrays: Sequence[float | None]) -> list[np.ndarray]:
 def bootstrap_spearman_ci(x: Sequence[float], y: Sequence[float], n_resamples: int = N_BOOTSTRAP,
                           seed: int = 0, level: float = 0.95) -> tuple[float | None, float | None]:
     """Percentile bootstrap CI of Spearman ρ, resampling (x, y) pairs with replacement.
+
+    It treats checkpoints as independent, and under autocorrelation it covers too seldom
+    (``tests/test_inference.py``); the analysis uses
+    :func:`toposig.analysis.trend_controls.raw_surrogate_interval` instead, and this
+    stays for comparison.
 
     Resamples in which either variable is constant (ρ undefined) are left out; ``None``
     when fewer than three pairs or fewer than half the resamples are usable.
@@ -184,7 +194,8 @@ def holm(pvalues: Sequence[float | None]) -> list[float | None]:
 
 def controlled_correlations(records: Sequence[dict], targets: dict[str, str],
                             n_resamples: int = N_BOOTSTRAP, seed: int = 0,
-                            n_surrogates: int = N_SURROGATES) -> dict:
+                            n_surrogates: int = N_SURROGATES,
+                            design_runs: int = DESIGN_RUNS) -> dict:
     """Every feature × model correlation with its target, under each control.
 
     Args:
@@ -215,31 +226,88 @@ def controlled_correlations(records: Sequence[dict], targets: dict[str, str],
     groups = by_model(records)
     per_model: dict[str, dict[str, dict]] = {}
     flat: list[dict] = []
+    # each within-model trend test's simulated design, and whether it is calibrated there
+    sims_of: dict[tuple[str, str, str], inference.Draws] = {}
+    rule_of: dict[tuple[str, str, str], str | None] = {}
+    usable: dict[tuple[str, str, str], bool] = {}
+    checks: list[tuple[dict, str, inference.Draws | None, str | None]] = []
     for m_index, (label, recs) in enumerate(groups.items()):
         per_model[label] = {}
         for f_index, (feature, target) in enumerate(targets.items()):
-            entry = _controlled_entry([recs], feature, target, n_resamples,
-                                      _stream(seed, m_index, f_index), n_surrogates)
+            stream = _stream(seed, m_index, f_index)
+            entry = _controlled_entry([recs], feature, target, n_resamples, stream,
+                                      n_surrogates)
+            design, sims = (_design_draws(recs, feature, target, stream, design_runs)
+                            if design_runs else (None, {}))
+            if design is not None:
+                entry["design_fit"] = design.summary()
+            for kind in trend_controls.KINDS:
+                if entry[f"{kind}_r"] is None:
+                    continue
+                key = (label, feature, kind)
+                rule_of[key] = inference.design_rule(kind, entry[f"{kind}_steps"],
+                                                     entry[f"{kind}_edf"], entry[f"{kind}_n"])
+                if kind in sims:
+                    sims_of[key] = sims[kind]
+                    usable[key] = inference.design_check(sims[kind],
+                                                         rule=rule_of[key]).calibrated
+                else:
+                    usable[key] = rule_of[key] is None
+                checks.append((entry, kind, sims.get(kind), rule_of[key]))
             per_model[label][feature] = entry
             flat.append(entry)
     pooled: dict[str, dict] = {}
     if len(groups) > 1:
         for f_index, (feature, target) in enumerate(targets.items()):
-            pooled[feature] = _controlled_entry(list(groups.values()), feature, target,
-                                                n_resamples, _stream(seed, len(groups), f_index),
-                                                n_surrogates)
-            flat.append(pooled[feature])
+            entry = _controlled_entry(list(groups.values()), feature, target,
+                                      n_resamples, _stream(seed, len(groups), f_index),
+                                      n_surrogates)
+            for kind in trend_controls.KINDS:
+                use = [label for label in groups if usable.get((label, feature, kind))]
+                entry |= _pooled_trend_test(groups, use, feature, target, kind, seed,
+                                            f_index, n_surrogates)
+                sims = [sims_of[(label, feature, kind)] for label in use
+                        if (label, feature, kind) in sims_of]
+                if entry[f"{kind}_r"] is not None and len(sims) == len(use):
+                    checks.append((entry, kind, inference.pooled_draws(sims), None))
+            pooled[feature] = entry
+            flat.append(entry)
     n_tests_by_control = {}
     for key, out, control in HOLM_FAMILIES:
-        for entry, adj in zip(flat, holm([e[key] for e in flat]), strict=True):
+        # a test that is not calibrated for any design (pooled checkpoints) is not in a
+        # family: its p is a description
+        members = [e for e in flat if control in _TESTED[e["scope"]]]
+        for entry, adj in zip(members, holm([e[key] for e in members]), strict=True):
             entry[out] = adj
-        n_tests_by_control[control] = sum(e[key] is not None for e in flat)
+        for entry in flat:
+            if control not in _TESTED[entry["scope"]]:
+                entry[out] = None
+        n_tests_by_control[control] = sum(e[key] is not None for e in members)
+    for entry, kind, sims, rule in checks:
+        control = _CONTROL_OF[kind]
+        if sims is not None:
+            check = inference.design_check(sims, holm_tests=max(n_tests_by_control[control], 1),
+                                           rule=rule).to_json()
+        else:  # no simulation (design_runs=0): the rule alone
+            check = {"status": inference.UNCALIBRATED if rule else "not checked",
+                     "why": rule}
+        entry.setdefault("design", {})[control] = check
     for entry in flat:
+        for kind in trend_controls.KINDS:  # only needed to check the design
+            entry.pop(f"{kind}_steps", None)
+    for entry in flat:
+        entry["calibration"] = _calibration(entry)
         entry["significant"] = _significance(entry)
     return {
         "alpha": ALPHA,
         "n_bootstrap": n_resamples,
         "n_surrogates": n_surrogates,
+        "ci_method": CI_METHOD.format(n=n_surrogates),
+        "pooled_method": POOLED_METHOD,
+        "design_method": DESIGN_METHOD.format(
+            null=design_runs, power=max(design_runs // 2, 1),
+            couplings=", ".join(f"{c:g}" for c in inference.COUPLINGS),
+            s=inference.DESIGN_SURROGATES) if design_runs else None,
         "pooled": pooled,
         "seed": seed,
         "controls": list(CONTROLS),
@@ -251,6 +319,74 @@ def controlled_correlations(records: Sequence[dict], targets: dict[str, str],
     }
 
 
+CI_METHOD = ("95% interval from {n} phase-randomised surrogates: tanh(atanh(r) ± t(n − 3) · "
+             "s), s the surrogates' root-mean-square Fisher z (respects autocorrelation); "
+             "none pooled over checkpoints")
+POOLED_METHOD = ("fixed-effect meta-analysis over models of the within-model detrended and "
+                 "partial-first-difference statistics: weighted mean Fisher z (weights "
+                 "k − 3) against the same mean of the models' own surrogates; the pooled "
+                 "raw, partial, first-difference and beyond-baseline correlations are "
+                 "descriptions (checkpoints of several models are not independent units)")
+DESIGN_METHOD = ("per test, simulations of its own design (both series' REML trends in "
+                 "log step plus AR(1) noise of the residuals' sd and lag-one "
+                 "autocorrelation): {null} null runs and {power} runs at each coupling "
+                 "({couplings}), {s} surrogates each; uncalibrated when the null rate "
+                 "exceeds alpha with a one-sided binomial p < 0.01; mdc = the smallest "
+                 "coupling found with 80% power (at alpha, and at alpha / the Holm "
+                 "family's size)")
+# which controls are tests (calibrated for some design) in each scope
+_TESTED = {"model": set(CONTROLS),
+           "pooled": {"detrended", "partial_first_differences"}}
+_CONTROL_OF = {"detrended": "detrended", "pfd": "partial_first_differences"}
+
+
+def _design_draws(recs: list[dict], feature: str, target: str, seed: int,
+                  design_runs: int) -> tuple[inference.Design | None,
+                                             dict[str, inference.Draws]]:
+    """One model's fitted design of a feature and its target, and the detrended and
+    partial-first-difference controls on simulations of it (``(None, {})`` where the
+    design is undefined)."""
+    design = inference.fit_design(feature_values(recs, feature), [r.get(target) for r in recs],
+                                  [r.get("step") for r in recs])
+    if design is None:
+        return None, {}
+    return design, {kind: inference.simulate_design(design, kind, seed,
+                                                    null_runs=design_runs,
+                                                    power_runs=max(design_runs // 2, 1))
+                    for kind in trend_controls.KINDS}
+
+
+def _pooled_trend_test(groups: dict[str, list[dict]], use: list[str], feature: str,
+                       target: str, kind: str, seed: int, f_index: int,
+                       n_surrogates: int) -> dict:
+    """The fixed-effect pooled test of one within-model control over the models ``use``
+    (those where it is defined and calibrated for its design;
+    :func:`toposig.analysis.inference.pooled_test`), each model's statistic and surrogates
+    as its own entry computed them (the same seed)."""
+    rs, surr, ks = [], [], []
+    for m_index, (label, recs) in enumerate(groups.items()):
+        if label not in use:
+            continue
+        got = trend_controls.draws(kind, feature_values(recs, feature),
+                                   [r.get(target) for r in recs],
+                                   [r.get("step") for r in recs],
+                                   seed=_stream(seed, m_index, f_index),
+                                   n_surrogates=n_surrogates)
+        if got is not None:
+            rs.append(got[0])
+            surr.append(got[1])
+            ks.append(got[2])
+    res = inference.pooled_test(rs, surr, ks)
+    out = {f"{kind}_models": len(rs)}
+    if res is None:
+        return out | {f"{kind}_r": None, f"{kind}_p": None, f"{kind}_ci_low": None,
+                      f"{kind}_ci_high": None,
+                      f"{kind}_undefined": f"defined and calibrated in {len(rs)} model(s); "
+                                           "a pooled test needs two"}
+    return out | {f"{kind}_r": res.r, f"{kind}_p": res.p, f"{kind}_ci_low": res.ci_low,
+                  f"{kind}_ci_high": res.ci_high, f"{kind}_undefined": None}
+
+
 def _controlled_entry(groups: list[list[dict]], feature: str, target: str, n_resamples: int,
                       seed: int, n_surrogates: int = N_SURROGATES) -> dict:
     """One feature's tests over the records of one model, or pooled over several models
@@ -260,7 +396,11 @@ def _controlled_entry(groups: list[list[dict]], feature: str, target: str, n_res
     y = [r.get(target) for r in recs]
     steps = [math.log1p(r["step"]) if r.get("step") is not None else None for r in recs]
     raw = correlation(x, y)
-    lo, hi = bootstrap_spearman_ci(x, y, n_resamples, seed=seed)
+    if len(groups) == 1:  # checkpoints of one run: an interval that respects autocorrelation
+        lo, hi = trend_controls.raw_surrogate_interval(
+            x, y, [r.get("step") for r in recs], seed=seed, n_surrogates=n_surrogates)
+    else:  # pooled checkpoints are not independent units: a description, no interval
+        lo = hi = None
     controlled = [steps]
     sizes = [r.get("num_parameters") for r in recs]
     if len(groups) > 1 and all(v is not None for v in sizes) and len(set(sizes)) > 1:
@@ -284,15 +424,20 @@ def _controlled_entry(groups: list[list[dict]], feature: str, target: str, n_res
         beyond_r, beyond_p = beyond[baseline]["r"], beyond[baseline]["p"]
     elif beyond:
         baseline = next(iter(beyond))
-    trend = {"detrended_r": None, "detrended_p": None, "detrended_undefined": None,
-             "pfd_r": None, "pfd_p": None, "pfd_undefined": None}
+    trend: dict = {f"{key}_{field}": None for key in trend_controls.KINDS
+                   for field in ("r", "p", "ci_low", "ci_high", "undefined")}
     if len(groups) == 1:
         step_values = [r.get("step") for r in recs]
         for key, fn in (("detrended", trend_controls.detrended_correlation),
                         ("pfd", trend_controls.partial_first_differences)):
             res = fn(x, y, step_values, seed=seed, n_surrogates=n_surrogates)
-            trend[f"{key}_r"], trend[f"{key}_p"] = res["r"], res["p"]
+            for field in ("r", "p", "ci_low", "ci_high"):
+                trend[f"{key}_{field}"] = res[field]
             trend[f"{key}_undefined"] = res.get("reason")
+            if res["r"] is not None:
+                trend[f"{key}_n"] = res["n"]
+                trend[f"{key}_edf"] = [res["edf_x"], res["edf_y"]]
+                trend[f"{key}_steps"] = trend_controls.paired_series(x, y, step_values)[2]
     return {
         "scope": "model" if len(groups) == 1 else "pooled",
         **trend,
@@ -365,16 +510,46 @@ def _stream(seed: int, *keys: int) -> int:
     return int(np.random.SeedSequence([seed, *keys]).generate_state(1)[0])
 
 
-def _significance(e: dict) -> dict[str, bool]:
+def _calibration(e: dict) -> dict[str, str]:
+    """Per control, whether it is a calibrated test here: for the detrended and partial
+    first-difference controls the status its own design's simulations gave (``"not
+    checked"`` without them); for the others, why they are not."""
+    design = e.get("design") or {}
+    out = {}
+    for control in CONTROLS:
+        if control in ("detrended", "partial_first_differences"):
+            out[control] = (design[control]["status"] if control in design
+                            else "not checked")
+        elif e["scope"] == "pooled":
+            out[control] = inference.NOT_CALIBRATED_POOLED
+        else:
+            out[control] = inference.NOT_CALIBRATED_TREND
+    return out
+
+
+def _significance(e: dict) -> dict[str, bool | None]:
+    """Per control: ``True`` where its Holm-adjusted p < alpha (with the raw sign, for the
+    trend-level controls; either sign for the detrended and partial first-difference
+    ones, which must also be calibrated for their design); ``None`` where it is not a test
+    here (pooled over checkpoints; no baseline; no noise floor)."""
     def sig(p, r) -> bool:
         same_sign = (r is not None and e["spearman_r"] is not None
                      and np.sign(r) == np.sign(e["spearman_r"]))
         return p is not None and p < ALPHA and same_sign
 
-    def either(p) -> bool | None:
-        return None if p is None else p < ALPHA
+    def calibrated(control: str, p) -> bool:
+        status = e["calibration"][control]
+        return p is not None and p < ALPHA and status in (inference.CALIBRATED, "not checked")
 
-    within = e["scope"] == "model"
+    if e["scope"] == "pooled":
+        return {
+            "raw": None, "partial_log_step": None, "first_differences": None,
+            "beyond_baseline": None,
+            "detrended": calibrated("detrended", e["detrended_holm_p"]),
+            "partial_first_differences": calibrated("partial_first_differences",
+                                                    e["pfd_holm_p"]),
+            "above_noise_floor": None,
+        }
     return {
         "raw": e["holm_p"] is not None and e["holm_p"] < ALPHA,
         "partial_log_step": sig(e["partial_holm_p"], e["partial_r"]),
@@ -382,13 +557,24 @@ def _significance(e: dict) -> dict[str, bool]:
         # None: not applicable (the feature is itself a baseline, or has none)
         "beyond_baseline": (sig(e["beyond_holm_p"], e["beyond_r"])
                             if e["baseline"] is not None else None),
-        # within one model only (None pooled); an undefined test is not passed
-        "detrended": bool(either(e["detrended_holm_p"])) if within else None,
-        "partial_first_differences": bool(either(e["pfd_holm_p"])) if within else None,
+        "detrended": calibrated("detrended", e["detrended_holm_p"]),
+        "partial_first_differences": calibrated("partial_first_differences",
+                                                e["pfd_holm_p"]),
         # None: no resamples to measure the floor with
         "above_noise_floor": (None if e["below_noise_floor"] is None
                               else not e["below_noise_floor"]),
     }
+
+
+def sign_against_raw(e: dict, kind: str) -> str | None:
+    """``"same"`` or ``"opposite"``: the sign of a detrended (``kind="detrended"``) or
+    partial-first-difference (``"pfd"``) correlation against the raw ρ's, where both are
+    defined and non-zero. An opposite sign means the fluctuations run against the trend
+    association: the two are different findings."""
+    r, raw = e.get(f"{kind}_r"), e.get("spearman_r")
+    if r is None or raw is None or r == 0 or raw == 0:
+        return None
+    return "same" if (r > 0) == (raw > 0) else "opposite"
 
 
 def _summary(per_model: dict[str, dict[str, dict]], pooled: dict[str, dict],

@@ -196,15 +196,43 @@ def feature_targets(records: list[dict], features: list[str],
     return out
 
 
+# np_seed_mean and weight_h*_total_persistence: the weight study's own names (an import of
+# its tables has no np_mean or weight_h*_total), used where the records have them
 PHASE_FEATURES = ("h1_total_persistence", "h0_total_persistence", "rankme", "np_mean",
-                  "weight_h0_total", "weight_h1_total")
+                  "weight_h0_total", "weight_h1_total", "np_seed_mean",
+                  "weight_h0_total_persistence", "weight_h1_total_persistence")
 SCALING_FEATURES = ("h0_total_persistence", "h1_total_persistence", "rankme", "np_mean",
-                    "np_seed_mean", "weight_h0_total", "weight_h1_total", "weight_l2_norm")
+                    "np_seed_mean", "weight_h0_total", "weight_h1_total", "weight_l2_norm",
+                    "weight_h0_total_persistence", "weight_h1_total_persistence")
+NP_FEATURES = ("np_mean", "np_seed_mean")  # the rate-of-change phases: ours, else the seed's
+# the embedding cloud's collapse and regrowth, with the cloud's scale beside it: a dip that
+# the scale-free (*_scaled) version does not share is a change of scale
+COLLAPSE_FEATURES = ("median_pairwise_distance", "h1_total_persistence",
+                     "h1_total_persistence_scaled", "h0_total_persistence",
+                     "h0_total_persistence_scaled")
+
+
+def collapse(steps: Sequence[int], values: Sequence[float | None]) -> dict | None:
+    """A series' dip: its first value, its minimum (and the step of it), its last value,
+    ``depth`` = minimum / first and ``regrowth`` = last / minimum (ratios of the
+    feature's own values; ``None`` with fewer than three values or a minimum <= 0)."""
+    pairs = [(s, v) for s, v in zip(steps, values, strict=True) if v is not None]
+    if len(pairs) < 3:
+        return None
+    step_min, v_min = min(pairs, key=lambda t: t[1])
+    first, last = pairs[0][1], pairs[-1][1]
+    if v_min <= 0 or first <= 0:
+        return None
+    return {"first": first, "min": v_min, "min_step": step_min, "last": last,
+            "depth": v_min / first, "regrowth": last / v_min}
 
 
 def phase_analysis(records: list[dict]) -> dict[str, dict]:
     """Per model: three-segment fits of features against log(1 + step) (breakpoints in
-    steps), and the seed paper's neural-persistence rate-of-change phases."""
+    steps), the seed paper's neural-persistence rate-of-change phases (of ``np_mean``,
+    else of the seed's variant ``np_seed_mean``, named in ``feature``), and the embedding
+    cloud's collapse and regrowth beside its scale (:func:`collapse` of each of
+    :data:`COLLAPSE_FEATURES` the records have)."""
     out: dict[str, dict] = {}
     for label, recs in stats.by_model(records).items():
         recs = [r for r in recs if r.get("step") is not None]
@@ -221,9 +249,17 @@ def phase_analysis(records: list[dict]) -> dict[str, dict]:
                 continue
             fits[f] = {**fit, "breakpoint_steps": phases.breakpoint_steps(fit)}
         model: dict = {"piecewise_log_step": fits}
-        if any(v is not None for v in stats.feature_values(recs, "np_mean")):
-            model["np_rate_of_change"] = phases.rate_of_change_phases(
-                [r["step"] for r in recs], stats.feature_values(recs, "np_mean"))
+        dips = {f: d for f in COLLAPSE_FEATURES
+                if (d := collapse([r["step"] for r in recs], stats.feature_values(recs, f)))}
+        if dips:
+            model["collapse"] = dips
+        np_feature = next((f for f in NP_FEATURES
+                           if any(v is not None for v in stats.feature_values(recs, f))), None)
+        if np_feature is not None:
+            model["np_rate_of_change"] = {
+                **phases.rate_of_change_phases([r["step"] for r in recs],
+                                               stats.feature_values(recs, np_feature)),
+                "feature": np_feature}
         out[label] = model
     return out
 
@@ -313,10 +349,12 @@ def _prediction_series(records: list[dict]) -> dict[str, dict]:
 
 def prediction_analysis(records: list[dict]) -> dict:
     """Final loss from the first 20/30/50% of each model's checkpoints (seed paper table
-    5, with leave-one-model-out ridge regression on early features)."""
+    5, with leave-one-model-out ridge regression on early features), from ``np_mean``, else
+    the seed's ``np_seed_mean``, else ``h1_total_persistence``."""
     series = _prediction_series(records)
     names = stats.feature_names(records)
-    feature = next((f for f in ("np_mean", "h1_total_persistence") if f in names), None)
+    feature = next((f for f in ("np_mean", "np_seed_mean", "h1_total_persistence")
+                    if f in names), None)
     if feature is None or not series:
         return {"reason": "no neural persistence or H1 feature to predict from"}
     return prediction.prediction_table(series, feature=feature)
@@ -356,7 +394,8 @@ def _no_arrays(record: dict) -> Mapping[str, np.ndarray]:
 def compute_statistics(records: Sequence[Mapping], target: str = "auto", seed: int = 0,
                        n_bootstrap: int = controls.N_BOOTSTRAP,
                        n_surrogates: int = controls.N_SURROGATES, *,
-                       arrays: ArraysOf | None = None) -> Statistics:
+                       arrays: ArraysOf | None = None,
+                       design_runs: int = controls.DESIGN_RUNS) -> Statistics:
     """The statistics of ``records`` (the aggregate entries of the finished checkpoints):
     the content of ``data/statistics.json``, unrounded, as :class:`toposig.records.Statistics`.
 
@@ -371,6 +410,10 @@ def compute_statistics(records: Sequence[Mapping], target: str = "auto", seed: i
             Wasserstein series (:func:`toposig.run.results_folder.arrays_reader` reads
             them from a results folder); ``None`` (the default) for records that have
             none (no ``arrays_file``).
+        design_runs: simulated null runs of each detrended and partial-first-difference
+            test's own design, for its calibration status and power
+            (:mod:`toposig.analysis.inference`; half as many runs per coupling); 0 skips
+            the simulations (the design rule still applies).
 
     Raises:
         ValueError: an explicit ``target`` that no record has; or ``arrays`` is ``None``
@@ -401,7 +444,8 @@ def compute_statistics(records: Sequence[Mapping], target: str = "auto", seed: i
         },
         "controlled": controls.controlled_correlations(
             records, feature_targets(records, stats.feature_names(records), target),
-            n_resamples=n_bootstrap, seed=seed, n_surrogates=n_surrogates),
+            n_resamples=n_bootstrap, seed=seed, n_surrogates=n_surrogates,
+            design_runs=design_runs),
         "phases": phase_analysis(records),
         "stability": stability_analysis(records),
         "scaling": scaling_analysis(records),
@@ -410,16 +454,24 @@ def compute_statistics(records: Sequence[Mapping], target: str = "auto", seed: i
         "wasserstein": wasserstein_series(records, arrays) if has_embedding else {},
         "weight_wasserstein": weight_wasserstein_series(records, arrays),
         "notes": {
-            "controlled": "per feature x model: Spearman with a percentile bootstrap 95% CI "
-                          "over checkpoints, Holm-adjusted p within each control over its "
-                          "defined feature x model tests (n_tests_by_control), partial "
-                          "Spearman controlling for log(1 + step), Spearman of first "
-                          "differences, beyond the space's plain norm; within each model the "
-                          "detrended and partial-first-difference controls "
-                          "(toposig.analysis.trend_controls, surrogate p) and the noise "
-                          "floor; 'significant' = Holm-adjusted p < 0.05 (and the raw sign, "
-                          "for the trend-level controls). The target of each feature is in "
-                          "'targets'",
+            "controlled": "per feature x model: Spearman with a 95% interval from "
+                          "phase-randomised surrogates (respects autocorrelation), "
+                          "Holm-adjusted p within each control over its defined tests "
+                          "(n_tests_by_control), partial Spearman controlling for log(1 + "
+                          "step), Spearman of first differences, beyond the space's best "
+                          "baseline, and the detrended and partial-first-difference controls "
+                          "(toposig.analysis.trend_controls, surrogate p and interval), each "
+                          "with its calibration status, null rate and minimum detectable "
+                          "coupling on simulations of its own design (design; "
+                          "toposig.analysis.inference); the noise floor; 'significant' = "
+                          "Holm-adjusted p < 0.05 (with the raw sign for the trend-level "
+                          "controls; calibrated for the design for the detrended ones). "
+                          "Pooled over models: a fixed-effect meta-analysis of the "
+                          "within-model detrended and partial-first-difference statistics "
+                          "against the models' own surrogates; the pooled raw, partial, "
+                          "first-difference and beyond-baseline correlations treat "
+                          "checkpoints as independent and are descriptions, not tests. The "
+                          "target of each feature is in 'targets'",
             "target": "correlations are with this quality measure; perplexity is measured "
                       "on the analysed texts, loss is what the checkpoint stored (its "
                       "loss_key says which: val_loss, loss, ...)",
@@ -454,7 +506,8 @@ def summary_lines(statistics: Statistics | Mapping, top: int = 8) -> list[str]:
         f"{label} ({m.n_checkpoints} ckpts, final {target} {_final(m, target)})"
         for label, m in st.models.items())]
     if strongest := st.correlations.strongest(top):
-        lines.append(f"strongest pooled Spearman correlations with {target} (top {top}):")
+        lines.append(f"strongest pooled Spearman correlations with {target} (top {top}; "
+                     "checkpoints of all models together: a description, not a test):")
         for f, c in strongest:
             p = "-" if c.spearman_p is None else f"{c.spearman_p:.2g}"
             lines.append(f"  {f:<32} rho={c.spearman_r:+.3f}  p={p}  n={c.n}")
@@ -465,6 +518,14 @@ def summary_lines(statistics: Statistics | Mapping, top: int = 8) -> list[str]:
     lines.append(f"significant in every model under every control (Holm; partial on log step; "
                  f"first differences; beyond the baseline; detrended; partial first "
                  f"differences; above the noise floor): {', '.join(robust) if robust else 'none'}")
+    trend = ("detrended", "partial_first_differences")
+    calibrated = [f for f, s in summary.items()
+                  if any(s.get(f"significant_{c}") for c in trend)]
+    pooled = [f for f, s in summary.items()
+              if s.get("pooled") and any(s["pooled"].get(c) for c in trend)]
+    lines.append("significant under a control calibrated for its design (detrended or partial "
+                 f"first differences, Holm): in some model: {', '.join(calibrated) or 'none'}; "
+                 f"pooled over models: {', '.join(pooled) or 'none'} (summary.md, C4)")
     return lines
 
 

@@ -2,8 +2,10 @@
 
 Per model and pooled over models: Spearman and Pearson correlation (with p-values) of
 every feature with the quality measure (perplexity, or for weights-only runs the loss
-stored with each checkpoint, or an encoder's masked-LM loss), the controls (bootstrap
-CIs, Holm-adjusted p, partial correlations, first differences), training phases,
+stored with each checkpoint, or an encoder's masked-LM loss), the controls (intervals
+from surrogates, Holm-adjusted p, partial correlations, first differences, the detrended
+and partial-difference tests with each one's calibration and power on its own design,
+pooled over models by a meta-analysis), training phases,
 scaling and prediction; Wasserstein distances between consecutive checkpoints' diagrams.
 Up to 21 figures, those the records have data for: 7 of embedding space, 4 of weight
 space (the correlation heatmap among them), 8 of the analysis and 2 of the loss
@@ -24,6 +26,7 @@ import os
 import sys
 from pathlib import Path
 
+from toposig.analysis.controls import DESIGN_RUNS
 from toposig.analysis.statistics import summary_lines
 from toposig.cli.options import check_seed, help_text, setup_logging
 from toposig.files.locks import FolderLockedError, exclusive
@@ -57,6 +60,10 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
                         "(default: %(default)s)")
     p.add_argument("--seed", type=int, default=0,
                    help="seed of the bootstrap resamples (default: %(default)s)")
+    p.add_argument("--design-runs", type=int, default=DESIGN_RUNS, metavar="N",
+                   help="simulated null runs of each detrended and partial-difference test's "
+                        "own design, for its calibration and power (half as many per "
+                        "coupling); 0 skips them (default: %(default)s)")
     p.add_argument("--formats", default="png", metavar="LIST",
                    help="figure formats, comma-separated: png, pdf, svg (vector files keep "
                         "their text as text) (default: %(default)s)")
@@ -102,6 +109,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     results = Path(args.results)
     try:
         check_seed(args.seed)  # before the records are read
+        if args.design_runs < 0:
+            raise ValueError(f"--design-runs must be 0 or more, got {args.design_runs}")
         output = FigureOutput.from_options(args.formats, args.dpi)
         tables = [results / "data" / f"results_table.{fmt}" for fmt in dict.fromkeys(args.export)]
         for table in tables:  # before anything is written
@@ -111,7 +120,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         with exclusive(results, "results folder", create=False):
             rebuild_if_stale(results)  # aggregates a killed run left behind
             statistics, figures = analyse(results, plots=not args.no_plots,
-                                          target=args.target, seed=args.seed, output=output)
+                                          target=args.target, seed=args.seed, output=output,
+                                          design_runs=args.design_runs)
             exported = [export_table(load_results(results), table) for table in tables]
     except (ResultsMissingError, ValueError, FolderLockedError, ImportError) as exc:
         print(f"error: {exc}", file=sys.stderr)

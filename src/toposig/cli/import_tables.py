@@ -10,6 +10,9 @@ compare (and toposig.load_results) read like one toposig measured:
           num_parameters (optional), the qualities loss (nats), perplexity, mlm_loss,
           and numeric features (every other column)
 
+--params gives the models' parameter counts where the files have none (the seed
+paper's Table 1 for seed-b).
+
 The format of each file is detected when --format is not given. Values are carried
 exactly; each record names its file, the file's SHA-256 and its row.
 """
@@ -29,7 +32,9 @@ from toposig.sources.imports import (
     QUALITY_COLUMNS,
     RESERVED_FIELDS,
     ImportFormatError,
+    parameter_counts,
     read_rows,
+    with_parameters,
     with_target,
 )
 
@@ -46,6 +51,10 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
                    help="the quality measure the analysis correlates with, any numeric "
                         "column (e.g. an accuracy); it is then a quality, not a feature "
                         "(default: the analysis chooses among loss, perplexity, mlm_loss)")
+    p.add_argument("--params", default=None, metavar="FILE|MODEL=N,...",
+                   help="each model's parameter count, for the scaling, prediction and "
+                        "pooled size controls: a CSV with columns model,num_parameters (e.g. "
+                        "a paper's table) or MODEL=N pairs; every imported model needs one")
     p.add_argument("--higher-is-better", action="store_true",
                    help="the --target column grows as the model improves (an accuracy); "
                         "losses and perplexity are lower-is-better")
@@ -66,9 +75,12 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         elif args.higher_is_better:
             raise ImportFormatError("--higher-is-better needs --target COLUMN")
         rows = read_rows(args.files, args.format)
+        counts = parameter_counts(args.params) if args.params is not None else None
+        if counts is not None:
+            rows = with_parameters(rows, counts)
         if quality is not None:
             rows = with_target(rows, args.target)
-        config = write_import(args.out, rows, feature_family, quality)
+        config = write_import(args.out, rows, feature_family, quality, counts)
     except (ImportFormatError, StudyMismatchError, FolderLockedError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from toposig.analysis.controls import DESIGN_RUNS
 from toposig.analysis.quality import warn_series_without_quality
 from toposig.analysis.statistics import compute_statistics
 from toposig.files.atomic import STATISTICS_DIGITS, atomic_write_json, round_floats
@@ -25,22 +26,25 @@ __all__ = ["analyse", "folder_statistics"]
 
 
 def folder_statistics(results_dir: str | Path, records: Sequence[Record],
-                      target: str = "auto", seed: int = 0) -> Statistics:
+                      target: str = "auto", seed: int = 0,
+                      design_runs: int = DESIGN_RUNS) -> Statistics:
     """The statistics ``toposig analyze`` writes for ``records`` of ``results_dir`` (their
     arrays read from it), rounded once to ``STATISTICS_DIGITS``, before anything is written
     or drawn from them, so that the file, the summary and the figures are the same on every
-    CPU (:mod:`toposig.files.atomic`)."""
+    CPU (:mod:`toposig.files.atomic`). ``design_runs``: simulated null runs of each test's
+    design (:mod:`toposig.analysis.inference`; 0 skips them)."""
     computed = compute_statistics(records, target, seed=seed,
-                                  arrays=arrays_reader(results_dir))
+                                  arrays=arrays_reader(results_dir), design_runs=design_runs)
     return Statistics.from_json(round_floats(computed, STATISTICS_DIGITS))
 
 
 def analyse(results_dir: str | Path = "results", plots: bool = True,
             target: str = "auto", seed: int = 0,
-            output=None) -> tuple[Statistics, list[Path]]:
+            output=None, design_runs: int = DESIGN_RUNS) -> tuple[Statistics, list[Path]]:
     """Write ``data/statistics.json``, ``summary.md`` and the figures (in ``output``'s
     formats and resolution, a :class:`toposig.report.style.FigureOutput`; PNG by default).
-    Returns the statistics and figure paths.
+    Returns the statistics and figure paths. ``design_runs``: simulated null runs of each
+    test's own design (:mod:`toposig.analysis.inference`; 0 skips the simulations).
 
     Raises:
         ResultsMissingError: no ``data/all_results.json`` with a finished checkpoint
@@ -50,7 +54,7 @@ def analyse(results_dir: str | Path = "results", plots: bool = True,
     """
     records = load_entries(results_dir)
     warn_series_without_quality(records)  # once per series, before panels are drawn empty
-    statistics = folder_statistics(results_dir, records, target, seed)
+    statistics = folder_statistics(results_dir, records, target, seed, design_runs)
     atomic_write_json(Path(results_dir) / "data" / "statistics.json", statistics.to_json())
     write_summary(results_dir, statistics, records)
     figures: list[Path] = []

@@ -36,6 +36,8 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from toposig.analysis.controls import sign_against_raw
+from toposig.analysis.inference import CALIBRATED, UNCALIBRATED
 from toposig.analysis.stats import by_model, feature_family
 from toposig.files.atomic import atomic_write_bytes
 from toposig.records import FeatureFamily
@@ -57,6 +59,7 @@ HEADINGS: tuple[str, ...] = (
     "C1. Robustness of every feature's correlation",
     "C2. Features that survive every control",
     "C3. Stability of the embedding topology over text resamples",
+    "C4. Calibrated tests: intervals, calibration on each run's design, power",
     "D1. Curvature, loss-landscape and gradient features vs the target",
     "D2. Final-loss prediction from early checkpoints, feature by feature",
 )
@@ -365,14 +368,23 @@ def _holm_text(c: dict) -> str:
 
 def _bootstrap_text(statistics: dict) -> str:
     c = _mapping(statistics.get("controlled"))
+    return f"{_interval_text(c)}; {_holm_text(c)}"
+
+
+def _interval_text(c: dict) -> str:
+    """How the 95% intervals were made (statistics from before the surrogate intervals
+    say the percentile bootstrap)."""
+    if c.get("ci_method"):
+        return (f"95% CI from {c.get('n_surrogates', '?')} phase-randomised surrogates "
+                "(respects autocorrelation; none pooled over checkpoints)")
     return (f"95% percentile bootstrap CI over checkpoints ({c.get('n_bootstrap', '?')} "
-            f"resamples); {_holm_text(c)}")
+            "resamples)")
 
 
 def _feature_vs_target(statistics: dict, feature: str, what: str) -> list[str]:
     entries = _controlled_entries(statistics, feature)
     targets = sorted({e.get("target") for _, e in entries if e.get("target")})
-    headers = ["Model", "n", "Spearman ρ", "p", "95% bootstrap CI", "Holm p"]
+    headers = ["Model", "n", "Spearman ρ", "p", "95% CI", "Holm p"]
     rows = [[m, fmt_step(e.get("n")), fmt_rho(e.get("spearman_r")), fmt_p(e.get("spearman_p")),
              fmt_ci(e.get("ci_low"), e.get("ci_high")), fmt_p(e.get("holm_p"))]
             for m, e in entries]
@@ -426,7 +438,7 @@ def _neural_persistence(statistics: dict, records: list[dict]) -> list[str]:
                          _direction(e)])
     if not rows:
         raise _Absent("no record has neural persistence (`np_mean` / `np_seed_mean`)")
-    headers = ["Model", "NP variant", "n", "Spearman ρ", "p", "95% bootstrap CI", "Holm p",
+    headers = ["Model", "NP variant", "n", "Spearman ρ", "p", "95% CI", "Holm p",
                "Direction"]
     caption = (f"Spearman ρ between mean neural persistence over weight matrices and "
                f"{' / '.join(sorted(t for t in targets if t)) or '?'} across checkpoints "
@@ -474,6 +486,26 @@ def _prediction(statistics: dict, records: list[dict]) -> list[str]:
     return [caption, "", *_table(headers, rows)]
 
 
+def _collapse_table(phases: dict) -> list[str]:
+    """The embedding cloud's dip and regrowth per model, its scale beside it."""
+    rows = []
+    for m, v in phases.items():
+        for f, d in ((v or {}).get("collapse") or {}).items():
+            rows.append([m, _code(f), fmt_value(d.get("first")), fmt_value(d.get("min")),
+                         fmt_step(d.get("min_step")), fmt_value(d.get("last")),
+                         fmt_value(d.get("depth")), fmt_value(d.get("regrowth"))])
+    if not rows:
+        return []
+    caption = ("Collapse and regrowth of the embedding cloud, with its scale beside it: each "
+               "feature's first value, its minimum and the step of it, its last value, "
+               "depth = minimum / first and regrowth = last / minimum. The median pairwise "
+               "distance is the cloud's scale; `*_scaled` features are computed on the cloud "
+               "divided by it, so a dip that they do not share is a change of scale; no "
+               "test.")
+    return [caption, "", *_table(["Model", "Feature", "First", "Minimum", "At step", "Last",
+                                  "Depth", "Regrowth"], rows), ""]
+
+
 def _phases(statistics: dict, records: list[dict]) -> list[str]:
     phases = _section(statistics, "phases")
     out: list[str] = []
@@ -486,14 +518,15 @@ def _phases(statistics: dict, records: list[dict]) -> list[str]:
         rows = [[m, fmt_step(r.get("peak_step")), fmt_percent(r.get("peak_fraction")),
                  fmt_step(r.get("diminishing_step")), fmt_percent(r.get("diminishing_fraction"))]
                 for m, r in roc.items()]
-        out += [f"Change of `np_mean` between consecutive checkpoints "
+        np_feature = next(iter(roc.values())).get("feature", "np_mean")
+        out += [f"Change of `{np_feature}` between consecutive checkpoints "
                 f"({_count(len(roc), 'model')}): "
                 "the step with the largest |ΔNP|, and the first later step where |ΔNP| < "
                 f"{fmt_value(threshold)} × the peak; fractions of the final step; no test.", "",
                 *_table(headers, rows), ""]
     else:
         out += ["Neural-persistence rate of change: " + _absent(
-            "no model has `np_mean` (the weight stage did not run)")[0], ""]
+            "no model has `np_mean` or `np_seed_mean` (the weight stage did not run)")[0], ""]
     rows = []
     for m, v in phases.items():
         fits = (v or {}).get("piecewise_log_step") or {}
@@ -517,7 +550,8 @@ def _phases(statistics: dict, records: list[dict]) -> list[str]:
     else:
         out += ["Three-segment fits: " + _absent(
             "no model has six or more checkpoints with a phase feature")[0]]
-    return out
+    collapse_rows = _collapse_table(phases)
+    return out + ([""] + collapse_rows if collapse_rows else [])
 
 
 def _scaling(statistics: dict, records: list[dict]) -> list[str]:
@@ -594,9 +628,22 @@ def _trend_cells(e: dict) -> list[str]:
     """Detrended and partial-first-difference ρ and Holm p (within a model; a dash pooled)
     and the noise floor (below / above / a dash without resamples)."""
     floor = e.get("below_noise_floor")
-    return [fmt_rho(e.get("detrended_r")), fmt_p(e.get("detrended_holm_p")),
-            fmt_rho(e.get("pfd_r")), fmt_p(e.get("pfd_holm_p")),
+    return [*_trend_pair(e, "detrended", "detrended"),
+            *_trend_pair(e, "pfd", "partial_first_differences"),
             DASH if floor is None else ("below" if floor else "above")]
+
+
+def _trend_pair(e: dict, kind: str, control: str) -> list[str]:
+    """A calibrated control's ρ (marked where its sign is opposite to the raw ρ's) and
+    Holm p (marked where the test is uncalibrated for its design)."""
+    rho = fmt_rho(e.get(f"{kind}_r"))
+    if sign_against_raw(e, kind) == "opposite":
+        rho += " (opposite to raw)"
+    p = fmt_p(e.get(f"{kind}_holm_p"))
+    status = (e.get("calibration") or {}).get(control)
+    if status == UNCALIBRATED and p != DASH:
+        p += " (uncalibrated)"
+    return [rho, p]
 
 
 def _rho_ci(entry: dict) -> str:
@@ -604,6 +651,18 @@ def _rho_ci(entry: dict) -> str:
     parts = [fmt_rho(entry.get("spearman_r")), fmt_ci(entry.get("ci_low"), entry.get("ci_high"))]
     parts = [x for x in parts if x != DASH]
     return " ".join(parts) or DASH
+
+
+def _every_entry(per_model: dict, pooled: dict, features: Sequence[str]
+                 ) -> list[tuple[str, str, dict]]:
+    """``(feature, model or "pooled", entry)`` of every controlled test, feature by
+    feature, the models in order and the pooled entry last."""
+    out = []
+    for f in features:
+        out += [(f, m, fs[f]) for m, fs in per_model.items() if f in fs]
+        if f in pooled:
+            out.append((f, "pooled", pooled[f]))
+    return out
 
 
 def _robustness(statistics: dict, records: list[dict]) -> list[str]:
@@ -622,22 +681,18 @@ def _robustness(statistics: dict, records: list[dict]) -> list[str]:
                *(["Detrended ρ", "Detrended Holm p", "Partial-diff ρ", "Partial-diff Holm p",
                   "Noise floor"] if trend else []), "Survives"]
     rows = []
-    for f in features:
-        entries = [(m, fs[f]) for m, fs in per_model.items() if f in fs]
-        if f in pooled:
-            entries.append(("pooled", pooled[f]))
-        for m, e in entries:
-            if _finite(e.get("partial_r")):
-                partial = fmt_rho(e["partial_r"])
-            else:
-                partial = f"undefined: {short_reason(e.get('partial_undefined'))}"
-            rows.append([_code(f), m, e.get("target") or DASH, fmt_step(e.get("n")),
-                         _rho_ci(e), fmt_p(e.get("holm_p")), partial,
-                         fmt_p(e.get("partial_holm_p")),
-                         fmt_rho(e.get("diff_r")), fmt_p(e.get("diff_holm_p")),
-                         _code(e["baseline"]) if e.get("baseline") else DASH,
-                         fmt_rho(e.get("beyond_r")), fmt_p(e.get("beyond_holm_p")),
-                         *(_trend_cells(e) if trend else []), _survives(e)])
+    for f, m, e in _every_entry(per_model, pooled, features):
+        if _finite(e.get("partial_r")):
+            partial = fmt_rho(e["partial_r"])
+        else:
+            partial = f"undefined: {short_reason(e.get('partial_undefined'))}"
+        rows.append([_code(f), m, e.get("target") or DASH, fmt_step(e.get("n")),
+                     _rho_ci(e), fmt_p(e.get("holm_p")), partial,
+                     fmt_p(e.get("partial_holm_p")),
+                     fmt_rho(e.get("diff_r")), fmt_p(e.get("diff_holm_p")),
+                     _code(e["baseline"]) if e.get("baseline") else DASH,
+                     fmt_rho(e.get("beyond_r")), fmt_p(e.get("beyond_holm_p")),
+                     *(_trend_cells(e) if trend else []), _survives(e)])
     ns = [e.get("n") for fs in per_model.values() for e in fs.values()]
     caption = (f"Every feature × model (and pooled) against its target "
                f"({_targets_text(controlled)}; per model {_n_text(ns)} checkpoints): "
@@ -682,7 +737,8 @@ def _survivors(statistics: dict, records: list[dict]) -> list[str]:
     every = names(lambda s: bool(s.get("n_models")) and s.get("all_controls") == s["n_models"])
     raw = names(lambda s: bool(s.get("n_models")) and s.get("significant_raw") == s["n_models"])
     pooled = names(lambda s: bool(s.get("pooled"))
-                   and all(v for v in s["pooled"].values() if v is not None))
+                   and any(s["pooled"].get(c) for c in ("detrended",
+                                                         "partial_first_differences")))
     within = names(lambda s: bool(s.get("n_models"))
                    and s.get("significant_first_differences") == s["n_models"]
                    and s.get("significant_beyond_baseline") == s["n_models"])
@@ -691,7 +747,10 @@ def _survivors(statistics: dict, records: list[dict]) -> list[str]:
         undefined = f"all {len(summary)} features"
     text = (f"Features significant in every model under all controls: {every}. "
             f"Features significant in every model on the raw test (Holm) alone: {raw}. "
-            f"Features significant pooled over models under all controls: {pooled}. "
+            f"Features significant pooled over models (a meta-analysis of the within-model "
+            f"detrended or partial-difference tests, calibrated for their designs; the "
+            f"pooled raw and trend-level correlations are descriptions, not tests): "
+            f"{pooled}. "
             f"Features whose checkpoint-to-checkpoint changes track the target beyond their "
             f"space's plain norm in every model (first differences and beyond-baseline): "
             f"{within}. "
@@ -733,6 +792,97 @@ def _stability(statistics: dict, records: list[dict]) -> list[str]:
 
 
 # ---------------------------------------------------------------------------- document
+
+def _interval_cell(e: dict, kind: str) -> str:
+    parts = [fmt_rho(e.get(f"{kind}_r")), fmt_ci(e.get(f"{kind}_ci_low"), e.get(f"{kind}_ci_high"))]
+    parts = [x for x in parts if x != DASH]
+    text = " ".join(parts) or DASH
+    if sign_against_raw(e, kind) == "opposite":
+        text += " (opposite to raw)"
+    return text
+
+
+def _design_cells(e: dict, control: str) -> list[str]:
+    """Null rate (with the status where uncalibrated) and the minimum detectable
+    coupling at alpha and at Holm's strictest level."""
+    check = (e.get("design") or {}).get(control)
+    if not check:
+        return [DASH, DASH]
+    rate = f"{check['null_rate']:.3f}" if _finite(check.get("null_rate")) else DASH
+    if check.get("status") != CALIBRATED:
+        rate += " (uncalibrated)"
+    return [rate, f"{_mdc(check.get('mdc'))} ({_mdc(check.get('mdc_holm'))})"]
+
+
+def _mdc(value) -> str:
+    return f"{value:.2f}" if _finite(value) else "> 0.9"
+
+
+def reading(e: dict) -> str:
+    """What a test row says, in words: an association under a calibrated control, or
+    "no association above X" (X the smallest coupling a calibrated control would have
+    found with 80 % power at Holm's strictest level), or why it says nothing."""
+    sig = e.get("significant") or {}
+    calib = e.get("calibration") or {}
+    design = e.get("design") or {}
+    found = [CONTROL_NAMES[c] for c in ("detrended", "partial_first_differences")
+             if sig.get(c)]
+    if found:
+        opposite = [CONTROL_NAMES[c] for c, k in (("detrended", "detrended"),
+                                                  ("partial_first_differences", "pfd"))
+                    if sig.get(c) and sign_against_raw(e, k) == "opposite"]
+        text = f"association ({', '.join(found)})"
+        return text + (f", opposite in sign to the raw ρ ({', '.join(opposite)})"
+                       if opposite else "")
+    usable = [design[c] for c in ("detrended", "partial_first_differences")
+              if c in design and calib.get(c) == CALIBRATED]
+    if not usable:
+        if any(calib.get(c) == UNCALIBRATED for c in design):
+            return "no calibrated test for this design"
+        if e.get("scope") == "pooled" and e.get("detrended_models") is not None:
+            n = max(e.get("detrended_models") or 0, e.get("pfd_models") or 0)
+            return f"no pooled test: calibrated in {n} model(s)"
+        return "not tested"
+    mdcs = [c.get("mdc_holm") for c in usable if _finite(c.get("mdc_holm"))]
+    if not mdcs:
+        return "none found; below 80 % power even at coupling 0.9"
+    return f"no association above {min(mdcs):.2f}"
+
+
+def _calibrated_tests(statistics: dict, records: list[dict]) -> list[str]:
+    controlled = _section(statistics, "controlled")
+    per_model = controlled.get("per_model") or {}
+    pooled = controlled.get("pooled") or {}
+    if not any("design" in e for fs in [*per_model.values(), pooled] for e in fs.values()):
+        raise _Absent("these statistics carry no design checks (computed before they "
+                      "existed, or with design_runs=0)")
+    features = list(controlled.get("targets") or {})
+    headers = ["Feature", "Model", "n", "Detrended ρ [95% CI]", "Detrended Holm p",
+               "Detrended null rate", "Detrended MDC (Holm)", "Partial-diff ρ [95% CI]",
+               "Partial-diff Holm p", "Partial-diff null rate", "Partial-diff MDC (Holm)",
+               "Reads as"]
+    rows = []
+    for f, m, e in _every_entry(per_model, pooled, features):
+        rows.append([_code(f), m, fmt_step(e.get("n")),
+                     _interval_cell(e, "detrended"), fmt_p(e.get("detrended_holm_p")),
+                     *_design_cells(e, "detrended"),
+                     _interval_cell(e, "pfd"), fmt_p(e.get("pfd_holm_p")),
+                     *_design_cells(e, "partial_first_differences"), reading(e)])
+    caption = ("The two controls that hold their size where simulations say so, per feature "
+               "× model and pooled over models (a fixed-effect meta-analysis of the models' "
+               "own statistics against their own surrogates). Interval: "
+               f"{_interval_text(controlled)}. Null rate: the share of simulated null runs "
+               "of this test's own design (its fitted trends and noise) with p < "
+               f"{controlled.get('alpha', 0.05)}; uncalibrated when it exceeds alpha beyond "
+               "chance (binomial p < 0.01), and then the test is not counted as significant. "
+               "MDC: the smallest coupling between the two series' fluctuations that the "
+               "test finds with 80 % power on that design, at alpha and (in brackets) at "
+               "alpha / the Holm family's size; > 0.9 when even a coupling of 0.9 is found "
+               "less often. Reads as: an association where a calibrated control survives "
+               "Holm, else no association above the smallest calibrated MDC (Holm). "
+               f"{controlled.get('design_method') or ''}")
+    return [caption.strip(), "", *_table(headers, rows)]
+
 
 def _probe_correlations(statistics: dict, records: list[dict]) -> list[str]:
     controlled = _section(statistics, "controlled")
@@ -810,7 +960,7 @@ _PARTS: tuple[tuple[str, str, tuple[Callable[[dict, list[dict]], list[str]], ...
     ("Part C. Robustness",
      "Our controls: does each correlation survive multiple testing, training progress and "
      "shared trends?",
-     (_robustness, _survivors, _stability)),
+     (_robustness, _survivors, _stability, _calibrated_tests)),
     ("Part D. Loss landscape and gradients",
      "The signatures of the research plan beyond the two seeds: curvature and the "
      "topology of the loss surface and of per-example gradients.",
@@ -841,8 +991,11 @@ def _header(statistics: dict, records: list[dict]) -> list[str]:
                      f"{better}; in the controlled tests {_targets_text(controlled)}.")
     if controlled.get("n_tests"):
         lines.append(f"Significance: Holm-adjusted p < {controlled.get('alpha', 0.05)}, "
-                     f"{_holm_text(controlled)}; bootstrap CIs from "
-                     f"{controlled.get('n_bootstrap', '?')} resamples.")
+                     f"{_holm_text(controlled)}; {_interval_text(controlled)}.")
+        if controlled.get("pooled_method"):
+            lines.append(f"Pooled over models: {controlled['pooled_method']}.")
+        if controlled.get("design_method"):
+            lines.append(f"Calibration and power: {controlled['design_method']} (C4).")
     lines.append("Not reproduced: the seeds' software-version and hyperparameter tables "
                  "(see `data/config.json`).")
     return lines

@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from toposig.files.atomic import atomic_write_json
@@ -33,11 +33,15 @@ from toposig.run.study import StudyMismatchError, load_study
 from toposig.sources.imports import ImportedRow
 
 
-def import_digest(rows: Sequence[ImportedRow], quality: dict | None = None) -> str:
-    """12 hex digits of SHA-256 over the imported files' (format, SHA-256), sorted, and
-    the declared quality measure, if any."""
+def import_digest(rows: Sequence[ImportedRow], quality: dict | None = None,
+                  parameters: Mapping[str, int] | None = None) -> str:
+    """12 hex digits of SHA-256 over the imported files' (format, SHA-256), sorted, the
+    declared quality measure, if any, and the parameter counts given with ``--params``,
+    if any."""
     sources = sorted({(r.provenance.format, r.provenance.sha256) for r in rows})
-    key = sources if quality is None else [sources, quality]
+    key: object = sources if quality is None else [sources, quality]
+    if parameters:
+        key = [key, {"num_parameters": dict(sorted(parameters.items()))}]
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
 
 
@@ -87,7 +91,8 @@ def entry_of(row: ImportedRow, digest: str, classify: Classify,
 
 
 def write_import(out_dir: str | Path, rows: Sequence[ImportedRow], classify: Classify,
-                 quality: dict | None = None) -> dict:
+                 quality: dict | None = None,
+                 parameters: Mapping[str, int] | None = None) -> dict:
     """Write the results folder of the module docstring; returns its config.
 
     ``quality``: ``{"column": name, "higher_is_better": bool}``, the quality measure the
@@ -100,7 +105,7 @@ def write_import(out_dir: str | Path, rows: Sequence[ImportedRow], classify: Cla
         FolderLockedError: another process holds the folder.
     """
     out = Path(out_dir)
-    digest = import_digest(rows, quality)
+    digest = import_digest(rows, quality, parameters)
     order = list(dict.fromkeys(r.label for r in rows))
     rows = sorted(rows, key=lambda r: (order.index(r.label), r.step))
     sources = sorted({(r.provenance.file, r.provenance.sha256, r.provenance.format)
@@ -111,6 +116,7 @@ def write_import(out_dir: str | Path, rows: Sequence[ImportedRow], classify: Cla
             "digest": digest,
             "files": [{"file": f, "sha256": h, "format": fmt} for f, h, fmt in sources],
             **({"quality": quality} if quality is not None else {}),
+            **({"num_parameters": dict(parameters)} if parameters else {}),
         },
         "models": {label: next(r.model for r in rows if r.label == label) for label in order},
         "model_sources": dict.fromkeys(order, "imported"),
@@ -120,7 +126,7 @@ def write_import(out_dir: str | Path, rows: Sequence[ImportedRow], classify: Cla
     with exclusive(out, "results folder"):
         held = load_study(out)
         if held is not None and (held.get("imported") or {}).get("digest") != digest:
-            what = ("an import of other files" if held.get("imported")
+            what = ("an import of other files, --params or --target" if held.get("imported")
                     else "the study of a run")
             raise StudyMismatchError(
                 f"{out} holds {what} ({', '.join(held['models'])}); import into a folder "

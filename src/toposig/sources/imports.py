@@ -340,6 +340,76 @@ def with_target(rows: list[ImportedRow], column: str) -> list[ImportedRow]:
     return out
 
 
+def parameter_counts(spec: str) -> dict[str, int]:
+    """Parameter counts per model from ``--params``: a CSV file with columns ``model`` and
+    ``num_parameters`` (e.g. a paper's table), or ``MODEL=N[,MODEL=N...]``.
+
+    Raises:
+        ImportFormatError: an unreadable file, a missing column, a count that is not a
+            positive whole number, or a model given twice.
+    """
+    path = Path(spec)
+    pairs: list[tuple[str, str, str]] = []
+    if path.is_file():
+        import csv
+
+        with open(path, newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f)
+            missing = {"model", "num_parameters"} - set(reader.fieldnames or ())
+            if missing:
+                raise ImportFormatError(f"{path}: --params needs the columns model and "
+                                        f"num_parameters (missing: {', '.join(sorted(missing))})")
+            for i, row in enumerate(reader):
+                pairs.append((row["model"], row["num_parameters"], f"{path}, line {i + 2}"))
+    else:
+        for item in spec.split(","):
+            model, sep, count = item.partition("=")
+            if not sep:
+                raise ImportFormatError(f"--params {spec!r}: not a file, and {item!r} is not "
+                                        "MODEL=N")
+            pairs.append((model.strip(), count.strip(), f"--params {item!r}"))
+    out: dict[str, int] = {}
+    for model, count, where in pairs:
+        try:
+            n = int(count.replace("_", "").replace(",", ""))
+        except ValueError:
+            n = 0
+        if n <= 0:
+            raise ImportFormatError(f"{where}: {count!r} is not a positive whole number of "
+                                    "parameters")
+        if model in out:
+            raise ImportFormatError(f"{where}: model {model!r} given twice")
+        out[model] = n
+    return out
+
+
+def with_parameters(rows: list[ImportedRow], counts: Mapping[str, int]) -> list[ImportedRow]:
+    """The rows with each model's parameter count from ``counts`` (model as the file names
+    it, or its label).
+
+    Raises:
+        ImportFormatError: a model without a count, a count for a model not imported, or
+            a count that differs from one the file itself gives.
+    """
+    names = {r.model for r in rows} | {r.label for r in rows}
+    unknown = sorted(set(counts) - names)
+    if unknown:
+        raise ImportFormatError(f"--params names model(s) not in the import: "
+                                f"{', '.join(unknown)} (imported: "
+                                f"{', '.join(sorted({r.model for r in rows}))})")
+    out = []
+    for r in rows:
+        n = counts.get(r.model, counts.get(r.label))
+        if n is None:
+            raise ImportFormatError(f"--params has no count for model {r.model!r}")
+        if r.num_parameters is not None and r.num_parameters != n:
+            raise ImportFormatError(f"{r.provenance.file}, row {r.provenance.row}: the file "
+                                    f"gives {r.num_parameters} parameters for {r.model!r}, "
+                                    f"--params {n}")
+        out.append(replace(r, num_parameters=n))
+    return out
+
+
 def read_rows(paths: Iterable[str | Path], fmt: str | None = None) -> list[ImportedRow]:
     """The rows of every file, validated together: each file readable in its format,
     every step a whole number, qualities and features numeric, no model × step twice
