@@ -187,6 +187,12 @@ def test_the_detrended_controls_tell_a_tracker_from_a_shared_trend():
             assert check["status"] == entry["calibration"][control] == "calibrated"
             assert 0 <= check["null_rate"] <= 0.15 and check["null_runs"] > 0
             assert check["holm_tests"] == out["n_tests_by_control"][control]
+    # the pooled statistic is the (k - 3)-weighted mean Fisher z of the models' own
+    for kind in ("detrended", "pfd"):
+        rs = [out["per_model"][m]["driven"][f"{kind}_r"] for m in ("a", "b", "c")]
+        assert pooled["driven"][f"{kind}_models"] == 3
+        assert pooled["driven"][f"{kind}_r"] == pytest.approx(
+            math.tanh(float(np.mean(np.arctanh(rs)))), rel=1e-9)  # equal n: equal weights
     assert pooled["driven"]["design"]["detrended"]["mdc"] <= \
         out["per_model"]["a"]["driven"]["design"]["detrended"]["mdc"]
 

@@ -121,12 +121,22 @@ def test_pooled_tests_hold_their_size_on_every_design(control, null_cells):
 
 @pytest.mark.parametrize("control", ["detrended", "partial_first_differences"])
 def test_within_model_tests_hold_their_size_on_every_design(control, null_cells):
-    lo, hi = sps.binom.interval(1 - 0.01 / len(DESIGNS), RUNS, ALPHA)
-    counts = {d: int(np.nansum(c[control].within.reported()[0]))
-              for d, c in null_cells.items()}
-    assert all(k <= hi for k in counts.values()), counts
-    unruled = sum(int((~c[control].within.flagged[0]).sum()) for c in null_cells.values())
-    assert 0.035 <= sum(counts.values()) / unruled <= 0.065
+    """Among the runs the design rule does not rule out, per design inside the binomial
+    interval over those runs, and over the designs within 0.035-0.065."""
+    total_k = total_n = 0
+    bad = {}
+    for design, cell in null_cells.items():
+        within = cell[control].within
+        reported = within.reported()[0]
+        keep = np.isfinite(reported) & ~within.flagged[0]
+        n, k = int(keep.sum()), int(reported[keep].sum())
+        if n == 0:
+            continue
+        if k > sps.binom.interval(1 - 0.01 / len(DESIGNS), n, ALPHA)[1]:
+            bad[design] = k / n
+        total_k, total_n = total_k + k, total_n + n
+    assert not bad, bad
+    assert 0.035 <= total_k / total_n <= 0.065, total_k / total_n
 
 
 def test_the_design_rule_is_what_holds_the_short_grid(null_cells):
@@ -208,9 +218,12 @@ def test_batch_draws_are_the_single_calls():
 
 @pytest.mark.parametrize("n,phi", [(19, 0.6), (19, 0.8), (51, 0.6), (51, 0.8)])
 def test_surrogate_intervals_cover_under_autocorrelation(n, phi):
+    """At least 0.92 over the couplings 0, 0.4 and 0.8 together and at least 0.9 at each;
+    the percentile bootstrap over checkpoints covers less, and below 0.93."""
     runs = 200
     covered = {"surrogate": 0, "bootstrap": 0}
     for c_index, coupling in enumerate((0.0, 0.4, 0.8)):
+        before = covered["surrogate"]
         rng = np.random.default_rng([n, int(10 * phi), c_index])
         e_y = simulate.ar1(rng, n, phi, runs)
         e_x = coupling * e_y + math.sqrt(1 - coupling ** 2) * simulate.ar1(rng, n, phi, runs)
@@ -222,10 +235,11 @@ def test_surrogate_intervals_cover_under_autocorrelation(n, phi):
             covered["surrogate"] += lo <= truth <= hi
             blo, bhi = controls.bootstrap_spearman_ci(e_x[i], e_y[i], n_resamples=300, seed=i)
             covered["bootstrap"] += blo <= truth <= bhi
+        assert (covered["surrogate"] - before) / runs >= 0.9, (coupling, covered)
     rate = {k: v / (3 * runs) for k, v in covered.items()}
     assert rate["surrogate"] >= 0.92, rate
-    if phi >= 0.6:  # what they replace does not hold (80-92 % in the issue's trials)
-        assert rate["bootstrap"] < rate["surrogate"] and rate["bootstrap"] < 0.93, rate
+    # what they replace does not hold at this autocorrelation
+    assert rate["bootstrap"] < rate["surrogate"] and rate["bootstrap"] < 0.93, rate
 
 
 def test_detrended_and_pfd_results_carry_their_intervals():
@@ -264,6 +278,14 @@ def test_a_design_with_too_many_null_rejections_is_flagged():
     check = inference.design_check(draws)
     assert check.null_rate == 1.0 and check.status == inference.UNCALIBRATED
     assert "simulated null runs" in check.why
+    # the null rate counts only the runs the design rule leaves: ruled-out runs, which the
+    # analysis reports as uncalibrated, do not dilute it
+    flagged = np.zeros((2, 100), dtype=bool)
+    flagged[0, :50] = True
+    half = inference.design_check(inference.Draws(
+        (0.0, 0.5), np.tanh(np.where(np.arange(100) < 50, 0.0, 3.0))[None].repeat(2, 0),
+        np.zeros((2, 100, 99)) + 0.1, 51, flagged))
+    assert half.null_runs == 50 and half.null_rate == 1.0
     ruled = inference.design_check(inference.Draws(
         (0.0,), np.zeros((1, 10)), np.ones((1, 10, 9)), 19, np.zeros((1, 10), dtype=bool)),
         rule="a reason")
@@ -284,5 +306,6 @@ def test_the_design_rule_reads_the_grid():
 def test_minimum_detectable_coupling_interpolates():
     assert inference.minimum_detectable((0, 0.3, 0.5), (0.05, 0.6, 1.0)) == pytest.approx(0.4)
     assert inference.minimum_detectable((0, 0.3), (0.05, 0.5)) is None
+    assert inference.minimum_detectable((0, 0.3), (0.9, 1.0)) is None  # rejects everything
     assert inference.minimum_detectable((0, 0.3), (0.05, 0.9)) == pytest.approx(
         0.3 * 0.75 / 0.85)

@@ -17,7 +17,7 @@ The trend is, for a step ``s`` (``scale`` in steps):
   schedule), ``"cosine_anneal"`` (the same cosine over the first 90 %, then a linear
   anneal to 0), ``"linear_decay"`` (warm-up, then linear to 0). After Tissue et al. 2024
   ("Scaling law with learning rate annealing"), the loss falls as a power law in the
-  schedule's forward area ``S1(s) = Σ_{t<=s} η_t / η_max`` (steps at the peak rate), and a
+  schedule's forward area ``S1(s) = Σ_{t<s} η_t / η_max`` (steps at the peak rate), and a
   decay of the rate lowers it further, with a lag: ``g(s) = (1 + S1(s) / scale) ** -exponent
   · (1 − ANNEAL_GAIN · D(s))``, ``D(s)`` the fraction of the peak rate already shed,
   smoothed by an exponential window of 2 % of training (the optimiser's memory). The

@@ -808,6 +808,8 @@ def _design_cells(e: dict, control: str) -> list[str]:
     check = (e.get("design") or {}).get(control)
     if not check:
         return [DASH, DASH]
+    if check.get("status") not in (CALIBRATED, UNCALIBRATED):  # no simulation was run
+        return ["not checked", DASH]
     rate = f"{check['null_rate']:.3f}" if _finite(check.get("null_rate")) else DASH
     if check.get("status") != CALIBRATED:
         rate += " (uncalibrated)"
