@@ -121,7 +121,7 @@ def test_the_site_builds_strictly(tmp_path):
         pytest.importorskip("mkdocs", reason="mkdocs is in the dev extra: pip install -r "
                                              "requirements.txt")
     mkdocs = Path(sys.executable).parent / "mkdocs"
-    done = subprocess.run([str(mkdocs), "build", "--strict", "--quiet", "--site-dir",
+    done = subprocess.run([str(mkdocs), "build", "--strict", "--site-dir",
                            str(tmp_path / "site")], cwd=PROJECT, capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -187,9 +187,10 @@ def open_results(folder: str | Path = "results", name: str | None = None, *,
         name: the run's name on comparison figures (default: the folder's name).
         fresh: compute the statistics in memory even where ``data/statistics.json`` fits
             the records (it may come from another version of toposig).
-        target, seed: of the statistics computed in memory (``toposig analyze``'s
-            ``--target`` and ``--seed``); a ``target`` other than ``auto`` that the file
-            was not computed against has them computed.
+        target: the quality measure of the statistics computed in memory (``toposig
+            analyze``'s ``--target``); one other than ``auto`` that the file was not
+            computed against has them computed.
+        seed: the seed of the statistics computed in memory (``--seed``).
 
     Raises:
         toposig.run.results_folder.ResultsMissingError: the folder has no records.

@@ -209,8 +209,11 @@ def entry_problem(record: object, *, family: Family | None = None, label: str | 
 
     Args:
         record: the parsed JSON.
-        family, label, stem, arrays_file: what its location says it must be
+        family: the family its location says it holds
             (:func:`toposig.records.record_problem`).
+        label: the model label its location says it has.
+        stem: the file stem its location gives it.
+        arrays_file: the arrays file its location says it names.
     """
     problem = record_problem(record, family=family, label=label, stem=stem,
                              arrays_file=arrays_file)
