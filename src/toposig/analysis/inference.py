@@ -81,7 +81,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as sps
 
-from toposig.analysis import trend_controls
+from toposig.analysis import simulate, trend_controls
 
 ALPHA = 0.05
 POWER = 0.8
@@ -132,23 +132,13 @@ class Design:
         """``runs`` simulated pairs at each coupling, with the same noise draws for every
         coupling: shapes (len(couplings), runs, n) each (x, y)."""
         n = self.steps.size
-        e_y = _ar1(rng, n, self.ar_y, runs)
-        e_own = _ar1(rng, n, self.ar_x, runs)
+        e_y = simulate.ar1(rng, n, self.ar_y, runs)
+        e_own = simulate.ar1(rng, n, self.ar_x, runs)
         c = np.asarray(couplings, dtype=np.float64)[:, None, None]
         e_x = c * e_y[None] + np.sqrt(1.0 - c * c) * e_own[None]
         x = self.trend_x + self.sd_x * e_x
         y = np.broadcast_to(self.trend_y + self.sd_y * e_y, x.shape)
         return x, np.array(y)
-
-
-def _ar1(rng: np.random.Generator, n: int, ar: float, runs: int) -> np.ndarray:
-    w = rng.standard_normal((runs, n))
-    e = np.empty_like(w)
-    e[:, 0] = w[:, 0]
-    innov = math.sqrt(1.0 - ar * ar)
-    for t in range(1, n):
-        e[:, t] = ar * e[:, t - 1] + innov * w[:, t]
-    return e
 
 
 def late_training_resolved(steps: Sequence[float] | np.ndarray) -> bool:
@@ -477,8 +467,6 @@ def simulate_cell(steps: Sequence[float], *, trend: str, noise: float, ar: float
     Returns:
         ``{"detrended": CellResult, "partial_first_differences": CellResult}``.
     """
-    from toposig.analysis import simulate
-
     levels = (0.0, *couplings)
     out: dict[str, list[list[Draws]]] = {kind: [] for kind in trend_controls.KINDS}
     for m in range(n_models):
