@@ -1,0 +1,70 @@
+"""The positive controls' ground-truth signals on hand-built cases whose value is known."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from toposig.analysis import ground_truth as G
+
+
+def all_pairs(p):
+    a, b = np.meshgrid(np.arange(p), np.arange(p), indexing="ij")
+    return a.ravel(), b.ravel()
+
+
+def test_a_model_that_returns_the_answer_scores_one_and_a_random_one_about_one_over_p():
+    p = 23
+    a, b = all_pairs(p)
+    perfect = np.eye(p)[(a + b) % p]
+    assert G.modular_accuracy(perfect, a, b, p) == 1.0
+    rng = np.random.default_rng(0)
+    scores = [G.modular_accuracy(rng.normal(size=(p * p, p)), a, b, p) for _ in range(20)]
+    assert np.mean(scores) == pytest.approx(1 / p, abs=0.01)
+    off_by_one = np.eye(p)[(a + b + 1) % p]
+    assert G.modular_accuracy(off_by_one, a, b, p) == 0.0
+    with pytest.raises(ValueError, match="pairs"):
+        G.modular_accuracy(perfect[:, :-1], a, b, p)
+
+
+def test_a_copying_model_scores_minus_log_vocabulary_and_a_unigram_one_zero():
+    vocab, length, n = 50, 10, 8
+    uniform = np.full((n, 2 * length - 1), math.log(vocab))
+    assert G.induction_score(uniform, length) == pytest.approx(0.0)
+    copying = uniform.copy()
+    copying[:, length:] = 0.0  # the second copy's tokens (after its first) predicted exactly
+    assert G.induction_score(copying, length) == pytest.approx(-math.log(vocab))
+    # the second copy's first token cannot be copied: its loss does not count
+    copying[:, length - 1] = 99.0
+    assert G.induction_score(copying, length) == pytest.approx(-math.log(vocab))
+    with pytest.raises(ValueError, match="token_losses"):
+        G.induction_score(uniform[:, :-1], length)
+
+
+def test_crossing_halfway_and_change_point():
+    steps = [0, 100, 200, 300, 400, 500]
+    acc = [0.01, 0.02, 0.3, 0.6, 0.95, 0.99]
+    assert G.crossing_step(steps, acc, 0.5) == 300
+    assert G.crossing_step(steps, acc, 0.9) == 400
+    assert G.crossing_step(steps, acc, 0.999) is None
+    score = [0.0, -0.1, -0.2, -2.0, -2.1, -2.2]
+    assert G.halfway_step(steps, score) == 300
+    assert G.halfway_step(steps, list(reversed(score))) is None
+    assert G.change_point(steps, score) == 300
+    # per step of training: a jump over a long gap is slower than a short one
+    assert G.change_point([0, 10, 1000], [0.0, 1.0, 5.0]) == 10
+
+
+def test_alignment_counts_checkpoints_and_the_sign_of_the_lead():
+    steps = [0, 100, 200, 300, 400, 500]
+    early = [0, 0, 5, 5, 5, 5]  # moves at 200
+    got = G.alignment(steps, early, 300)
+    assert (got.feature_step, got.lead, got.checkpoints_apart, got.hit) == (200, 100, 1, True)
+    late = [0, 0, 0, 0, 0, 5]
+    got = G.alignment(steps, late, 200)
+    assert (got.lead, got.checkpoints_apart, got.hit) == (-300, 3, False)
+    assert G.alignment(steps, early, None) is None
+    with pytest.raises(ValueError, match="not a checkpoint"):
+        G.alignment(steps, early, 250)
