@@ -83,3 +83,24 @@ def test_every_committed_figure_is_one_the_analysis_draws(folder):
 
     names = {f"{n}.png" for n in ALL_FIGURES}
     assert {p.name for p in (folder / "plots").iterdir()} == names
+
+
+SEED004 = RESULTS / "seed004"
+
+
+def test_seed004_statistics_are_those_of_its_committed_records():
+    """results/seed004 commits its records, not its aggregates: the entries the analysis
+    rebuilds from them are those its statistics name, and its summary renders them, so
+    the analysis can be redone without training or measuring again."""
+    from toposig.files.atomic import clean_floats
+    from toposig.run.aggregates import study_entries
+
+    config = json.loads((SEED004 / "data" / "config.json").read_text(encoding="utf-8"))
+    statistics = json.loads((SEED004 / "data" / "statistics.json").read_text(encoding="utf-8"))
+    entries = json.loads(json.dumps(clean_floats(study_entries(SEED004, config))))
+    assert {(e["model_label"], e["step"]) for e in entries} == {
+        (label, step) for label, steps in config["steps"].items() for step in steps}
+    assert len(entries) == 255
+    assert statistics["records_sha256"] == records_digest(entries)
+    committed = (SEED004 / "summary.md").read_text(encoding="utf-8")
+    assert committed == summary_markdown(statistics, entries)

@@ -69,12 +69,27 @@ def json_numbers(obj, out: list[float]) -> None:
             json_numbers(v, out)
 
 
+def committed(paths: list[Path]) -> list[Path]:
+    """Those of ``paths`` that git tracks: a results folder also holds files a run wrote
+    and nobody committed (the aggregates of ``results/seed004``), which a clean clone
+    does not have. All of them outside a git checkout."""
+    import subprocess
+
+    try:
+        listed = subprocess.run(["git", "ls-files", "-z", "results"], cwd=PROJECT,
+                                capture_output=True, check=True).stdout.decode()
+    except (OSError, subprocess.CalledProcessError):
+        return paths
+    tracked = {PROJECT / name for name in listed.split("\0") if name}
+    return [p for p in paths if p in tracked]
+
+
 def committed_values() -> list[float]:
     """Every number of the committed summaries and analysis JSON files."""
     values: list[float] = []
-    for md in sorted(RESULTS.rglob("summary.md")):
+    for md in committed(sorted(RESULTS.rglob("summary.md"))):
         values += [v for _, v, _, _ in parse_numbers(md.read_text())]
-    for path in sorted(RESULTS.rglob("data/*.json")):
+    for path in committed(sorted(RESULTS.rglob("data/*.json"))):
         json_numbers(json.loads(path.read_text()), values)
     return values
 
