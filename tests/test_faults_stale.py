@@ -226,6 +226,23 @@ def test_the_analysis_rebuilds_aggregates_older_than_a_changed_record(folder, ca
     assert [e["perplexity"] for e in json.loads(agg.read_text())][1] == 1234.5
 
 
+def test_a_folder_shipped_with_its_records_alone_is_read_without_a_warning(folder, caplog):
+    """No aggregates at all (a folder committed or shared with its records, as
+    results/seed004): they are written from the records, and that is no warning."""
+    import logging
+
+    agg = folder / "data" / "all_results.json"
+    entries = json.loads(agg.read_text())
+    for path in (folder / "data").glob("*_results.json"):
+        path.unlink()
+    with caplog.at_level(logging.INFO, logger="toposig.run.aggregates"):
+        assert analyse(folder) == 0
+    assert json.loads(agg.read_text()) == entries
+    assert "written from the finished records" in caplog.text
+    assert not [r for r in caplog.records
+                if r.name == "toposig.run.aggregates" and r.levelno >= logging.WARNING]
+
+
 def test_sound_aggregates_are_not_rewritten(folder, caplog):
     agg = folder / "data" / "all_results.json"
     before = agg.read_bytes(), agg.stat().st_mtime_ns

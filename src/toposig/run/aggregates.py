@@ -193,7 +193,9 @@ def rebuild_if_stale(results_dir: str | Path) -> bool:
     studies without a settings hash are left alone. When :func:`stale_reason` answers,
     the entries are rebuilt from the study's finished records (:func:`study_entries`) and
     the aggregate files and ``config.json`` (unchanged) written, with a warning naming
-    the folder and the reason, unless they equal what ``all_results.json`` holds. Call it
+    the folder and the reason, unless they equal what ``all_results.json`` holds; a
+    folder with no ``all_results.json`` at all (one committed or shared with its records
+    alone, as ``results/seed004``) gets its aggregates written with an info message. Call it
     while holding the folder's lock (:func:`toposig.files.locks.exclusive`).
 
     Returns:
@@ -223,7 +225,11 @@ def rebuild_if_stale(results_dir: str | Path) -> bool:
         logger.debug("%s: %s, but its entries are those of the records", path, reason)
         return False
     ResultStore(root, next(iter(hashes.values()))).write_aggregates(entries, config)
-    logger.warning("%s did not reflect the finished records of the study in %s (%s): the "
-                   "aggregates were rebuilt from the records (%d checkpoint(s))", path, root,
-                   reason, len(entries))
+    if current is None:  # a folder shipped with its records alone: the normal way to read it
+        logger.info("%s written from the finished records of the study in %s (%d "
+                    "checkpoint(s))", path, root, len(entries))
+    else:
+        logger.warning("%s did not reflect the finished records of the study in %s (%s): "
+                       "the aggregates were rebuilt from the records (%d checkpoint(s))",
+                       path, root, reason, len(entries))
     return True
