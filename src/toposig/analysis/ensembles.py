@@ -28,8 +28,6 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as sps
 
-from toposig.analysis.controls import _clean
-
 N_BOOTSTRAP = 2000
 LEVEL = 0.95
 MIN_SEEDS = 5  # below this the partial correlation with two controls has df < 1
@@ -74,6 +72,13 @@ class AcrossSeeds:
         the loss (and the baseline) at the fraction."""
         return (self.ci_low is not None and self.ci_high is not None
                 and (self.ci_low > 0 or self.ci_high < 0))
+
+
+def _complete(*columns: Sequence[float | None]) -> np.ndarray:
+    """The rows (seeds) where every column is a finite number, as a (seeds, columns)
+    float array."""
+    a = np.array([[np.nan if v is None else float(v) for v in c] for c in columns]).T
+    return a[np.isfinite(a).all(axis=1)]
 
 
 def _ranks(a: np.ndarray) -> np.ndarray:
@@ -134,10 +139,8 @@ def across_seeds(feature: Sequence[float | None], final_loss: Sequence[float | N
         seed: the bootstrap's random seed.
     """
     with_base = baseline is not None
-    columns: list[Sequence[float | None]] = [feature, final_loss, loss_at]
-    if baseline is not None:
-        columns.append(baseline)
-    block = np.column_stack(_clean(*columns))  # (seeds, 3 or 4): the complete seeds
+    columns = [feature, final_loss, loss_at] + ([baseline] if with_base else [])
+    block = _complete(*columns)  # (seeds, 3 or 4)
     n = block.shape[0]
     name = baseline_name if with_base else None
     if n < MIN_SEEDS:
@@ -153,8 +156,8 @@ def across_seeds(feature: Sequence[float | None], final_loss: Sequence[float | N
         advantage = np.abs(r_loss) - np.abs(r_base)
         a_lo, a_hi = _interval(advantage[1:])
     else:
-        missing = np.full_like(r_loss, np.nan)
-        r, r_base, advantage = r_loss, missing, missing
+        r, r_base, advantage = r_loss, np.full_like(r_loss, np.nan), np.full_like(r_loss,
+                                                                                  np.nan)
         a_lo = a_hi = None
     lo, hi = _interval(r[1:])
     return AcrossSeeds(_value(r[0]), lo, hi, _value(r_loss[0]), name, _value(r_base[0]),

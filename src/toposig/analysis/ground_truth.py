@@ -17,12 +17,11 @@ on arrays.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-
-from toposig.analysis.phases import _finite_pairs
 
 
 def modular_targets(p: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -72,27 +71,33 @@ def crossing_step(steps: Sequence[int], values: Sequence[float | None],
                   level: float) -> int | None:
     """The first checkpoint step at which ``values`` reaches ``level`` (``None`` if
     never), over step-sorted checkpoints."""
-    s, v = _finite_pairs(steps, values)
-    reached = np.flatnonzero(v >= level)
-    return int(s[reached[0]]) if reached.size else None
+    for s, v in sorted(zip(steps, values, strict=True)):
+        if v is not None and math.isfinite(v) and v >= level:
+            return int(s)
+    return None
 
 
 def halfway_step(steps: Sequence[int], values: Sequence[float | None]) -> int | None:
     """The first checkpoint step at which a falling ``values`` has covered half the way
     from its first to its last value (``None`` when it does not fall)."""
-    s, v = _finite_pairs(steps, values)
-    if v.size < 2 or v[-1] >= v[0]:
+    pairs = [(s, v) for s, v in sorted(zip(steps, values, strict=True))
+             if v is not None and math.isfinite(v)]
+    if len(pairs) < 2 or pairs[-1][1] >= pairs[0][1]:
         return None
-    return int(s[np.flatnonzero(v <= (v[0] + v[-1]) / 2)[0]])
+    level = (pairs[0][1] + pairs[-1][1]) / 2
+    return next(int(s) for s, v in pairs if v <= level)
 
 
 def change_point(steps: Sequence[int], values: Sequence[float | None]) -> int | None:
     """The checkpoint step that ends the largest change of ``values`` between consecutive
     checkpoints, per step of training: where a feature moves fastest (``None`` with fewer
     than two values)."""
-    s, v = _finite_pairs(steps, values)
-    if v.size < 2:
+    pairs = [(s, v) for s, v in sorted(zip(steps, values, strict=True))
+             if v is not None and math.isfinite(v)]
+    if len(pairs) < 2:
         return None
+    s = np.array([p[0] for p in pairs], dtype=np.float64)
+    v = np.array([p[1] for p in pairs], dtype=np.float64)
     rate = np.abs(np.diff(v)) / np.maximum(np.diff(s), 1.0)
     return int(s[1 + int(np.argmax(rate))])
 
