@@ -190,3 +190,263 @@ def within_spread(difference: float, spread: float | None, z: float = 1.96) -> b
     if spread is None:
         return None
     return abs(difference) <= z * math.sqrt(2.0) * spread
+
+
+# --- a results folder's ensembles ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SeedRun:
+    """One seed of an ensemble, from its records.
+
+    Attributes:
+        label: the run's model label (``m-seed3``).
+        seed: its seed.
+        steps: its checkpoint steps, ascending.
+        loss: step -> the held-out loss its checkpoint stored (nats), where stored.
+        features: step -> its checkpoint-level features.
+        text_se: step -> feature -> the standard deviation over text resamples, where the
+            run resampled the texts.
+        num_parameters: its size.
+    """
+
+    label: str
+    seed: int
+    steps: tuple[int, ...]
+    loss: dict[int, float]
+    features: dict[int, dict[str, float]]
+    text_se: dict[int, dict[str, float]]
+    num_parameters: int | None
+
+
+def seed_runs(records: Sequence) -> dict[str, list[SeedRun]]:
+    """The seed ensembles among ``records`` (aggregate entries): seed group (the model the
+    runs are seeds of) -> its runs ordered by seed, groups ordered by size then name.
+    Records without a seed (:data:`toposig.records.SEED_FIELDS`) are left out."""
+    by_label: dict[str, list] = {}
+    for r in records:
+        if r.get("status", "ok") == "ok" and r.get("seed_group") is not None \
+                and r.get("step") is not None:
+            by_label.setdefault(r["model_label"], []).append(r)
+    groups: dict[str, list[SeedRun]] = {}
+    for label, recs in by_label.items():
+        recs = sorted(recs, key=lambda r: r["step"])
+        groups.setdefault(recs[0]["seed_group"], []).append(SeedRun(
+            label, int(recs[0]["seed"]), tuple(r["step"] for r in recs),
+            {r["step"]: float(r["loss"]) for r in recs if _is_finite(r.get("loss"))},
+            {r["step"]: {k: float(v) for k, v in (r.get("features") or {}).items()
+                         if _is_finite(v)} for r in recs},
+            {r["step"]: {k: float(s["std"]) for k, s in
+                         (r.get("features_resampled") or {}).items()
+                         if isinstance(s, dict) and _is_finite(s.get("std"))}
+             for r in recs},
+            recs[-1].get("num_parameters")))
+    for runs in groups.values():
+        runs.sort(key=lambda run: (run.seed, run.label))
+    return dict(sorted(groups.items(), key=lambda kv: (kv[1][0].num_parameters or 0, kv[0])))
+
+
+def _is_finite(v: object) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _common_steps(runs: Sequence[SeedRun]) -> list[int]:
+    """The steps every seed of a group has a checkpoint at."""
+    common = set(runs[0].steps)
+    for run in runs[1:]:
+        common &= set(run.steps)
+    return sorted(common)
+
+
+def _at(runs: Sequence[SeedRun], step: int, feature: str) -> list[float | None]:
+    return [run.features.get(step, {}).get(feature) for run in runs]
+
+
+def _best_baseline(candidates: Sequence[str], runs: Sequence[SeedRun], step: int,
+                   final: list, loss_at: list) -> str | None:
+    """The baseline whose value at ``step`` predicts the final loss best given the loss
+    at ``step`` (largest |partial Spearman| over seeds), among those defined."""
+    best, best_r = None, -1.0
+    for b in candidates:
+        block = _complete(_at(runs, step, b), final, loss_at)
+        if block.shape[0] < MIN_SEEDS:
+            continue
+        r = partial_spearman_rows(block[None, :, 0], block[None, :, 1], block[None, None, :, 2])
+        if np.isfinite(r[0]) and abs(r[0]) > best_r:
+            best, best_r = b, abs(float(r[0]))
+    return best
+
+
+def _as_json(a: AcrossSeeds) -> dict:
+    return {"r": a.r, "ci_low": a.ci_low, "ci_high": a.ci_high, "r_loss_only": a.r_loss_only,
+            "baseline": a.baseline, "baseline_r": a.baseline_r, "advantage": a.advantage,
+            "advantage_low": a.advantage_low, "advantage_high": a.advantage_high,
+            "n_seeds": a.n_seeds, "beyond_loss": a.beyond_loss}
+
+
+def _fraction_key(f: float) -> str:
+    return f"{f:g}"
+
+
+def ensemble_analysis(records: Sequence, features: Sequence[str],
+                      baselines_of, *, fractions: Sequence[float] = FRACTIONS,
+                      n_bootstrap: int = N_BOOTSTRAP, seed: int = 0) -> dict:
+    """The ``ensembles`` section of the statistics: every seed ensemble among the records
+    tested across seeds (:func:`across_seeds`) at each fraction, with the seed-to-seed
+    spread as a noise floor. ``{}`` when the records hold no ensemble.
+
+    Args:
+        records: the aggregate entries.
+        features: the checkpoint-level features to test, in report order.
+        baselines_of: feature -> the non-topological baselines it is tested beyond
+            (:func:`toposig.analysis.controls.baselines_of`; ``()`` for the baselines
+            themselves, which are then tested given the loss alone).
+        fractions: the fractions of training (of each group's last common step).
+        n_bootstrap, seed: the bootstrap over seeds.
+
+    Returns:
+        ``groups`` (per seed group: its seeds, labels, size, steps, the step of each
+        fraction, final-loss summary), ``across_seeds`` (feature -> fraction -> group ->
+        :class:`AcrossSeeds` as JSON), ``verdict`` (feature -> fraction -> sizes tested,
+        sizes whose interval excludes 0, ``predicts_beyond_loss`` = in more than half of
+        the sizes tested, sizes where the advantage over the baseline has an interval above 0),
+        ``seed_spread`` (``loss`` and each feature -> group -> mean, seed-to-seed SD and
+        the median text-resampling SD at the final step), ``between_sizes`` (quantity ->
+        consecutive sizes' difference between their first seeds' final values, and
+        whether it lies within two seeds' spread), ``expected_by_chance``.
+    """
+    groups = seed_runs(records)
+    if not groups:
+        return {}
+    info, steps_of = {}, {}
+    for g, runs in groups.items():
+        common = _common_steps(runs)
+        if not common:
+            continue
+        last = common[-1]
+        steps_of[g] = {_fraction_key(f): fraction_step(common, f) for f in fractions}
+        finals = [run.loss.get(last) for run in runs]
+        info[g] = {"labels": [run.label for run in runs], "seeds": [run.seed for run in runs],
+                   "n_seeds": len(runs), "num_parameters": runs[0].num_parameters,
+                   "steps": common, "final_step": last, "fraction_steps": steps_of[g],
+                   "final_loss": _summary(finals)}
+    across: dict[str, dict] = {}
+    verdict: dict[str, dict] = {}
+    for fi, feature in enumerate(features):
+        per_fraction, verdicts = {}, {}
+        for f in fractions:
+            key = _fraction_key(f)
+            cells = {}
+            for gi, (g, runs) in enumerate(groups.items()):
+                if g not in info:
+                    continue
+                step, last = steps_of[g][key], info[g]["final_step"]
+                final = [run.loss.get(last) for run in runs]
+                loss_at = [run.loss.get(step) for run in runs]
+                values = _at(runs, step, feature)
+                if sum(v is not None for v in values) == 0:
+                    continue
+                candidates = [b for b in baselines_of(feature) if b != feature]
+                base = _best_baseline(candidates, runs, step, final, loss_at)
+                cells[g] = _as_json(across_seeds(
+                    values, final, loss_at, _at(runs, step, base) if base else None,
+                    baseline_name=base, n_bootstrap=n_bootstrap,
+                    seed=seed + 7919 * fi + 104729 * gi + int(1000 * f)))
+            if cells:
+                per_fraction[key] = cells
+                tested = [c for c in cells.values() if c["r"] is not None]
+                verdicts[key] = {
+                    "sizes_tested": len(tested),
+                    "sizes_beyond": sum(c["beyond_loss"] for c in tested),
+                    "predicts_beyond_loss": bool(tested) and
+                    sum(c["beyond_loss"] for c in tested) > len(tested) / 2,
+                    "sizes_better_than_baseline": sum(
+                        1 for c in tested if c["advantage_low"] is not None
+                        and c["advantage_low"] > 0),
+                }
+        if per_fraction:
+            across[feature] = per_fraction
+            verdict[feature] = verdicts
+    spread = {q: s for q in ("loss", *features)
+              if (s := _spreads(groups, info, q))}
+    return {
+        "groups": info,
+        "fractions": [_fraction_key(f) for f in fractions],
+        "across_seeds": across,
+        "verdict": verdict,
+        "seed_spread": spread,
+        "between_sizes": {q: d for q in spread if (d := _between_sizes(groups, info, q,
+                                                                      spread[q]))},
+        "expected_by_chance": expected_by_chance(verdict),
+        "n_bootstrap": n_bootstrap,
+        "level": LEVEL,
+        "method": ("per seed group and fraction f: partial Spearman, over seeds, of the "
+                   "feature at f with the final held-out loss given the loss at f and the "
+                   "feature's best baseline at f (the one of its space that best predicts "
+                   "the final loss given the loss at f), percentile bootstrap over seeds; "
+                   "advantage = |partial r given the loss| - |the baseline's|, paired "
+                   "bootstrap; 'predicts beyond the loss' = the interval excludes 0 in more "
+                   "than half of the sizes; no correction for the number of features"),
+    }
+
+
+def _summary(values: Sequence[float | None]) -> dict:
+    a = np.array([v for v in values if v is not None and math.isfinite(v)], dtype=np.float64)
+    if a.size == 0:
+        return {"n": 0, "mean": None, "sd": None, "min": None, "max": None}
+    return {"n": int(a.size), "mean": float(a.mean()), "sd": seed_spread(list(a)),
+            "min": float(a.min()), "max": float(a.max())}
+
+
+def _final_values(runs: Sequence[SeedRun], last: int, quantity: str) -> list[float | None]:
+    if quantity == "loss":
+        return [run.loss.get(last) for run in runs]
+    return _at(runs, last, quantity)
+
+
+def _spreads(groups: dict, info: dict, quantity: str) -> dict:
+    """Group -> the final step's mean, seed-to-seed SD and (for a feature the texts were
+    resampled for) the median text-resampling SD over seeds."""
+    out = {}
+    for g, runs in groups.items():
+        if g not in info:
+            continue
+        last = info[g]["final_step"]
+        s = _summary(_final_values(runs, last, quantity))
+        if s["n"] < 2:
+            continue
+        text = [run.text_se.get(last, {}).get(quantity) for run in runs]
+        text = [t for t in text if t is not None]
+        out[g] = {**s, "text_sd": float(np.median(text)) if text else None}
+    return out
+
+
+def _between_sizes(groups: dict, info: dict, quantity: str, spread: dict) -> list[dict]:
+    """Consecutive sizes (by parameters): the difference of their first seeds' final
+    values (the run a single-seed study would have made) and whether it lies within what
+    two seeds of one size differ by (:func:`within_spread`, the two sizes' SDs pooled)."""
+    names = [g for g in groups if g in spread]
+    out = []
+    for a, b in zip(names, names[1:], strict=False):
+        va = _final_values(groups[a][:1], info[a]["final_step"], quantity)[0]
+        vb = _final_values(groups[b][:1], info[b]["final_step"], quantity)[0]
+        if va is None or vb is None:
+            continue
+        pooled = math.sqrt((spread[a]["sd"] ** 2 + spread[b]["sd"] ** 2) / 2)
+        out.append({"from": a, "to": b, "difference": vb - va, "spread": pooled,
+                    "within_spread": within_spread(vb - va, pooled)})
+    return out
+
+
+def expected_by_chance(verdict: dict, alpha: float = 1 - LEVEL) -> float:
+    """How many (feature, fraction) cells of ``verdict`` would read "predicts beyond the
+    loss" by chance if no feature did: the sum over cells of the binomial probability
+    that more than half of its sizes exclude 0, each with probability ``alpha`` (the
+    interval's nominal rate; the measured one is lower, see the tests)."""
+    total = 0.0
+    for per_fraction in verdict.values():
+        for v in per_fraction.values():
+            k = v["sizes_tested"]
+            if k:
+                total += float(sps.binom.sf(math.floor(k / 2), k, alpha))
+    return total

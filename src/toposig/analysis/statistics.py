@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from toposig.analysis import controls, phases, prediction, scaling, stats
+from toposig.analysis.ensembles import ensemble_analysis
 from toposig.features import homology
 from toposig.records import ModelSummary, Record, Statistics, json_tree
 
@@ -430,6 +431,8 @@ def compute_statistics(records: Sequence[Mapping], target: str = "auto", seed: i
     families = feature_families(records)
     better = "higher" if higher_is_better(records, target) else "lower"
     has_embedding = any(r.get("arrays_file") for r in records)
+    ensembles = ensemble_analysis(records, stats.feature_names(records),
+                                  controls.baselines_of, n_bootstrap=n_bootstrap, seed=seed)
     return Statistics.from_json(json_tree({
         "records_sha256": records_digest(records),
         "settings_hash": sorted({r.get("settings_hash") for r in records} - {None}),
@@ -453,6 +456,7 @@ def compute_statistics(records: Sequence[Mapping], target: str = "auto", seed: i
         "prediction_by_feature": prediction_by_feature(records),
         "wasserstein": wasserstein_series(records, arrays) if has_embedding else {},
         "weight_wasserstein": weight_wasserstein_series(records, arrays),
+        **({"ensembles": ensembles} if ensembles else {}),  # only a study with seeds
         "notes": {
             "controlled": "per feature x model: Spearman with a 95% interval from "
                           "phase-randomised surrogates (respects autocorrelation), "

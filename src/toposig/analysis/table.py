@@ -12,7 +12,9 @@ checkpoint with its families merged) into a :class:`pandas.DataFrame`:
 - ``landscape`` and ``gradients``: one checkpoint-wide row each.
 
 Every row carries the checkpoint's identity (``model``, ``model_path``, ``step``,
-``revision``), its family's ``settings_hash`` and the checkpoint's quality measures
+``revision``; ``seed`` and ``seed_group`` for a member of a seed ensemble, the model
+it is a seed of, else missing), its family's ``settings_hash`` and the checkpoint's
+quality measures
 (``perplexity``, ``loss``, ``mlm_loss``; missing ones are NaN), so any feature can be
 set against any measure with a filter. Feature columns are the union over families, NaN
 where a row's family does not define them.
@@ -33,7 +35,7 @@ from toposig.analysis.stats import feature_family
 from toposig.records import Family, Record
 
 ID_COLUMNS = ("model", "model_path", "step", "revision", "family", "layer", "matrix",
-              "settings_hash")
+              "settings_hash", "seed", "seed_group")
 QUALITY_COLUMNS = ("perplexity", "loss", "mlm_loss")
 
 
@@ -45,7 +47,7 @@ def signature_family(name: str) -> Family:
 def _rows(rec: Record) -> list[dict]:
     ckpt = rec.checkpoint
     ident = {"model": ckpt.label, "model_path": ckpt.model, "step": ckpt.step,
-             "revision": ckpt.revision}
+             "revision": ckpt.revision, "seed": ckpt.seed, "seed_group": ckpt.seed_group}
     quality = {"perplexity": rec.perplexity, "loss": rec.loss, "mlm_loss": rec.mlm_loss}
     rows = []
 
@@ -90,8 +92,9 @@ def results_table(entries: Sequence[Record | Mapping]) -> pd.DataFrame:
     df = pd.DataFrame(rows, columns=None if rows else columns)
     features = sorted(c for c in df.columns if c not in columns)
     df = df.reindex(columns=columns + features)
-    for c in ("step", "layer"):
+    for c in ("step", "layer", "seed"):
         df[c] = df[c].astype("Int64")
-    for c in ("model", "model_path", "revision", "family", "matrix", "settings_hash"):
+    for c in ("model", "model_path", "revision", "family", "matrix", "settings_hash",
+              "seed_group"):
         df[c] = df[c].astype("string")
     return df

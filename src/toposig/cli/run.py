@@ -54,7 +54,13 @@ from toposig.cli.options import (
 )
 from toposig.files.locks import exclusive
 from toposig.model.placement import Placement
-from toposig.model.training import load_suite_config, preset_names, train_suite
+from toposig.model.training import (
+    load_suite_config,
+    preset_names,
+    suite_runs,
+    train_suite,
+    with_seeds,
+)
 from toposig.records import DEFAULT_FAMILIES, PROBE_FAMILIES, Family
 from toposig.run.pipeline import execute, summary_lines
 from toposig.run.plan import family_hashes, plan_run, settings_views
@@ -78,6 +84,10 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
                         "(.pt/.pth/.bin/.ckpt/.safetensors state dicts, step in each name) "
                         "or one such file is a weights-only series "
                         f"(default: {' '.join(EXPERIMENT_A_MODELS)})")
+    p.add_argument("--seeds", metavar="N", type=int, default=None,
+                   help="with --preset: train N seeds of every model of the suite (an "
+                        "ensemble, analysed across seeds), into <suite>-seeds<N>/ "
+                        "(default: the preset's own number, 1 for most)")
     p.add_argument("--preset", metavar="NAME_OR_PATH", default=None,
                    help="train (if needed) and analyse one of the project's model suites: "
                         f"{', '.join(preset_names())} (shipped in toposig/presets/), or a "
@@ -186,11 +196,15 @@ def _main(args: argparse.Namespace, argv: list[str], prog: str | None) -> int:
         executor = executor_from_args(args)
         models, suite_dir = args.models, None
         remote_gpus = args.executor == "ray" and args.gpus_per_task > 0
+        if args.seeds is not None and not args.preset:
+            raise ValueError("--seeds trains an ensemble of a --preset suite; without "
+                             "--preset there is nothing to train")
         if args.preset:
             if args.models:
                 raise ValueError("--preset trains and analyses its own models; "
                                  "leave out --models")
-            suite = load_suite_config(args.preset)
+            suite = with_seeds(load_suite_config(args.preset), args.seeds)
+            run_names = [r.spec.name for r in suite_runs(suite)]  # every seed of every model
             families = set(signatures or DEFAULT_FAMILIES)
             texts = probe = []
             if Family.EMBEDDING in families:  # before training: the texts and the study check
@@ -205,15 +219,15 @@ def _main(args: argparse.Namespace, argv: list[str], prog: str | None) -> int:
                                                   dtype, extend=args.extend)
             check_run_fits(
                 args.out,
-                {m.name: str(Path(args.suite_dir) / suite.name / m.name) for m in suite.models},
+                {n: str(Path(args.suite_dir) / suite.name / n) for n in run_names},
                 family_hashes(families, settings, weight_settings, landscape_settings,
                               gradient_settings, texts, probe, dtype),
                 settings_views(settings, weight_settings, landscape_settings,
                                gradient_settings, dtype, texts),
-                extend=args.extend, sources={m.name: "local" for m in suite.models},
+                extend=args.extend, sources={n: "local" for n in run_names},
                 replaces={Family.EMBEDDING: replaced} if replaced else None)
             suite_dir, _ = train_suite(suite, args.suite_dir, progress=not args.no_progress)
-            models = [str(suite_dir / m.name) for m in suite.models]
+            models = [str(suite_dir / n) for n in run_names]
         plan = plan_run(models, selection_from_args(args), settings, weight_settings, signatures,
                         remote_gpus=remote_gpus,
                         landscape_settings=landscape_settings,

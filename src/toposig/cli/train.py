@@ -34,6 +34,7 @@ from toposig.model.training import (
     load_suite_config,
     preset_names,
     train_suite,
+    with_seeds,
 )
 from toposig.records import DEFAULT_FAMILIES
 from toposig.run.study import StudyMismatchError
@@ -47,6 +48,10 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--preset", required=True,
                    help=f"a preset name ({', '.join(preset_names())}) or a JSON file of one")
+    p.add_argument("--seeds", metavar="N", type=int, default=None,
+                   help="with --preset: train N seeds of every model of the suite (an "
+                        "ensemble, analysed across seeds), into <suite>-seeds<N>/ "
+                        "(default: the preset's own number, 1 for most)")
     p.add_argument("--suite-dir", default="runs",
                    help="where suites are trained: <suite-dir>/<suite>/ (default: %(default)s)")
     p.add_argument("--measure-out", metavar="DIR", default=None,
@@ -117,7 +122,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
 def _main(args: argparse.Namespace) -> int:
     """:func:`main` once the options are parsed."""
     try:
-        config = load_suite_config(args.preset)
+        config = with_seeds(load_suite_config(args.preset), args.seeds)
         measure = None
         if args.measure_out:
             measure = live_measurement(args.measure_out,

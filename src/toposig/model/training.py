@@ -24,7 +24,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -119,6 +119,11 @@ class SuiteConfig:
             linear warm-up of ``warmup`` steps).
         val_fraction: tail of the training text held out for the validation loss.
         eval_batches: validation batches per checkpoint (fixed windows).
+        seed: the seed of initialisation and data order.
+        seeds: how many seeds of every model to train (an ensemble); with more than one,
+            model ``m`` is trained as ``m-seed0`` ... ``m-seed<N-1>`` with seeds
+            ``seed``, ``seed + 1``, ... (:func:`suite_runs`), and each checkpoint's
+            ``trainer_state.json`` names its seed and the model it is a seed of.
     """
 
     name: str
@@ -134,6 +139,7 @@ class SuiteConfig:
     schedule: str = "pythia"
     checkpoint_every: int = 100
     seed: int = 42
+    seeds: int = 1
     val_fraction: float = 0.05
     eval_batches: int = 8
     description: str = ""
@@ -216,6 +222,40 @@ def validate_suite(c: SuiteConfig) -> None:
     need(0 < c.val_fraction < 0.5, f"val_fraction must be in (0, 0.5), got {c.val_fraction}")
     need(c.eval_batches >= 1, f"eval_batches must be at least 1, got {c.eval_batches}")
     need(c.clip > 0, f"clip must be positive, got {c.clip}")
+    need(c.seeds >= 1, f"seeds must be at least 1, got {c.seeds}")
+    need(c.seed >= 0 and c.seed + c.seeds <= 2**63,
+         f"seeds {c.seed}..{c.seed + c.seeds - 1} must be non-negative 64-bit integers")
+    try:  # a seed's folder name must be safe too
+        for run in suite_runs(c):
+            check_name(run.spec.name, "model name")
+    except UnsafeNameError as exc:
+        raise TrainingConfigError(str(exc)) from exc
+
+
+@dataclass(frozen=True)
+class TrainingRun:
+    """One model of a suite trained from one seed.
+
+    Attributes:
+        spec: the model's shape, named as its folder (``m``, or ``m-seed<k>`` in an
+            ensemble).
+        seed: the seed of initialisation and data order.
+        seed_group: the model it is a seed of (``m``), or ``None`` outside an ensemble.
+    """
+
+    spec: ModelSpec
+    seed: int
+    seed_group: str | None = None
+
+
+def suite_runs(c: SuiteConfig) -> list[TrainingRun]:
+    """The runs a suite trains, model by model and seed by seed: with ``seeds`` = 1 each
+    model once, under its own name with the suite's seed (as before ensembles existed);
+    otherwise ``m-seed0`` ... with seeds ``seed``, ``seed + 1``, ..."""
+    if c.seeds == 1:
+        return [TrainingRun(m, c.seed) for m in c.models]
+    return [TrainingRun(replace(m, name=f"{m.name}-seed{k}"), c.seed + k, m.name)
+            for m in c.models for k in range(c.seeds)]
 
 
 def preset_names() -> list[str]:
@@ -248,6 +288,21 @@ def load_suite_config(name_or_path: str) -> SuiteConfig:
         raise TrainingConfigError(f"--preset {str(path)!r} holds a JSON {type(data).__name__}, "
                                   "not an object of suite settings (see src/toposig/presets/)")
     return SuiteConfig.from_dict(data)
+
+
+def with_seeds(c: SuiteConfig, seeds: int | None) -> SuiteConfig:
+    """The suite with ``seeds`` seeds of every model (``--seeds``): ``c`` itself when
+    ``seeds`` is ``None`` or the suite's own number; otherwise renamed ``<name>-seeds<N>``,
+    so that it trains into its own folder beside the preset's.
+
+    Raises:
+        TrainingConfigError: ``seeds`` below 1, or a seed's name that is not safe.
+    """
+    if seeds is None or seeds == c.seeds:
+        return c
+    if seeds < 1:
+        raise TrainingConfigError(f"--seeds must be at least 1, got {seeds}")
+    return replace(c, name=f"{c.name}-seeds{seeds}", seeds=seeds)
 
 
 # --- schedules -----------------------------------------------------------------------
@@ -440,10 +495,15 @@ OnCheckpoint = Callable[[ModelSpec, torch.nn.Module, int, dict], None]
 
 def train_model(spec: ModelSpec, c: SuiteConfig, text: TrainingText, model_dir: Path,
                 tokenizer, *, stop_at: int | None = None, progress: bool = True,
-                on_checkpoint: OnCheckpoint | None = None) -> ModelResult:
+                on_checkpoint: OnCheckpoint | None = None, seed: int | None = None,
+                seed_group: str | None = None) -> ModelResult:
     """Train one model of a suite, resuming from its saved state; skip it if done.
 
     Args:
+        seed: the seed of initialisation and data order (default: the suite's).
+        seed_group: in an ensemble, the model this run is a seed of: then every
+            checkpoint's ``trainer_state.json`` (and ``done.json``) holds ``seed`` and
+            ``seed_group``, which the records of its measurements carry.
         stop_at: raise :class:`StopTraining` just before update ``stop_at`` (tests).
         on_checkpoint: called after each checkpoint is saved, before the resume state
             is (so a run killed in between measures that step again when it resumes);
@@ -460,14 +520,16 @@ def train_model(spec: ModelSpec, c: SuiteConfig, text: TrainingText, model_dir: 
                            d["final_val_loss"], skipped=True)
     model_dir.mkdir(parents=True, exist_ok=True)
     _remove_partial_writes(model_dir)
-    torch.manual_seed(c.seed)
+    seed = c.seed if seed is None else seed
+    seeded = {"seed": seed, "seed_group": seed_group} if seed_group is not None else {}
+    torch.manual_seed(seed)
     model = GPTNeoXForCausalLM(model_config(spec, c))
     model.train()
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": c.weight_decay},
                              {"params": no_decay, "weight_decay": 0.0}], lr=c.lr)
-    gen = torch.Generator().manual_seed(c.seed)
+    gen = torch.Generator().manual_seed(seed)
     start = 0
     state_path = model_dir / STATE_FILE
     if state_path.is_file():
@@ -494,7 +556,7 @@ def train_model(spec: ModelSpec, c: SuiteConfig, text: TrainingText, model_dir: 
                 info = {"step": step, "val_loss": val, "lr": lr_at(max(step - 1, 0), c),
                         "train_loss_recent": float(np.mean(recent)) if recent else None,
                         "tokens_seen": step * c.batch_size * c.context,
-                        "model": spec.name, "suite": c.name}
+                        "model": spec.name, "suite": c.name, **seeded}
                 save_checkpoint(model, tokenizer, model_dir / f"step{step}", info)
                 if on_checkpoint is not None:
                     on_checkpoint(spec, model, step, info)
@@ -524,7 +586,7 @@ def train_model(spec: ModelSpec, c: SuiteConfig, text: TrainingText, model_dir: 
     final = read_json(model_dir / f"step{c.steps}" / "trainer_state.json")["val_loss"]
     atomic_write_json(done, {"name": spec.name, "num_parameters": n_params,
                              "checkpoints": schedule, "final_val_loss": final,
-                             "spec": asdict(spec)})
+                             "spec": asdict(spec), **seeded})
     state_path.unlink(missing_ok=True)
     return ModelResult(spec.name, n_params, schedule, final, trained_steps=c.steps - start,
                        seconds=time.perf_counter() - t0)
@@ -561,14 +623,21 @@ def _truncate_log(path: Path, step: int) -> None:
 
 
 def suite_fingerprint(c: SuiteConfig, split: str) -> dict:
-    """What must match for a suite folder to be resumed, as it reads back from JSON."""
-    return json.loads(json.dumps({"config": c.to_dict(), "corpus_split": split}))
+    """What must match for a suite folder to be resumed, as it reads back from JSON.
+
+    ``seeds`` is left out when it is 1, so that a suite folder trained before ensembles
+    existed resumes (it trained exactly the one seed)."""
+    config = c.to_dict()
+    if config["seeds"] == 1:
+        del config["seeds"]
+    return json.loads(json.dumps({"config": config, "corpus_split": split}))
 
 
 def train_suite(c: SuiteConfig, root: str | Path = "runs", *, progress: bool = True,
                 stop_at: int | None = None, on_checkpoint: OnCheckpoint | None = None
                 ) -> tuple[Path, list[ModelResult]]:
-    """Train every model of the suite into ``root/<suite>/<model>/step<N>/``.
+    """Train every model of the suite (every seed of it, :func:`suite_runs`) into
+    ``root/<suite>/<model>/step<N>/``.
 
     Models already finished are not retrained; a model whose run was killed resumes.
     ``on_checkpoint`` is passed to :func:`train_model`.
@@ -607,14 +676,18 @@ def _train_suite_locked(c: SuiteConfig, text: TrainingText, suite_dir: Path, pro
         "val_bytes": len(text.val),
         "tokenizer": "byte-level (UTF-8 bytes 0-255, EOS 256), model vocabulary 264",
         "parameters": {m.name: count_parameters(m, c) for m in c.models},
+        **({"seeds": {r.spec.name: {"seed": r.seed, "seed_group": r.seed_group}
+                      for r in suite_runs(c)}} if c.seeds > 1 else {}),
         "checkpoint_steps": checkpoint_steps(c.steps, c.checkpoint_every, c.schedule),
         "torch": torch.__version__,
     })
     tokenizer = byte_tokenizer()
     results = []
-    for spec in c.models:
+    for run in suite_runs(c):
+        spec = run.spec
         res = train_model(spec, c, text, suite_dir / spec.name, tokenizer,
-                          stop_at=stop_at, progress=progress, on_checkpoint=on_checkpoint)
+                          stop_at=stop_at, progress=progress, on_checkpoint=on_checkpoint,
+                          seed=run.seed, seed_group=run.seed_group)
         logger.info("%s: %s, %d parameters, final validation loss %.4f", spec.name,
                     "already trained" if res.skipped else f"trained in {res.seconds:.0f} s",
                     res.num_parameters, res.final_val_loss)

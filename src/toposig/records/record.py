@@ -72,6 +72,8 @@ class CheckpointId:
         location: the folder, file or Hub id it was read from.
         revision: the Hub revision (``step1000``), or ``None``.
         fingerprint: what tells two checkpoints with the same name apart (16 hex digits).
+        seed, seed_group: for a member of a seed ensemble, its seed and the model it is
+            a seed of; ``None`` otherwise.
     """
 
     model: str
@@ -81,6 +83,8 @@ class CheckpointId:
     location: str | None = None
     revision: str | None = None
     fingerprint: str | None = None
+    seed: int | None = None
+    seed_group: str | None = None
 
     @property
     def stem(self) -> str:
@@ -328,7 +332,8 @@ class Record(JsonView):
                 model=data["model"], label=data["model_label"], step=data.get("step"),
                 source=data.get("source"), location=data.get("location"),
                 revision=data.get("revision"),
-                fingerprint=data.get("checkpoint_fingerprint")),
+                fingerprint=data.get("checkpoint_fingerprint"),
+                seed=data.get("seed"), seed_group=data.get("seed_group")),
             status=data["status"],
             families=_families(data),
             features=_view(data.get("features")),

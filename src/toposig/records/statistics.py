@@ -9,7 +9,8 @@ Typed here: which records and settings they come from, the target, the per-model
 (:class:`ModelSummary`), the features by family, and the correlations with the target
 (:class:`Correlations` of :class:`Correlation`). The other sections (``controlled``,
 ``phases``, ``stability``, ``scaling``, ``prediction``, ``prediction_by_feature``,
-``wasserstein``, ``weight_wasserstein``, ``notes``) are read-only mappings of their JSON,
+``wasserstein``, ``weight_wasserstein``, ``ensembles`` (a study with seed ensembles only),
+``notes``) are read-only mappings of their JSON,
 checked to be objects; ``notes`` says what each holds. Like a :class:`Record`, the
 statistics are also the read-only mapping of their JSON
 (:class:`toposig.records.vocabulary.JsonView`), and :meth:`Statistics.to_json` gives it
@@ -31,7 +32,8 @@ __all__ = ["StatisticsError", "Correlation", "Correlations", "ModelSummary", "St
 
 
 SECTIONS = ("controlled", "phases", "stability", "scaling", "prediction",
-            "prediction_by_feature", "wasserstein", "weight_wasserstein", "notes")
+            "prediction_by_feature", "wasserstein", "weight_wasserstein", "ensembles",
+            "notes")
 """The sections kept as mappings of their JSON (each must be an object)."""
 
 _FAMILY_NAMES = frozenset(f.value for f in FeatureFamily)

@@ -127,6 +127,9 @@ def missing_features(record: Mapping) -> list[str]:
 # The fields that say which checkpoint a record belongs to, in record order.
 IDENTITY = ("model", "model_label", "step", "source", "location", "revision",
             "checkpoint_fingerprint")
+# Written after the identity, only for a member of a seed ensemble: its seed (a
+# non-negative integer) and the model it is a seed of (a non-empty string).
+SEED_FIELDS = ("seed", "seed_group")
 
 
 
@@ -147,7 +150,8 @@ def record_header(family: Family, identity: Mapping[str, object], status: str = 
     header: dict = {"schema_version": SCHEMA_VERSION, "status": status}
     if not (family == Family.EMBEDDING and status == "ok"):
         header["family"] = Family(family).value
-    return header | {k: identity[k] for k in IDENTITY}
+    return header | {k: identity[k] for k in IDENTITY} \
+        | {k: identity[k] for k in SEED_FIELDS if identity.get(k) is not None}
 
 
 def record_family(record: Mapping) -> Family:
@@ -284,6 +288,8 @@ def record_problem(record: object, *, family: Family | None = None, label: str |
         return f"names the arrays file {found!r}, not {arrays_file!r}"
     if found is not None and (problem := arrays_file_problem(found)):
         return problem
+    if problem := seed_problem(record):
+        return problem
     if status == "ok":
         features = record.get("features")
         if not isinstance(features, dict) or not all(
@@ -294,6 +300,19 @@ def record_problem(record: object, *, family: Family | None = None, label: str |
                if record.get(k) is not None and not is_number(record[k])]
         if bad:
             return f"has {bad[0]!r} = {record[bad[0]]!r}, not a number"
+    return None
+
+
+def seed_problem(record: Mapping) -> str | None:
+    """What is wrong with a record's :data:`SEED_FIELDS`, or ``None``: both absent, or a
+    non-negative integer seed with a non-empty string group."""
+    seed, group = record.get("seed"), record.get("seed_group")
+    if seed is None and group is None:
+        return None
+    if not (is_number(seed) and isinstance(seed, int) and 0 <= seed <= MAX_STEP):
+        return f"has seed {seed!r}, not a non-negative integer"
+    if not (isinstance(group, str) and group):
+        return f"has seed_group {group!r}, not the name of the model it is a seed of"
     return None
 
 
@@ -328,7 +347,8 @@ def merge_family_records(records: dict[str, dict]) -> dict | None:
     emb, w = records.get(Family.EMBEDDING), records.get(Family.WEIGHTS)
     first = next(iter(records.values()))
     entry: dict[str, Any] = dict(emb) if emb else {
-        "schema_version": SCHEMA_VERSION, "status": "ok", **{k: first.get(k) for k in IDENTITY}}
+        "schema_version": SCHEMA_VERSION, "status": "ok", **{k: first.get(k) for k in IDENTITY},
+        **{k: first[k] for k in SEED_FIELDS if first.get(k) is not None}}
     entry["families"] = [f for f in FAMILIES if f in records]
     if w:
         entry["features"] = {**entry.get("features", {}), **w["features"]}

@@ -22,7 +22,10 @@ Parts:
   neural persistence and weight-row H1 total persistence against the loss; final-loss
   prediction; phases; scaling with size; the largest model's weight-feature trajectory);
 * C, ours: every feature × model (and pooled) under the raw, partial (log step) and
-  first-difference tests, and which features survive all of them.
+  first-difference tests, and which features survive all of them;
+* E, only for a study of seed ensembles (``ensembles`` in the statistics): the test
+  across seeds at fixed fractions of training (E1) and the seed-to-seed spread as a
+  noise floor (E2).
 
 :func:`write_summary` is the only function here that touches the disk. Stage 3 as a
 whole (reading the folder, computing and writing the statistics, this summary and the
@@ -949,6 +952,118 @@ def _prediction_by_feature(statistics: dict, records: list[dict]) -> list[str]:
     return [caption, "", *_table(headers, rows)]
 
 
+# ---------------------------------------------------------------------------- part E
+
+def _group_cell(c: dict) -> str:
+    """``r [lo, hi]`` with the baseline controlled for, or the reason there is none."""
+    if not c:
+        return DASH
+    if c.get("r") is None:
+        return f"undefined (n = {c.get('n_seeds')})"
+    text = f"{fmt_rho(c['r'])} {fmt_ci(c.get('ci_low'), c.get('ci_high'))}"
+    if c.get("baseline"):
+        text += f" given {c['baseline']}"
+    return text + (" *" if c.get("beyond_loss") else "")
+
+
+def _advantage_cell(c: dict) -> str:
+    if not c or c.get("advantage") is None:
+        return DASH
+    return f"{fmt_rho(c['advantage'])} {fmt_ci(c.get('advantage_low'), c.get('advantage_high'))}"
+
+
+def _across_seeds(statistics: dict, records: list[dict]) -> list[str]:
+    ens = _section(statistics, "ensembles")
+    groups = list(_mapping(ens.get("groups")))
+    headers = ["Feature", "Fraction",
+               *(f"{g}: partial r [95% CI] given the baseline" for g in groups),
+               *(f"{g}: advantage over the baseline [95% CI]" for g in groups),
+               "Sizes beyond the loss", "Predicts beyond the loss"]
+    rows = []
+    for feature, per_fraction in _mapping(ens.get("across_seeds")).items():
+        for key, cells in per_fraction.items():
+            v = _mapping(_mapping(ens.get("verdict")).get(feature)).get(key) or {}
+            rows.append([_code(feature), fmt_percent(float(key)),
+                         *(_group_cell(_mapping(cells.get(g))) for g in groups),
+                         *(_advantage_cell(_mapping(cells.get(g))) for g in groups),
+                         f"{v.get('sizes_beyond', 0)} of {v.get('sizes_tested', 0)}",
+                         "yes" if v.get("predicts_beyond_loss") else "no"])
+    info = _mapping(ens.get("groups"))
+    sizes = "; ".join(
+        f"`{g}`: {i.get('n_seeds')} seeds ({', '.join(str(x) for x in i.get('seeds', []))}), "
+        f"{fmt_params(i.get('num_parameters'))} parameters, fractions at steps "
+        + ", ".join(fmt_step(x) for x in _mapping(i.get("fraction_steps")).values())
+        + f" of {fmt_step(i.get('final_step'))}" for g, i in info.items())
+    found = sorted({f for f, per in _mapping(ens.get("verdict")).items()
+                    for v in per.values() if v.get("predicts_beyond_loss")})
+    chance = ens.get("expected_by_chance")
+    caption = (
+        "Across seeds at a fixed point of training, where no shared trend can make an "
+        "association: per size, the partial Spearman r, over seeds, of the feature's "
+        "value at the fraction with the final held-out loss, given the loss at the "
+        "fraction and the best baseline of its space there (named after 'given'; none for "
+        "the baselines and spectral features, which are given the loss alone), with a "
+        f"{round(100 * ens.get('level', 0.95))} % percentile bootstrap interval over seeds "
+        f"({ens.get('n_bootstrap')} resamples); * = the interval excludes 0. Advantage: "
+        "|r given the loss| of the feature minus that of the baseline, paired bootstrap. "
+        "A feature predicts beyond the loss at a fraction when its interval excludes 0 in "
+        "more than half of the sizes tested. Sizes: " + sizes + ". "
+        + (f"Features that do at some fraction: {', '.join(_code(f) for f in found)}; "
+           if found else "No feature does at any fraction; ")
+        + (f"{chance:.2f} such (feature, fraction) cells are expected by chance at the "
+           "interval's nominal 5 % rate (no correction for the number of features)."
+           if _finite(chance) else ""))
+    return [caption, "", *_table(headers, rows)]
+
+
+def _seed_spread(statistics: dict, records: list[dict]) -> list[str]:
+    ens = _section(statistics, "ensembles")
+    spread = _mapping(ens.get("seed_spread"))
+    groups = list(_mapping(ens.get("groups")))
+    between = _mapping(ens.get("between_sizes"))
+    pairs = [(b.get("from"), b.get("to")) for b in next(iter(between.values()), [])]
+    headers = ["Quantity", *(f"{g} final mean ± seed SD (text SD)" for g in groups),
+               *(f"{a} → {b}: first seeds' difference" for a, b in pairs)]
+    rows = []
+    for q, per_group in spread.items():
+        cells = []
+        for g in groups:
+            s = _mapping(per_group.get(g))
+            cell = (f"{fmt_value(s.get('mean'))} ± {fmt_value(s.get('sd'))}"
+                    if s else DASH)
+            if s.get("text_sd") is not None:
+                cell += f" ({fmt_value(s['text_sd'])})"
+            cells.append(cell)
+        by_pair = {(b.get("from"), b.get("to")): b for b in between.get(q, [])}
+        for pair in pairs:
+            b = by_pair.get(pair)
+            cells.append(DASH if not b else f"{fmt_value(b.get('difference'))} ("
+                         + ("within" if b.get("within_spread") else "outside")
+                         + " the seed spread)")
+        rows.append(["loss" if q == "loss" else _code(q), *cells])
+    inside = sorted({q for q, bs in between.items() for b in bs if b.get("within_spread")})
+    caption = (
+        "The seed-to-seed spread at the final checkpoint, a noise floor of its own next to "
+        "the text-resampling one (in brackets, the median over seeds of the standard "
+        "deviation over text resamples, where the run resampled the texts): mean and "
+        "standard deviation over seeds of the final held-out loss and of every feature. "
+        "The last columns take the first seed of each size (the run a single-seed study "
+        "makes) and ask whether the difference between consecutive sizes lies within what "
+        "two seeds of one size differ by (|difference| ≤ 1.96·√2·SD, the two sizes' SDs "
+        "pooled): where it does, a single-seed study cannot tell the sizes apart on that "
+        "quantity. Within the spread for some pair of sizes: "
+        + (", ".join("loss" if q == "loss" else _code(q) for q in inside) or "none") + ".")
+    return [caption, "", *_table(headers, rows)]
+
+
+ENSEMBLE_PART = ("Part E. Seed ensembles",
+                 "Seeds of each size trained side by side: tests across seeds at the same "
+                 "step, and the seed-to-seed noise floor.",
+                 (("E1. Across seeds: does a feature predict the final loss beyond the loss?",
+                   _across_seeds),
+                  ("E2. The seed-to-seed spread as a noise floor", _seed_spread)))
+
+
 _PARTS: tuple[tuple[str, str, tuple[Callable[[dict, list[dict]], list[str]], ...]], ...] = (
     ("Part A. Seed report tables",
      "The tables of the seed report (embedding-space topology of Pythia checkpoints), "
@@ -1022,6 +1137,17 @@ def _targets_text(controlled: dict) -> str:
                      f"{TARGET_WORDS.get(t, t)}" for t, labels in groups.items())
 
 
+def _built(build: Callable[[dict, list[dict]], list[str]], statistics: dict,
+           records: list[dict]) -> list[str]:
+    """A section's lines, or the one-line note that says why it is absent."""
+    try:
+        return build(statistics, records)
+    except _Absent as exc:
+        return _absent(str(exc))
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        return _absent(f"its statistics are malformed ({type(exc).__name__}: {exc})")
+
+
 def summary_markdown(statistics: Mapping, records: Sequence[Mapping]) -> str:
     """The markdown of ``results/summary.md`` (see the module docstring).
 
@@ -1042,15 +1168,12 @@ def summary_markdown(statistics: Mapping, records: Sequence[Mapping]) -> str:
     for title, intro, sections in _PARTS:
         lines += ["", f"## {title}", "", intro]
         for build in sections:
-            heading = next(builders)
-            lines += ["", f"### {heading}", ""]
-            try:
-                lines += build(statistics, records)
-            except _Absent as exc:
-                lines += _absent(str(exc))
-            except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
-                lines += _absent(f"its statistics are malformed ({type(exc).__name__}: "
-                                 f"{exc})")
+            lines += ["", f"### {next(builders)}", "", *_built(build, statistics, records)]
+    if "ensembles" in statistics:  # only a study with seed ensembles has this part
+        title, intro, built = ENSEMBLE_PART
+        lines += ["", f"## {title}", "", intro]
+        for heading, build in built:
+            lines += ["", f"### {heading}", "", *_built(build, statistics, records)]
     text = "\n".join(lines) + "\n"
     return re.sub(r"\n{3,}", "\n\n", text)
 

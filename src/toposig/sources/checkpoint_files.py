@@ -378,6 +378,30 @@ def trainer_state_loss(folder: str | Path) -> tuple[float | None, str | None]:
     return trainer_state_dict_loss(state)
 
 
+def trainer_state_seed(folder: str | Path) -> tuple[int | None, str | None]:
+    """The seed and seed group a model folder's ``trainer_state.json`` names (what this
+    project's trainer writes for every member of an ensemble:
+    :attr:`toposig.model.training.SuiteConfig.seeds`), or ``(None, None)``: no file, no
+    such fields, or values of the wrong kind (a seed is a non-negative integer, a group a
+    non-empty string; both or neither)."""
+    import json
+
+    path = Path(folder) / "trainer_state.json"
+    if not path.is_file():
+        return None, None
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None, None
+    if not isinstance(state, Mapping):
+        return None, None
+    seed, group = state.get("seed"), state.get("seed_group")
+    if isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0 \
+            and isinstance(group, str) and group:
+        return seed, group
+    return None, None
+
+
 def trainer_state_dict_loss(state) -> tuple[float | None, str | None]:
     """The loss a trainer state records (the contents of a ``trainer_state.json``, or a
     live ``TrainerState``'s fields as a dict): top-level ``val_loss`` / ``loss``, else the

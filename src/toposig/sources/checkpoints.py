@@ -39,6 +39,7 @@ from toposig.sources.checkpoint_files import (
     is_checkpoint_file,
     step_from_name,
     stored_step,
+    trainer_state_seed,
 )
 from toposig.sources.revisions import (
     SEED_STEPS,
@@ -322,8 +323,11 @@ def fingerprint(ckpt: Checkpoint) -> str | None:
 
 def checkpoint_identity(ckpt: Checkpoint) -> dict:
     """The fields that say which checkpoint a record belongs to
-    (:data:`toposig.records.IDENTITY`, in that order)."""
-    return {
+    (:data:`toposig.records.IDENTITY`, in that order), then, for a member of a seed
+    ensemble (a local folder whose ``trainer_state.json`` names them:
+    :func:`toposig.sources.checkpoint_files.trainer_state_seed`), its ``seed`` and
+    ``seed_group`` (:data:`toposig.records.SEED_FIELDS`)."""
+    identity = {
         "model": ckpt.model,
         "model_label": ckpt.label,
         "step": ckpt.step,
@@ -332,6 +336,11 @@ def checkpoint_identity(ckpt: Checkpoint) -> dict:
         "revision": ckpt.revision,
         "checkpoint_fingerprint": fingerprint(ckpt),
     }
+    if ckpt.source == "local":
+        seed, group = trainer_state_seed(ckpt.location)
+        if seed is not None:
+            identity |= {"seed": seed, "seed_group": group}
+    return identity
 
 
 def has_tokenizer(ckpt: Checkpoint) -> bool:

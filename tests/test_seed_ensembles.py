@@ -1,0 +1,191 @@
+"""Seed ensembles end to end: training N seeds of each model, the seed in every record
+and in the table, the across-seeds section on a table whose answer is computed
+independently, and the small preset through run + analyze."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file
+from scipy import stats as sps
+
+import analyze_results
+import run_experiments
+from toposig.analysis import controls
+from toposig.analysis.ensembles import FRACTIONS, ensemble_analysis, fraction_step, seed_runs
+from toposig.analysis.table import results_table
+from toposig.model import training as T
+from toposig.records import Record, RecordError
+from toposig.run.results_folder import load_entries, load_results
+
+
+def suite(**kw) -> T.SuiteConfig:
+    base = dict(name="ens-unit", models=(T.ModelSpec("m", 8, 1, 1),), steps=6, context=16,
+                batch_size=4, checkpoint_every=3, warmup=2, eval_batches=1,
+                schedule="regular")
+    return T.SuiteConfig(**{**base, **kw})
+
+
+def test_one_seed_trains_as_before_and_more_seeds_get_their_own_names():
+    one = suite()
+    assert [(r.spec.name, r.seed, r.seed_group) for r in T.suite_runs(one)] == [("m", 42, None)]
+    three = suite(seeds=3, seed=7, models=(T.ModelSpec("a", 8, 1, 1), T.ModelSpec("b", 8, 1, 1)))
+    assert [(r.spec.name, r.seed, r.seed_group) for r in T.suite_runs(three)] == [
+        ("a-seed0", 7, "a"), ("a-seed1", 8, "a"), ("a-seed2", 9, "a"),
+        ("b-seed0", 7, "b"), ("b-seed1", 8, "b"), ("b-seed2", 9, "b")]
+    # a suite folder trained before ensembles existed (no "seeds" saved) still resumes
+    assert "seeds" not in T.suite_fingerprint(one, "test")["config"]
+    assert T.suite_fingerprint(three, "test")["config"]["seeds"] == 3
+
+
+def test_with_seeds_renames_the_suite_and_refuses_nonsense():
+    c = suite()
+    assert T.with_seeds(c, None) is c and T.with_seeds(c, 1) is c
+    five = T.with_seeds(c, 5)
+    assert (five.name, five.seeds) == ("ens-unit-seeds5", 5)
+    with pytest.raises(T.TrainingConfigError, match="at least 1"):
+        T.with_seeds(c, 0)
+    with pytest.raises(T.TrainingConfigError, match="seeds must be at least 1"):
+        suite(seeds=0)
+    with pytest.raises(T.TrainingConfigError, match="model name"):  # too long with -seedN
+        suite(seeds=2, models=(T.ModelSpec("m" * 250, 8, 1, 1),))
+
+
+def test_seeds_differ_in_weights_and_name_their_seed(tmp_path, wikitext_dir):
+    c = suite(seeds=2)
+    suite_dir, results = T.train_suite(c, tmp_path, progress=False)
+    assert [r.name for r in results] == ["m-seed0", "m-seed1"]
+    w0 = load_file(suite_dir / "m-seed0" / "step6" / "model.safetensors")
+    w1 = load_file(suite_dir / "m-seed1" / "step6" / "model.safetensors")
+    assert any(not torch.equal(w0[k], w1[k]) for k in w0)
+    state = json.loads((suite_dir / "m-seed1" / "step3" / "trainer_state.json").read_text())
+    assert (state["seed"], state["seed_group"]) == (43, "m")
+    config = json.loads((suite_dir / "config.json").read_text())
+    assert config["seeds"] == {"m-seed0": {"seed": 42, "seed_group": "m"},
+                               "m-seed1": {"seed": 43, "seed_group": "m"}}
+    # seed 42 of an ensemble is the single-seed suite's model, step for step
+    _, (single,) = T.train_suite(suite(), tmp_path / "single", progress=False)
+    assert single.final_val_loss == results[0].final_val_loss
+
+
+def entry(label, group, seed, step, loss, features) -> dict:
+    return {"schema_version": 3, "status": "ok", "model": f"runs/{label}", "model_label": label,
+            "step": step, "source": "local", "location": f"runs/{label}/step{step}",
+            "revision": None, "checkpoint_fingerprint": None, "seed": seed,
+            "seed_group": group, "loss": loss, "num_parameters": 100 if group == "s" else 400,
+            "features": features}
+
+
+def precision_partial(x, y, *controls) -> float:
+    """Partial Spearman from the inverse of the rank correlation matrix (independent of
+    the projection the module uses)."""
+    ranks = np.vstack([sps.rankdata(v) for v in (x, y, *controls)])
+    p = np.linalg.inv(np.corrcoef(ranks))
+    return float(-p[0, 1] / np.sqrt(p[0, 0] * p[1, 1]))
+
+
+def simulated_ensemble(n_seeds=9, steps=(0, 10, 20, 30, 40, 50, 60, 70, 80, 90, 100)):
+    rng = np.random.default_rng(11)
+    records, truth = [], {}
+    for group in ("s", "l"):
+        for k in range(n_seeds):
+            label = f"{group}-seed{k}"
+            quality, late = rng.normal(size=2)  # late: shows in the loss only late
+            for step in steps:
+                loss = (5 - step / 40 + 0.1 * quality + 0.3 * (step / 100) ** 3 * late
+                        + 0.02 * rng.normal())
+                feats = {"h1_total_persistence": late + 0.3 * rng.normal(),
+                         "weight_h0_total": rng.normal(),
+                         "weight_l2_norm": rng.normal(), "rankme": rng.normal()}
+                records.append(entry(label, group, 42 + k, step, loss, feats))
+                truth[(label, step)] = (loss, feats)
+    return records, truth
+
+
+def test_the_section_equals_an_independent_computation_on_a_table():
+    records, truth = simulated_ensemble()
+    features = ["h1_total_persistence", "weight_h0_total", "rankme", "weight_l2_norm"]
+
+    def baselines(f):
+        return {"h1_total_persistence": ("rankme",),
+                "weight_h0_total": ("weight_l2_norm",)}.get(f, ())
+
+    out = ensemble_analysis(records, features, baselines, n_bootstrap=300)
+    assert list(out["groups"]) == ["s", "l"]  # ordered by size
+    s = out["groups"]["s"]
+    assert s["seeds"] == list(range(42, 51)) and s["final_step"] == 100
+    assert s["fraction_steps"] == {"0.2": 20, "0.3": 30, "0.5": 50}
+    for f in features:
+        for frac in FRACTIONS:
+            step = fraction_step(list(range(0, 101, 10)), frac)
+            for g in ("s", "l"):
+                labels = [f"{g}-seed{k}" for k in range(9)]
+                x = [truth[(lb, step)][1][f] for lb in labels]
+                final = [truth[(lb, 100)][0] for lb in labels]
+                at = [truth[(lb, step)][0] for lb in labels]
+                cell = out["across_seeds"][f][f"{frac:g}"][g]
+                assert cell["r_loss_only"] == pytest.approx(precision_partial(x, final, at),
+                                                            abs=1e-10)
+                if baselines(f):
+                    b = [truth[(lb, step)][1][baselines(f)[0]] for lb in labels]
+                    assert cell["baseline"] == baselines(f)[0]
+                    assert cell["r"] == pytest.approx(precision_partial(x, final, at, b),
+                                                      abs=1e-10)
+                else:
+                    assert cell["baseline"] is None and cell["r"] == cell["r_loss_only"]
+                if cell["ci_low"] is not None:  # None: most resamples undefined
+                    assert cell["ci_low"] <= cell["r"] <= cell["ci_high"]
+    # the seed-to-seed spread of the final loss is the SD over seeds
+    finals = [truth[(f"l-seed{k}", 100)][0] for k in range(9)]
+    assert out["seed_spread"]["loss"]["l"]["sd"] == pytest.approx(np.std(finals, ddof=1))
+    pair = out["between_sizes"]["loss"][0]
+    assert (pair["from"], pair["to"]) == ("s", "l")
+    assert pair["difference"] == pytest.approx(finals[0] - truth[("s-seed0", 100)][0])
+
+
+def test_a_feature_carrying_the_final_quality_is_found_and_noise_is_not():
+    """The simulated h1 carries what sets each seed's final loss beyond its loss at f (a
+    quality that shows in the loss only late): found in both sizes; the pure-noise
+    weight feature is not."""
+    records, _ = simulated_ensemble(n_seeds=14)
+    out = ensemble_analysis(records, ["h1_total_persistence", "weight_h0_total"],
+                            lambda f: (), n_bootstrap=400)
+    assert out["verdict"]["h1_total_persistence"]["0.5"]["predicts_beyond_loss"]
+    assert not any(v["predicts_beyond_loss"]
+                   for v in out["verdict"]["weight_h0_total"].values())
+    assert 0 < out["expected_by_chance"] < 1
+
+
+def test_records_without_seeds_make_no_section_and_bad_seeds_are_refused():
+    records, _ = simulated_ensemble()
+    plain = [{k: v for k, v in r.items() if k not in ("seed", "seed_group")} for r in records]
+    assert seed_runs(plain) == {}
+    assert ensemble_analysis(plain, ["rankme"], controls.baselines_of) == {}
+    with pytest.raises(RecordError, match="seed"):
+        Record.from_json({**records[0], "seed": -1})
+    with pytest.raises(RecordError, match="seed_group"):
+        Record.from_json({**records[0], "seed_group": ""})
+    rec = Record.from_json(records[0])
+    assert (rec.checkpoint.seed, rec.checkpoint.seed_group) == (42, "s")
+    table = results_table(records[:3])
+    assert table["seed"].tolist() == [42, 42, 42] and table["seed_group"].tolist() == ["s"] * 3
+
+
+def test_the_small_ensemble_preset_runs_and_analyses(tmp_path, wikitext_dir):
+    out = tmp_path / "res"
+    assert run_experiments.main(["--preset", "ensemble-small", "--suite-dir",
+                                 str(tmp_path / "runs"), "--out", str(out), "--no-progress",
+                                 "--n-texts", "40"]) == 0
+    table = load_results(out)
+    assert sorted(table["seed"].dropna().unique().tolist()) == [42, 43, 44, 45, 46]
+    assert set(table["seed_group"].dropna()) == {"enss-h8-l1"}
+    assert {r.checkpoint.seed for r in load_entries(out)} == {42, 43, 44, 45, 46}
+    assert analyze_results.main(["--out", str(out), "--design-runs", "0"]) == 0
+    stats = json.loads((out / "data" / "statistics.json").read_text())
+    assert stats["ensembles"]["groups"]["enss-h8-l1"]["n_seeds"] == 5
+    summary = (out / "summary.md").read_text()
+    assert "## Part E. Seed ensembles" in summary and "E2. The seed-to-seed spread" in summary
+    assert (out / "plots" / "seed_ensemble.png").is_file()
