@@ -189,3 +189,21 @@ def test_the_small_ensemble_preset_runs_and_analyses(tmp_path, wikitext_dir):
     summary = (out / "summary.md").read_text()
     assert "## Part E. Seed ensembles" in summary and "E2. The seed-to-seed spread" in summary
     assert (out / "plots" / "seed_ensemble.png").is_file()
+
+
+def test_seeds_share_their_models_style_and_one_legend_entry():
+    from matplotlib.lines import Line2D
+
+    from toposig.report.plots import compact_handles, legend_label, model_styles
+
+    labels = ["a-seed0", "a-seed1", "b-seed0", "b-seed1", "c"]
+    styles = model_styles(labels)
+    assert styles["a-seed0"] == styles["a-seed1"] != styles["b-seed0"] == styles["b-seed1"]
+    assert styles["c"] not in (styles["a-seed0"], styles["b-seed0"])
+    assert model_styles(["x", "y"]) == {k: v for k, v in zip(
+        ["x", "y"], model_styles(["x", "y", "z"]).values(), strict=False)}  # as before
+    handles = [Line2D([], [], color=styles[lb].color, label=lb) for lb in labels]
+    assert [h.get_label() for h in compact_handles(handles)] == [
+        "a (2 seeds)", "b (2 seeds)", "c"]
+    assert legend_label("a-seed0", "ρ = 0.1", 3) == "a-seed0: ρ = 0.1"
+    assert legend_label("a-seed0", "ρ = 0.1", 36) == "a-seed0"

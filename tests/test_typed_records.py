@@ -34,7 +34,8 @@ RESULTS = ROOT / "results"
 FIXTURE = ROOT / "tests" / "fixtures" / "mini_results"
 STATISTICS = [RESULTS / "data" / "statistics.json",
               *sorted((RESULTS / "seeds").glob("*/data/statistics.json")),
-              RESULTS / "seed004" / "data" / "statistics.json"]
+              RESULTS / "seed004" / "data" / "statistics.json",
+              RESULTS / "ensemble" / "data" / "statistics.json"]
 
 
 def entries(folder: Path = RESULTS) -> list[dict]:

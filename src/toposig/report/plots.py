@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -159,10 +160,59 @@ def value_of(record: dict, key: str) -> float | None:
     return finite_or_none(features[key] if key in features else record.get(key))
 
 
+_SEED_SUFFIX = re.compile(r"-seed[0-9]+$")
+
+
+def seed_group_of(label: str) -> str:
+    """The model a label is a seed of (``m`` for ``m-seed3``, the names
+    :func:`toposig.model.training.suite_runs` gives an ensemble's runs), else the label."""
+    return _SEED_SUFFIX.sub("", label)
+
+
 def model_styles(labels: Iterable[str]) -> dict[str, Style]:
+    """A colour and marker per model, in first-seen order; the seeds of one model
+    (``m-seed0``, ``m-seed1``, ...) share their model's, so that an ensemble reads by size."""
     colors = plt.get_cmap("tab10").colors
-    return {label: Style(to_hex(colors[i % len(colors)]), MARKERS[i % len(MARKERS)])
-            for i, label in enumerate(labels)}
+    groups = list(dict.fromkeys(seed_group_of(label) for label in labels))
+    index = {g: i for i, g in enumerate(groups)}
+    return {label: Style(to_hex(colors[index[g] % len(colors)]), MARKERS[index[g] % len(MARKERS)])
+            for label in labels for g in (seed_group_of(label),)}
+
+
+def compact_handles(handles: Sequence) -> list:
+    """Legend handles with the seeds of one model merged into one entry,
+    ``m (12 seeds)``; other handles as they are, in order."""
+    out: list = []
+    seeds: dict[str, list] = {}
+    for h in handles:
+        label = str(h.get_label())
+        group = seed_group_of(label)
+        if group == label:
+            out.append(h)
+        elif group in seeds:
+            seeds[group][1] += 1
+        else:
+            seeds[group] = [len(out), 1]
+            out.append(h)
+    for group, (at, n) in seeds.items():
+        h, label = out[at], f"{group} ({n} seeds)"
+        if isinstance(h, Line2D):
+            out[at] = Line2D([], [], color=h.get_color(), marker=h.get_marker(),
+                             markersize=h.get_markersize(), linewidth=h.get_linewidth(),
+                             linestyle=h.get_linestyle(), label=label)
+        elif isinstance(h, Patch):
+            out[at] = Patch(facecolor=h.get_facecolor(), edgecolor=h.get_edgecolor(),
+                            label=label)
+    return out
+
+
+MAX_LEGEND_MODELS = 12  # above this a legend names sizes, not every model's statistics
+
+
+def legend_label(label: str, detail: str, n_models: int) -> str:
+    """A model's legend entry: ``label: detail``, or only the label (merged with its
+    seeds by :func:`compact_handles`) when the figure has more models than a legend holds."""
+    return label if n_models > MAX_LEGEND_MODELS else f"{label}: {detail}"
 
 
 def record_series(groups: dict[str, list[dict]], key: str) -> Series:
@@ -314,7 +364,8 @@ def _log_y_if_positive(ax: Axes, series: Series) -> None:
 
 def _legend(ax: Axes, handles: list | None = None) -> None:
     """Legend where it hides least: "best" for a few entries, else a band of headroom on top."""
-    handles = handles if handles is not None else ax.get_legend_handles_labels()[0]
+    handles = compact_handles(handles if handles is not None
+                              else ax.get_legend_handles_labels()[0])
     if len(handles) <= 4 or ax.get_yscale() != "linear":
         ax.legend(handles=handles, loc="best", framealpha=0.85)
         return
@@ -331,8 +382,9 @@ def _model_legend(fig: MplFigure, styles: dict[str, Style]) -> None:
 
     Used where panels are too narrow to hold a legend of every model each.
     """
-    handles = [Line2D([], [], color=st.color, marker=st.marker, markersize=5, linewidth=1.6,
-                      label=label) for label, st in styles.items()]
+    handles = compact_handles([Line2D([], [], color=st.color, marker=st.marker, markersize=5,
+                                      linewidth=1.6, label=label)
+                               for label, st in styles.items()])
     if handles:
         fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 6),
                    framealpha=0.9)
@@ -662,7 +714,8 @@ def plot_topo_vs_spectral_correlations(records: Sequence[dict], statistics: dict
     ax.set_xlabel(f"|Spearman ρ| with {_target_name(target)} (per model; black tick: pooled "
                   "over models)")
     ax.grid(True, axis="x", alpha=0.3)
-    handles = [Patch(facecolor=styles[label].color, label=label) for label in labels]
+    handles = compact_handles([Patch(facecolor=styles[label].color, label=label)
+                               for label in labels])
     handles += [Patch(facecolor="none", edgecolor=styles[lb].color,
                       label=f"{lb} (no ρ defined)") for lb in all_labels if lb not in labels]
     handles += [Line2D([], [], color="black", linewidth=2.0, label="pooled"),
@@ -854,7 +907,8 @@ def _quality_scatter(ax: Axes, groups: dict[str, list[dict]], styles: dict[str, 
                    edgecolors="white", linewidths=0.4, zorder=3)
         ys_drawn.extend(ys)
         handles.append(Line2D([], [], color=st.color, marker=st.marker, linewidth=0.8,
-                              label=f"{label}: {_rho_text((per_model.get(label) or {}).get(key))}"))
+                              label=legend_label(label, _rho_text((per_model.get(label) or {})
+                                                                  .get(key)), len(groups))))
     title, xlabel = FEATURE_LABELS.get(key, (key, key))
     ax.set_title(f"{_target_name(target)} vs {title[0].lower()}{title[1:]}\n"
                  f"{_correlation_text(pooled.get(key))}", fontsize=10)
@@ -867,6 +921,7 @@ def _quality_scatter(ax: Axes, groups: dict[str, list[dict]], styles: dict[str, 
         return
     if log:
         ax.set_yscale("log")
+    handles = compact_handles(handles)
     handles.append(Line2D([], [], color="0.35", marker="o", linestyle="none", markersize=7,
                           label="larger, darker marker: later step"))
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.14),

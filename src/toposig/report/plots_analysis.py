@@ -40,10 +40,12 @@ from toposig.report.plots import (
     SIGNIFICANCE,
     Style,
     bootstrap_band_handle,
+    compact_handles,
     draw_bootstrap_bands,
     family_separators,
     finite_or_none,
     heatmap_order,
+    legend_label,
     line_panel,
     model_styles,
     no_data,
@@ -454,11 +456,11 @@ def plot_phase_fits(records: list[dict], statistics: dict,
                 r2 = finite_or_none(fit.get("r2"))
                 b_steps = fit.get("breakpoint_steps") or [math.expm1(float(b))
                                                           for b in fit["breakpoints"]]
-                text += (f": R² = {r2:.2f}" if r2 is not None else "") + (
+                text = legend_label(label, (f"R² = {r2:.2f}" if r2 is not None else "") + (
                     ", breaks at step " + ", ".join(_step_label(round(s)) for s in b_steps)
-                    if b_steps else "")
+                    if b_steps else ""), len(labels))
             elif isinstance(fit, dict) and fit.get("reason"):
-                text += ": no fit"
+                text = legend_label(label, "no fit", len(labels))
             if pts or _usable_fit(fit):
                 handles.append(Line2D([], [], color=st.color, marker=st.marker,
                                       linewidth=1.6, label=text))
@@ -471,6 +473,7 @@ def plot_phase_fits(records: list[dict], statistics: dict,
             no_data(ax)
             continue
         _add_step_axis(ax, max_step)
+        handles = compact_handles(handles)
         handles.append(Line2D([], [], color="0.3", linestyle=":", label="breakpoints"))
         if band:
             handles.append(bootstrap_band_handle())

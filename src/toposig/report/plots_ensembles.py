@@ -92,7 +92,7 @@ def _forest_panel(ax: Axes, section: Mapping, groups: Sequence[str], styles) -> 
                        for k, key in enumerate(fractions)]
               + [Line2D([], [], color="0.3", linestyle="none", marker="o",
                         markerfacecolor="0.3", label="interval excludes 0")],
-              fontsize=8, loc="lower right")
+              fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
 
 
 @figure("seed_ensemble", has_ensembles)
