@@ -99,7 +99,7 @@ SEED004 = RESULTS / "seed004"
 
 
 @pytest.mark.parametrize(("folder", "n_entries"), [(SEED004, 255),
-                                                  (RESULTS / "ensemble", 396)],
+                                                  (RESULTS / "ensemble", 660)],
                          ids=["seed004", "ensemble"])
 def test_statistics_are_those_of_the_committed_records(folder, n_entries):
     """results/seed004 and results/ensemble commit their records, not their aggregates:

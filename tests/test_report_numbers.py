@@ -139,3 +139,17 @@ def test_every_number_in_the_report_is_in_the_committed_results():
     text = strip_code(REPORT.read_text())
     missing = unmatched(text, committed_values())
     assert not missing, f"numbers in REPORT.md not found in results/: {missing}"
+
+
+TRIPLE = re.compile(r"[-−+]?\d+\.\d+ \[[-−+]?\d+\.\d+, [-−+]?\d+\.\d+\]")
+
+
+def test_every_interval_in_the_report_is_a_cell_of_a_committed_summary():
+    """An estimate with its interval, ``−0.772 [−0.967, −0.102]``, is a far more specific
+    claim than a lone number (which a large results folder holds by chance): each must
+    appear as written (up to the minus sign's glyph) in a committed ``summary.md``."""
+    summaries = "\n".join(md.read_text() for md in committed(sorted(RESULTS.rglob("summary.md"))))
+    found = set(TRIPLE.findall(summaries.replace("−", "-")))
+    claimed = TRIPLE.findall(strip_code(REPORT.read_text()).replace("−", "-"))
+    assert claimed, "the report quotes no interval: the pattern is out of date"
+    assert [t for t in claimed if t not in found] == []

@@ -138,6 +138,10 @@ def test_the_section_equals_an_independent_computation_on_a_table():
                     assert cell["baseline"] is None and cell["r"] == cell["r_loss_only"]
                 if cell["ci_low"] is not None:  # None: most resamples undefined
                     assert cell["ci_low"] <= cell["r"] <= cell["ci_high"]
+    # 9 seeds are too few for the interval to hold its size: shown, in no verdict
+    assert all(c["calibrated"] is False for c in out["across_seeds"]["rankme"]["0.2"].values())
+    assert out["verdict"]["rankme"]["0.2"]["sizes_tested"] == 0
+    assert out["verdict"]["rankme"]["0.2"]["sizes_too_few_seeds"] == 2
     # the seed-to-seed spread of the final loss is the SD over seeds
     finals = [truth[(f"l-seed{k}", 100)][0] for k in range(9)]
     assert out["seed_spread"]["loss"]["l"]["sd"] == pytest.approx(np.std(finals, ddof=1))
@@ -207,3 +211,25 @@ def test_seeds_share_their_models_style_and_one_legend_entry():
         "a (2 seeds)", "b (2 seeds)", "c"]
     assert legend_label("a-seed0", "ρ = 0.1", 3) == "a-seed0: ρ = 0.1"
     assert legend_label("a-seed0", "ρ = 0.1", 36) == "a-seed0"
+
+
+def test_the_readme_ensemble_commands_name_real_presets_and_options():
+    """README.md's seed-ensemble block, read as written: every run_experiments.py line
+    parses with the command's own parser and names a preset that loads, with its seeds."""
+    import re
+    import shlex
+    from pathlib import Path
+
+    from toposig.cli.run import build_parser
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    block = next(b for b in re.findall(r"```bash\n(.*?)```", readme, flags=re.S)
+                 if "--preset ensemble" in b)
+    lines = [ln.split("#")[0] for ln in block.splitlines() if "run_experiments.py" in ln]
+    assert len(lines) == 2
+    seeds = []
+    for line in lines:
+        args = build_parser().parse_args(shlex.split(line)[2:])
+        suite = T.with_seeds(T.load_suite_config(args.preset), args.seeds)
+        seeds.append((suite.name, suite.seeds))
+    assert seeds == [("ensemble", 20), ("tiny-seeds5", 5)]

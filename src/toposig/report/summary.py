@@ -963,6 +963,8 @@ def _group_cell(c: dict) -> str:
     text = f"{fmt_rho(c['r'])} {fmt_ci(c.get('ci_low'), c.get('ci_high'))}"
     if c.get("baseline"):
         text += f" given {c['baseline']}"
+    if c.get("calibrated") is False:  # too few seeds for the interval to hold its size
+        return text + f" (uncalibrated: {c.get('n_seeds')} seeds)"
     return text + (" *" if c.get("beyond_loss") else "")
 
 
@@ -1007,7 +1009,9 @@ def _across_seeds(statistics: dict, records: list[dict]) -> list[str]:
         f"({ens.get('n_bootstrap')} resamples); * = the interval excludes 0. Advantage: "
         "|r given the loss| of the feature minus that of the baseline, paired bootstrap. "
         "A feature predicts beyond the loss at a fraction when its interval excludes 0 in "
-        "more than half of the sizes tested. Sizes: " + sizes + ". "
+        "more than half of the sizes tested; a size with fewer than "
+        f"{ens.get('calibrated_seeds', 12)} seeds, where the interval does not hold its "
+        "size on simulated ensembles, is shown but not tested. Sizes: " + sizes + ". "
         + (f"Features that do at some fraction: {', '.join(_code(f) for f in found)}; "
            if found else "No feature does at any fraction; ")
         + (f"{chance:.2f} such (feature, fraction) cells are expected by chance at the "
