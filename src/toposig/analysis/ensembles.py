@@ -315,7 +315,8 @@ def ensemble_analysis(records: Sequence, features: Sequence[str],
         :class:`AcrossSeeds` as JSON), ``verdict`` (feature -> fraction -> sizes tested,
         sizes whose interval excludes 0, ``predicts_beyond_loss`` = in more than half of
         the sizes tested (a size with fewer than :data:`CALIBRATED_SEEDS` seeds, where
-        the interval does not hold its size, is not tested: ``sizes_too_few_seeds``), sizes where the advantage over the baseline has an interval above 0),
+        the interval does not hold its size, is not tested: ``sizes_too_few_seeds``),
+        sizes where the advantage over the baseline has an interval above 0),
         ``seed_spread`` (``loss`` and each feature -> group -> mean, seed-to-seed SD and
         the median text-resampling SD at the final step), ``between_sizes`` (quantity ->
         consecutive sizes' difference between their first seeds' final values, and

@@ -366,16 +366,21 @@ def trainer_state_loss(folder: str | Path) -> tuple[float | None, str | None]:
     Top-level ``val_loss`` / ``loss`` (what this project's trainer writes), else the last
     ``eval_loss`` (then ``loss``) in the Hugging Face Trainer's ``log_history``.
     """
+    return trainer_state_dict_loss(read_trainer_state(folder))
+
+
+def read_trainer_state(folder: str | Path) -> object:
+    """The parsed ``trainer_state.json`` of a model folder, or ``None`` when there is none
+    or it cannot be read as JSON (a checkpoint without one is not an error)."""
     import json
 
     path = Path(folder) / "trainer_state.json"
     if not path.is_file():
-        return None, None
+        return None
     try:
-        state = json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return None, None
-    return trainer_state_dict_loss(state)
+        return None
 
 
 def trainer_state_seed(folder: str | Path) -> tuple[int | None, str | None]:
@@ -384,15 +389,7 @@ def trainer_state_seed(folder: str | Path) -> tuple[int | None, str | None]:
     :attr:`toposig.model.training.SuiteConfig.seeds`), or ``(None, None)``: no file, no
     such fields, or values of the wrong kind (a seed is a non-negative integer, a group a
     non-empty string; both or neither)."""
-    import json
-
-    path = Path(folder) / "trainer_state.json"
-    if not path.is_file():
-        return None, None
-    try:
-        state = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None, None
+    state = read_trainer_state(folder)
     if not isinstance(state, Mapping):
         return None, None
     seed, group = state.get("seed"), state.get("seed_group")
