@@ -193,6 +193,15 @@ def test_the_small_ensemble_preset_runs_and_analyses(tmp_path, wikitext_dir):
     summary = (out / "summary.md").read_text()
     assert "## Part E. Seed ensembles" in summary and "E2. The seed-to-seed spread" in summary
     assert (out / "plots" / "seed_ensemble.png").is_file()
+    # and into a notebook user's own Axes, as every report figure
+    import toposig
+    from toposig.report.style import subplots
+
+    fig, (left, right) = subplots(1, 2)
+    res = toposig.open(out)
+    assert "seed_ensemble" in res.plot.names()
+    drawn = res.plot.seed_ensemble(ax=right)
+    assert drawn.get_figure(root=True) is fig and not left.has_data()
 
 
 def test_seeds_share_their_models_style_and_one_legend_entry():
