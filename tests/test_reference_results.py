@@ -118,3 +118,23 @@ def test_statistics_are_those_of_the_committed_records(folder, n_entries):
     assert statistics["records_sha256"] == records_digest(entries)
     committed = (folder / "summary.md").read_text(encoding="utf-8")
     assert committed == summary_markdown(statistics, entries)
+
+
+MAX_TRACKED_BYTES = 5_000_000  # the project's limit for one committed file
+
+
+def test_no_committed_file_is_larger_than_the_limit():
+    """A results folder's statistics grow with its models (a 60-seed ensemble's per-model
+    controls made 15.6 MB of JSON): every tracked file stays under 5 MB."""
+    import subprocess
+
+    try:
+        listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True,
+                                check=True).stdout.decode()
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("not a git checkout")
+    sizes = {name: (ROOT / name).stat().st_size for name in listed.split("\0")
+             if name and (ROOT / name).is_file()}
+    assert sizes, "git lists no file"
+    too_big = {n: s for n, s in sizes.items() if s > MAX_TRACKED_BYTES}
+    assert not too_big, f"committed files over {MAX_TRACKED_BYTES:,} bytes: {too_big}"

@@ -190,7 +190,9 @@ def test_the_small_ensemble_preset_runs_and_analyses(tmp_path, wikitext_dir):
     assert analyze_results.main(["--out", str(out), "--design-runs", "0"]) == 0
     stats = json.loads((out / "data" / "statistics.json").read_text())
     assert stats["ensembles"]["groups"]["enss-h8-l1"]["n_seeds"] == 5
+    assert list(stats["controlled"]["per_model"]) == ["enss-h8-l1-seed0"]  # the first seed
     summary = (out / "summary.md").read_text()
+    assert "Within-model controls (parts A to C): a seed ensemble" in summary
     assert "## Part E. Seed ensembles" in summary and "E2. The seed-to-seed spread" in summary
     assert (out / "plots" / "seed_ensemble.png").is_file()
     # and into a notebook user's own Axes, as every report figure
@@ -242,3 +244,40 @@ def test_the_readme_ensemble_commands_name_real_presets_and_options():
         suite = T.with_seeds(T.load_suite_config(args.preset), args.seeds)
         seeds.append((suite.name, suite.seeds))
     assert seeds == [("ensemble", 20), ("tiny-seeds5", 5)]
+
+
+def test_within_model_controls_run_on_the_first_seed_of_each_group_unless_asked():
+    """An ensemble's seeds repeat one within-model test on exchangeable runs: by default
+    the controls (parts A to C) run on the lowest seed of each group and every model that
+    is no seed run; ``seed_controls="all"`` runs them on every seed. The test across
+    seeds uses every seed either way."""
+    from toposig.analysis.ensembles import first_seeds
+    from toposig.analysis.statistics import compute_statistics
+
+    records, _ = simulated_ensemble(n_seeds=3)
+    plain = [{**entry("solo", None, None, s, 4.0 - s / 50, {"rankme": 1.0 + s / 7}),
+              "num_parameters": 50} for s in (0, 10, 20, 30)]
+    for r in plain:
+        del r["seed"], r["seed_group"]
+    # the lowest seed, whichever order the records come in
+    shuffled = plain + [r for r in records if r["model_label"] != "s-seed0"] + \
+        [r for r in records if r["model_label"] == "s-seed0"]
+    for r in shuffled:
+        if r.get("seed_group") == "l":
+            r["seed"] = {"l-seed0": 9, "l-seed1": 5, "l-seed2": 7}[r["model_label"]]
+    kept = first_seeds(shuffled)
+    assert {r["model_label"] for r in kept} == {"solo", "s-seed0", "l-seed1"}
+    assert kept == [r for r in shuffled if r["model_label"] in {"solo", "s-seed0", "l-seed1"}]
+    assert first_seeds(plain) == plain
+
+    first = compute_statistics(shuffled, "loss", n_bootstrap=50, n_surrogates=20,
+                               design_runs=0)
+    every = compute_statistics(shuffled, "loss", n_bootstrap=50, n_surrogates=20,
+                               design_runs=0, seed_controls="all")
+    assert set(first.sections["controlled"]["per_model"]) == {"solo", "s-seed0", "l-seed1"}
+    assert len(every.sections["controlled"]["per_model"]) == 7
+    assert "controlled_seeds" in first.sections["notes"]
+    assert "controlled_seeds" not in every.sections["notes"]
+    assert first.sections["ensembles"] == every.sections["ensembles"]
+    with pytest.raises(ValueError, match="seed_controls"):
+        compute_statistics(shuffled, "loss", design_runs=0, seed_controls="some")

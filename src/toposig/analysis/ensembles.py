@@ -250,6 +250,28 @@ def seed_runs(records: Sequence) -> dict[str, list[SeedRun]]:
     return dict(sorted(groups.items(), key=lambda kv: (kv[1][0].num_parameters or 0, kv[0])))
 
 
+SEED_CONTROLS = ("first", "all")
+
+
+def first_seeds(records: Sequence) -> list:
+    """``records`` without the seeds of an ensemble but its first: every record of a model
+    that is no seed run, and of each seed group (``seed_group``) those of its run with the
+    lowest ``seed`` (ties broken by label), in their order.
+
+    The within-model controls run on these in a seed ensemble: each seed of a size is the
+    same test of an exchangeable run, so twenty of them repeat one question twenty times
+    (and cost twenty times the time and space), while the test across seeds
+    (:func:`ensemble_analysis`) is the one the ensemble is for."""
+    first: dict[str, tuple[int, str]] = {}
+    for r in records:
+        if r.get("seed_group") is not None and r.get("seed") is not None:
+            key = (int(r["seed"]), str(r["model_label"]))
+            first[r["seed_group"]] = min(first.get(r["seed_group"], key), key)
+    kept = {label for _, label in first.values()}
+    return [r for r in records
+            if r.get("seed_group") is None or r.get("model_label") in kept]
+
+
 def _is_finite(v: object) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from toposig.analysis import controls, phases, prediction, scaling, stats
-from toposig.analysis.ensembles import ensemble_analysis
+from toposig.analysis.ensembles import SEED_CONTROLS, ensemble_analysis, first_seeds
 from toposig.features import homology
 from toposig.records import ModelSummary, Record, Statistics, json_tree
 
@@ -396,7 +396,8 @@ def compute_statistics(records: Sequence[Mapping], target: str = "auto", seed: i
                        n_bootstrap: int = controls.N_BOOTSTRAP,
                        n_surrogates: int = controls.N_SURROGATES, *,
                        arrays: ArraysOf | None = None,
-                       design_runs: int = controls.DESIGN_RUNS) -> Statistics:
+                       design_runs: int = controls.DESIGN_RUNS,
+                       seed_controls: str = "first") -> Statistics:
     """The statistics of ``records`` (the aggregate entries of the finished checkpoints):
     the content of ``data/statistics.json``, unrounded, as :class:`toposig.records.Statistics`.
 
@@ -415,10 +416,14 @@ def compute_statistics(records: Sequence[Mapping], target: str = "auto", seed: i
             test's own design, for its calibration status and power
             (:mod:`toposig.analysis.inference`; half as many runs per coupling); 0 skips
             the simulations (the design rule still applies).
+        seed_controls: in a seed ensemble, which seeds the within-model controls
+            (``controlled``) run on: ``"first"`` (the default), the first seed of each
+            group and every model that is no seed run
+            (:func:`toposig.analysis.ensembles.first_seeds`); ``"all"``, every run.
 
     Raises:
         ValueError: an explicit ``target`` that no record has; or ``arrays`` is ``None``
-            and a record has an ``arrays_file``.
+            and a record has an ``arrays_file``; or ``seed_controls`` is neither.
         TypeError: ``records`` is a path (the folder is read by
             :func:`toposig.run.results_folder.load_entries`, not here).
     """
@@ -426,8 +431,12 @@ def compute_statistics(records: Sequence[Mapping], target: str = "auto", seed: i
         raise TypeError("compute_statistics takes the records, not a results folder: "
                         "read them with toposig.run.results_folder.load_entries and pass "
                         "arrays=toposig.run.results_folder.arrays_reader(folder)")
+    if seed_controls not in SEED_CONTROLS:
+        raise ValueError(f"seed_controls must be one of {', '.join(SEED_CONTROLS)}, "
+                         f"got {seed_controls!r}")
     arrays = arrays if arrays is not None else _no_arrays
     target = choose_target(records, target)
+    controlled_records = records if seed_controls == "all" else first_seeds(records)
     families = feature_families(records)
     better = "higher" if higher_is_better(records, target) else "lower"
     has_embedding = any(r.get("arrays_file") for r in records)
@@ -446,7 +455,7 @@ def compute_statistics(records: Sequence[Mapping], target: str = "auto", seed: i
             for t in TARGETS if t != target and any(r.get(t) is not None for r in records)
         },
         "controlled": controls.controlled_correlations(
-            records, feature_targets(records, stats.feature_names(records), target),
+            controlled_records, feature_targets(records, stats.feature_names(records), target),
             n_resamples=n_bootstrap, seed=seed, n_surrogates=n_surrogates,
             design_runs=design_runs),
         "phases": phase_analysis(records),
@@ -476,6 +485,12 @@ def compute_statistics(records: Sequence[Mapping], target: str = "auto", seed: i
                           "first-difference and beyond-baseline correlations treat "
                           "checkpoints as independent and are descriptions, not tests. The "
                           "target of each feature is in 'targets'",
+            **({"controlled_seeds": "a seed ensemble: the within-model controls ran on "
+                                    "the first seed of each group (and every model that "
+                                    "is no seed run); the test across seeds is in "
+                                    "'ensembles' (toposig analyze --seed-controls all "
+                                    "runs them on every seed)"}
+               if len(controlled_records) < len(records) else {}),
             "target": "correlations are with this quality measure; perplexity is measured "
                       "on the analysed texts, loss is what the checkpoint stored (its "
                       "loss_key says which: val_loss, loss, ...)",

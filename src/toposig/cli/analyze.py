@@ -27,6 +27,7 @@ import sys
 from pathlib import Path
 
 from toposig.analysis.controls import DESIGN_RUNS
+from toposig.analysis.ensembles import SEED_CONTROLS
 from toposig.analysis.statistics import summary_lines
 from toposig.cli.options import check_seed, help_text, setup_logging
 from toposig.files.locks import FolderLockedError, exclusive
@@ -64,6 +65,11 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
                    help="simulated null runs of each detrended and partial-difference test's "
                         "own design, for its calibration and power (half as many per "
                         "coupling); 0 skips them (default: %(default)s)")
+    p.add_argument("--seed-controls", choices=SEED_CONTROLS, default="first",
+                   help="in a seed ensemble (--seeds N), the seeds the within-model controls "
+                        "(summary parts A to C) run on: the first of each model, or all "
+                        "(the test across seeds, part E, always uses every seed) "
+                        "(default: %(default)s)")
     p.add_argument("--formats", default="png", metavar="LIST",
                    help="figure formats, comma-separated: png, pdf, svg (vector files keep "
                         "their text as text) (default: %(default)s)")
@@ -121,7 +127,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
             rebuild_if_stale(results)  # aggregates a killed run left behind
             statistics, figures = analyse(results, plots=not args.no_plots,
                                           target=args.target, seed=args.seed, output=output,
-                                          design_runs=args.design_runs)
+                                          design_runs=args.design_runs,
+                                          seed_controls=args.seed_controls)
             exported = [export_table(load_results(results), table) for table in tables]
     except (ResultsMissingError, ValueError, FolderLockedError, ImportError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -1117,6 +1117,8 @@ def _header(statistics: dict, records: list[dict]) -> list[str]:
             lines.append(f"Pooled over models: {controlled['pooled_method']}.")
         if controlled.get("design_method"):
             lines.append(f"Calibration and power: {controlled['design_method']} (C4).")
+    if seeds_note := _mapping(statistics.get("notes")).get("controlled_seeds"):
+        lines.append(f"Within-model controls (parts A to C): {seeds_note}.")
     lines.append("Not reproduced: the seeds' software-version and hyperparameter tables "
                  "(see `data/config.json`).")
     return lines
