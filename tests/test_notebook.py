@@ -76,9 +76,10 @@ def test_every_report_figure_draws_into_an_axes_of_the_users_figure(results):
     from matplotlib.figure import Figure as MplFigure
 
     names = results.plot.names()
-    # the reference folder has data for every figure but the seed ensemble's (it is not
-    # one; tests/test_seed_ensembles.py draws that one into a user's Axes)
-    assert names == [n for n in ALL_FIGURES if n != "seed_ensemble"]
+    # the reference folder has data for every figure but the seed ensemble's and the
+    # positive control's (it is neither; tests/test_seed_ensembles.py and
+    # tests/test_positive_controls.py draw those into a user's Axes)
+    assert names == [n for n in ALL_FIGURES if n not in ("seed_ensemble", "positive_control")]
     for name in names:
         user = MplFigure(figsize=(12, 5))
         left, right = user.subplots(1, 2)
@@ -320,7 +321,8 @@ def test_the_pages_open_example_runs(in_a_copy_of_the_quick_start, capsys):
     exec(compile(snippet("open-example"), "docs/notebook.md open", "exec"), {})
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("Results('results': 54 checkpoints of 3 model(s)")
-    assert out[-1] == str([n for n in ALL_FIGURES if n != "seed_ensemble"])
+    assert out[-1] == str([n for n in ALL_FIGURES
+                           if n not in ("seed_ensemble", "positive_control")])
     assert (in_a_copy_of_the_quick_start / "summary.png").stat().st_size > 50_000
 
 

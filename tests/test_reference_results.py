@@ -79,11 +79,12 @@ def test_the_aggregates_hold_every_record_of_the_study_and_nothing_else():
 
 # the figures each reference folder's analysis does not draw, and why
 NOT_DRAWN = {
-    RESULTS: {"seed_ensemble"},  # not an ensemble
-    RESULTS / "seed004": {"seed_ensemble"},
+    RESULTS: {"seed_ensemble", "positive_control"},  # not an ensemble, no ground truth
+    RESULTS / "seed004": {"seed_ensemble", "positive_control"},
     # an ensemble of the two default families, analysed layer only: no layer heatmap, no
     # loss probes
-    RESULTS / "ensemble": {"layer_heatmaps", "loss_landscapes", "loss_probe_evolution"},
+    RESULTS / "ensemble": {"layer_heatmaps", "loss_landscapes", "loss_probe_evolution",
+                           "positive_control"},
 }
 
 

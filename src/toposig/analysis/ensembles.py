@@ -250,7 +250,7 @@ def seed_runs(records: Sequence) -> dict[str, list[SeedRun]]:
     return dict(sorted(groups.items(), key=lambda kv: (kv[1][0].num_parameters or 0, kv[0])))
 
 
-SEED_CONTROLS = ("first", "all")
+SEED_CONTROLS = ("auto", "first", "all")
 
 
 def first_seeds(records: Sequence) -> list:

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import stats as sps
 
 
 def modular_targets(p: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -91,7 +92,7 @@ def halfway_step(steps: Sequence[int], values: Sequence[float | None]) -> int | 
 def change_point(steps: Sequence[int], values: Sequence[float | None]) -> int | None:
     """The checkpoint step that ends the largest change of ``values`` between consecutive
     checkpoints, per step of training: where a feature moves fastest (``None`` with fewer
-    than two values)."""
+    than two values, or when they never change)."""
     pairs = [(s, v) for s, v in sorted(zip(steps, values, strict=True))
              if v is not None and math.isfinite(v)]
     if len(pairs) < 2:
@@ -99,6 +100,8 @@ def change_point(steps: Sequence[int], values: Sequence[float | None]) -> int | 
     s = np.array([p[0] for p in pairs], dtype=np.float64)
     v = np.array([p[1] for p in pairs], dtype=np.float64)
     rate = np.abs(np.diff(v)) / np.maximum(np.diff(s), 1.0)
+    if not rate.max() > 0:
+        return None
     return int(s[1 + int(np.argmax(rate))])
 
 
@@ -135,3 +138,121 @@ def alignment(steps: Sequence[int], values: Sequence[float | None],
         raise ValueError(f"event step {event_step} is not a checkpoint step")
     apart = abs(index[found] - index[event_step])
     return Alignment(int(event_step), found, int(event_step - found), apart, apart <= 1)
+
+
+# --- the positive-control section of the statistics ---------------------------------
+
+
+def event_steps(steps: Sequence[int], values: Sequence[float | None], event: str,
+                levels: Sequence[float] | None = None) -> dict[str, int | None]:
+    """The steps of a ground-truth signal's transition, by name: with ``levels``, the first
+    checkpoint at which a rising signal reaches each level (a falling one comes down to
+    it), keyed ``"0.5"``, ``"0.9"``, ...; without, the ``"halfway"`` step
+    (:func:`halfway_step`, the signal negated when it rises)."""
+    if event not in ("rise", "fall"):
+        raise ValueError(f"event must be 'rise' or 'fall', got {event!r}")
+    sign = 1.0 if event == "rise" else -1.0
+    signed = [None if v is None else sign * v for v in values]
+    if levels:
+        return {f"{level:g}": crossing_step(steps, signed, sign * level) for level in levels}
+    return {"halfway": halfway_step(steps, [None if v is None else -v for v in signed])}
+
+
+def chance_hit_rate(steps: Sequence[int], event_step: int) -> float:
+    """The hit rate of a change-point placed at random: the share of the possible
+    change-points (every checkpoint but the first) within one checkpoint of the event."""
+    ordered = sorted(steps)
+    i = ordered.index(event_step)
+    near = [j for j in (i - 1, i, i + 1) if 1 <= j < len(ordered)]
+    return len(near) / max(len(ordered) - 1, 1)
+
+
+def hit_p_value(hits: int, runs: int, chance: float | None) -> float | None:
+    """One-sided binomial p-value of ``hits`` or more in ``runs`` at the ``chance`` rate:
+    how surprising the hits are for a change-point placed at random (``None`` without
+    runs)."""
+    if not runs or chance is None:
+        return None
+    return float(sps.binomtest(int(hits), int(runs), min(max(chance, 0.0), 1.0),
+                               alternative="greater").pvalue)
+
+
+def _median(values: Sequence[float]) -> float | None:
+    return float(np.median(values)) if values else None
+
+
+def positive_control_analysis(records: Sequence, features: Sequence[str]) -> dict:
+    """Where each feature's change-point lies against the ground truth, over the runs.
+
+    Args:
+        records: aggregate entries; those with a ``ground_truth``
+            (:data:`toposig.records.GROUND_TRUTH`) are used, by model, sorted by step.
+        features: the feature names to place (the loss stored with each checkpoint is
+            placed too, as ``loss``).
+
+    Returns:
+        ``{}`` when no record has a ground truth; else ``signal``, ``event``, ``levels``,
+        ``events`` (the event names, :func:`event_steps`), ``runs`` (label -> its
+        ``seed``, ``seed_group``, ``steps``, ``signal`` values and ``event_steps``) and
+        ``alignment`` (feature -> event -> ``leads`` per run in steps, positive when the
+        feature moves first, ``None`` where undefined; ``apart`` in checkpoints;
+        ``hits``; ``hit_rate`` and ``chance`` (the mean of :func:`chance_hit_rate`) over
+        the runs where both are defined, and ``hit_p`` (:func:`hit_p_value`);
+        ``median_lead`` and ``median_apart``; ``n_runs``).
+    """
+    runs: dict[str, list] = {}
+    for r in records:
+        if r.get("status", "ok") == "ok" and r.get("ground_truth") and r.get("step") is not None:
+            runs.setdefault(r["model_label"], []).append(r)
+    if not runs:
+        return {}
+    first = next(iter(runs.values()))[0]["ground_truth"]
+    signal, event, levels = first["signal"], first["event"], first.get("levels")
+    out_runs: dict[str, dict] = {}
+    for label, recs in runs.items():
+        recs.sort(key=lambda r: r["step"])
+        steps = [int(r["step"]) for r in recs]
+        values = [r["ground_truth"]["value"] for r in recs]
+        out_runs[label] = {"seed": recs[0].get("seed"), "seed_group": recs[0].get("seed_group"),
+                           "steps": steps, "signal": values,
+                           "event_steps": event_steps(steps, values, event, levels)}
+    events = list(next(iter(out_runs.values()))["event_steps"])
+    alignment: dict[str, dict] = {}
+    for feature in ["loss", *features]:
+        per_event = {}
+        for name in events:
+            leads, apart, hits, chance = [], [], [], []
+            for label, recs in runs.items():
+                info = out_runs[label]
+                series = [r.get("loss") if feature == "loss"
+                          else (r.get("features") or {}).get(feature) for r in recs]
+                series = [v if isinstance(v, (int, float)) and math.isfinite(v) else None
+                          for v in series]
+                found = alignment_or_none(info["steps"], series, info["event_steps"][name])
+                leads.append(None if found is None else found.lead)
+                apart.append(None if found is None else found.checkpoints_apart)
+                hits.append(None if found is None else found.hit)
+                if found is not None:
+                    chance.append(chance_hit_rate(info["steps"], found.event_step))
+            defined = [h for h in hits if h is not None]
+            rate = float(np.mean(chance)) if chance else None
+            per_event[name] = {
+                "leads": leads, "apart": apart, "hits": hits, "n_runs": len(defined),
+                "hit_rate": float(np.mean(defined)) if defined else None,
+                "chance": rate,
+                "hit_p": hit_p_value(sum(defined), len(defined), rate),
+                "median_lead": _median([v for v in leads if v is not None]),
+                "median_apart": _median([v for v in apart if v is not None]),
+            }
+        if any(e["n_runs"] for e in per_event.values()):
+            alignment[feature] = per_event
+    return {"signal": signal, "event": event, "levels": list(levels) if levels else None,
+            "events": events, "runs": out_runs, "alignment": alignment}
+
+
+def alignment_or_none(steps: Sequence[int], values: Sequence[float | None],
+                      event_step: int | None) -> Alignment | None:
+    """:func:`alignment`, ``None`` also where the event step is not one of ``steps``."""
+    if event_step is None or event_step not in steps:
+        return None
+    return alignment(steps, values, event_step)

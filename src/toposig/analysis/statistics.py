@@ -25,8 +25,9 @@ import numpy as np
 
 from toposig.analysis import controls, phases, prediction, scaling, stats
 from toposig.analysis.ensembles import SEED_CONTROLS, ensemble_analysis, first_seeds
+from toposig.analysis.ground_truth import positive_control_analysis
 from toposig.features import homology
-from toposig.records import ModelSummary, Record, Statistics, json_tree
+from toposig.records import GROUND_TRUTH, ModelSummary, Record, Statistics, json_tree
 
 logger = logging.getLogger(__name__)
 
@@ -397,7 +398,7 @@ def compute_statistics(records: Sequence[Mapping], target: str = "auto", seed: i
                        n_surrogates: int = controls.N_SURROGATES, *,
                        arrays: ArraysOf | None = None,
                        design_runs: int = controls.DESIGN_RUNS,
-                       seed_controls: str = "first") -> Statistics:
+                       seed_controls: str = "auto") -> Statistics:
     """The statistics of ``records`` (the aggregate entries of the finished checkpoints):
     the content of ``data/statistics.json``, unrounded, as :class:`toposig.records.Statistics`.
 
@@ -417,13 +418,15 @@ def compute_statistics(records: Sequence[Mapping], target: str = "auto", seed: i
             (:mod:`toposig.analysis.inference`; half as many runs per coupling); 0 skips
             the simulations (the design rule still applies).
         seed_controls: in a seed ensemble, which seeds the within-model controls
-            (``controlled``) run on: ``"first"`` (the default), the first seed of each
-            group and every model that is no seed run
-            (:func:`toposig.analysis.ensembles.first_seeds`); ``"all"``, every run.
+            (``controlled``) run on: ``"first"``, the first seed of each group and every
+            model that is no seed run (:func:`toposig.analysis.ensembles.first_seeds`);
+            ``"all"``, every run; ``"auto"`` (the default), every run of a positive
+            control (records with a ground truth, whose every run's transition is under
+            test) and the first seeds otherwise.
 
     Raises:
         ValueError: an explicit ``target`` that no record has; or ``arrays`` is ``None``
-            and a record has an ``arrays_file``; or ``seed_controls`` is neither.
+            and a record has an ``arrays_file``; or ``seed_controls`` is none of those.
         TypeError: ``records`` is a path (the folder is read by
             :func:`toposig.run.results_folder.load_entries`, not here).
     """
@@ -436,12 +439,15 @@ def compute_statistics(records: Sequence[Mapping], target: str = "auto", seed: i
                          f"got {seed_controls!r}")
     arrays = arrays if arrays is not None else _no_arrays
     target = choose_target(records, target)
+    if seed_controls == "auto":
+        seed_controls = "all" if any(r.get(GROUND_TRUTH) for r in records) else "first"
     controlled_records = records if seed_controls == "all" else first_seeds(records)
     families = feature_families(records)
     better = "higher" if higher_is_better(records, target) else "lower"
     has_embedding = any(r.get("arrays_file") for r in records)
     ensembles = ensemble_analysis(records, stats.feature_names(records),
                                   controls.baselines_of, n_bootstrap=n_bootstrap, seed=seed)
+    positive = positive_control_analysis(records, stats.feature_names(records))
     return Statistics.from_json(json_tree({
         "records_sha256": records_digest(records),
         "settings_hash": sorted({r.get("settings_hash") for r in records} - {None}),
@@ -466,6 +472,7 @@ def compute_statistics(records: Sequence[Mapping], target: str = "auto", seed: i
         "wasserstein": wasserstein_series(records, arrays) if has_embedding else {},
         "weight_wasserstein": weight_wasserstein_series(records, arrays),
         **({"ensembles": ensembles} if ensembles else {}),  # only a study with seeds
+        **({"positive_controls": positive} if positive else {}),  # a stated ground truth
         "notes": {
             "controlled": "per feature x model: Spearman with a 95% interval from "
                           "phase-randomised surrogates (respects autocorrelation), "

@@ -7,10 +7,11 @@ from surrogates, Holm-adjusted p, partial correlations, first differences, the d
 and partial-difference tests with each one's calibration and power on its own design,
 pooled over models by a meta-analysis), training phases,
 scaling and prediction; Wasserstein distances between consecutive checkpoints' diagrams.
-Up to 21 figures, those the records have data for: 7 of embedding space, 4 of weight
-space (the correlation heatmap among them), 8 of the analysis and 2 of the loss
-landscape and gradients; a figure an earlier analysis drew that no longer applies is
-removed. The same records give the same files, byte for byte.
+Up to 23 figures, those the records have data for: 7 of embedding space, 4 of weight
+space (the correlation heatmap among them), 8 of the analysis, 2 of the loss landscape
+and gradients, one of a seed ensemble and one of a positive control; a figure an earlier
+analysis drew that no longer applies is removed. The same records give the same files,
+byte for byte.
 
 Before it reads anything the analysis checks that it can write its files (a read-only
 folder, a folder where an --export table belongs, are refused at once), and, holding the
@@ -65,11 +66,12 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
                    help="simulated null runs of each detrended and partial-difference test's "
                         "own design, for its calibration and power (half as many per "
                         "coupling); 0 skips them (default: %(default)s)")
-    p.add_argument("--seed-controls", choices=SEED_CONTROLS, default="first",
+    p.add_argument("--seed-controls", choices=SEED_CONTROLS, default="auto",
                    help="in a seed ensemble (--seeds N), the seeds the within-model controls "
-                        "(summary parts A to C) run on: the first of each model, or all "
-                        "(the test across seeds, part E, always uses every seed) "
-                        "(default: %(default)s)")
+                        "(summary parts A to C) run on: the first of each model, or all; "
+                        "auto: all for a positive control (checkpoints with a ground truth, "
+                        "e.g. --preset grokking), else the first (the test across seeds, "
+                        "part E, always uses every seed) (default: %(default)s)")
     p.add_argument("--formats", default="png", metavar="LIST",
                    help="figure formats, comma-separated: png, pdf, svg (vector files keep "
                         "their text as text) (default: %(default)s)")

@@ -53,14 +53,10 @@ from toposig.cli.options import (
     weight_settings_from_args,
 )
 from toposig.files.locks import exclusive
+from toposig.model.modular_addition import ModularConfig, write_inputs
 from toposig.model.placement import Placement
-from toposig.model.training import (
-    load_suite_config,
-    preset_names,
-    suite_runs,
-    train_suite,
-    with_seeds,
-)
+from toposig.model.presets import load_preset, run_names, train_preset
+from toposig.model.training import preset_names, with_seeds
 from toposig.records import DEFAULT_FAMILIES, PROBE_FAMILIES, Family
 from toposig.run.pipeline import execute, summary_lines
 from toposig.run.plan import family_hashes, plan_run, settings_views
@@ -188,6 +184,13 @@ def _main(args: argparse.Namespace, argv: list[str], prog: str | None) -> int:
     """:func:`main` once the options are parsed."""
     lock = ExitStack()
     try:
+        preset = with_seeds(load_preset(args.preset), args.seeds) if args.preset else None
+        if isinstance(preset, ModularConfig):  # a task: measured on its own inputs
+            if args.texts is not None:
+                raise ValueError(f"--preset {args.preset} measures the task's own inputs "
+                                 "(inputs.txt of its suite folder); leave out --texts")
+            args.texts = str(write_inputs(preset, Path(args.suite_dir) / preset.name))
+            args.n_texts = preset.n_texts
         settings = settings_from_args(args)
         weight_settings = weight_settings_from_args(args)
         landscape_settings = landscape_settings_from_args(args)
@@ -203,8 +206,8 @@ def _main(args: argparse.Namespace, argv: list[str], prog: str | None) -> int:
             if args.models:
                 raise ValueError("--preset trains and analyses its own models; "
                                  "leave out --models")
-            suite = with_seeds(load_suite_config(args.preset), args.seeds)
-            run_names = [r.spec.name for r in suite_runs(suite)]  # every seed of every model
+            suite = preset
+            names = run_names(suite)  # every seed of every model
             families = set(signatures or DEFAULT_FAMILIES)
             texts = probe = []
             if Family.EMBEDDING in families:  # before training: the texts and the study check
@@ -219,15 +222,15 @@ def _main(args: argparse.Namespace, argv: list[str], prog: str | None) -> int:
                                                   dtype, extend=args.extend)
             check_run_fits(
                 args.out,
-                {n: str(Path(args.suite_dir) / suite.name / n) for n in run_names},
+                {n: str(Path(args.suite_dir) / suite.name / n) for n in names},
                 family_hashes(families, settings, weight_settings, landscape_settings,
                               gradient_settings, texts, probe, dtype),
                 settings_views(settings, weight_settings, landscape_settings,
                                gradient_settings, dtype, texts),
-                extend=args.extend, sources={n: "local" for n in run_names},
+                extend=args.extend, sources={n: "local" for n in names},
                 replaces={Family.EMBEDDING: replaced} if replaced else None)
-            suite_dir, _ = train_suite(suite, args.suite_dir, progress=not args.no_progress)
-            models = [str(suite_dir / n) for n in run_names]
+            suite_dir = train_preset(suite, args.suite_dir, progress=not args.no_progress)
+            models = [str(suite_dir / n) for n in names]
         plan = plan_run(models, selection_from_args(args), settings, weight_settings, signatures,
                         remote_gpus=remote_gpus,
                         landscape_settings=landscape_settings,

@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import torch
@@ -267,7 +268,23 @@ def load_suite_config(name_or_path: str) -> SuiteConfig:
     JSON file of one.
 
     Raises:
-        TrainingConfigError: unknown preset, unreadable file, or bad settings.
+        TrainingConfigError: unknown preset, unreadable file, or bad settings (a task
+            preset, such as ``grokking``, is read by
+            :func:`toposig.model.presets.load_preset`).
+    """
+    data = read_preset(name_or_path)
+    if "task" in data:
+        raise TrainingConfigError(f"--preset {name_or_path!r} is a {data['task']} task, not "
+                                  "a suite of language models (toposig.model.presets.load_preset "
+                                  "reads both)")
+    return SuiteConfig.from_dict(data)
+
+
+def read_preset(name_or_path: str) -> dict:
+    """The JSON object of a preset by name or path (:func:`load_suite_config`).
+
+    Raises:
+        TrainingConfigError: unknown preset, or a file that is no JSON object.
     """
     # a shipped preset's name always means the preset, whatever files the folder holds
     shipped = name_or_path in preset_names()
@@ -287,10 +304,13 @@ def load_suite_config(name_or_path: str) -> SuiteConfig:
     if not isinstance(data, dict):
         raise TrainingConfigError(f"--preset {str(path)!r} holds a JSON {type(data).__name__}, "
                                   "not an object of suite settings (see src/toposig/presets/)")
-    return SuiteConfig.from_dict(data)
+    return data
 
 
-def with_seeds(c: SuiteConfig, seeds: int | None) -> SuiteConfig:
+_Seeded = TypeVar("_Seeded")  # a SuiteConfig, or a task's config (it has name and seeds)
+
+
+def with_seeds(c: _Seeded, seeds: int | None) -> _Seeded:
     """The suite with ``seeds`` seeds of every model (``--seeds``): ``c`` itself when
     ``seeds`` is ``None`` or the suite's own number; otherwise renamed ``<name>-seeds<N>``,
     so that it trains into its own folder beside the preset's.

@@ -10,6 +10,7 @@ Typed here: which records and settings they come from, the target, the per-model
 (:class:`Correlations` of :class:`Correlation`). The other sections (``controlled``,
 ``phases``, ``stability``, ``scaling``, ``prediction``, ``prediction_by_feature``,
 ``wasserstein``, ``weight_wasserstein``, ``ensembles`` (a study with seed ensembles only),
+``positive_controls`` (a study whose checkpoints state a ground truth only),
 ``notes``) are read-only mappings of their JSON,
 checked to be objects; ``notes`` says what each holds. Like a :class:`Record`, the
 statistics are also the read-only mapping of their JSON
@@ -33,7 +34,7 @@ __all__ = ["StatisticsError", "Correlation", "Correlations", "ModelSummary", "St
 
 SECTIONS = ("controlled", "phases", "stability", "scaling", "prediction",
             "prediction_by_feature", "wasserstein", "weight_wasserstein", "ensembles",
-            "notes")
+            "positive_controls", "notes")
 """The sections kept as mappings of their JSON (each must be an object)."""
 
 _FAMILY_NAMES = frozenset(f.value for f in FeatureFamily)

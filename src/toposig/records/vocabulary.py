@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -130,6 +131,20 @@ IDENTITY = ("model", "model_label", "step", "source", "location", "revision",
 # Written after the identity, only for a member of a seed ensemble: its seed (a
 # non-negative integer) and the model it is a seed of (a non-empty string).
 SEED_FIELDS = ("seed", "seed_group")
+# Written after those, only for a checkpoint whose trainer_state.json states a ground
+# truth (the positive controls, toposig.model.tasks): ``{"signal": name, "value": number,
+# "event": "rise" | "fall"[, "levels": [numbers]]}``, a quantity measured without any
+# topology whose change marks a known transition (held-out accuracy on modular addition,
+# the in-context score of induction heads). The aggregate entry also carries the value
+# as its own field ``<signal>`` and declares it the quality measure (``quality``).
+GROUND_TRUTH = "ground_truth"
+GROUND_TRUTH_EVENTS = ("rise", "fall")
+_SIGNAL_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
+# Top-level names a ground-truth signal may not take (fields a record already has).
+_RESERVED = {"schema_version", "status", "family", "families", "features", "layers",
+             "matrices", "weights", "landscape", "gradients", "quality", "settings",
+             "settings_hash", "arrays_file", "timings_s", "finished_at", "loss_key",
+             "checkpoint_loss_key", "imported", GROUND_TRUTH}
 
 
 
@@ -151,7 +166,7 @@ def record_header(family: Family, identity: Mapping[str, object], status: str = 
     if not (family == Family.EMBEDDING and status == "ok"):
         header["family"] = Family(family).value
     return header | {k: identity[k] for k in IDENTITY} \
-        | {k: identity[k] for k in SEED_FIELDS if identity.get(k) is not None}
+        | {k: identity[k] for k in (*SEED_FIELDS, GROUND_TRUTH) if identity.get(k) is not None}
 
 
 def record_family(record: Mapping) -> Family:
@@ -290,6 +305,8 @@ def record_problem(record: object, *, family: Family | None = None, label: str |
         return problem
     if problem := seed_problem(record):
         return problem
+    if problem := ground_truth_problem(record.get(GROUND_TRUTH)):
+        return problem
     if status == "ok":
         features = record.get("features")
         if not isinstance(features, dict) or not all(
@@ -313,6 +330,35 @@ def seed_problem(record: Mapping) -> str | None:
         return f"has seed {seed!r}, not a non-negative integer"
     if not (isinstance(group, str) and group):
         return f"has seed_group {group!r}, not the name of the model it is a seed of"
+    return None
+
+
+def ground_truth_problem(truth: object) -> str | None:
+    """What is wrong with a record's :data:`GROUND_TRUTH`, or ``None``: absent, or a
+    mapping of a signal name (lower-case, not a field records already have), a finite
+    value, an event (``rise`` or ``fall``) and optionally its levels (finite numbers)."""
+    if truth is None:
+        return None
+    if not isinstance(truth, Mapping):
+        return f"has ground_truth {truth!r}, not an object"
+    extra = sorted(set(truth) - {"signal", "value", "event", "levels"})
+    if extra:
+        return f"has ground_truth fields {extra} beside signal, value, event, levels"
+    signal = truth.get("signal")
+    if not (isinstance(signal, str) and _SIGNAL_NAME.fullmatch(signal)) \
+            or signal in _RESERVED or signal in NUMERIC_FIELDS or signal in IDENTITY \
+            or signal in SEED_FIELDS:
+        return (f"has a ground-truth signal named {signal!r}: a lower-case name of "
+                "letters, digits and _ that no record field has")
+    value = truth.get("value")
+    if not (is_number(value) and math.isfinite(value)):
+        return f"has ground-truth value {value!r}, not a finite number"
+    if truth.get("event") not in GROUND_TRUTH_EVENTS:
+        return f"has ground-truth event {truth.get('event')!r}, not 'rise' or 'fall'"
+    levels = truth.get("levels")
+    if levels is not None and not (isinstance(levels, list) and levels and all(
+            is_number(v) and math.isfinite(v) for v in levels)):
+        return f"has ground-truth levels {levels!r}, not a list of finite numbers"
     return None
 
 
@@ -348,7 +394,7 @@ def merge_family_records(records: dict[str, dict]) -> dict | None:
     first = next(iter(records.values()))
     entry: dict[str, Any] = dict(emb) if emb else {
         "schema_version": SCHEMA_VERSION, "status": "ok", **{k: first.get(k) for k in IDENTITY},
-        **{k: first[k] for k in SEED_FIELDS if first.get(k) is not None}}
+        **{k: first[k] for k in (*SEED_FIELDS, GROUND_TRUTH) if first.get(k) is not None}}
     entry["families"] = [f for f in FAMILIES if f in records]
     if w:
         entry["features"] = {**entry.get("features", {}), **w["features"]}
@@ -368,4 +414,8 @@ def merge_family_records(records: dict[str, dict]) -> dict | None:
                 entry["loss"], entry["loss_key"] = rec["checkpoint_loss"], rec.get(
                     "checkpoint_loss_key")
             entry[family] = {k: rec.get(k) for k in keys}
+    if truth := entry.get(GROUND_TRUTH):  # the positive controls' signal: the quality
+        entry[truth["signal"]] = truth["value"]
+        entry.setdefault("quality", {"column": truth["signal"],
+                                     "higher_is_better": truth["event"] == "rise"})
     return entry

@@ -28,13 +28,14 @@ __all__ = ["analyse", "folder_statistics"]
 def folder_statistics(results_dir: str | Path, records: Sequence[Record],
                       target: str = "auto", seed: int = 0,
                       design_runs: int = DESIGN_RUNS,
-                      seed_controls: str = "first") -> Statistics:
+                      seed_controls: str = "auto") -> Statistics:
     """The statistics ``toposig analyze`` writes for ``records`` of ``results_dir`` (their
     arrays read from it), rounded once to ``STATISTICS_DIGITS``, before anything is written
     or drawn from them, so that the file, the summary and the figures are the same on every
     CPU (:mod:`toposig.files.atomic`). ``design_runs``: simulated null runs of each test's
     design (:mod:`toposig.analysis.inference`; 0 skips them); ``seed_controls``: which seeds
-    of an ensemble the within-model controls run on (``first`` or ``all``)."""
+    of an ensemble the within-model controls run on (``auto``, ``first`` or ``all``:
+    :func:`toposig.analysis.statistics.compute_statistics`)."""
     computed = compute_statistics(records, target, seed=seed,
                                   arrays=arrays_reader(results_dir), design_runs=design_runs,
                                   seed_controls=seed_controls)
@@ -44,13 +45,14 @@ def folder_statistics(results_dir: str | Path, records: Sequence[Record],
 def analyse(results_dir: str | Path = "results", plots: bool = True,
             target: str = "auto", seed: int = 0,
             output=None, design_runs: int = DESIGN_RUNS,
-            seed_controls: str = "first") -> tuple[Statistics, list[Path]]:
+            seed_controls: str = "auto") -> tuple[Statistics, list[Path]]:
     """Write ``data/statistics.json``, ``summary.md`` and the figures (in ``output``'s
     formats and resolution, a :class:`toposig.report.style.FigureOutput`; PNG by default).
     Returns the statistics and figure paths. ``design_runs``: simulated null runs of each
     test's own design (:mod:`toposig.analysis.inference`; 0 skips the simulations).
     ``seed_controls``: in a seed ensemble, the within-model controls run on the first seed
-    of each group (``first``) or on every seed (``all``).
+    of each group (``first``), on every seed (``all``), or (``auto``) on every seed of a
+    positive control and the first seeds otherwise.
 
     Raises:
         ResultsMissingError: no ``data/all_results.json`` with a finished checkpoint

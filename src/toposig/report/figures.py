@@ -3,7 +3,8 @@
 :data:`ALL_FIGURES` lists every figure (:class:`toposig.report.style.Figure`) in drawing
 order: the embedding figures and the weight figures with the correlation heatmap
 (``plots``), the analysis figures (``plots_analysis``), then the landscape and gradient
-figures (``plots_probes``) and, for a seed ensemble, its figure (``plots_ensembles``).
+figures (``plots_probes``), for a seed ensemble its figure (``plots_ensembles``) and for a
+positive control its figure (``plots_controls``).
 :func:`plot_all` draws those that apply to the records and
 removes the figures of these names it did not draw. :func:`plot_compared` draws one
 figure for two runs (or more): on the same axes when the figure is drawn from the records
@@ -22,6 +23,7 @@ from matplotlib.figure import Figure as MplFigure
 
 from toposig.report.plots import FIGURES, WEIGHT_FIGURES
 from toposig.report.plots_analysis import ANALYSIS_FIGURES, not_drawn_reason
+from toposig.report.plots_controls import CONTROL_FIGURES
 from toposig.report.plots_ensembles import ENSEMBLE_FIGURES
 from toposig.report.plots_probes import PROBE_FIGURES
 from toposig.report.style import (
@@ -42,7 +44,7 @@ from toposig.report.style import (
 logger = logging.getLogger(__name__)
 
 ALL_FIGURES: dict[str, Figure] = {**FIGURES, **WEIGHT_FIGURES, **ANALYSIS_FIGURES,
-                                  **PROBE_FIGURES, **ENSEMBLE_FIGURES}
+                                  **PROBE_FIGURES, **ENSEMBLE_FIGURES, **CONTROL_FIGURES}
 
 
 def figures_that_apply(records: Sequence[Mapping], statistics: Mapping,

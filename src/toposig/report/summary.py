@@ -1068,6 +1068,90 @@ ENSEMBLE_PART = ("Part E. Seed ensembles",
                   ("E2. The seed-to-seed spread as a noise floor", _seed_spread)))
 
 
+def _control_runs(statistics: dict, records: list[dict]) -> list[str]:
+    pc = _section(statistics, "positive_controls")
+    events = list(pc.get("events") or [])
+    headers = ["Run", "Seed", *(_event_heading(pc, e) for e in events),
+               f"Final {pc.get('signal')}"]
+    rows = [[_code(label), run.get("seed", DASH),
+             *(fmt_step(_mapping(run.get("event_steps")).get(e)) for e in events),
+             fmt_value((run.get("signal") or [None])[-1])]
+            for label, run in _mapping(pc.get("runs")).items()]
+    never = sum(_mapping(run.get("event_steps")).get(events[0]) is None
+                for run in _mapping(pc.get("runs")).values()) if events else 0
+    caption = (
+        f"The ground truth of each run, measured without any topology: `{pc.get('signal')}`, "
+        f"stored with every checkpoint by the task that trained it; its event is the first "
+        "checkpoint at which it "
+        + (f"{'reaches' if pc.get('event') == 'rise' else 'comes down to'} each level"
+           if pc.get("levels") else "has covered half its way from first to last value")
+        + " (— = never within the run)."
+        + (f" {never} run(s) never reach the first event, and count in no alignment."
+           if never else ""))
+    return [caption, "", *_table(headers, rows)]
+
+
+def _event_heading(pc: dict, event: str) -> str:
+    if event == "halfway":
+        return "Halfway step"
+    return f"Step reaching {fmt_value(float(event))}"
+
+
+def _control_alignment(statistics: dict, records: list[dict]) -> list[str]:
+    pc = _section(statistics, "positive_controls")
+    events = list(pc.get("events") or [])
+    if not events:
+        raise _Absent("the ground truth defines no event")
+    alignment = _mapping(pc.get("alignment"))
+    first = events[0]
+
+    def order(item):
+        e = _mapping(item[1].get(first))
+        rate = e.get("hit_rate")
+        return (-(rate if _finite(rate) else -1), abs(e.get("median_apart") or 1e9), item[0])
+
+    headers = ["Feature", "Family",
+               *(h for e in events for h in (
+                   f"{_event_heading(pc, e)}: hits (rate; chance; p)",
+                   "median lead, steps", "median checkpoints apart"))]
+    rows = []
+    for feature, per_event in sorted(alignment.items(), key=order):
+        cells = []
+        for e in events:
+            a = _mapping(per_event.get(e))
+            hits = sum(1 for h in a.get("hits") or [] if h)
+            cells += [f"{hits} of {a.get('n_runs', 0)} ({fmt_value(a.get('hit_rate'))}; "
+                      f"{fmt_value(a.get('chance'))}; {fmt_p(a.get('hit_p'))})",
+                      fmt_step(a.get("median_lead")), fmt_step(a.get("median_apart"))]
+        family = "quality (held-out loss)" if feature == "loss" else feature_family(feature)
+        rows.append([_code(feature), family, *cells])
+    better = [f for f, per in alignment.items()
+              if _finite(_mapping(per.get(first)).get("hit_p"))
+              and _mapping(per.get(first))["hit_p"] < 0.05]
+    caption = (
+        "Where each feature moves fastest (the checkpoint ending its largest change per step "
+        "of training) against the ground truth's event, run by run: a hit is a change-point "
+        "within one checkpoint of the event; lead = event step − change-point step "
+        "(positive: the feature moves first). Chance: the hit rate of a change-point placed "
+        "at random among the checkpoints; p: one-sided binomial test of the hits against "
+        "it (no correction for the number of features). `loss` is the held-out loss the "
+        "task stores, a reference that needs no topology. Sorted by the hit rate at the "
+        "first event. "
+        + (f"Hits above chance (p < 0.05) at the first event: "
+           f"{', '.join(_code(f) for f in better)}." if better
+           else "No feature's hits are above chance (p < 0.05) at the first event.")
+        + " The within-model controls of every feature against the ground-truth signal "
+        "(the quality of parts A to C here) are in C1 to C4, run on every seed.")
+    return [caption, "", *_table(headers, rows)]
+
+
+CONTROL_PART = ("Part F. Positive control",
+                "A training run whose transition step is known without topology: does the "
+                "pipeline see it, and when?",
+                (("F1. The ground truth", _control_runs),
+                 ("F2. Features against the transition", _control_alignment)))
+
+
 _PARTS: tuple[tuple[str, str, tuple[Callable[[dict, list[dict]], list[str]], ...]], ...] = (
     ("Part A. Seed report tables",
      "The tables of the seed report (embedding-space topology of Pythia checkpoints), "
@@ -1177,6 +1261,11 @@ def summary_markdown(statistics: Mapping, records: Sequence[Mapping]) -> str:
             lines += ["", f"### {next(builders)}", "", *_built(build, statistics, records)]
     if "ensembles" in statistics:  # only a study with seed ensembles has this part
         title, intro, built = ENSEMBLE_PART
+        lines += ["", f"## {title}", "", intro]
+        for heading, build in built:
+            lines += ["", f"### {heading}", "", *_built(build, statistics, records)]
+    if "positive_controls" in statistics:  # only a study whose checkpoints state one
+        title, intro, built = CONTROL_PART
         lines += ["", f"## {title}", "", intro]
         for heading, build in built:
             lines += ["", f"### {heading}", "", *_built(build, statistics, records)]

@@ -31,6 +31,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from toposig.records import ground_truth_problem
+
 logger = logging.getLogger(__name__)
 
 CHECKPOINT_SUFFIXES: tuple[str, ...] = (".safetensors", ".pt", ".pth", ".bin", ".ckpt")
@@ -397,6 +399,22 @@ def trainer_state_seed(folder: str | Path) -> tuple[int | None, str | None]:
             and isinstance(group, str) and group:
         return seed, group
     return None, None
+
+
+def trainer_state_ground_truth(folder: str | Path) -> dict | None:
+    """The ground truth a model folder's ``trainer_state.json`` states (what this project's
+    positive-control tasks write: :mod:`toposig.model.tasks`), as records keep it
+    (:data:`toposig.records.GROUND_TRUTH`), or ``None``: no file, no ``ground_truth``, or
+    one that is not sound (a warning names the folder and what is wrong)."""
+    state = read_trainer_state(folder)
+    truth = state.get("ground_truth") if isinstance(state, Mapping) else None
+    if truth is None:
+        return None
+    if problem := ground_truth_problem(truth):
+        logger.warning("%s: trainer_state.json's ground_truth is left out: it %s", folder,
+                       problem.removeprefix("has "))
+        return None
+    return dict(truth)
 
 
 def trainer_state_dict_loss(state) -> tuple[float | None, str | None]:

@@ -32,13 +32,14 @@ from typing import Any
 
 from toposig.files.content_hash import content_fingerprint
 from toposig.files.names import UnsafeNameError, series_labels
-from toposig.records import record_stem
+from toposig.records import GROUND_TRUTH, record_stem
 from toposig.sources.checkpoint_files import (
     CHECKPOINT_SUFFIXES,
     discover_files,
     is_checkpoint_file,
     step_from_name,
     stored_step,
+    trainer_state_ground_truth,
     trainer_state_seed,
 )
 from toposig.sources.revisions import (
@@ -326,7 +327,8 @@ def checkpoint_identity(ckpt: Checkpoint) -> dict:
     (:data:`toposig.records.IDENTITY`, in that order), then, for a member of a seed
     ensemble (a local folder whose ``trainer_state.json`` names them:
     :func:`toposig.sources.checkpoint_files.trainer_state_seed`), its ``seed`` and
-    ``seed_group`` (:data:`toposig.records.SEED_FIELDS`)."""
+    ``seed_group`` (:data:`toposig.records.SEED_FIELDS`), and for a positive control's
+    checkpoint its ``ground_truth`` (:data:`toposig.records.GROUND_TRUTH`)."""
     identity = {
         "model": ckpt.model,
         "model_label": ckpt.label,
@@ -340,6 +342,8 @@ def checkpoint_identity(ckpt: Checkpoint) -> dict:
         seed, group = trainer_state_seed(ckpt.location)
         if seed is not None:
             identity |= {"seed": seed, "seed_group": group}
+        if (truth := trainer_state_ground_truth(ckpt.location)) is not None:
+            identity[GROUND_TRUTH] = truth
     return identity
 
 

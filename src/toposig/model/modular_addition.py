@@ -1,0 +1,329 @@
+"""A positive control whose transition step is known: grokking on modular addition.
+
+A small transformer learns ``a + b = c (mod p)`` from a fraction of the table under
+strong weight decay (Power et al. 2022; Nanda et al. 2023). Full-batch training fits the
+training pairs early; accuracy on the held-out pairs stays low for a long stretch and then
+climbs. That climb, measured without any topology, is the ground truth: every checkpoint's
+``trainer_state.json`` states the held-out accuracy as
+``{"signal": "test_accuracy", "value": ..., "event": "rise", "levels": [0.5, 0.9]}``
+(:data:`toposig.records.GROUND_TRUTH`), which the records of its measurements carry and
+the analysis places every feature's change-point against
+(:mod:`toposig.analysis.ground_truth`).
+
+Each checkpoint is a Hugging Face GPT-NeoX folder with a word-level tokenizer (``0`` ..
+``p-1``, ``=``), so the embedding family measures the task's own inputs: the suite folder
+holds ``inputs.txt``, one ``a b =`` per line, the same pairs for every seed.
+
+Layout: ``<root>/<name>/<name>-seed<k>/step<N>/`` as :mod:`toposig.model.training` writes
+suites; a run that is not finished is retrained from its start (a few minutes at most);
+a finished one (``done.json``) is kept.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F  # noqa: N812
+
+from toposig.files.atomic import atomic_write_bytes, atomic_write_json, read_json
+from toposig.files.locks import exclusive
+from toposig.files.names import UnsafeNameError, check_name
+from toposig.model.training import (
+    DONE_FILE,
+    TrainingConfigError,
+    _remove_partial_writes,
+    save_checkpoint,
+)
+from toposig.schedule import scheduled_steps
+
+logger = logging.getLogger(__name__)
+
+TASK = "modular_addition"
+EQUALS = "="
+INPUTS_FILE = "inputs.txt"
+SIGNAL = "test_accuracy"
+LEVELS = (0.5, 0.9)  # the ground truth's steps: held-out accuracy reaching 50 % and 90 %
+TEXTS_SEED = 0  # the pairs of inputs.txt: the same for every seed of the suite
+
+
+@dataclass(frozen=True)
+class ModularConfig:
+    """A grokking suite: ``seeds`` runs of one transformer on ``a + b mod p``.
+
+    Attributes:
+        name: the suite's folder name; its runs are ``<name>-seed<k>``.
+        p: the modulus (a prime keeps every ``a`` invertible).
+        train_fraction: the share of the ``p * p`` pairs trained on (split per seed).
+        hidden, layers, heads: the GPT-NeoX shape (intermediate size 4 x hidden).
+        steps, checkpoint_every: full-batch AdamW updates, and a checkpoint every so many
+            (and at 0 and the last step).
+        lr, weight_decay, warmup: AdamW with betas (0.9, 0.98); a linear warm-up over
+            ``warmup`` updates, then a constant rate.
+        seed, seeds: run ``k`` uses seed ``seed + k`` for its initialisation and its split.
+        n_texts: the pairs written to ``inputs.txt`` for the embedding family.
+    """
+
+    name: str
+    p: int = 59
+    train_fraction: float = 0.3
+    hidden: int = 64
+    layers: int = 1
+    heads: int = 4
+    steps: int = 3000
+    checkpoint_every: int = 100
+    lr: float = 3e-3
+    weight_decay: float = 2.0
+    warmup: int = 10
+    seed: int = 0
+    seeds: int = 5
+    n_texts: int = 200
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+    def to_dict(self) -> dict:
+        return {"task": TASK, **asdict(self)}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> ModularConfig:
+        known = {f.name for f in fields(cls)} | {"task"}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise TrainingConfigError(f"unknown {TASK} settings {unknown}; allowed: "
+                                      f"{sorted(known)}")
+        if d.get("task", TASK) != TASK:
+            raise TrainingConfigError(f"task {d.get('task')!r} is not {TASK!r}")
+        return cls(**{k: v for k, v in d.items() if k != "task"})
+
+    def run_names(self) -> list[str]:
+        return [f"{self.name}-seed{k}" for k in range(self.seeds)]
+
+
+def validate(c: ModularConfig) -> None:
+    """Raise :class:`TrainingConfigError` naming the first bad value."""
+    def need(ok: bool, msg: str) -> None:
+        if not ok:
+            raise TrainingConfigError(f"{TASK} suite {c.name!r}: {msg}")
+
+    for f in fields(c):
+        value = getattr(c, f.name)
+        kind = {"int": int, "float": (int, float), "str": str}[str(f.type)]
+        need(isinstance(value, kind) and not isinstance(value, bool)
+             and (not isinstance(value, float) or math.isfinite(value)),
+             f"{f.name} must be {'a string' if kind is str else 'a number'}, got {value!r}")
+    try:
+        check_name(c.name, "suite name")
+        for name in c.run_names():
+            check_name(name, "model name")
+    except UnsafeNameError as exc:
+        raise TrainingConfigError(str(exc)) from exc
+    # p + 1 tokens: the measurement refuses tokenizers of fewer than 16 (an empty one)
+    need(c.p >= 17 and all(c.p % d for d in range(2, int(c.p ** 0.5) + 1)),
+         f"p must be a prime of at least 17, got {c.p}")
+    need(0 < c.train_fraction < 1, f"train_fraction must be in (0, 1), got {c.train_fraction}")
+    n_train = int(c.train_fraction * c.p * c.p)
+    need(1 <= n_train < c.p * c.p, f"train_fraction {c.train_fraction} leaves no pair "
+                                   "on one side of the split")
+    need(c.hidden > 0 and c.layers > 0 and c.heads > 0 and c.hidden % c.heads == 0
+         and (c.hidden // c.heads) % 2 == 0,
+         "hidden, layers, heads must be positive, heads must divide hidden into an even "
+         "head size")
+    need(c.steps >= 1 and c.checkpoint_every >= 1, "steps and checkpoint_every must be >= 1")
+    need(c.lr > 0 and c.weight_decay >= 0 and 0 <= c.warmup <= c.steps,
+         "need lr > 0, weight_decay >= 0, 0 <= warmup <= steps")
+    need(c.seeds >= 1 and c.seed >= 0, "need seeds >= 1 and seed >= 0")
+    need(1 <= c.n_texts <= c.p * c.p, f"n_texts must be within 1..{c.p * c.p}")
+
+
+# --- the task ------------------------------------------------------------------------
+
+
+def tokenizer(p: int):
+    """A word-level Hugging Face fast tokenizer: ``"0"`` .. ``"p-1"`` are ids 0 .. p-1,
+    ``"="`` is p (also end of text and padding)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {str(i): i for i in range(p)} | {EQUALS: p}
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token=EQUALS))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=EQUALS, pad_token=EQUALS,
+                                   unk_token=EQUALS)
+
+
+def split(p: int, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """The training and held-out pairs of one seed: two ``(n, 2)`` int64 arrays of
+    ``(a, b)``, a seeded random ``fraction`` of the ``p * p`` table and the rest."""
+    pairs = np.stack(np.meshgrid(np.arange(p), np.arange(p), indexing="ij"), -1).reshape(-1, 2)
+    order = np.random.default_rng(seed).permutation(len(pairs))
+    n_train = int(fraction * len(pairs))
+    return pairs[order[:n_train]], pairs[order[n_train:]]
+
+
+def inputs(pairs: np.ndarray, p: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token ids ``[a, b, =]`` of each pair, ``(n, 3)``, and the answers ``(a + b) mod p``."""
+    x = np.concatenate([pairs, np.full((len(pairs), 1), p)], axis=1)
+    return torch.from_numpy(x).long(), torch.from_numpy((pairs[:, 0] + pairs[:, 1]) % p).long()
+
+
+def task_texts(c: ModularConfig) -> list[str]:
+    """The lines of ``inputs.txt``: ``n_texts`` pairs of the whole table as ``"a b ="``,
+    drawn with a fixed seed (the same for every run, so every checkpoint is measured on the
+    same inputs, held-out and training pairs alike)."""
+    rng = np.random.default_rng(TEXTS_SEED)
+    chosen = np.sort(rng.choice(c.p * c.p, size=c.n_texts, replace=False))
+    return [f"{i // c.p} {i % c.p} {EQUALS}" for i in chosen]
+
+
+def answer_logits(model, x: torch.Tensor, p: int) -> torch.Tensor:
+    """The scores of the ``p`` answers after ``=``: ``(n, p)``."""
+    return model(input_ids=x).logits[:, -1, :p]
+
+
+@torch.no_grad()
+def evaluate(model, x: torch.Tensor, y: torch.Tensor, p: int) -> tuple[float, float]:
+    """Mean cross-entropy (nats) and accuracy of the answers to ``x``."""
+    model.eval()
+    logits = answer_logits(model, x, p)
+    model.train()
+    return float(F.cross_entropy(logits, y)), float((logits.argmax(1) == y).float().mean())
+
+
+def model_config(c: ModularConfig):
+    """GPT-NeoX at the config's shape, Pythia's conventions (as the trained suites), a
+    vocabulary of ``p + 1`` and room for the three tokens."""
+    from transformers import GPTNeoXConfig
+
+    return GPTNeoXConfig(
+        vocab_size=c.p + 1, hidden_size=c.hidden, num_hidden_layers=c.layers,
+        num_attention_heads=c.heads, intermediate_size=4 * c.hidden,
+        max_position_embeddings=8, use_parallel_residual=True, tie_word_embeddings=False,
+        hidden_dropout=0.0, attention_dropout=0.0,
+        bos_token_id=c.p, eos_token_id=c.p, pad_token_id=c.p)
+
+
+# --- training ------------------------------------------------------------------------
+
+
+def train_run(c: ModularConfig, k: int, run_dir: Path, tok, progress: bool = True) -> dict:
+    """Train run ``k`` (seed ``c.seed + k``) into ``run_dir``, a checkpoint folder per
+    scheduled step; returns its ``done.json``. A finished run is kept; an unfinished one
+    is trained again from step 0 (the same seed gives the same run)."""
+    from tqdm.auto import tqdm
+    from transformers import GPTNeoXForCausalLM
+
+    done = run_dir / DONE_FILE
+    if done.is_file():
+        return read_json(done)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    _remove_partial_writes(run_dir)
+    seed = c.seed + k
+    torch.manual_seed(seed)
+    train_pairs, test_pairs = split(c.p, c.train_fraction, seed)
+    x_train, y_train = inputs(train_pairs, c.p)
+    x_test, y_test = inputs(test_pairs, c.p)
+    model = GPTNeoXForCausalLM(model_config(c))
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=c.lr, weight_decay=c.weight_decay,
+                            betas=(0.9, 0.98))
+    schedule = scheduled_steps(c.steps, c.checkpoint_every, "regular")
+    name = f"{c.name}-seed{k}"
+    log: list[str] = []
+    t0 = time.perf_counter()
+    bar = tqdm(total=c.steps, desc=name, unit="step", disable=not progress)
+    for step in range(c.steps + 1):
+        if step in schedule:
+            train_loss, train_acc = evaluate(model, x_train, y_train, c.p)
+            test_loss, test_acc = evaluate(model, x_test, y_test, c.p)
+            info = {"step": step, "val_loss": test_loss, "train_loss": train_loss,
+                    "train_accuracy": train_acc, "test_accuracy": test_acc,
+                    "ground_truth": {"signal": SIGNAL, "value": test_acc, "event": "rise",
+                                     "levels": list(LEVELS)},
+                    "model": name, "suite": c.name, "seed": seed, "seed_group": c.name}
+            save_checkpoint(model, tok, run_dir / f"step{step}", info)
+            bar.set_postfix(test_accuracy=f"{test_acc:.2f}")
+        if step == c.steps:
+            break
+        for group in opt.param_groups:
+            group["lr"] = c.lr * min(1.0, (step + 1) / max(c.warmup, 1))
+        loss = F.cross_entropy(answer_logits(model, x_train, c.p), y_train)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        log.append(json.dumps({"step": step + 1, "loss": loss.item()}))
+        bar.update(1)
+    bar.close()
+    atomic_write_bytes(run_dir / "train_log.jsonl", "".join(f"{ln}\n" for ln in log).encode())
+    final = read_json(run_dir / f"step{c.steps}" / "trainer_state.json")
+    result = {"name": name, "seed": seed, "seed_group": c.name, "checkpoints": schedule,
+              "num_parameters": sum(q.numel() for q in model.parameters()),
+              "final_test_accuracy": final["test_accuracy"],
+              "final_val_loss": final["val_loss"], "seconds": time.perf_counter() - t0}
+    atomic_write_json(done, result)
+    return result
+
+
+def train_modular(c: ModularConfig, root: str | Path = "runs", *, progress: bool = True
+                  ) -> tuple[Path, list[dict]]:
+    """Train every seed of the suite into ``root/<name>/`` and write its ``inputs.txt``
+    and ``config.json``; returns the suite folder and each run's ``done.json``.
+
+    Raises:
+        TrainingConfigError: the folder holds a suite trained with other settings.
+        FolderLockedError: another run is training into the same folder.
+    """
+    suite_dir = Path(root) / c.name
+    with exclusive(suite_dir, "suite folder"):
+        cfg_path = suite_dir / "config.json"
+        fingerprint = {"config": c.to_dict()}
+        if cfg_path.is_file() and {k: read_json(cfg_path).get(k) for k in fingerprint} \
+                != json.loads(json.dumps(fingerprint)):
+            raise TrainingConfigError(
+                f"{suite_dir} holds suite {c.name!r} trained with other settings; move it "
+                "away, or train into another --suite-dir")
+        suite_dir.mkdir(parents=True, exist_ok=True)
+        write_inputs(c, suite_dir)
+        atomic_write_json(cfg_path, {
+            **fingerprint,
+            "tokenizer": f"word-level: '0'..'{c.p - 1}' are ids 0..{c.p - 1}, '=' is {c.p}",
+            "seeds": {n: {"seed": c.seed + k, "seed_group": c.name}
+                      for k, n in enumerate(c.run_names())},
+            "checkpoint_steps": scheduled_steps(c.steps, c.checkpoint_every, "regular"),
+            "torch": torch.__version__,
+        })
+        tok = tokenizer(c.p)
+        results = []
+        for k, name in enumerate(c.run_names()):
+            res = train_run(c, k, suite_dir / name, tok, progress)
+            logger.info("%s: held-out accuracy %.3f at step %d", name,
+                        res["final_test_accuracy"], c.steps)
+            results.append(res)
+        return suite_dir, results
+
+
+def write_inputs(c: ModularConfig, suite_dir: str | Path) -> Path:
+    """Write ``inputs.txt`` (:func:`task_texts`) into the suite folder (made if missing);
+    returns its path. A file that is already there with these lines is left as it is.
+
+    Raises:
+        TrainingConfigError: the folder's ``inputs.txt`` holds other lines (another
+            suite's); nothing is written.
+    """
+    path = Path(suite_dir) / INPUTS_FILE
+    data = "".join(f"{t}\n" for t in task_texts(c)).encode("utf-8")
+    if path.is_symlink() or (path.exists() and path.read_bytes() != data):
+        raise TrainingConfigError(f"{path} holds other inputs than suite {c.name!r} "
+                                  "measures (another suite's?); move it away, or train into "
+                                  "another --suite-dir")
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(path, data)
+    return path

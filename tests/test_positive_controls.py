@@ -1,0 +1,226 @@
+"""Positive controls: a ground truth stored with each checkpoint reaches the records, is
+declared the quality, and the analysis places every feature's change-point against its
+event; the grokking task trains, measures its own inputs and is analysed end to end."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import numpy as np
+import pytest
+
+import analyze_results
+import run_experiments
+from toposig.analysis import ground_truth as G
+from toposig.analysis.statistics import compute_statistics
+from toposig.model import modular_addition as M
+from toposig.model import training as T
+from toposig.model.presets import load_preset
+from toposig.records import Record, RecordError, ground_truth_problem, merge_family_records
+from toposig.records.vocabulary import Family
+from toposig.report.summary import summary_markdown
+from toposig.sources.checkpoint_files import trainer_state_ground_truth
+
+TRUTH = {"signal": "test_accuracy", "value": 0.5, "event": "rise", "levels": [0.5, 0.9]}
+
+
+def test_a_ground_truth_is_validated_where_records_are_read():
+    assert ground_truth_problem(None) is None
+    assert ground_truth_problem(TRUTH) is None
+    assert ground_truth_problem({k: v for k, v in TRUTH.items() if k != "levels"}) is None
+    for bad, why in [({**TRUTH, "signal": "loss"}, "signal"),
+                     ({**TRUTH, "signal": "../x"}, "signal"),
+                     ({**TRUTH, "value": float("nan")}, "value"),
+                     ({**TRUTH, "value": True}, "value"),
+                     ({**TRUTH, "event": "jump"}, "event"),
+                     ({**TRUTH, "levels": []}, "levels"),
+                     ({**TRUTH, "levels": ["a"]}, "levels"),
+                     ({**TRUTH, "extra": 1}, "fields"),
+                     ("0.5", "object")]:
+        assert why in ground_truth_problem(bad), bad
+    record = {"schema_version": 3, "status": "ok", "model": "m", "model_label": "m",
+              "step": 1, "source": "local", "location": "m/step1", "revision": None,
+              "checkpoint_fingerprint": None, "features": {}, "ground_truth": TRUTH}
+    assert Record.from_json(record)["ground_truth"] == TRUTH
+    with pytest.raises(RecordError, match="ground-truth event"):
+        Record.from_json({**record, "ground_truth": {**TRUTH, "event": "jump"}})
+
+
+def test_the_trainer_state_gives_the_ground_truth_and_a_bad_one_is_left_out(tmp_path, caplog):
+    (tmp_path / "trainer_state.json").write_text(json.dumps({"ground_truth": TRUTH}))
+    assert trainer_state_ground_truth(tmp_path) == TRUTH
+    (tmp_path / "trainer_state.json").write_text(json.dumps(
+        {"ground_truth": {**TRUTH, "signal": "step"}}))
+    with caplog.at_level(logging.WARNING):
+        assert trainer_state_ground_truth(tmp_path) is None
+    assert "ground_truth is left out" in caplog.text
+    (tmp_path / "trainer_state.json").write_text("{not json")
+    assert trainer_state_ground_truth(tmp_path) is None
+    assert trainer_state_ground_truth(tmp_path / "none") is None
+
+
+def test_the_aggregate_entry_declares_the_signal_its_quality():
+    weights = {"schema_version": 3, "status": "ok", "family": "weights", "model": "m",
+               "model_label": "m", "step": 3, "source": "local", "location": "m/step3",
+               "revision": None, "checkpoint_fingerprint": None, "ground_truth": TRUTH,
+               "features": {"np_mean": 0.4}, "checkpoint_loss": 2.0}
+    entry = merge_family_records({Family.WEIGHTS: weights})
+    assert entry["test_accuracy"] == 0.5 and entry["ground_truth"] == TRUTH
+    assert entry["quality"] == {"column": "test_accuracy", "higher_is_better": True}
+    assert entry["loss"] == 2.0
+
+
+def hand_built(n_runs: int = 3, steps=tuple(range(0, 101, 10))) -> tuple[list[dict], dict]:
+    """Runs whose accuracy jumps from 0.1 to 1 between two checkpoints (run k at step
+    40 + 10 k); ``h1_total_persistence`` jumps at the same checkpoint, ``rankme`` three
+    checkpoints earlier, ``np_mean`` never moves, and the loss falls with the accuracy.
+    Each is an aggregate entry as a run writes it: the signal is its declared quality."""
+    records, events = [], {}
+    for k in range(n_runs):
+        label, jump = f"g-seed{k}", 40 + 10 * k
+        events[label] = jump
+        for step in steps:
+            after = step >= jump
+            value = 1.0 if after else 0.1 + step / 1000
+            records.append({
+                "schema_version": 3, "status": "ok", "model": label, "model_label": label,
+                "step": step, "source": "local", "location": f"{label}/step{step}",
+                "revision": None, "checkpoint_fingerprint": None, "seed": k,
+                "seed_group": "g", "loss": 0.2 if after else 3.0,
+                "ground_truth": {**TRUTH, "value": value}, "test_accuracy": value,
+                "quality": {"column": "test_accuracy", "higher_is_better": True},
+                "features": {"h1_total_persistence": 5.0 if after else 1.0 + step / 500,
+                             "rankme": 9.0 if step >= jump - 30 else 2.0,
+                             "np_mean": 0.3}})
+    return records, events
+
+
+def test_each_feature_is_placed_against_the_event_it_was_built_around():
+    records, events = hand_built()
+    out = G.positive_control_analysis(records, ["h1_total_persistence", "rankme", "np_mean"])
+    assert (out["signal"], out["event"], out["events"]) == ("test_accuracy", "rise",
+                                                            ["0.5", "0.9"])
+    for label, jump in events.items():
+        assert out["runs"][label]["event_steps"] == {"0.5": jump, "0.9": jump}
+    h1 = out["alignment"]["h1_total_persistence"]["0.5"]
+    assert h1["leads"] == [0, 0, 0] and h1["hits"] == [True] * 3 and h1["hit_rate"] == 1.0
+    assert h1["chance"] == pytest.approx(0.3)  # 3 of the 10 possible change-points
+    assert h1["hit_p"] == pytest.approx(0.3 ** 3)
+    rankme = out["alignment"]["rankme"]["0.5"]
+    assert rankme["leads"] == [30, 30, 30] and rankme["apart"] == [3, 3, 3]
+    assert rankme["hit_rate"] == 0.0 and rankme["hit_p"] == 1.0
+    assert rankme["median_lead"] == 30
+    assert "np_mean" not in out["alignment"]  # never moves: no change-point
+    assert out["alignment"]["loss"]["0.5"]["hits"] == [True] * 3
+    assert G.positive_control_analysis(
+        [{k: v for k, v in r.items() if k != "ground_truth"} for r in records], []) == {}
+
+
+def test_events_of_a_falling_signal_and_without_levels():
+    steps = [0, 10, 20, 30, 40]
+    assert G.event_steps(steps, [0.0, -0.1, -2.0, -2.1, -2.2], "fall") == {"halfway": 20}
+    assert G.event_steps(steps, [0.0, 0.2, 0.4, 0.95, 1.0], "rise", [0.5, 0.9]) == {
+        "0.5": 30, "0.9": 30}
+    assert G.event_steps(steps, [3.0, 2.0, 1.0, 0.5, 0.4], "fall", [1.0]) == {"1": 20}
+    assert G.change_point(steps, [1.0] * 5) is None
+    with pytest.raises(ValueError, match="rise"):
+        G.event_steps(steps, [0.0] * 5, "up")
+    assert G.chance_hit_rate(steps, 0) == pytest.approx(1 / 4)
+    assert G.chance_hit_rate(steps, 20) == pytest.approx(3 / 4)
+
+
+def test_the_statistics_and_summary_of_a_positive_control():
+    records, _ = hand_built(n_runs=4)
+    st = compute_statistics(records, n_bootstrap=50, n_surrogates=20, design_runs=0)
+    assert st.sections["positive_controls"]["alignment"]["h1_total_persistence"]["0.5"][
+        "hit_rate"] == 1.0
+    assert st.correlations.target == "test_accuracy"  # the declared quality
+    # every run of a positive control is under test: the controls run on every seed
+    assert len(st.sections["controlled"]["per_model"]) == 4
+    text = summary_markdown(st.to_json(), records)
+    assert "## Part F. Positive control" in text
+    assert "Hits above chance (p < 0.05) at the first event: `loss`, " \
+           "`h1_total_persistence`" in text
+
+
+# --- the grokking task -----------------------------------------------------------------
+
+
+def small(**kw) -> M.ModularConfig:
+    base = dict(name="grok-unit", p=17, train_fraction=0.5, hidden=16, layers=1, heads=2,
+                steps=20, checkpoint_every=10, lr=3e-3, weight_decay=1.0, warmup=2, seeds=2,
+                n_texts=40)
+    return M.ModularConfig(**{**base, **kw})
+
+
+def test_the_task_splits_tokenises_and_refuses_nonsense(tmp_path):
+    train, test = M.split(17, 0.3, seed=4)
+    assert len(train) == int(0.3 * 289) and len(train) + len(test) == 289
+    both = {tuple(x) for x in train} | {tuple(x) for x in test}
+    assert len(both) == 289  # disjoint, and the whole table
+    assert not np.array_equal(train, M.split(17, 0.3, seed=5)[0])
+    tok = M.tokenizer(17)
+    assert tok("12 7 =")["input_ids"] == [12, 7, 17]
+    x, y = M.inputs(np.array([[12, 7], [16, 16]]), 17)
+    assert x.tolist() == [[12, 7, 17], [16, 16, 17]] and y.tolist() == [2, 15]
+    c = small()
+    assert M.task_texts(c) == M.task_texts(small(seed=9))  # the same inputs for any seed
+    assert len(M.task_texts(c)) == 40 and M.task_texts(c)[0].endswith(" =")
+    for bad, why in [(dict(p=15), "prime"), (dict(p=13), "at least 17"),
+                     (dict(train_fraction=1.0), "train_fraction"),
+                     (dict(heads=3), "heads"), (dict(n_texts=0), "n_texts"),
+                     (dict(name="../x"), "name"), (dict(lr="fast"), "lr")]:
+        with pytest.raises(T.TrainingConfigError, match=why):
+            small(**bad)
+    path = M.write_inputs(c, tmp_path / "suite")
+    assert path.read_text().splitlines() == M.task_texts(c)
+    assert M.write_inputs(c, tmp_path / "suite") == path  # the same lines: left as is
+    with pytest.raises(T.TrainingConfigError, match="other inputs"):
+        M.write_inputs(small(n_texts=30), tmp_path / "suite")
+
+
+def test_the_grokking_preset_loads_and_suites_say_what_it_is():
+    c = load_preset("grokking")
+    assert isinstance(c, M.ModularConfig) and c.seeds >= 5
+    assert c.run_names()[0] == "grokking-seed0"
+    with pytest.raises(T.TrainingConfigError, match="modular_addition task"):
+        T.load_suite_config("grokking")
+    assert isinstance(load_preset("tiny"), T.SuiteConfig)
+    assert T.with_seeds(c, 7).run_names()[-1] == "grokking-seeds7-seed6"
+
+
+def test_a_small_grokking_run_trains_measures_and_analyses(tmp_path):
+    preset = tmp_path / "grok-unit.json"
+    preset.write_text(json.dumps(small().to_dict()))
+    out = tmp_path / "res"
+    assert run_experiments.main(["--preset", str(preset), "--suite-dir", str(tmp_path / "runs"),
+                                 "--out", str(out), "--no-progress"]) == 0
+    suite = tmp_path / "runs" / "grok-unit"
+    state = json.loads((suite / "grok-unit-seed1" / "step10" / "trainer_state.json").read_text())
+    assert state["ground_truth"]["value"] == state["test_accuracy"]
+    assert (state["seed"], state["seed_group"]) == (1, "grok-unit")
+    entries = json.loads((out / "data" / "all_results.json").read_text())
+    assert len(entries) == 6 and all(e["ground_truth"]["signal"] == "test_accuracy"
+                                     for e in entries)
+    assert all(e["n_texts"] == 40 for e in entries if "n_texts" in e)
+    assert analyze_results.main(["--out", str(out), "--design-runs", "0"]) == 0
+    stats = json.loads((out / "data" / "statistics.json").read_text())
+    assert stats["target"] == "test_accuracy"
+    assert list(stats["positive_controls"]["runs"]) == ["grok-unit-seed0", "grok-unit-seed1"]
+    assert len(stats["controlled"]["per_model"]) == 2
+    assert "## Part F. Positive control" in (out / "summary.md").read_text()
+    assert (out / "plots" / "positive_control.png").is_file()
+    # a task preset measures its own inputs
+    assert run_experiments.main(["--preset", str(preset), "--suite-dir", str(tmp_path / "runs"),
+                                 "--out", str(out), "--texts", str(preset)]) == 2
+    # the same seed trains the same run
+    again = M.train_run(small(), 1, tmp_path / "again", M.tokenizer(17), progress=False)
+    done = json.loads((suite / "grok-unit-seed1" / "done.json").read_text())
+    assert again["final_test_accuracy"] == done["final_test_accuracy"]
+    import toposig
+    from toposig.report.style import subplots
+
+    fig, (left, right) = subplots(1, 2)
+    drawn = toposig.open(out).plot.positive_control(ax=right)
+    assert drawn.get_figure(root=True) is fig and not left.has_data()
