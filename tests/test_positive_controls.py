@@ -156,9 +156,13 @@ def small(**kw) -> M.ModularConfig:
 
 def test_the_task_splits_tokenises_and_refuses_nonsense(tmp_path):
     train, test = M.split(17, 0.3, seed=4)
-    assert len(train) == int(0.3 * 289) and len(train) + len(test) == 289
-    both = {tuple(x) for x in train} | {tuple(x) for x in test}
-    assert len(both) == 289  # disjoint, and the whole table
+    assert len(train) + len(test) == 289
+    seen_train, seen_test = {tuple(x) for x in train}, {tuple(x) for x in test}
+    assert len(seen_train | seen_test) == 289 and not seen_train & seen_test  # the table
+    # both orders of a pair on the same side: a memorised (a, b) gives away no (b, a)
+    assert all((b, a) in seen_train for a, b in seen_train)
+    diagonal = sum(a == b for a, b in seen_train)
+    assert (len(train) + diagonal) // 2 == int(0.3 * 17 * 18 // 2)
     assert not np.array_equal(train, M.split(17, 0.3, seed=5)[0])
     tok = M.tokenizer(17)
     assert tok("12 7 =")["input_ids"] == [12, 7, 17]
@@ -224,3 +228,23 @@ def test_a_small_grokking_run_trains_measures_and_analyses(tmp_path):
     fig, (left, right) = subplots(1, 2)
     drawn = toposig.open(out).plot.positive_control(ax=right)
     assert drawn.get_figure(root=True) is fig and not left.has_data()
+
+
+def test_train_trains_a_task_preset_and_refuses_to_measure_it_live(tmp_path, capsys):
+    from toposig.cli import train
+
+    preset = tmp_path / "grok-unit.json"
+    preset.write_text(json.dumps(small(seeds=1, steps=10).to_dict()))
+    runs = str(tmp_path / "runs")
+    assert train.main(["--preset", str(preset), "--suite-dir", runs, "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "grok-unit-seed0" in out and "held-out accuracy" in out
+    assert (tmp_path / "runs" / "grok-unit" / "inputs.txt").is_file()
+    assert train.main(["--preset", str(preset), "--suite-dir", runs, "--no-progress",
+                       "--measure-out", str(tmp_path / "live")]) == 2
+    assert "is a task" in capsys.readouterr().err
+    assert not (tmp_path / "live").exists()
+    # the suite folder of another config of the same name is refused, nothing written
+    preset.write_text(json.dumps(small(seeds=1, steps=10, lr=1e-3).to_dict()))
+    assert train.main(["--preset", str(preset), "--suite-dir", runs, "--no-progress"]) == 2
+    assert "other settings" in capsys.readouterr().err

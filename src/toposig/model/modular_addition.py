@@ -60,7 +60,8 @@ class ModularConfig:
     Attributes:
         name: the suite's folder name; its runs are ``<name>-seed<k>``.
         p: the modulus (a prime keeps every ``a`` invertible).
-        train_fraction: the share of the ``p * p`` pairs trained on (split per seed).
+        train_fraction: the share of the unordered pairs ``{a, b}`` trained on, each in
+            both orders (split per seed: :func:`split`).
         hidden, layers, heads: the GPT-NeoX shape (intermediate size 4 x hidden).
         steps, checkpoint_every: full-batch AdamW updates, and a checkpoint every so many
             (and at 0 and the last step).
@@ -72,13 +73,13 @@ class ModularConfig:
 
     name: str
     p: int = 59
-    train_fraction: float = 0.3
+    train_fraction: float = 0.6
     hidden: int = 64
     layers: int = 1
     heads: int = 4
-    steps: int = 3000
-    checkpoint_every: int = 100
-    lr: float = 3e-3
+    steps: int = 1000
+    checkpoint_every: int = 20
+    lr: float = 2e-3
     weight_decay: float = 2.0
     warmup: int = 10
     seed: int = 0
@@ -129,9 +130,9 @@ def validate(c: ModularConfig) -> None:
     need(c.p >= 17 and all(c.p % d for d in range(2, int(c.p ** 0.5) + 1)),
          f"p must be a prime of at least 17, got {c.p}")
     need(0 < c.train_fraction < 1, f"train_fraction must be in (0, 1), got {c.train_fraction}")
-    n_train = int(c.train_fraction * c.p * c.p)
-    need(1 <= n_train < c.p * c.p, f"train_fraction {c.train_fraction} leaves no pair "
-                                   "on one side of the split")
+    n_unordered = c.p * (c.p + 1) // 2
+    need(1 <= int(c.train_fraction * n_unordered) < n_unordered,
+         f"train_fraction {c.train_fraction} leaves no pair on one side of the split")
     need(c.hidden > 0 and c.layers > 0 and c.heads > 0 and c.hidden % c.heads == 0
          and (c.hidden // c.heads) % 2 == 0,
          "hidden, layers, heads must be positive, heads must divide hidden into an even "
@@ -161,11 +162,20 @@ def tokenizer(p: int):
 
 def split(p: int, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """The training and held-out pairs of one seed: two ``(n, 2)`` int64 arrays of
-    ``(a, b)``, a seeded random ``fraction`` of the ``p * p`` table and the rest."""
-    pairs = np.stack(np.meshgrid(np.arange(p), np.arange(p), indexing="ij"), -1).reshape(-1, 2)
-    order = np.random.default_rng(seed).permutation(len(pairs))
-    n_train = int(fraction * len(pairs))
-    return pairs[order[:n_train]], pairs[order[n_train:]]
+    ``(a, b)``, sorted. A seeded random ``fraction`` of the ``p (p + 1) / 2`` unordered
+    pairs ``{a, b}`` is trained on, each in both orders, and the rest is held out: were
+    ``(a, b)`` and ``(b, a)`` split apart, a model that memorised one would answer the
+    other (addition commutes) and the held-out accuracy would rise with memorisation
+    alone, long before the model has learnt the operation."""
+    a, b = np.triu_indices(p)
+    order = np.random.default_rng(seed).permutation(len(a))
+    n_train = int(fraction * len(a))
+
+    def both_orders(idx: np.ndarray) -> np.ndarray:
+        pairs = np.concatenate([np.stack([a[idx], b[idx]], 1), np.stack([b[idx], a[idx]], 1)])
+        return np.unique(pairs, axis=0).astype(np.int64)
+
+    return both_orders(order[:n_train]), both_orders(order[n_train:])
 
 
 def inputs(pairs: np.ndarray, p: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -198,14 +208,17 @@ def evaluate(model, x: torch.Tensor, y: torch.Tensor, p: int) -> tuple[float, fl
 
 
 def model_config(c: ModularConfig):
-    """GPT-NeoX at the config's shape, Pythia's conventions (as the trained suites), a
-    vocabulary of ``p + 1`` and room for the three tokens."""
+    """GPT-NeoX at the config's shape with a vocabulary of ``p + 1`` and room for the three
+    tokens; Pythia's conventions (as the trained suites) but one: the residual is
+    sequential (the MLP reads what attention wrote), since with Pythia's parallel
+    residual a one-layer model's MLP never sees the other operand, and held-out accuracy
+    stalled below 40 % in our first runs."""
     from transformers import GPTNeoXConfig
 
     return GPTNeoXConfig(
         vocab_size=c.p + 1, hidden_size=c.hidden, num_hidden_layers=c.layers,
         num_attention_heads=c.heads, intermediate_size=4 * c.hidden,
-        max_position_embeddings=8, use_parallel_residual=True, tie_word_embeddings=False,
+        max_position_embeddings=8, use_parallel_residual=False, tie_word_embeddings=False,
         hidden_dropout=0.0, attention_dropout=0.0,
         bos_token_id=c.p, eos_token_id=c.p, pad_token_id=c.p)
 
