@@ -248,3 +248,27 @@ def test_train_trains_a_task_preset_and_refuses_to_measure_it_live(tmp_path, cap
     preset.write_text(json.dumps(small(seeds=1, steps=10, lr=1e-3).to_dict()))
     assert train.main(["--preset", str(preset), "--suite-dir", runs, "--no-progress"]) == 2
     assert "other settings" in capsys.readouterr().err
+
+
+def test_the_docs_ground_truth_is_one_and_the_readme_commands_parse():
+    """docs/analysis.md's example object is a sound ground truth, and README.md's
+    positive-control block parses with the commands' own parsers and names the preset."""
+    import re
+    import shlex
+    from pathlib import Path
+
+    from toposig.cli.analyze import build_parser as analyze_parser
+    from toposig.cli.run import build_parser as run_parser
+
+    root = Path(__file__).resolve().parents[1]
+    doc = (root / "docs" / "analysis.md").read_text(encoding="utf-8")
+    example = re.search(r"```json\n(.*?)```", doc.split("## Positive controls", 1)[1], re.S)
+    truth = json.loads("{" + example.group(1).strip() + "}")["ground_truth"]
+    assert ground_truth_problem(truth) is None
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    block = next(b for b in re.findall(r"```bash\n(.*?)```", readme, flags=re.S)
+                 if "--preset grokking" in b)
+    run_line, analyze_line = [ln.split("#")[0] for ln in block.splitlines() if ln.strip()]
+    args = run_parser().parse_args(shlex.split(run_line)[2:])
+    assert isinstance(load_preset(args.preset), M.ModularConfig)
+    assert analyze_parser().parse_args(shlex.split(analyze_line)[2:]).results == args.out

@@ -2,8 +2,10 @@
 
 A small transformer learns ``a + b = c (mod p)`` from a fraction of the table under
 strong weight decay (Power et al. 2022; Nanda et al. 2023). Full-batch training fits the
-training pairs early; accuracy on the held-out pairs stays low for a long stretch and then
-climbs. That climb, measured without any topology, is the ground truth: every checkpoint's
+training pairs early; accuracy on the held-out pairs stays near 0 for a while (the split
+keeps both orders of a pair on one side: :func:`split`) and then climbs to near 1, at a
+step that differs from seed to seed. That climb, measured without any topology, is the
+ground truth: every checkpoint's
 ``trainer_state.json`` states the held-out accuracy as
 ``{"signal": "test_accuracy", "value": ..., "event": "rise", "levels": [0.5, 0.9]}``
 (:data:`toposig.records.GROUND_TRUTH`), which the records of its measurements carry and

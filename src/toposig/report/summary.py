@@ -1107,8 +1107,9 @@ def _control_alignment(statistics: dict, records: list[dict]) -> list[str]:
 
     def order(item):
         e = _mapping(item[1].get(first))
-        rate = e.get("hit_rate")
-        return (-(rate if _finite(rate) else -1), abs(e.get("median_apart") or 1e9), item[0])
+        rate, apart = e.get("hit_rate"), e.get("median_apart")
+        return (-(rate if _finite(rate) else -1), apart if _finite(apart) else math.inf,
+                item[0])
 
     headers = ["Feature", "Family",
                *(h for e in events for h in (
@@ -1141,7 +1142,9 @@ def _control_alignment(statistics: dict, records: list[dict]) -> list[str]:
            f"{', '.join(_code(f) for f in better)}." if better
            else "No feature's hits are above chance (p < 0.05) at the first event.")
         + " The within-model controls of every feature against the ground-truth signal "
-        "(the quality of parts A to C here) are in C1 to C4, run on every seed.")
+        "(the quality of parts A to C here) are in C1 to C4, run on "
+        + ("the first seed of each group only."
+           if _mapping(statistics.get("notes")).get("controlled_seeds") else "every run."))
     return [caption, "", *_table(headers, rows)]
 
 
