@@ -53,8 +53,17 @@ def test_crossing_halfway_and_change_point():
     assert G.halfway_step(steps, score) == 300
     assert G.halfway_step(steps, list(reversed(score))) is None
     assert G.change_point(steps, score) == 300
-    # per step of training: a jump over a long gap is slower than a short one
-    assert G.change_point([0, 10, 1000], [0.0, 1.0, 5.0]) == 10
+    # a shift in level, not the largest jump: one spike does not move it
+    assert G.change_point([0, 10, 1000], [0.0, 1.0, 5.0]) == 1000
+    spiky = [0.0] * 10 + [3.0] + [0.0] * 9 + [1.0] * 20  # a spike 3 x the shift
+    assert G.change_point(list(range(40)), spiky) == 20
+    # equal to a brute-force least-squares split with 3 checkpoints a side
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        v = rng.normal(size=30) + np.r_[np.zeros(rng.integers(3, 27)), np.ones(30)][:30]
+        costs = {k: ((v[:k] - v[:k].mean()) ** 2).sum() + ((v[k:] - v[k:].mean()) ** 2).sum()
+                 for k in range(3, 28)}
+        assert G.change_point(list(range(30)), v) == min(costs, key=costs.get)
 
 
 def test_alignment_counts_checkpoints_and_the_sign_of_the_lead():

@@ -73,7 +73,7 @@ def test_the_aggregate_entry_declares_the_signal_its_quality():
 
 def hand_built(n_runs: int = 3, steps=tuple(range(0, 101, 10))) -> tuple[list[dict], dict]:
     """Runs whose accuracy jumps from 0.1 to 1 between two checkpoints (run k at step
-    40 + 10 k); ``h1_total_persistence`` jumps at the same checkpoint, ``rankme`` three
+    40 + 10 k); ``h1_total_persistence`` jumps at the same checkpoint, ``rankme`` two
     checkpoints earlier, ``np_mean`` never moves, and the loss falls with the accuracy.
     Each is an aggregate entry as a run writes it: the signal is its declared quality."""
     records, events = [], {}
@@ -91,7 +91,7 @@ def hand_built(n_runs: int = 3, steps=tuple(range(0, 101, 10))) -> tuple[list[di
                 "ground_truth": {**TRUTH, "value": value}, "test_accuracy": value,
                 "quality": {"column": "test_accuracy", "higher_is_better": True},
                 "features": {"h1_total_persistence": 5.0 if after else 1.0 + step / 500,
-                             "rankme": 9.0 if step >= jump - 30 else 2.0,
+                             "rankme": 9.0 if step >= jump - 20 else 2.0,
                              "np_mean": 0.3}})
     return records, events
 
@@ -105,12 +105,16 @@ def test_each_feature_is_placed_against_the_event_it_was_built_around():
         assert out["runs"][label]["event_steps"] == {"0.5": jump, "0.9": jump}
     h1 = out["alignment"]["h1_total_persistence"]["0.5"]
     assert h1["leads"] == [0, 0, 0] and h1["hits"] == [True] * 3 and h1["hit_rate"] == 1.0
-    assert h1["chance"] == pytest.approx(0.3)  # 3 of the 10 possible change-points
-    assert h1["hit_p"] == pytest.approx(0.3 ** 3)
+    # 3 of the 8 possible change-points (2 checkpoints a side of 11)
+    assert h1["chance"] == pytest.approx(3 / 8)
+    assert h1["hit_p"] == pytest.approx((3 / 8) ** 3)
+    # Holm over the two features that move (the references are no test): twice its p
+    assert h1["hit_holm_p"] == pytest.approx(min(1.0, 2 * (3 / 8) ** 3))
+    assert "hit_holm_p" not in out["alignment"]["loss"]["0.5"]
     rankme = out["alignment"]["rankme"]["0.5"]
-    assert rankme["leads"] == [30, 30, 30] and rankme["apart"] == [3, 3, 3]
+    assert rankme["leads"] == [20, 20, 20] and rankme["apart"] == [2, 2, 2]
     assert rankme["hit_rate"] == 0.0 and rankme["hit_p"] == 1.0
-    assert rankme["median_lead"] == 30
+    assert rankme["median_lead"] == 20
     assert "np_mean" not in out["alignment"]  # never moves: no change-point
     assert out["alignment"]["loss"]["0.5"]["hits"] == [True] * 3
     assert G.positive_control_analysis(
@@ -126,8 +130,10 @@ def test_events_of_a_falling_signal_and_without_levels():
     assert G.change_point(steps, [1.0] * 5) is None
     with pytest.raises(ValueError, match="rise"):
         G.event_steps(steps, [0.0] * 5, "up")
+    # 5 checkpoints: one a side, so the change-point is one of steps 10 to 40
     assert G.chance_hit_rate(steps, 0) == pytest.approx(1 / 4)
     assert G.chance_hit_rate(steps, 20) == pytest.approx(3 / 4)
+    assert G.chance_hit_rate(list(range(0, 101, 10)), 40) == pytest.approx(3 / 8)
 
 
 def test_the_statistics_and_summary_of_a_positive_control():
@@ -140,8 +146,11 @@ def test_the_statistics_and_summary_of_a_positive_control():
     assert len(st.sections["controlled"]["per_model"]) == 4
     text = summary_markdown(st.to_json(), records)
     assert "## Part F. Positive control" in text
-    assert "Hits above chance (p < 0.05) at the first event: `loss`, " \
-           "`h1_total_persistence`" in text
+    assert "hits above chance (Holm p < 0.05) at the first event: " \
+           "`h1_total_persistence`." in text
+    part_f = text.split("## Part F", 1)[1]
+    assert part_f.index("| `test_accuracy` | the ground truth itself | 4 of 4") \
+        < part_f.index("| `loss` |") < part_f.index("| `h1_total_persistence` |")
 
 
 # --- the grokking task -----------------------------------------------------------------

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as sps
 
+from toposig.analysis.controls import holm
+
 
 def modular_targets(p: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``(a + b) mod p``."""
@@ -89,20 +91,34 @@ def halfway_step(steps: Sequence[int], values: Sequence[float | None]) -> int | 
     return next(int(s) for s, v in pairs if v <= level)
 
 
+MIN_SEGMENT = 3  # checkpoints on each side of a change-point, in a long enough series
+
+
 def change_point(steps: Sequence[int], values: Sequence[float | None]) -> int | None:
-    """The checkpoint step that ends the largest change of ``values`` between consecutive
-    checkpoints, per step of training: where a feature moves fastest (``None`` with fewer
-    than two values, or when they never change)."""
+    """The checkpoint step at which the level of ``values`` shifts: the single change in
+    mean that best splits the step-sorted series (least squares, "at most one change";
+    Hinkley 1970), with at least ``MIN_SEGMENT`` checkpoints on each side (fewer in a
+    series shorter than ``4 * MIN_SEGMENT``: a quarter of it, at least one). Returned is
+    the first step of the second segment. ``None`` with fewer than two values, or when
+    they never change.
+
+    A sustained shift, not the largest jump between two checkpoints: one checkpoint's
+    spike (a loss spike, an accuracy that dips and recovers) or the fast first steps of
+    training move a series most without changing where it settles."""
     pairs = [(s, v) for s, v in sorted(zip(steps, values, strict=True))
              if v is not None and math.isfinite(v)]
     if len(pairs) < 2:
         return None
-    s = np.array([p[0] for p in pairs], dtype=np.float64)
     v = np.array([p[1] for p in pairs], dtype=np.float64)
-    rate = np.abs(np.diff(v)) / np.maximum(np.diff(s), 1.0)
-    if not rate.max() > 0:
+    if not np.ptp(v) > 0:
         return None
-    return int(s[1 + int(np.argmax(rate))])
+    n = len(v)
+    m = max(1, min(MIN_SEGMENT, n // 4))
+    cut = np.arange(m, n - m + 1)  # the second segment starts at index cut
+    csum, csq = np.concatenate([[0.0], np.cumsum(v)]), np.concatenate([[0.0], np.cumsum(v * v)])
+    left = csq[cut] - csum[cut] ** 2 / cut
+    right = (csq[n] - csq[cut]) - (csum[n] - csum[cut]) ** 2 / (n - cut)
+    return int(pairs[int(cut[int(np.argmin(left + right))])][0])
 
 
 @dataclass(frozen=True)
@@ -159,12 +175,14 @@ def event_steps(steps: Sequence[int], values: Sequence[float | None], event: str
 
 
 def chance_hit_rate(steps: Sequence[int], event_step: int) -> float:
-    """The hit rate of a change-point placed at random: the share of the possible
-    change-points (every checkpoint but the first) within one checkpoint of the event."""
+    """The hit rate of a change-point placed at random: the share of the checkpoints a
+    change-point can fall on (:func:`change_point`: not within its minimum segment of
+    either end) that lie within one checkpoint of the event."""
     ordered = sorted(steps)
-    i = ordered.index(event_step)
-    near = [j for j in (i - 1, i, i + 1) if 1 <= j < len(ordered)]
-    return len(near) / max(len(ordered) - 1, 1)
+    n, i = len(ordered), ordered.index(event_step)
+    m = max(1, min(MIN_SEGMENT, n // 4))
+    possible = range(m, n - m + 1)
+    return sum(j in possible for j in (i - 1, i, i + 1)) / max(len(possible), 1)
 
 
 def hit_p_value(hits: int, runs: int, chance: float | None) -> float | None:
@@ -187,8 +205,9 @@ def positive_control_analysis(records: Sequence, features: Sequence[str]) -> dic
     Args:
         records: aggregate entries; those with a ``ground_truth``
             (:data:`toposig.records.GROUND_TRUTH`) are used, by model, sorted by step.
-        features: the feature names to place (the loss stored with each checkpoint is
-            placed too, as ``loss``).
+        features: the feature names to place. The ground-truth signal itself (under its
+            name: the method's check, it must find its own event) and the loss stored
+            with each checkpoint (``loss``) are placed first, as references.
 
     Returns:
         ``{}`` when no record has a ground truth; else ``signal``, ``event``, ``levels``,
@@ -197,7 +216,8 @@ def positive_control_analysis(records: Sequence, features: Sequence[str]) -> dic
         ``alignment`` (feature -> event -> ``leads`` per run in steps, positive when the
         feature moves first, ``None`` where undefined; ``apart`` in checkpoints;
         ``hits``; ``hit_rate`` and ``chance`` (the mean of :func:`chance_hit_rate`) over
-        the runs where both are defined, and ``hit_p`` (:func:`hit_p_value`);
+        the runs where both are defined, and ``hit_p`` (:func:`hit_p_value`) with
+        ``hit_holm_p``, Holm-adjusted over the features (not the two references);
         ``median_lead`` and ``median_apart``; ``n_runs``).
     """
     runs: dict[str, list] = {}
@@ -218,14 +238,13 @@ def positive_control_analysis(records: Sequence, features: Sequence[str]) -> dic
                            "event_steps": event_steps(steps, values, event, levels)}
     events = list(next(iter(out_runs.values()))["event_steps"])
     alignment: dict[str, dict] = {}
-    for feature in ["loss", *features]:
+    for feature in dict.fromkeys([signal, "loss", *features]):
         per_event = {}
         for name in events:
             leads, apart, hits, chance = [], [], [], []
             for label, recs in runs.items():
                 info = out_runs[label]
-                series = [r.get("loss") if feature == "loss"
-                          else (r.get("features") or {}).get(feature) for r in recs]
+                series = [_value_of(r, feature, signal) for r in recs]
                 series = [v if isinstance(v, (int, float)) and math.isfinite(v) else None
                           for v in series]
                 found = alignment_or_none(info["steps"], series, info["event_steps"][name])
@@ -246,8 +265,22 @@ def positive_control_analysis(records: Sequence, features: Sequence[str]) -> dic
             }
         if any(e["n_runs"] for e in per_event.values()):
             alignment[feature] = per_event
+    tested = [f for f in alignment if f not in (signal, "loss")]
+    for name in events:  # Holm over the features (the references are no test)
+        adjusted = holm([alignment[f][name]["hit_p"] for f in tested])
+        for f, p in zip(tested, adjusted, strict=True):
+            alignment[f][name]["hit_holm_p"] = p
     return {"signal": signal, "event": event, "levels": list(levels) if levels else None,
             "events": events, "runs": out_runs, "alignment": alignment}
+
+
+def _value_of(record, name: str, signal: str):
+    """The ground-truth signal, the stored loss, or a feature of one record."""
+    if name == signal:
+        return record["ground_truth"]["value"]
+    if name == "loss":
+        return record.get("loss")
+    return (record.get("features") or {}).get(name)
 
 
 def alignment_or_none(steps: Sequence[int], values: Sequence[float | None],

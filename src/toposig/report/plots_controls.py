@@ -18,7 +18,7 @@ from matplotlib.lines import Line2D
 from toposig.report.plots import finite_or_none, model_styles, no_data, panel_grid
 from toposig.report.style import Drawn, Figure, figure, registry
 
-MAX_FEATURES = 24  # rows of the alignment panel: the loss, then the best-placed features
+MAX_FEATURES = 24  # rows of the alignment panel: the references, then the best placed
 
 
 def has_positive_controls(records: Sequence[dict], statistics: dict,
@@ -58,12 +58,14 @@ def _ranked(section: Mapping, event: str) -> list[str]:
         rate = finite_or_none(a.get("hit_rate"))
         return (-(rate if rate is not None else -1.0), feature)
 
-    ranked = sorted((f for f in alignment if f != "loss"), key=key)
-    return (["loss"] if "loss" in alignment else []) + ranked[: MAX_FEATURES - 1]
+    references = [f for f in (section.get("signal"), "loss") if f in alignment]
+    ranked = sorted((f for f in alignment if f not in references), key=key)
+    return references + ranked[: MAX_FEATURES - len(references)]
 
 
 def _alignment_panel(ax: Axes, section: Mapping) -> None:
-    """Per feature: every run's distance from its change-point to the first event, in
+    """Per feature: every run's distance from its change-point
+    (:func:`toposig.analysis.ground_truth.change_point`) to the first event, in
     checkpoints (signed: left of 0 the feature moves first); the band is a hit."""
     events = list(section.get("events") or [])
     if not events or not section.get("alignment"):
@@ -91,7 +93,7 @@ def _alignment_panel(ax: Axes, section: Mapping) -> None:
     ax.invert_yaxis()
     ax.set_xlabel(f"change-point − event ({event}), in checkpoints (negative: the feature "
                   "moves first)")
-    ax.set_title("Where each feature moves fastest (grey: a hit; in brackets: hit rate)")
+    ax.set_title("Where each feature's level shifts (grey: a hit; in brackets: hit rate)")
     ax.legend(handles=[Line2D([], [], color=styles[r].color, marker="o", linestyle="none",
                               label=r) for r in runs], fontsize=7, loc="lower right")
 
@@ -100,8 +102,9 @@ def _alignment_panel(ax: Axes, section: Mapping) -> None:
 def plot_positive_control(records: list[dict], statistics: dict,
                           results_root: Path | None = None) -> Drawn | None:
     """A positive control (1 × 2): the ground-truth signal of every run across training
-    with its events; and, for the held-out loss and the features whose change-points
-    fall nearest the first event most often, each run's distance from it in checkpoints."""
+    with its events; and, for the signal itself, the held-out loss and the features whose
+    change-points fall nearest the first event most often, each run's distance from it
+    in checkpoints."""
     section = statistics.get("positive_controls") or {}
     fig, (left, right) = panel_grid(2, 2, figsize=(14.0, 6.5))
     _signal_panel(left, section)

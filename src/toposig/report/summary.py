@@ -1113,34 +1113,43 @@ def _control_alignment(statistics: dict, records: list[dict]) -> list[str]:
 
     headers = ["Feature", "Family",
                *(h for e in events for h in (
-                   f"{_event_heading(pc, e)}: hits (rate; chance; p)",
+                   f"{_event_heading(pc, e)}: hits (rate; chance; p; Holm p)",
                    "median lead, steps", "median checkpoints apart"))]
     rows = []
-    for feature, per_event in sorted(alignment.items(), key=order):
+    references = (pc.get("signal"), "loss")  # placed first; no test
+    ranked = [*(f for f in references if f in alignment),
+              *(f for f, _ in sorted(alignment.items(), key=order) if f not in references)]
+    for feature in ranked:
+        per_event = alignment[feature]
         cells = []
         for e in events:
             a = _mapping(per_event.get(e))
             hits = sum(1 for h in a.get("hits") or [] if h)
             cells += [f"{hits} of {a.get('n_runs', 0)} ({fmt_value(a.get('hit_rate'))}; "
-                      f"{fmt_value(a.get('chance'))}; {fmt_p(a.get('hit_p'))})",
+                      f"{fmt_value(a.get('chance'))}; {fmt_p(a.get('hit_p'))}; "
+                      f"{fmt_p(a.get('hit_holm_p'))})",
                       fmt_step(a.get("median_lead")), fmt_step(a.get("median_apart"))]
-        family = "quality (held-out loss)" if feature == "loss" else feature_family(feature)
+        family = ("the ground truth itself" if feature == pc.get("signal")
+                  else "quality (held-out loss)" if feature == "loss"
+                  else feature_family(feature))
         rows.append([_code(feature), family, *cells])
     better = [f for f, per in alignment.items()
-              if _finite(_mapping(per.get(first)).get("hit_p"))
-              and _mapping(per.get(first))["hit_p"] < 0.05]
+              if _finite(_mapping(per.get(first)).get("hit_holm_p"))
+              and _mapping(per.get(first))["hit_holm_p"] < 0.05]
     caption = (
-        "Where each feature moves fastest (the checkpoint ending its largest change per step "
-        "of training) against the ground truth's event, run by run: a hit is a change-point "
-        "within one checkpoint of the event; lead = event step − change-point step "
-        "(positive: the feature moves first). Chance: the hit rate of a change-point placed "
-        "at random among the checkpoints; p: one-sided binomial test of the hits against "
-        "it (no correction for the number of features). `loss` is the held-out loss the "
-        "task stores, a reference that needs no topology. Sorted by the hit rate at the "
+        "Where each feature's level shifts (its change-point: the single change in mean "
+        "that best splits its series, at least three checkpoints a side) against the "
+        "ground truth's event, run by run: a hit is a change-point within one checkpoint "
+        "of the event; lead = event step − change-point step (positive: the feature moves "
+        "first). Chance: the hit rate of a change-point placed at random where one can "
+        "fall; p: one-sided binomial test of the hits against it, Holm p: adjusted over "
+        "the features. References that need no topology, placed first: "
+        f"`{pc.get('signal')}`, the ground truth's own change-point (the method's check), "
+        "and `loss`, the held-out loss the task stores. Then sorted by the hit rate at the "
         "first event. "
-        + (f"Hits above chance (p < 0.05) at the first event: "
+        + (f"Features with hits above chance (Holm p < 0.05) at the first event: "
            f"{', '.join(_code(f) for f in better)}." if better
-           else "No feature's hits are above chance (p < 0.05) at the first event.")
+           else "No feature's hits are above chance (Holm p < 0.05) at the first event.")
         + " The within-model controls of every feature against the ground-truth signal "
         "(the quality of parts A to C here) are in C1 to C4, run on "
         + ("the first seed of each group only."
