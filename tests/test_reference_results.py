@@ -85,6 +85,10 @@ NOT_DRAWN = {
     # loss probes
     RESULTS / "ensemble": {"layer_heatmaps", "loss_landscapes", "loss_probe_evolution",
                            "positive_control"},
+    # five seeds of one model with a ground truth, the two default families, analysed
+    # layer only: no layer heatmap, no loss probes, one size
+    RESULTS / "grokking": {"layer_heatmaps", "loss_landscapes", "loss_probe_evolution",
+                           "scaling_relationships"},
 }
 
 
@@ -100,10 +104,12 @@ SEED004 = RESULTS / "seed004"
 
 
 @pytest.mark.parametrize(("folder", "n_entries"), [(SEED004, 255),
-                                                  (RESULTS / "ensemble", 660)],
-                         ids=["seed004", "ensemble"])
+                                                  (RESULTS / "ensemble", 660),
+                                                  (RESULTS / "grokking", 255)],
+                         ids=["seed004", "ensemble", "grokking"])
 def test_statistics_are_those_of_the_committed_records(folder, n_entries):
-    """results/seed004 and results/ensemble commit their records, not their aggregates:
+    """results/seed004, results/ensemble and results/grokking commit their records, not
+    their aggregates:
     the entries the analysis rebuilds from them are those its statistics name, and its
     summary renders them, so the analysis can be redone without training or measuring
     again."""

@@ -15,10 +15,16 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 
-from toposig.report.plots import finite_or_none, model_styles, no_data, panel_grid
+from toposig.report.plots import finite_or_none, no_data, panel_grid
 from toposig.report.style import Drawn, Figure, figure, registry
 
 MAX_FEATURES = 24  # rows of the alignment panel: the references, then the best placed
+
+
+def run_colours(runs: Sequence[str]) -> dict[str, str]:
+    """One colour per run (the seeds of one model are the runs compared here, so they
+    are told apart, not drawn alike as elsewhere)."""
+    return {r: f"C{i % 10}" for i, r in enumerate(runs)}
 
 
 def has_positive_controls(records: Sequence[dict], statistics: dict,
@@ -32,15 +38,15 @@ def _signal_panel(ax: Axes, section: Mapping) -> None:
     """The ground-truth signal of every run across training, its first event marked."""
     runs = section.get("runs") or {}
     events = list(section.get("events") or [])
-    styles = model_styles(list(runs))
+    colours = run_colours(list(runs))
     for label, run in runs.items():
         steps, values = run.get("steps") or [], run.get("signal") or []
-        ax.plot(steps, [finite_or_none(v) for v in values], color=styles[label].color,
+        ax.plot(steps, [finite_or_none(v) for v in values], color=colours[label],
                 linewidth=1.0, label=label)
         for k, event in enumerate(events):
             step = (run.get("event_steps") or {}).get(event)
             if step is not None:
-                ax.axvline(step, color=styles[label].color, linewidth=0.6,
+                ax.axvline(step, color=colours[label], linewidth=0.6,
                            linestyle=("--", ":")[k % 2], alpha=0.7)
     for level in section.get("levels") or []:
         ax.axhline(level, color="0.5", linewidth=0.6)
@@ -74,7 +80,7 @@ def _alignment_panel(ax: Axes, section: Mapping) -> None:
     event = events[0]
     features = _ranked(section, event)
     runs = list(section.get("runs") or {})
-    styles = model_styles(runs)
+    colours = run_colours(runs)
     for i, feature in enumerate(features):
         a = (section["alignment"][feature] or {}).get(event) or {}
         leads, apart = a.get("leads") or [], a.get("apart") or []
@@ -84,7 +90,7 @@ def _alignment_panel(ax: Axes, section: Mapping) -> None:
             signed = -n if lead > 0 else n  # checkpoints before (-) or after (+) the event
             jitter = (k - (len(runs) - 1) / 2) * 0.12
             ax.plot([signed], [i + jitter], linestyle="none", marker="o", markersize=4,
-                    color=styles[runs[k]].color if k < len(runs) else "0.3")
+                    color=colours[runs[k]] if k < len(runs) else "0.3")
     ax.axvspan(-1.5, 1.5, color="0.9", zorder=0)
     ax.axvline(0.0, color="0.3", linewidth=0.8)
     labels = [f"{f}  ({(section['alignment'][f].get(event) or {}).get('hit_rate', 0) or 0:.0%})"
@@ -94,7 +100,7 @@ def _alignment_panel(ax: Axes, section: Mapping) -> None:
     ax.set_xlabel(f"change-point − event ({event}), in checkpoints (negative: the feature "
                   "moves first)")
     ax.set_title("Where each feature's level shifts (grey: a hit; in brackets: hit rate)")
-    ax.legend(handles=[Line2D([], [], color=styles[r].color, marker="o", linestyle="none",
+    ax.legend(handles=[Line2D([], [], color=colours[r], marker="o", linestyle="none",
                               label=r) for r in runs], fontsize=7, loc="lower right")
 
 
