@@ -119,6 +119,11 @@ def test_each_feature_is_placed_against_the_event_it_was_built_around():
     assert out["alignment"]["loss"]["0.5"]["hits"] == [True] * 3
     assert G.positive_control_analysis(
         [{k: v for k, v in r.items() if k != "ground_truth"} for r in records], []) == {}
+    # a run of another task in the same folder is named, not mixed in
+    other = [{**r, "model_label": "x", "ground_truth": {**r["ground_truth"], "signal": "score"}}
+             for r in records if r["model_label"] == "g-seed0"]
+    mixed = G.positive_control_analysis(records + other, ["h1_total_persistence"])
+    assert mixed["runs_left_out"] == ["x"] and list(mixed["runs"]) == list(events)
 
 
 def test_events_of_a_falling_signal_and_without_levels():
@@ -148,6 +153,10 @@ def test_the_statistics_and_summary_of_a_positive_control():
     assert "## Part F. Positive control" in text
     assert "hits above chance (Holm p < 0.05) at the first event: " \
            "`h1_total_persistence`." in text
+    left = st.to_json()
+    left["positive_controls"] = {**left["positive_controls"], "runs_left_out": ["x"]}
+    assert "Left out, as they state another ground truth: `x`." in summary_markdown(left,
+                                                                                   records)
     part_f = text.split("## Part F", 1)[1]
     assert part_f.index("| `test_accuracy` | the ground truth itself | 4 of 4") \
         < part_f.index("| `loss` |") < part_f.index("| `h1_total_persistence` |")

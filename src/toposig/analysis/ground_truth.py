@@ -218,7 +218,9 @@ def positive_control_analysis(records: Sequence, features: Sequence[str]) -> dic
         ``hits``; ``hit_rate`` and ``chance`` (the mean of :func:`chance_hit_rate`) over
         the runs where both are defined, and ``hit_p`` (:func:`hit_p_value`) with
         ``hit_holm_p``, Holm-adjusted over the features (not the two references);
-        ``median_lead`` and ``median_apart``; ``n_runs``).
+        ``median_lead`` and ``median_apart``; ``n_runs``). The runs are those whose
+        ground truth is defined as the first run's (signal, event, levels); the others
+        are named in ``runs_left_out``.
     """
     runs: dict[str, list] = {}
     for r in records:
@@ -228,6 +230,15 @@ def positive_control_analysis(records: Sequence, features: Sequence[str]) -> dic
         return {}
     first = next(iter(runs.values()))[0]["ground_truth"]
     signal, event, levels = first["signal"], first["event"], first.get("levels")
+
+    def definition(truth) -> tuple:
+        return truth["signal"], truth["event"], tuple(truth.get("levels") or ())
+
+    # runs that state another ground truth (another task in the same folder) are named,
+    # not mixed in
+    left_out = sorted(label for label, recs in runs.items()
+                      if any(definition(r["ground_truth"]) != definition(first) for r in recs))
+    runs = {label: recs for label, recs in runs.items() if label not in left_out}
     out_runs: dict[str, dict] = {}
     for label, recs in runs.items():
         recs.sort(key=lambda r: r["step"])
@@ -271,7 +282,8 @@ def positive_control_analysis(records: Sequence, features: Sequence[str]) -> dic
         for f, p in zip(tested, adjusted, strict=True):
             alignment[f][name]["hit_holm_p"] = p
     return {"signal": signal, "event": event, "levels": list(levels) if levels else None,
-            "events": events, "runs": out_runs, "alignment": alignment}
+            "events": events, "runs": out_runs, "alignment": alignment,
+            **({"runs_left_out": left_out} if left_out else {})}
 
 
 def _value_of(record, name: str, signal: str):

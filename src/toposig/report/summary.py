@@ -1087,7 +1087,10 @@ def _control_runs(statistics: dict, records: list[dict]) -> list[str]:
            if pc.get("levels") else "has covered half its way from first to last value")
         + " (— = never within the run)."
         + (f" {never} run(s) never reach the first event, and count in no alignment."
-           if never else ""))
+           if never else "")
+        + (" Left out, as they state another ground truth: "
+           + ", ".join(_code(r) for r in pc["runs_left_out"]) + "."
+           if pc.get("runs_left_out") else ""))
     return [caption, "", *_table(headers, rows)]
 
 
