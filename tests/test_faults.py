@@ -150,14 +150,14 @@ def test_a_torn_last_log_line_is_dropped_on_resume(tmp_path):
 
 
 def test_the_trainer_cleans_only_its_own_temporaries(tmp_path):
-    from toposig.model.training import STATE_FILE, _remove_partial_writes
+    from toposig.model.training import STATE_FILE, remove_partial_writes
 
     (tmp_path / ".step10.abc123").mkdir()
     (tmp_path / f".{STATE_FILE}.xyz").write_text("partial")
     (tmp_path / ".done.json.q1.tmp").write_text("partial")
     (tmp_path / ".gitkeep").write_text("")
     (tmp_path / ".notes").mkdir()
-    _remove_partial_writes(tmp_path)
+    remove_partial_writes(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == [".gitkeep", ".notes"]
 
 

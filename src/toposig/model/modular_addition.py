@@ -40,7 +40,7 @@ from toposig.files.names import UnsafeNameError, check_name
 from toposig.model.training import (
     DONE_FILE,
     TrainingConfigError,
-    _remove_partial_writes,
+    remove_partial_writes,
     save_checkpoint,
 )
 from toposig.schedule import scheduled_steps
@@ -239,7 +239,7 @@ def train_run(c: ModularConfig, k: int, run_dir: Path, tok, progress: bool = Tru
     if done.is_file():
         return read_json(done)
     run_dir.mkdir(parents=True, exist_ok=True)
-    _remove_partial_writes(run_dir)
+    remove_partial_writes(run_dir)
     seed = c.seed + k
     torch.manual_seed(seed)
     train_pairs, test_pairs = split(c.p, c.train_fraction, seed)

@@ -539,7 +539,7 @@ def train_model(spec: ModelSpec, c: SuiteConfig, text: TrainingText, model_dir: 
         return ModelResult(spec.name, d["num_parameters"], d["checkpoints"],
                            d["final_val_loss"], skipped=True)
     model_dir.mkdir(parents=True, exist_ok=True)
-    _remove_partial_writes(model_dir)
+    remove_partial_writes(model_dir)
     seed = c.seed if seed is None else seed
     seeded = {"seed": seed, "seed_group": seed_group} if seed_group is not None else {}
     torch.manual_seed(seed)
@@ -612,7 +612,7 @@ def train_model(spec: ModelSpec, c: SuiteConfig, text: TrainingText, model_dir: 
                        seconds=time.perf_counter() - t0)
 
 
-def _remove_partial_writes(model_dir: Path) -> None:
+def remove_partial_writes(model_dir: Path) -> None:
     """Delete the temporaries a killed run of this trainer left in its model folder and
     nothing else: ``.step<N>.*`` folders (:func:`save_checkpoint`), ``.<state file>.*``
     (:func:`save_state`) and ``.<name>.*.tmp`` files (atomic JSON writes)."""
