@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -40,6 +39,7 @@ from toposig.files.names import UnsafeNameError, check_name
 from toposig.model.training import (
     DONE_FILE,
     TrainingConfigError,
+    check_field_types,
     remove_partial_writes,
     save_checkpoint,
 )
@@ -116,12 +116,7 @@ def validate(c: ModularConfig) -> None:
         if not ok:
             raise TrainingConfigError(f"{TASK} suite {c.name!r}: {msg}")
 
-    for f in fields(c):
-        value = getattr(c, f.name)
-        kind = {"int": int, "float": (int, float), "str": str}[str(f.type)]
-        need(isinstance(value, kind) and not isinstance(value, bool)
-             and (not isinstance(value, float) or math.isfinite(value)),
-             f"{f.name} must be {'a string' if kind is str else 'a number'}, got {value!r}")
+    check_field_types(c, f"{TASK} suite {c.name!r}")
     try:
         check_name(c.name, "suite name")
         for name in c.run_names():

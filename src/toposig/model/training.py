@@ -168,9 +168,9 @@ class SuiteConfig:
 _KINDS = {"int": (int,), "float": (int, float), "str": (str,)}
 
 
-def _check_types(obj, where: str) -> None:
-    """Every int / float / str field of a suite or model holds a value of that kind
-    (a finite number; ``True`` is not a number)."""
+def check_field_types(obj, where: str) -> None:
+    """Every int / float / str field of a config (a suite, a model, a task) holds a value
+    of that kind (a finite number; ``True`` is not a number)."""
     for f in fields(obj):
         kinds = _KINDS.get(str(f.type))
         value = getattr(obj, f.name)
@@ -191,9 +191,9 @@ def validate_suite(c: SuiteConfig) -> None:
         if not ok:
             raise TrainingConfigError(f"suite {c.name!r}: {msg}")
 
-    _check_types(c, f"suite {c.name!r}")
+    check_field_types(c, f"suite {c.name!r}")
     for m in c.models:
-        _check_types(m, f"suite {c.name!r}, model {m.name!r}")
+        check_field_types(m, f"suite {c.name!r}, model {m.name!r}")
 
     try:  # names become folders: nothing that could step out of the suite folder
         check_name(c.name, "suite name")
