@@ -351,13 +351,15 @@ def ground_truth_problem(truth: object) -> str | None:
         return (f"has a ground-truth signal named {signal!r}: a lower-case name of "
                 "letters, digits and _ that no record field has")
     value = truth.get("value")
-    if not (is_number(value) and math.isfinite(value)):
+    if not (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value)):
         return f"has ground-truth value {value!r}, not a finite number"
     if truth.get("event") not in GROUND_TRUTH_EVENTS:
         return f"has ground-truth event {truth.get('event')!r}, not 'rise' or 'fall'"
     levels = truth.get("levels")
     if levels is not None and not (isinstance(levels, list) and levels and all(
-            is_number(v) and math.isfinite(v) for v in levels)):
+            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+            for v in levels)):
         return f"has ground-truth levels {levels!r}, not a list of finite numbers"
     return None
 
