@@ -1154,7 +1154,7 @@ def _control_alignment(statistics: dict, records: list[dict]) -> list[str]:
            f"{', '.join(_code(f) for f in better)}." if better
            else "No feature's hits are above chance (Holm p < 0.05) at the first event.")
         + " The within-model controls of every feature against the ground-truth signal "
-        "(the quality of parts A to C here) are in C1 to C4, run on "
+        "(the quality of parts A to C here) are in C1 to C4, computed for "
         + ("the first seed of each group only."
            if _mapping(statistics.get("notes")).get("controlled_seeds") else "every run."))
     return [caption, "", *_table(headers, rows)]
