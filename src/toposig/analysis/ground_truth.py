@@ -94,6 +94,11 @@ def halfway_step(steps: Sequence[int], values: Sequence[float | None]) -> int | 
 MIN_SEGMENT = 3  # checkpoints on each side of a change-point, in a long enough series
 
 
+def _min_segment(n: int) -> int:
+    """Checkpoints on each side of a change-point in a series of ``n``."""
+    return max(1, min(MIN_SEGMENT, n // 4))
+
+
 def change_point(steps: Sequence[int], values: Sequence[float | None]) -> int | None:
     """The checkpoint step at which the level of ``values`` shifts: the single change in
     mean that best splits the step-sorted series (least squares, "at most one change";
@@ -113,7 +118,7 @@ def change_point(steps: Sequence[int], values: Sequence[float | None]) -> int | 
     if not np.ptp(v) > 0:
         return None
     n = len(v)
-    m = max(1, min(MIN_SEGMENT, n // 4))
+    m = _min_segment(n)
     cut = np.arange(m, n - m + 1)  # the second segment starts at index cut
     csum, csq = np.concatenate([[0.0], np.cumsum(v)]), np.concatenate([[0.0], np.cumsum(v * v)])
     left = csq[cut] - csum[cut] ** 2 / cut
@@ -180,7 +185,7 @@ def chance_hit_rate(steps: Sequence[int], event_step: int) -> float:
     either end) that lie within one checkpoint of the event."""
     ordered = sorted(steps)
     n, i = len(ordered), ordered.index(event_step)
-    m = max(1, min(MIN_SEGMENT, n // 4))
+    m = _min_segment(n)
     possible = range(m, n - m + 1)
     return sum(j in possible for j in (i - 1, i, i + 1)) / max(len(possible), 1)
 

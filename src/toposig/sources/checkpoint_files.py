@@ -385,13 +385,18 @@ def read_trainer_state(folder: str | Path) -> object:
         return None
 
 
-def trainer_state_seed(folder: str | Path) -> tuple[int | None, str | None]:
+_UNREAD = object()  # a state not read yet: the helpers below read the folder's file
+
+
+def trainer_state_seed(folder: str | Path, state: object = _UNREAD
+                       ) -> tuple[int | None, str | None]:
     """The seed and seed group a model folder's ``trainer_state.json`` names (what this
     project's trainer writes for every member of an ensemble:
     :attr:`toposig.model.training.SuiteConfig.seeds`), or ``(None, None)``: no file, no
     such fields, or values of the wrong kind (a seed is a non-negative integer, a group a
-    non-empty string; both or neither)."""
-    state = read_trainer_state(folder)
+    non-empty string; both or neither). ``state``: the file's contents when the caller
+    has read them already (:func:`read_trainer_state`)."""
+    state = read_trainer_state(folder) if state is _UNREAD else state
     if not isinstance(state, Mapping):
         return None, None
     seed, group = state.get("seed"), state.get("seed_group")
@@ -401,12 +406,13 @@ def trainer_state_seed(folder: str | Path) -> tuple[int | None, str | None]:
     return None, None
 
 
-def trainer_state_ground_truth(folder: str | Path) -> dict | None:
+def trainer_state_ground_truth(folder: str | Path, state: object = _UNREAD) -> dict | None:
     """The ground truth a model folder's ``trainer_state.json`` states (what this project's
     positive-control tasks write: :mod:`toposig.model.tasks`), as records keep it
     (:data:`toposig.records.GROUND_TRUTH`), or ``None``: no file, no ``ground_truth``, or
-    one that is not sound (a warning names the folder and what is wrong)."""
-    state = read_trainer_state(folder)
+    one that is not sound (a warning names the folder and what is wrong). ``state``: as
+    for :func:`trainer_state_seed`."""
+    state = read_trainer_state(folder) if state is _UNREAD else state
     truth = state.get("ground_truth") if isinstance(state, Mapping) else None
     if truth is None:
         return None

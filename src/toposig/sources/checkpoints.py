@@ -37,6 +37,7 @@ from toposig.sources.checkpoint_files import (
     CHECKPOINT_SUFFIXES,
     discover_files,
     is_checkpoint_file,
+    read_trainer_state,
     step_from_name,
     stored_step,
     trainer_state_ground_truth,
@@ -339,10 +340,11 @@ def checkpoint_identity(ckpt: Checkpoint) -> dict:
         "checkpoint_fingerprint": fingerprint(ckpt),
     }
     if ckpt.source == "local":
-        seed, group = trainer_state_seed(ckpt.location)
+        state = read_trainer_state(ckpt.location)  # once, for the seed and the truth
+        seed, group = trainer_state_seed(ckpt.location, state)
         if seed is not None:
             identity |= {"seed": seed, "seed_group": group}
-        if (truth := trainer_state_ground_truth(ckpt.location)) is not None:
+        if (truth := trainer_state_ground_truth(ckpt.location, state)) is not None:
             identity[GROUND_TRUTH] = truth
     return identity
 
