@@ -57,6 +57,8 @@ def test_crossing_halfway_and_change_point():
     assert G.change_point([0, 10, 1000], [0.0, 1.0, 5.0]) == 1000
     spiky = [0.0] * 10 + [3.0] + [0.0] * 9 + [1.0] * 20  # a spike 3 x the shift
     assert G.change_point(list(range(40)), spiky) == 20
+    # at least 3 checkpoints a side: a shift after the second of 30 is placed at the third
+    assert G.change_point(list(range(30)), [0.0, 0.0] + [1.0] * 28) == 3
     # equal to a brute-force least-squares split with 3 checkpoints a side
     rng = np.random.default_rng(3)
     for _ in range(20):
