@@ -48,13 +48,14 @@ def test_the_installed_package_carries_its_presets_and_is_not_the_checkout(insta
                                                                            tmp_path):
     code = ("import toposig, toposig.model.training as t; print(toposig.__file__); "
             "print(t.preset_names()); from toposig.model.presets import load_preset; "
-            "print(type(load_preset('grokking')).__name__)")
+            "print(type(load_preset('grokking')).__name__, "
+            "type(load_preset('induction')).__name__)")
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, check=True,
                          capture_output=True, text=True, env=outside(installed, tmp_path))
     where, presets, task = out.stdout.splitlines()
     assert Path(where).is_relative_to(installed)
-    assert presets == "['ensemble', 'ensemble-small', 'grokking', 'seed004', 'tiny']"
-    assert task == "ModularConfig"  # a task preset, read by the installed package
+    assert presets == "['ensemble', 'ensemble-small', 'grokking', 'induction', 'seed004', 'tiny']"
+    assert task == "ModularConfig InductionConfig"  # task presets, read by the installed package
     assert (installed / "toposig" / "py.typed").is_file()  # type checkers read its hints
 
 

@@ -126,6 +126,31 @@ def test_each_feature_is_placed_against_the_event_it_was_built_around():
     assert mixed["runs_left_out"] == ["x"] and list(mixed["runs"]) == list(events)
 
 
+def test_the_figure_draws_the_best_placed_features_with_each_runs_event_and_change_point():
+    from toposig.report.plots_controls import CURVES, plot_positive_control
+
+    records, events = hand_built()
+    section = G.positive_control_analysis(records, ["h1_total_persistence", "rankme",
+                                                    "np_mean"])
+    fig = plot_positive_control.plot(records, {"positive_controls": section})
+    curves = [ax for ax in fig.axes if ax.get_visible() and ax.get_title().startswith(
+        ("h1_total_persistence", "rankme"))]
+    # the references are not repeated below; the features follow the alignment's ranking
+    assert [ax.get_title() for ax in curves] == ["h1_total_persistence (hits 100%)",
+                                                 "rankme (hits 0%)"]
+    assert len([ax for ax in fig.axes if ax.get_visible()]) == 2 + 2 < 2 + CURVES
+    h1 = curves[0]
+    dashed = sorted(line.get_xdata()[0] for line in h1.lines if line.get_linestyle() == "--")
+    dots = sorted(line.get_xdata()[0] for line in h1.lines if line.get_marker() == "o")
+    assert dashed == sorted(events.values()) == dots  # hit at every run's event
+    rankme = [line.get_xdata()[0] for line in curves[1].lines if line.get_marker() == "o"]
+    assert sorted(rankme) == sorted(e - 20 for e in events.values())  # two checkpoints early
+    for line in h1.lines:  # each run's curve scaled to its own range
+        if line.get_linestyle() == "-" and line.get_marker() in ("None", None, ""):
+            y = np.asarray(line.get_ydata(), dtype=float)
+            assert y.min() == 0.0 and y.max() == 1.0
+
+
 def test_events_of_a_falling_signal_and_without_levels():
     steps = [0, 10, 20, 30, 40]
     assert G.event_steps(steps, [0.0, -0.1, -2.0, -2.1, -2.2], "fall") == {"halfway": 20}
@@ -256,7 +281,7 @@ def test_train_trains_a_task_preset_and_refuses_to_measure_it_live(tmp_path, cap
     runs = str(tmp_path / "runs")
     assert train.main(["--preset", str(preset), "--suite-dir", runs, "--no-progress"]) == 0
     out = capsys.readouterr().out
-    assert "grok-unit-seed0" in out and "held-out accuracy" in out
+    assert "grok-unit-seed0" in out and "final test_accuracy" in out
     assert (tmp_path / "runs" / "grok-unit" / "inputs.txt").is_file()
     assert train.main(["--preset", str(preset), "--suite-dir", runs, "--no-progress",
                        "--measure-out", str(tmp_path / "live")]) == 2

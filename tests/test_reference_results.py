@@ -89,6 +89,8 @@ NOT_DRAWN = {
     # layer only: no layer heatmap, no loss probes, one size
     RESULTS / "grokking": {"layer_heatmaps", "loss_landscapes", "loss_probe_evolution",
                            "scaling_relationships"},
+    RESULTS / "induction": {"layer_heatmaps", "loss_landscapes", "loss_probe_evolution",
+                            "scaling_relationships"},
 }
 
 
@@ -105,14 +107,14 @@ SEED004 = RESULTS / "seed004"
 
 @pytest.mark.parametrize(("folder", "n_entries"), [(SEED004, 255),
                                                   (RESULTS / "ensemble", 660),
-                                                  (RESULTS / "grokking", 255)],
-                         ids=["seed004", "ensemble", "grokking"])
+                                                  (RESULTS / "grokking", 255),
+                                                  (RESULTS / "induction", 365)],
+                         ids=["seed004", "ensemble", "grokking", "induction"])
 def test_statistics_are_those_of_the_committed_records(folder, n_entries):
-    """results/seed004, results/ensemble and results/grokking commit their records, not
-    their aggregates:
-    the entries the analysis rebuilds from them are those its statistics name, and its
-    summary renders them, so the analysis can be redone without training or measuring
-    again."""
+    """results/seed004, results/ensemble, results/grokking and results/induction commit
+    their records, not their aggregates: the entries the analysis rebuilds from them are
+    those its statistics name, and its summary renders them, so the analysis can be
+    redone without training or measuring again."""
     from toposig.files.atomic import clean_floats
     from toposig.run.aggregates import study_entries
 

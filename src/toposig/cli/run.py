@@ -53,9 +53,15 @@ from toposig.cli.options import (
     weight_settings_from_args,
 )
 from toposig.files.locks import exclusive
-from toposig.model.modular_addition import ModularConfig, write_inputs
 from toposig.model.placement import Placement
-from toposig.model.presets import load_preset, run_names, train_preset
+from toposig.model.presets import (
+    is_task,
+    load_preset,
+    run_names,
+    task_weight_exclude,
+    train_preset,
+    write_task_inputs,
+)
 from toposig.model.training import preset_names, with_seeds
 from toposig.records import DEFAULT_FAMILIES, PROBE_FAMILIES, Family
 from toposig.run.pipeline import execute, summary_lines
@@ -185,12 +191,14 @@ def _main(args: argparse.Namespace, argv: list[str], prog: str | None) -> int:
     lock = ExitStack()
     try:
         preset = with_seeds(load_preset(args.preset), args.seeds) if args.preset else None
-        if isinstance(preset, ModularConfig):  # a task: measured on its own inputs
+        if is_task(preset):  # a task: measured on its own inputs
             if args.texts is not None:
                 raise ValueError(f"--preset {args.preset} measures the task's own inputs "
                                  "(inputs.txt of its suite folder); leave out --texts")
-            args.texts = str(write_inputs(preset, Path(args.suite_dir) / preset.name))
+            args.texts = str(write_task_inputs(preset, Path(args.suite_dir) / preset.name))
             args.n_texts = preset.n_texts
+            if not args.weight_include and not args.weight_exclude:
+                args.weight_exclude = task_weight_exclude(preset)
         settings = settings_from_args(args)
         weight_settings = weight_settings_from_args(args)
         landscape_settings = landscape_settings_from_args(args)

@@ -26,11 +26,12 @@ from toposig.cli.run import interrupted_status, sigterm_as_interrupt
 from toposig.config import SettingsError, parse_signatures
 from toposig.files.locks import FolderLockedError
 from toposig.live.monitor import LIVE_DIR, LiveRunExistsError, TopologyMonitor
-from toposig.model.modular_addition import INPUTS_FILE, ModularConfig, train_modular
-from toposig.model.presets import load_preset
+from toposig.model.presets import Task, load_preset, task_signal, train_task
 from toposig.model.training import (
+    INPUTS_FILE,
     ModelSpec,
     OnCheckpoint,
+    SuiteConfig,
     TrainingConfigError,
     byte_tokenizer,
     preset_names,
@@ -124,7 +125,7 @@ def _main(args: argparse.Namespace) -> int:
     """:func:`main` once the options are parsed."""
     try:
         config = with_seeds(load_preset(args.preset), args.seeds)
-        if isinstance(config, ModularConfig):
+        if not isinstance(config, SuiteConfig):  # a positive-control task
             return _train_task(config, args)
         measure = None
         if args.measure_out:
@@ -155,20 +156,21 @@ def _main(args: argparse.Namespace) -> int:
 
 
 
-def _train_task(config: ModularConfig, args: argparse.Namespace) -> int:
-    """``train`` of a positive-control task preset (``grokking``)."""
+def _train_task(config: Task, args: argparse.Namespace) -> int:
+    """``train`` of a positive-control task preset (``grokking``, ``induction``)."""
     if args.measure_out:
         raise TrainingConfigError(f"--measure-out measures a suite of language models while "
                                   f"it trains; --preset {args.preset} is a task: train it, "
                                   f"then run python src/run_experiments.py --preset "
                                   f"{args.preset}")
-    suite_dir, results = train_modular(config, args.suite_dir, progress=not args.no_progress)
+    suite_dir, results = train_task(config, args.suite_dir, progress=not args.no_progress)
+    signal = task_signal(config)
     print(f"suite {config.name}: {suite_dir}")
     print(f"{'run':<24} {'seed':>5} {'parameters':>10} {'checkpoints':>11} "
-          f"{'held-out accuracy':>18}")
+          f"{'final ' + signal:>24}")
     for r in results:
         print(f"{r['name']:<24} {r['seed']:>5} {r['num_parameters']:>10,} "
-              f"{len(r['checkpoints']):>11} {r['final_test_accuracy']:>18.3f}")
+              f"{len(r['checkpoints']):>11} {r['final_' + signal]:>24.3f}")
     print(f"next: python src/run_experiments.py --preset {args.preset} (measures every "
           f"checkpoint on the task's inputs, {suite_dir / INPUTS_FILE})")
     return 0

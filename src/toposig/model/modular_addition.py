@@ -42,6 +42,7 @@ from toposig.model.training import (
     check_field_types,
     remove_partial_writes,
     save_checkpoint,
+    write_inputs_file,
 )
 from toposig.schedule import scheduled_steps
 
@@ -49,7 +50,6 @@ logger = logging.getLogger(__name__)
 
 TASK = "modular_addition"
 EQUALS = "="
-INPUTS_FILE = "inputs.txt"
 SIGNAL = "test_accuracy"
 LEVELS = (0.5, 0.9)  # the ground truth's steps: held-out accuracy reaching 50 % and 90 %
 TEXTS_SEED = 0  # the pairs of inputs.txt: the same for every seed of the suite
@@ -327,13 +327,4 @@ def write_inputs(c: ModularConfig, suite_dir: str | Path) -> Path:
         TrainingConfigError: the folder's ``inputs.txt`` holds other lines (another
             suite's); nothing is written.
     """
-    path = Path(suite_dir) / INPUTS_FILE
-    data = "".join(f"{t}\n" for t in task_texts(c)).encode("utf-8")
-    if path.is_symlink() or (path.exists() and path.read_bytes() != data):
-        raise TrainingConfigError(f"{path} holds other inputs than suite {c.name!r} "
-                                  "measures (another suite's?); move it away, or train into "
-                                  "another --suite-dir")
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(path, data)
-    return path
+    return write_inputs_file(suite_dir, task_texts(c), c.name)

@@ -47,6 +47,7 @@ MODEL_VOCAB = 264  # padded to a multiple of 8, as Pythia pads its vocabulary
 STATE_FILE = "_resume_state.pt"
 DONE_FILE = "done.json"
 LOG_FILE = "train_log.jsonl"
+INPUTS_FILE = "inputs.txt"  # a task suite's texts to measure (toposig.model.presets)
 
 
 class TrainingConfigError(ValueError):
@@ -610,6 +611,27 @@ def train_model(spec: ModelSpec, c: SuiteConfig, text: TrainingText, model_dir: 
     state_path.unlink(missing_ok=True)
     return ModelResult(spec.name, n_params, schedule, final, trained_steps=c.steps - start,
                        seconds=time.perf_counter() - t0)
+
+
+def write_inputs_file(suite_dir: str | Path, lines: list[str], suite: str) -> Path:
+    """Write a task suite's ``inputs.txt``, one text per line, into ``suite_dir`` (made if
+    missing); returns its path. A file that is already there with these lines is left
+    as it is.
+
+    Raises:
+        TrainingConfigError: the folder's ``inputs.txt`` holds other lines (another
+            suite's), or is a link; nothing is written.
+    """
+    path = Path(suite_dir) / INPUTS_FILE
+    data = "".join(f"{t}\n" for t in lines).encode("utf-8")
+    if path.is_symlink() or (path.exists() and path.read_bytes() != data):
+        raise TrainingConfigError(f"{path} holds other inputs than suite {suite!r} "
+                                  "measures (another suite's?); move it away, or train into "
+                                  "another --suite-dir")
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(path, data)
+    return path
 
 
 def remove_partial_writes(model_dir: Path) -> None:

@@ -1,5 +1,5 @@
-"""The positive-control figure: the ground truth of every run, and where each feature
-moves against it.
+"""The positive-control figure: the ground truth of every run, where each feature moves
+against it, and the curves of the features placed best, every run's event marked.
 
 Drawn only for a study whose statistics have a ``positive_controls`` section
 (:func:`toposig.analysis.ground_truth.positive_control_analysis`). Like the other figure
@@ -15,10 +15,11 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 
-from toposig.report.plots import finite_or_none, no_data, panel_grid
-from toposig.report.style import Drawn, Figure, figure, registry
+from toposig.report.plots import by_model, finite_or_none, no_data, panel_grid, record_series
+from toposig.report.style import Drawn, Figure, figure, registry, subplots
 
 MAX_FEATURES = 24  # rows of the alignment panel: the references, then the best placed
+CURVES = 4  # panels of feature curves: the best placed features but the references
 
 
 def run_colours(runs: Sequence[str]) -> dict[str, str]:
@@ -104,15 +105,67 @@ def _alignment_panel(ax: Axes, section: Mapping) -> None:
                               label=r) for r in runs], fontsize=7, loc="lower right")
 
 
+def _curves_panel(ax: Axes, records: Sequence[dict], section: Mapping, feature: str,
+                  event: str) -> None:
+    """One feature across training, every run scaled to its own range (0: its lowest
+    value, 1: its highest), with the run's event (dashed) and the feature's change-point
+    (a dot) in the run's colour."""
+    runs = list(section.get("runs") or {})
+    colours = run_colours(runs)
+    a = ((section.get("alignment") or {}).get(feature) or {}).get(event) or {}
+    leads = list(a.get("leads") or [])
+    series = record_series(by_model(records), feature)
+    for k, label in enumerate(runs):
+        steps, values = series.get(label, (np.array([]), np.array([])))
+        if len(values) < 2:
+            continue
+        span = float(np.ptp(values))
+        scaled = (values - values.min()) / span if span > 0 else np.zeros_like(values)
+        colour = colours[label]
+        ax.plot(steps, scaled, color=colour, linewidth=0.9)
+        step = (section["runs"][label].get("event_steps") or {}).get(event)
+        if step is None:
+            continue
+        ax.axvline(step, color=colour, linewidth=0.7, linestyle="--", alpha=0.8)
+        lead = leads[k] if k < len(leads) else None
+        if lead is not None:
+            at = step - lead
+            ax.plot([at], [float(np.interp(at, steps, scaled))], marker="o", markersize=5,
+                    color=colour, markeredgecolor="black", markeredgewidth=0.5)
+    rate = finite_or_none(a.get("hit_rate"))
+    ax.set_title(f"{feature}" + (f" (hits {rate:.0%})" if rate is not None else ""),
+                 fontsize=9)
+    ax.set_xlabel("training step")
+    ax.set_ylabel("scaled to each run's range")
+
+
 @figure("positive_control", has_positive_controls)
 def plot_positive_control(records: list[dict], statistics: dict,
                           results_root: Path | None = None) -> Drawn | None:
-    """A positive control (1 × 2): the ground-truth signal of every run across training
-    with its events; and, for the signal itself, the held-out loss and the features whose
-    change-points fall nearest the first event most often, each run's distance from it
-    in checkpoints."""
+    """A positive control: the ground-truth signal of every run across training with its
+    events; for the signal itself, the held-out loss and the features whose change-points
+    fall nearest the first event most often, each run's distance from it in checkpoints;
+    and below, the curves of the best placed features (up to :data:`CURVES`), every run's
+    event and the feature's change-point marked."""
     section = statistics.get("positive_controls") or {}
-    fig, (left, right) = panel_grid(2, 2, figsize=(14.0, 6.5))
+    events = list(section.get("events") or [])
+    references = (section.get("signal"), "loss")
+    best = ([f for f in _ranked(section, events[0]) if f not in references][:CURVES]
+            if events and section.get("alignment") else [])
+    if not best:
+        fig, (left, right) = panel_grid(2, 2, figsize=(14.0, 6.5))
+    else:
+        fig, axes = subplots(2, CURVES, figsize=(16.0, 10.0), layout="constrained",
+                             squeeze=False, height_ratios=[1.6, 1.0])
+        grid = axes[0, 0].get_gridspec()
+        for ax in axes[0]:
+            ax.remove()
+        half = CURVES // 2
+        left, right = fig.add_subplot(grid[0, :half]), fig.add_subplot(grid[0, half:])
+        for ax, feature in zip(axes[1], best, strict=False):
+            _curves_panel(ax, records, section, feature, events[0])
+        for ax in axes[1][len(best):]:
+            ax.set_visible(False)
     _signal_panel(left, section)
     _alignment_panel(right, section)
     fig.suptitle("Positive control: does a feature move when the known transition happens?")
