@@ -79,3 +79,55 @@ def test_alignment_counts_checkpoints_and_the_sign_of_the_lead():
     assert G.alignment(steps, early, None) is None
     with pytest.raises(ValueError, match="not a checkpoint"):
         G.alignment(steps, early, 250)
+
+
+def test_hits_at_other_runs_events_and_the_permutation_p():
+    grid = list(range(0, 200, 10))  # 20 checkpoints
+    events = [40, 80, 120, 160]  # four checkpoints apart: no hit reaches a neighbour's
+    follows = G.swapped_hits([grid] * 4, events, events)
+    assert (follows == np.eye(4, dtype=bool)).all()
+    assert G.permutation_p_value(follows) == pytest.approx(1 / 24)  # only the true order
+    # a feature that shifts at one stage of training in every run, whatever its event,
+    # hits the event near that stage (run 1) and every run's change-point hits it there
+    stage = G.swapped_hits([grid] * 4, [80] * 4, events)
+    assert stage.sum(axis=1).tolist() == [1, 1, 1, 1] and np.trace(stage) == 1
+    assert G.permutation_p_value(stage) == 1.0  # every order gives that one hit
+    # an event off a run's grid counts at its nearest checkpoint
+    assert G.swapped_hits([[0, 10, 20, 30, 40]], [10], [28]).tolist() == [[False]]
+    assert G.swapped_hits([[0, 10, 20, 30, 40]], [20], [28]).tolist() == [[True]]
+    assert G.permutation_p_value(np.ones((1, 1), dtype=bool)) is None
+
+
+def test_the_permutation_p_is_calibrated_where_the_binomial_is_not():
+    """Runs whose change-points and events are unrelated: the permutation p rejects at
+    about alpha or less; where every feature shifts at one stage of training and the
+    events cluster near it, the binomial test against a randomly placed change-point
+    rejects far more often, and the permutation p does not."""
+    import itertools
+
+    rng = np.random.default_rng(1)
+    grid = list(range(0, 300, 10))  # 30 checkpoints
+    n_runs, trials = 5, 400
+    unrelated, stage_perm, stage_binom = 0, 0, 0
+    for _ in range(trials):
+        events = rng.choice(np.arange(40, 260, 10), n_runs)
+        cps = rng.choice(np.arange(30, 280, 10), n_runs)
+        unrelated += G.permutation_p_value(G.swapped_hits([grid] * n_runs, cps, events)) <= 0.05
+        events = 100 + 10 * rng.integers(-2, 3, n_runs)  # the transition near step 100
+        cps = 100 + 10 * rng.integers(-2, 3, n_runs)  # and every feature shifts there too
+        hits = G.swapped_hits([grid] * n_runs, cps, events)
+        stage_perm += G.permutation_p_value(hits) <= 0.05
+        chance = np.mean([G.chance_hit_rate(grid, int(e)) for e in events])
+        stage_binom += G.hit_p_value(int(np.trace(hits)), n_runs, chance) <= 0.05
+    assert unrelated / trials <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / trials)
+    assert stage_perm / trials <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / trials)
+    assert stage_binom / trials > 0.5
+    # the exact p equals a direct count over every order of four runs
+    hits = rng.random((4, 4)) < 0.4
+    direct = np.mean([sum(hits[i, o[i]] for i in range(4)) >= np.trace(hits)
+                      for o in itertools.permutations(range(4))])
+    assert G.permutation_p_value(hits) == pytest.approx(direct)
+    # nine runs: drawn orders, the same with every call
+    big = rng.random((9, 9)) < 0.3
+    assert G.permutation_p_value(big) == G.permutation_p_value(big)
+    assert 1 / G.PERMUTATIONS <= G.permutation_p_value(big) <= 1

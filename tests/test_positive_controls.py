@@ -111,6 +111,11 @@ def test_each_feature_is_placed_against_the_event_it_was_built_around():
     # Holm over the two features that move (the references are no test): twice its p
     assert h1["hit_holm_p"] == pytest.approx(min(1.0, 2 * (3 / 8) ** 3))
     assert "hit_holm_p" not in out["alignment"]["loss"]["0.5"]
+    # the events are one checkpoint apart (40, 50, 60): each change-point also hits its
+    # neighbours' events, so handing the events to the runs in another order often does
+    # as well (3 of the 6 orders give three hits)
+    assert h1["swapped_hit_rate"] == pytest.approx(4 / 6)
+    assert h1["permutation_p"] == pytest.approx(3 / 6)
     rankme = out["alignment"]["rankme"]["0.5"]
     assert rankme["leads"] == [20, 20, 20] and rankme["apart"] == [2, 2, 2]
     assert rankme["hit_rate"] == 0.0 and rankme["hit_p"] == 1.0

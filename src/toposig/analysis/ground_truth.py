@@ -17,6 +17,7 @@ on arrays.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -161,6 +162,48 @@ def alignment(steps: Sequence[int], values: Sequence[float | None],
     return Alignment(int(event_step), found, int(event_step - found), apart, apart <= 1)
 
 
+def swapped_hits(steps: Sequence[Sequence[int]], change_points: Sequence[int],
+                 events: Sequence[int]) -> np.ndarray:
+    """Whether run ``i``'s change-point is within one checkpoint of run ``j``'s event:
+    ``(n, n)`` bool, each distance counted on run ``i``'s checkpoints (an event step that
+    is not among them counts at the nearest one). The diagonal is the hits; the rest is
+    what the same change-points score against the other runs' events, which a feature
+    that moves with the stage of training rather than with the event also hits."""
+    n = len(change_points)
+    out = np.zeros((n, n), dtype=bool)
+    for i in range(n):
+        grid = np.asarray(sorted(steps[i]), dtype=np.int64)
+        at = int(np.abs(grid - change_points[i]).argmin())
+        for j in range(n):
+            out[i, j] = abs(int(np.abs(grid - events[j]).argmin()) - at) <= 1
+    return out
+
+
+PERMUTATIONS = 20_000  # drawn when the runs have more orders than this (9 runs or more)
+PERMUTATION_SEED = 0
+
+
+def permutation_p_value(hits: np.ndarray) -> float | None:
+    """One-sided p of the hits on the diagonal of :func:`swapped_hits` when the events
+    are handed to the runs in every order (all ``n!`` orders up to 8 runs, else
+    :data:`PERMUTATIONS` drawn with a fixed seed; the observed order counts): the share of
+    orders with at least as many hits. Calibrated whatever the features' trends, as long
+    as the runs are exchangeable; with ``n`` runs it is at least ``1 / n!``. ``None``
+    with fewer than two runs."""
+    n = len(hits)
+    if n < 2:
+        return None
+    observed = int(np.trace(hits))
+    if math.factorial(n) <= PERMUTATIONS:
+        orders = np.array(list(itertools.permutations(range(n))))
+    else:
+        rng = np.random.default_rng(PERMUTATION_SEED)
+        drawn = np.array([rng.permutation(n) for _ in range(PERMUTATIONS - 1)])
+        orders = np.concatenate([np.arange(n)[None, :], drawn])
+    scores = hits[np.arange(n)[None, :], orders].sum(axis=1)
+    return float(np.mean(scores >= observed))
+
+
 # --- the positive-control section of the statistics ---------------------------------
 
 
@@ -223,6 +266,9 @@ def positive_control_analysis(records: Sequence, features: Sequence[str]) -> dic
         ``hits``; ``hit_rate`` and ``chance`` (the mean of :func:`chance_hit_rate`) over
         the runs where both are defined, and ``hit_p`` (:func:`hit_p_value`) with
         ``hit_holm_p``, Holm-adjusted over the features (not the two references);
+        ``swapped_hit_rate``, the hit rate of each run's change-point at the other
+        runs' events, and ``permutation_p`` (:func:`permutation_p_value`), which a
+        feature that moves with the stage of training, not the event, does not pass;
         ``median_lead`` and ``median_apart``; ``n_runs``). The runs are those whose
         ground truth is defined as the first run's (signal, event, levels); the others
         are named in ``runs_left_out``.
@@ -257,7 +303,7 @@ def positive_control_analysis(records: Sequence, features: Sequence[str]) -> dic
     for feature in dict.fromkeys([signal, "loss", *features]):
         per_event = {}
         for name in events:
-            leads, apart, hits, chance = [], [], [], []
+            leads, apart, hits, chance, placed = [], [], [], [], []
             for label, recs in runs.items():
                 info = out_runs[label]
                 series = [_value_of(r, feature, signal) for r in recs]
@@ -269,13 +315,18 @@ def positive_control_analysis(records: Sequence, features: Sequence[str]) -> dic
                 hits.append(None if found is None else found.hit)
                 if found is not None:
                     chance.append(chance_hit_rate(info["steps"], found.event_step))
+                    placed.append((info["steps"], found.feature_step, found.event_step))
             defined = [h for h in hits if h is not None]
             rate = float(np.mean(chance)) if chance else None
+            swapped = swapped_hits(*zip(*placed, strict=True)) if placed else np.zeros((0, 0))
+            others = swapped[~np.eye(len(swapped), dtype=bool)]
             per_event[name] = {
                 "leads": leads, "apart": apart, "hits": hits, "n_runs": len(defined),
                 "hit_rate": float(np.mean(defined)) if defined else None,
                 "chance": rate,
                 "hit_p": hit_p_value(sum(defined), len(defined), rate),
+                "swapped_hit_rate": float(others.mean()) if others.size else None,
+                "permutation_p": permutation_p_value(swapped),
                 "median_lead": _median([v for v in leads if v is not None]),
                 "median_apart": _median([v for v in apart if v is not None]),
             }

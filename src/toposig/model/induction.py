@@ -39,22 +39,21 @@ import json
 import logging
 import string
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import torch
 import torch.nn.functional as F  # noqa: N812
 
 from toposig.files.atomic import atomic_write_bytes, atomic_write_json, read_json
-from toposig.files.locks import exclusive
-from toposig.files.names import UnsafeNameError, check_name
+from toposig.model.task import TaskConfig, check_task_fields, task_check, task_suite
 from toposig.model.training import (
     DONE_FILE,
     MODEL_VOCAB,
     TrainingConfigError,
     byte_tokenizer,
-    check_field_types,
     load_training_text,
     remove_partial_writes,
     save_checkpoint,
@@ -76,7 +75,7 @@ INPUT_SPAN = 16  # bytes of text per input line, written twice
 
 
 @dataclass(frozen=True)
-class InductionConfig:
+class InductionConfig(TaskConfig):
     """An induction-head suite: ``seeds`` runs of one attention-only transformer.
 
     Attributes:
@@ -120,44 +119,16 @@ class InductionConfig:
     n_texts: int = 200
     description: str = ""
 
+    TASK: ClassVar[str] = TASK
+
     def __post_init__(self) -> None:
         validate(self)
-
-    def to_dict(self) -> dict:
-        return {"task": TASK, **asdict(self)}
-
-    @classmethod
-    def from_dict(cls, d: dict) -> InductionConfig:
-        known = {f.name for f in fields(cls)} | {"task"}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise TrainingConfigError(f"unknown {TASK} settings {unknown}; allowed: "
-                                      f"{sorted(known)}")
-        if d.get("task", TASK) != TASK:
-            raise TrainingConfigError(f"task {d.get('task')!r} is not {TASK!r}")
-        return cls(**{k: v for k, v in d.items() if k != "task"})
-
-    def run_names(self) -> list[str]:
-        return [f"{self.name}-seed{k}" for k in range(self.seeds)]
 
 
 def validate(c: InductionConfig) -> None:
     """Raise :class:`TrainingConfigError` naming the first bad value."""
-    def need(ok: bool, msg: str) -> None:
-        if not ok:
-            raise TrainingConfigError(f"{TASK} suite {c.name!r}: {msg}")
-
-    check_field_types(c, f"{TASK} suite {c.name!r}")
-    try:
-        check_name(c.name, "suite name")
-        for name in c.run_names():
-            check_name(name, "model name")
-    except UnsafeNameError as exc:
-        raise TrainingConfigError(str(exc)) from exc
-    need(c.hidden > 0 and c.layers > 0 and c.heads > 0 and c.hidden % c.heads == 0
-         and (c.hidden // c.heads) % 2 == 0,
-         "hidden, layers, heads must be positive, heads must divide hidden into an even "
-         "head size")
+    check_task_fields(c)
+    need = task_check(c)
     need(2 <= c.block_min <= c.block_max and 2 * c.block_max <= c.context + 1,
          f"need 2 <= block_min <= block_max and two blocks in a window of {c.context + 1} "
          f"bytes, got {c.block_min}..{c.block_max}")
@@ -165,11 +136,7 @@ def validate(c: InductionConfig) -> None:
          f"probe_length must be at least 2 and fit twice in the context of {c.context}")
     need(c.batch_size >= 1 and c.probe_sequences >= 1 and c.eval_windows >= 1,
          "batch_size, probe_sequences and eval_windows must be >= 1")
-    need(c.steps >= 1 and c.checkpoint_every >= 1, "steps and checkpoint_every must be >= 1")
-    need(c.lr > 0 and c.weight_decay >= 0 and 0 <= c.warmup <= c.steps,
-         "need lr > 0, weight_decay >= 0, 0 <= warmup <= steps")
     need(0 < c.val_fraction < 1, f"val_fraction must be in (0, 1), got {c.val_fraction}")
-    need(c.seeds >= 1 and c.seed >= 0, "need seeds >= 1 and seed >= 0")
     need(1 <= c.n_texts <= 100_000, f"n_texts must be within 1..100000, got {c.n_texts}")
 
 
@@ -364,28 +331,19 @@ def train_induction(c: InductionConfig, root: str | Path = "runs", *, progress: 
         DataMissingError: WikiText-2 is not available.
     """
     text = load_training_text(c.val_fraction)
-    suite_dir = Path(root) / c.name
-    with exclusive(suite_dir, "suite folder"):
-        cfg_path = suite_dir / "config.json"
-        fingerprint = {"config": c.to_dict(), "corpus_split": text.split}
-        if cfg_path.is_file() and {k: read_json(cfg_path).get(k) for k in fingerprint} \
-                != json.loads(json.dumps(fingerprint)):
-            raise TrainingConfigError(
-                f"{suite_dir} holds suite {c.name!r} trained with other settings; move it "
-                "away, or train into another --suite-dir")
-        suite_dir.mkdir(parents=True, exist_ok=True)
+    about = {
+        "corpus_source": text.source,
+        "tokenizer": "byte-level (UTF-8 bytes 0-255, EOS 256), model vocabulary 264",
+        "attention_only": f"MLP weights zero and frozen; the weight family leaves out "
+                          f"{WEIGHT_EXCLUDE}",
+        "seeds": {n: {"seed": c.seed + k, "seed_group": c.name}
+                  for k, n in enumerate(c.run_names())},
+        "checkpoint_steps": scheduled_steps(c.steps, c.checkpoint_every, "regular"),
+        "torch": torch.__version__,
+    }
+    fingerprint = {"config": c.to_dict(), "corpus_split": text.split}
+    with task_suite(c, root, fingerprint, about) as suite_dir:
         write_inputs(c, suite_dir)
-        atomic_write_json(cfg_path, {
-            **fingerprint,
-            "corpus_source": text.source,
-            "tokenizer": "byte-level (UTF-8 bytes 0-255, EOS 256), model vocabulary 264",
-            "attention_only": f"MLP weights zero and frozen; the weight family leaves out "
-                              f"{WEIGHT_EXCLUDE}",
-            "seeds": {n: {"seed": c.seed + k, "seed_group": c.name}
-                      for k, n in enumerate(c.run_names())},
-            "checkpoint_steps": scheduled_steps(c.steps, c.checkpoint_every, "regular"),
-            "torch": torch.__version__,
-        })
         tok = byte_tokenizer()
         results = []
         for k, name in enumerate(c.run_names()):

@@ -26,20 +26,18 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import torch
 import torch.nn.functional as F  # noqa: N812
 
 from toposig.files.atomic import atomic_write_bytes, atomic_write_json, read_json
-from toposig.files.locks import exclusive
-from toposig.files.names import UnsafeNameError, check_name
+from toposig.model.task import TaskConfig, check_task_fields, task_check, task_suite
 from toposig.model.training import (
     DONE_FILE,
-    TrainingConfigError,
-    check_field_types,
     remove_partial_writes,
     save_checkpoint,
     write_inputs_file,
@@ -56,7 +54,7 @@ TEXTS_SEED = 0  # the pairs of inputs.txt: the same for every seed of the suite
 
 
 @dataclass(frozen=True)
-class ModularConfig:
+class ModularConfig(TaskConfig):
     """A grokking suite: ``seeds`` runs of one transformer on ``a + b mod p``.
 
     Attributes:
@@ -89,40 +87,16 @@ class ModularConfig:
     n_texts: int = 200
     description: str = ""
 
+    TASK: ClassVar[str] = TASK
+
     def __post_init__(self) -> None:
         validate(self)
-
-    def to_dict(self) -> dict:
-        return {"task": TASK, **asdict(self)}
-
-    @classmethod
-    def from_dict(cls, d: dict) -> ModularConfig:
-        known = {f.name for f in fields(cls)} | {"task"}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise TrainingConfigError(f"unknown {TASK} settings {unknown}; allowed: "
-                                      f"{sorted(known)}")
-        if d.get("task", TASK) != TASK:
-            raise TrainingConfigError(f"task {d.get('task')!r} is not {TASK!r}")
-        return cls(**{k: v for k, v in d.items() if k != "task"})
-
-    def run_names(self) -> list[str]:
-        return [f"{self.name}-seed{k}" for k in range(self.seeds)]
 
 
 def validate(c: ModularConfig) -> None:
     """Raise :class:`TrainingConfigError` naming the first bad value."""
-    def need(ok: bool, msg: str) -> None:
-        if not ok:
-            raise TrainingConfigError(f"{TASK} suite {c.name!r}: {msg}")
-
-    check_field_types(c, f"{TASK} suite {c.name!r}")
-    try:
-        check_name(c.name, "suite name")
-        for name in c.run_names():
-            check_name(name, "model name")
-    except UnsafeNameError as exc:
-        raise TrainingConfigError(str(exc)) from exc
+    check_task_fields(c)
+    need = task_check(c)
     # p + 1 tokens: the measurement refuses tokenizers of fewer than 16 (an empty one)
     need(c.p >= 17 and all(c.p % d for d in range(2, int(c.p ** 0.5) + 1)),
          f"p must be a prime of at least 17, got {c.p}")
@@ -130,14 +104,6 @@ def validate(c: ModularConfig) -> None:
     n_unordered = c.p * (c.p + 1) // 2
     need(1 <= int(c.train_fraction * n_unordered) < n_unordered,
          f"train_fraction {c.train_fraction} leaves no pair on one side of the split")
-    need(c.hidden > 0 and c.layers > 0 and c.heads > 0 and c.hidden % c.heads == 0
-         and (c.hidden // c.heads) % 2 == 0,
-         "hidden, layers, heads must be positive, heads must divide hidden into an even "
-         "head size")
-    need(c.steps >= 1 and c.checkpoint_every >= 1, "steps and checkpoint_every must be >= 1")
-    need(c.lr > 0 and c.weight_decay >= 0 and 0 <= c.warmup <= c.steps,
-         "need lr > 0, weight_decay >= 0, 0 <= warmup <= steps")
-    need(c.seeds >= 1 and c.seed >= 0, "need seeds >= 1 and seed >= 0")
     need(1 <= c.n_texts <= c.p * c.p, f"n_texts must be within 1..{c.p * c.p}")
 
 
@@ -290,25 +256,15 @@ def train_modular(c: ModularConfig, root: str | Path = "runs", *, progress: bool
         TrainingConfigError: the folder holds a suite trained with other settings.
         FolderLockedError: another run is training into the same folder.
     """
-    suite_dir = Path(root) / c.name
-    with exclusive(suite_dir, "suite folder"):
-        cfg_path = suite_dir / "config.json"
-        fingerprint = {"config": c.to_dict()}
-        if cfg_path.is_file() and {k: read_json(cfg_path).get(k) for k in fingerprint} \
-                != json.loads(json.dumps(fingerprint)):
-            raise TrainingConfigError(
-                f"{suite_dir} holds suite {c.name!r} trained with other settings; move it "
-                "away, or train into another --suite-dir")
-        suite_dir.mkdir(parents=True, exist_ok=True)
+    about = {
+        "tokenizer": f"word-level: '0'..'{c.p - 1}' are ids 0..{c.p - 1}, '=' is {c.p}",
+        "seeds": {n: {"seed": c.seed + k, "seed_group": c.name}
+                  for k, n in enumerate(c.run_names())},
+        "checkpoint_steps": scheduled_steps(c.steps, c.checkpoint_every, "regular"),
+        "torch": torch.__version__,
+    }
+    with task_suite(c, root, {"config": c.to_dict()}, about) as suite_dir:
         write_inputs(c, suite_dir)
-        atomic_write_json(cfg_path, {
-            **fingerprint,
-            "tokenizer": f"word-level: '0'..'{c.p - 1}' are ids 0..{c.p - 1}, '=' is {c.p}",
-            "seeds": {n: {"seed": c.seed + k, "seed_group": c.name}
-                      for k, n in enumerate(c.run_names())},
-            "checkpoint_steps": scheduled_steps(c.steps, c.checkpoint_every, "regular"),
-            "torch": torch.__version__,
-        })
         tok = tokenizer(c.p)
         results = []
         for k, name in enumerate(c.run_names()):

@@ -1117,6 +1117,7 @@ def _control_alignment(statistics: dict, records: list[dict]) -> list[str]:
     headers = ["Feature", "Family",
                *(h for e in events for h in (
                    f"{_event_heading(pc, e)}: hits (rate; chance; p; Holm p)",
+                   "at other runs' events (rate; permutation p)",
                    "median lead, steps", "median checkpoints apart"))]
     rows = []
     references = (pc.get("signal"), "loss")  # placed first; no test
@@ -1131,6 +1132,7 @@ def _control_alignment(statistics: dict, records: list[dict]) -> list[str]:
             cells += [f"{hits} of {a.get('n_runs', 0)} ({fmt_value(a.get('hit_rate'))}; "
                       f"{fmt_value(a.get('chance'))}; {fmt_p(a.get('hit_p'))}; "
                       f"{fmt_p(a.get('hit_holm_p'))})",
+                      f"{fmt_value(a.get('swapped_hit_rate'))}; {fmt_p(a.get('permutation_p'))}",
                       fmt_step(a.get("median_lead")), fmt_step(a.get("median_apart"))]
         family = ("the ground truth itself" if feature == pc.get("signal")
                   else "quality (held-out loss)" if feature == "loss"
@@ -1146,7 +1148,12 @@ def _control_alignment(statistics: dict, records: list[dict]) -> list[str]:
         "of the event; lead = event step − change-point step (positive: the feature moves "
         "first). Chance: the hit rate of a change-point placed at random where one can "
         "fall; p: one-sided binomial test of the hits against it, Holm p: adjusted over "
-        "the features. References that need no topology, placed first: "
+        "the features. At other runs' events: the hit rate of the same change-points "
+        "against the events of the other runs, which a feature that moves with the stage "
+        "of training rather than with the event scores as well; permutation p: the share "
+        "of the ways to hand the events to the runs that give at least as many hits "
+        "(one-sided, not adjusted over the features; with n runs at least 1/n!). "
+        "References that need no topology, placed first: "
         f"`{pc.get('signal')}`, the ground truth's own change-point (the method's check), "
         "and `loss`, the held-out loss the task stores. Then sorted by the hit rate at the "
         "first event. "
