@@ -359,6 +359,8 @@ def test_formats_and_short_reasons():
     assert report.fmt_step(99.99999999999997) == "100"
     assert report.fmt_step(143000.0) == "143000"
     assert report.fmt_step(None) == "—"
+    assert report.fmt_count(51.0) == "51" and report.fmt_count(2.5) == "2.5"  # a median
+    assert report.fmt_count(float("nan")) == "—"
     assert report.fmt_rho(-0.59) == "-0.590" and report.fmt_p(5.2e-06) == "5.2e-06"
     assert report.fmt_ci(-0.796, -0.35) == "[-0.796, -0.350]"
     assert report.fmt_value(59994.03) == "59994.0" and report.fmt_value(4.5512) == "4.551"

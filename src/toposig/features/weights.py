@@ -272,12 +272,6 @@ def row_sample(n_rows: int, max_rows: int, seed: int, name: str) -> np.ndarray:
     return np.sort(rng.choice(n_rows, size=max_rows, replace=False))
 
 
-def weight_statistics(matrix: np.ndarray) -> dict[str, float]:
-    """Frobenius norm, standard deviation, largest and mean ``|w|`` of a matrix."""
-    m = np.asarray(matrix)
-    return _statistics(m, np.abs(m))[0]
-
-
 def _statistics(m: np.ndarray, a: np.ndarray) -> tuple[dict[str, float], tuple[float, ...]]:
     """Statistics of ``m`` given ``a = |m|``, and the float64 sums (Σw, Σw², Σ|w|) behind
     them; one pass each, accumulated in float64 without a float64 copy of ``m``."""

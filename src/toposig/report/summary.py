@@ -140,12 +140,22 @@ def fmt_value(x) -> str:
     return f"{x:.1f}" if abs(x) >= 1000 else f"{x:.4g}"
 
 
-def fmt_step(x) -> str:
-    """A training step: an integer when it is one (up to float error), else ``.4g``."""
+def _fmt_whole(x) -> str:
+    """An integer when ``x`` is one (up to float error), else ``.4g``; — when undefined."""
     if not _finite(x):
         return DASH
     r = round(x)
     return str(int(r)) if abs(x - r) <= 1e-6 * max(1.0, abs(x)) else f"{x:.4g}"
+
+
+def fmt_step(x) -> str:
+    """A training step (or a difference of steps), as :func:`_fmt_whole` writes it."""
+    return _fmt_whole(x)
+
+
+def fmt_count(x) -> str:
+    """A count (checkpoints, pairs, layers, ...), as :func:`_fmt_whole` writes it."""
+    return _fmt_whole(x)
 
 
 def fmt_params(x) -> str:
@@ -336,8 +346,8 @@ def _configurations(statistics: dict, records: list[dict]) -> list[str]:
     for label, m in models.items():
         r = last.get(label, {})
         rows.append([label, fmt_params(m.get("num_parameters")),
-                     *(fmt_step(r.get(k)) for k, _ in arch),
-                     fmt_step(m.get("n_checkpoints")), fmt_step(m.get("final_step")),
+                     *(fmt_count(r.get(k)) for k, _ in arch),
+                     fmt_count(m.get("n_checkpoints")), fmt_step(m.get("final_step")),
                      *(fmt_loss(m.get("final_loss")) if q == "loss"
                        else fmt_value(m.get(f"final_{q}")) for q in quality)])
     return [f"Models analysed (n = {len(models)}; sizes and final quality from "
@@ -388,7 +398,7 @@ def _feature_vs_target(statistics: dict, feature: str, what: str) -> list[str]:
     entries = _controlled_entries(statistics, feature)
     targets = sorted({e.get("target") for _, e in entries if e.get("target")})
     headers = ["Model", "n", "Spearman ρ", "p", "95% CI", "Holm p"]
-    rows = [[m, fmt_step(e.get("n")), fmt_rho(e.get("spearman_r")), fmt_p(e.get("spearman_p")),
+    rows = [[m, fmt_count(e.get("n")), fmt_rho(e.get("spearman_r")), fmt_p(e.get("spearman_p")),
              fmt_ci(e.get("ci_low"), e.get("ci_high")), fmt_p(e.get("holm_p"))]
             for m, e in entries]
     caption = (f"Spearman ρ between {what}, {_code(feature)}, and {' / '.join(targets) or '?'} "
@@ -435,7 +445,7 @@ def _neural_persistence(statistics: dict, records: list[dict]) -> list[str]:
         for m, e in entries:
             ns.append(e.get("n"))
             targets.add(e.get("target"))
-            rows.append([m, f"{_code(feature)} ({name})", fmt_step(e.get("n")),
+            rows.append([m, f"{_code(feature)} ({name})", fmt_count(e.get("n")),
                          fmt_rho(e.get("spearman_r")), fmt_p(e.get("spearman_p")),
                          fmt_ci(e.get("ci_low"), e.get("ci_high")), fmt_p(e.get("holm_p")),
                          _direction(e)])
@@ -541,7 +551,7 @@ def _phases(statistics: dict, records: list[dict]) -> list[str]:
                                                 or []),
                          ", ".join(f"{s:+.3g}" if _finite(s) else DASH
                                    for s in fit.get("slopes") or []),
-                         fmt_r2(fit.get("r2")), fmt_step(fit.get("n")), ""])
+                         fmt_r2(fit.get("r2")), fmt_count(fit.get("n")), ""])
     if rows:
         ns = [(f or {}).get("n") for v in phases.values()
               for f in ((v or {}).get("piecewise_log_step") or {}).values()]
@@ -566,7 +576,7 @@ def _scaling(statistics: dict, records: list[dict]) -> list[str]:
     headers = ["Feature", "Exponent b", "R²", "Spearman ρ", "p", "n", "Model", "Note"]
     rows = [[_code(f), fmt_rho(fit.get("b")), fmt_r2(fit.get("r2")),
              fmt_rho(fit.get("spearman_r")), fmt_p(fit.get("spearman_p")),
-             fmt_step(fit.get("n")), fit.get("model") or DASH,
+             fmt_count(fit.get("n")), fit.get("model") or DASH,
              fit.get("reason") or fit.get("note") or ""] for f, fit in fits.items()]
     size_text = ", ".join(f"{m} {fmt_params(n)}" for m, n in sizes.items())
     caption = (f"Power law f(N) = a·N^b of each feature's final-checkpoint value against "
@@ -689,7 +699,7 @@ def _robustness(statistics: dict, records: list[dict]) -> list[str]:
             partial = fmt_rho(e["partial_r"])
         else:
             partial = f"undefined: {short_reason(e.get('partial_undefined'))}"
-        rows.append([_code(f), m, e.get("target") or DASH, fmt_step(e.get("n")),
+        rows.append([_code(f), m, e.get("target") or DASH, fmt_count(e.get("n")),
                      _rho_ci(e), fmt_p(e.get("holm_p")), partial,
                      fmt_p(e.get("partial_holm_p")),
                      fmt_rho(e.get("diff_r")), fmt_p(e.get("diff_holm_p")),
@@ -783,7 +793,7 @@ def _stability(statistics: dict, records: list[dict]) -> list[str]:
             rows.append([_code(f), model, fmt_value(e.get("median_se")),
                          fmt_value(e.get("median_abs_change")), fmt_value(e.get("change_to_se")),
                          fmt_percent(e.get("resolved_share")), fmt_value(e.get("range_to_se")),
-                         fmt_step(e.get("n_pairs"))])
+                         fmt_count(e.get("n_pairs"))])
     if not rows:
         raise _Absent("no PH feature carries a bootstrap spread")
     caption = ("Bootstrap over texts: each checkpoint's PH features recomputed on resamples of "
@@ -868,7 +878,7 @@ def _calibrated_tests(statistics: dict, records: list[dict]) -> list[str]:
                "Reads as"]
     rows = []
     for f, m, e in _every_entry(per_model, pooled, features):
-        rows.append([_code(f), m, fmt_step(e.get("n")),
+        rows.append([_code(f), m, fmt_count(e.get("n")),
                      _interval_cell(e, "detrended"), fmt_p(e.get("detrended_holm_p")),
                      *_design_cells(e, "detrended"),
                      _interval_cell(e, "pfd"), fmt_p(e.get("pfd_holm_p")),
@@ -941,7 +951,7 @@ def _prediction_by_feature(statistics: dict, records: list[dict]) -> list[str]:
                          *(fmt_loss(mae.get(m)) for m in
                            ("loss_only", "topology_only", "combined", "ridge")),
                          fmt_improvement(imp.get("topology_only")),
-                         fmt_improvement(imp.get("combined")), fmt_step(n)])
+                         fmt_improvement(imp.get("combined")), fmt_count(n)])
     caption = ("Table 5's predictors with each feature in place of neural persistence: "
                "topology_only extrapolates the feature's early log-step trend through its "
                "coupling to the loss, combined is its mean with loss_only, ridge uses the "
@@ -1133,7 +1143,7 @@ def _control_alignment(statistics: dict, records: list[dict]) -> list[str]:
                       f"{fmt_value(a.get('chance'))}; {fmt_p(a.get('hit_p'))}; "
                       f"{fmt_p(a.get('hit_holm_p'))})",
                       f"{fmt_value(a.get('swapped_hit_rate'))}; {fmt_p(a.get('permutation_p'))}",
-                      fmt_step(a.get("median_lead")), fmt_step(a.get("median_apart"))]
+                      fmt_step(a.get("median_lead")), fmt_count(a.get("median_apart"))]
         family = ("the ground truth itself" if feature == pc.get("signal")
                   else "quality (held-out loss)" if feature == "loss"
                   else feature_family(feature))
