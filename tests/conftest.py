@@ -29,6 +29,17 @@ WIKI = "wikitext-2-raw-v1/wiki.valid.raw"
 TOKENIZER = Path("pythia-tokenizer") / "20B_tokenizer.json"
 
 
+def pytest_collection_modifyitems(config, items) -> None:
+    """Mark the tests of ``tests/slow_tests.txt`` ``slow`` (:mod:`slow_list`), so that
+    ``pytest -m "not slow"`` runs the fast set."""
+    from slow_list import read_list
+
+    slow = read_list()
+    for item in items:
+        if item.nodeid in slow:
+            item.add_marker(pytest.mark.slow)
+
+
 class FolderHub:
     """A folder-backed stand-in for the Hugging Face Hub.
 

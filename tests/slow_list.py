@@ -1,0 +1,85 @@
+"""The tests that ``pytest -m "not slow"`` leaves out, and how that list is made.
+
+``tests/slow_tests.txt`` names them, one per line (``seconds<TAB>node id``), with the time
+each took in a full run on a 2-core machine; ``conftest.py`` marks them ``slow``. To make
+the list again from a full run::
+
+    python -m pytest --junitxml=/tmp/junit.xml
+    python tests/slow_list.py /tmp/junit.xml --fast-budget 150
+
+which keeps the fastest tests, up to ``--fast-budget`` seconds in all, in the fast set and
+lists the rest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent
+LIST = TESTS / "slow_tests.txt"
+HEADER = ("# Tests left out of the fast set (pytest -m 'not slow'): seconds in a full run on a\n"
+          "# 2-core CPU, then the node id. Made by tests/slow_list.py from a JUnit report.\n")
+
+
+def read_list(path: Path = LIST) -> dict[str, float]:
+    """Node id -> seconds, from ``slow_tests.txt`` (comments and blank lines skipped)."""
+    out: dict[str, float] = {}
+    if not path.is_file():
+        return out
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip() and not line.startswith("#"):
+            seconds, node = line.split("\t", 1)
+            out[node] = float(seconds)
+    return out
+
+
+def node_id(classname: str, name: str) -> str:
+    """A pytest node id from a JUnit ``classname`` (``tests.test_x`` or
+    ``tests.test_x.TestY``) and test ``name``."""
+    parts = classname.split(".")
+    for cut in range(len(parts), 0, -1):
+        path = Path(*parts[:cut]).with_suffix(".py")
+        if (TESTS.parent / path).is_file():
+            return "::".join([path.as_posix(), *parts[cut:], name])
+    raise ValueError(f"no test file for {classname!r}")
+
+
+def durations(junit: Path) -> dict[str, float]:
+    """Node id -> seconds of every test case in a JUnit XML report."""
+    root = ET.parse(junit).getroot()
+    return {node_id(case.get("classname", ""), case.get("name", "")):
+            float(case.get("time", 0.0)) for case in root.iter("testcase")}
+
+
+def split(times: dict[str, float], fast_budget: float) -> dict[str, float]:
+    """The slow tests: all but the fastest ones whose times add up to ``fast_budget``."""
+    total, slow = 0.0, {}
+    for node, seconds in sorted(times.items(), key=lambda kv: (kv[1], kv[0])):
+        if total + seconds <= fast_budget:
+            total += seconds
+        else:
+            slow[node] = seconds
+    return slow
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("junit", type=Path)
+    p.add_argument("--fast-budget", type=float, default=150.0,
+                   help="seconds the fast set's tests may take in all (default: %(default)s)")
+    args = p.parse_args(argv)
+    times = durations(args.junit)
+    slow = split(times, args.fast_budget)
+    LIST.write_text(HEADER + "".join(f"{s:.1f}\t{n}\n" for n, s in sorted(slow.items())),
+                    encoding="utf-8")
+    fast = sum(times.values()) - sum(slow.values())
+    print(f"{len(slow)} of {len(times)} tests slow ({sum(slow.values()):.0f} s); the fast "
+          f"set's {len(times) - len(slow)} take {fast:.0f} s", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

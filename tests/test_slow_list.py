@@ -1,0 +1,48 @@
+"""The fast set (``pytest -m "not slow"``): its list names real tests, and is applied."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from slow_list import LIST, node_id, read_list, split
+
+PROJECT = Path(__file__).resolve().parents[1]
+
+
+def test_every_listed_test_exists():
+    listed = read_list()
+    assert listed, f"{LIST} lists no test"
+    for node in listed:
+        path, *scope = node.split("::")
+        source = (PROJECT / path).read_text(encoding="utf-8")
+        name = re.sub(r"\[.*\]$", "", scope[-1])
+        assert re.search(rf"^\s*def {re.escape(name)}\(", source, re.M), f"stale: {node}"
+
+
+def test_node_ids_and_the_budget():
+    assert node_id("tests.test_slow_list", "test_x[a-b]") == "tests/test_slow_list.py::test_x[a-b]"
+    assert node_id("tests.test_slow_list.TestY", "test_z") == \
+        "tests/test_slow_list.py::TestY::test_z"
+    with pytest.raises(ValueError, match="no test file"):
+        node_id("tests.nope", "test_x")
+    times = {"a": 1.0, "b": 2.0, "c": 3.0, "d": 10.0}
+    assert split(times, 6.0) == {"d": 10.0}
+    assert split(times, 3.0) == {"c": 3.0, "d": 10.0}
+
+
+def test_the_listed_tests_are_marked_slow():
+    node = sorted(read_list())[0]
+    path = node.split("::")[0]
+
+    def collected(marks: str) -> list[str]:
+        out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-m",
+                              marks, "-p", "no:cacheprovider", path], cwd=PROJECT,
+                             capture_output=True, text=True)
+        return [ln for ln in out.stdout.splitlines() if "::" in ln]
+
+    assert node in collected("slow")
+    assert node not in collected("not slow")
