@@ -34,6 +34,8 @@ from toposig.run import pipeline  # noqa: E402
 from toposig.run import plan as planning  # noqa: E402
 from toposig.run.store import ResultStore  # noqa: E402
 from toposig.sources.checkpoints import Checkpoint, checkpoint_identity  # noqa: E402
+from toposig.stages.base import StageInputs
+from toposig.stages.registry import complete_settings
 
 FEATURES = ("np_mean", "np_std", "np_min", "np_max", "np_seed_mean", "np_seed_std",
             "weight_h0_total", "weight_h1_total", "weight_h0_count", "weight_h1_count",
@@ -77,9 +79,9 @@ class InstantExecutor:
 def synthetic_plan(n: int) -> planning.RunPlan:
     ckpts = [Checkpoint("bench/model", "model", s * 100, "hub", "bench/model", f"step{s * 100}")
              for s in range(n)]
-    return planning.RunPlan(ckpts, [], EmbeddingSettings(), Placement(), "giotto-ph",
-                            True, None, "", families=[("weights",)] * n,
-                            weights_hash="wbench00000")
+    inputs = StageInputs([], [], complete_settings(EmbeddingSettings()))
+    return planning.RunPlan(ckpts, inputs, Placement(), "giotto-ph", True,
+                            {Family.WEIGHTS: "wbench00000"}, families=[("weights",)] * n)
 
 
 def time_run(n: int, n_matrices: int) -> tuple[float, list[dict], dict]:

@@ -77,7 +77,7 @@ def pythia70m_cost(families) -> None:
     import torch
     from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
 
-    from toposig.config import EmbeddingSettings, WeightSettings
+    from toposig.config import EmbeddingSettings
     from toposig.live.monitor import TopologyMonitor
     from toposig.model.training import byte_tokenizer
     from toposig.run.pipeline import execute
@@ -112,7 +112,7 @@ def pythia70m_cost(families) -> None:
             tok.save_pretrained(folder)
         saved = (time.perf_counter() - t0) / 2
         plan = plan_run([str(tmp / "series")], None, replace(EmbeddingSettings(), device="cpu"),
-                        WeightSettings(), signatures=families)
+                        signatures=families)
         t1 = time.perf_counter()
         execute(plan, tmp / "offline", progress=False)
         offline = (time.perf_counter() - t1) / 2

@@ -186,8 +186,8 @@ def test_evict_removes_only_finished_checkpoints_files(tiny_series, hub_root, wi
         step = int(next(r for r, c in commits.items() if c == path.name)[4:])
         name = f"step{step:06d}.json"
         # this checkpoint's records are written before its files go
-        assert (out / "records" / plan.settings_hash / "tiny" / name).is_file()
-        assert (out / "records" / plan.weights_hash / "tiny" / name).is_file()
+        assert (out / "records" / plan.hash_of("embedding") / "tiny" / name).is_file()
+        assert (out / "records" / plan.hash_of("weights") / "tiny" / name).is_file()
         present_at_evict.append(set(hub.snapshots()))
         freed = evict_snapshot(path)
         for other in hub.snapshots():  # what is left (the prefetched next) is intact
@@ -275,7 +275,7 @@ def test_ray_run_equals_the_serial_run_and_a_failing_task_costs_only_itself(
             (200, "embedding"), (200, "weights")}
     assert stable(tmp_path / "ray") == stable(tmp_path / "serial")
     assert [r["step"] for r in stable(tmp_path / "ray")] == [0, 10, 100]
-    failed = json.loads((tmp_path / "ray" / "records" / plan.weights_hash / "series" /
+    failed = json.loads((tmp_path / "ray" / "records" / plan.hash_of("weights") / "series" /
                          "step000200.json").read_text())
     assert failed["status"] == "failed" and failed["error_type"]
     # a rerun through Ray resumes like a serial one: only the failed checkpoint is retried

@@ -47,10 +47,11 @@ def test_every_feature_measure_gives_with_every_family_and_h2_is_registered():
     m = toposig.measure(causal_lm("gpt2", seed=0), byte_tokenizer(), texts,
                         families=["embedding", "weights", "landscape", "gradients"],
                         settings=EmbeddingSettings(n_texts=16, maxdim=2), progress=False,
-                        landscape_settings=LandscapeSettings(n_windows=2, window=8, res=3,
-                                                             trace_samples=2),
-                        gradient_settings=GradientSettings(n_windows=8, window=8,
-                                                           proj_dim=16, maxdim=2))
+                        family_settings={
+                            "landscape": LandscapeSettings(n_windows=2, window=8, res=3,
+                                                           trace_samples=2),
+                            "gradients": GradientSettings(n_windows=8, window=8,
+                                                          proj_dim=16, maxdim=2)})
     names = recorded_feature_names([m.entry])
     assert any(n.startswith("h2_") for n in names) and "hessian_eig_2" in names
     assert sorted(n for n in names if feature_info(n) is None) == []

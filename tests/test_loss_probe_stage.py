@@ -11,8 +11,8 @@ from conftest import pythia_tokenizer
 
 import analyze_results
 import run_experiments
+from toposig.model import loss_probes
 from toposig.model.loss_probes import batch_loss, probe_windows
-from toposig.run import tasks
 from toposig.run.store import load_arrays
 from toposig.sources.corpus import probe_texts
 
@@ -71,8 +71,8 @@ def test_the_probed_loss_is_the_checkpoints_loss_on_the_seeded_windows(probed, t
 
 def test_a_rerun_resumes_and_other_settings_are_new_records(probed, monkeypatch):
     out, args = probed
-    monkeypatch.setattr(tasks, "analyse_landscape", lambda *a, **k: pytest.fail("redone"))
-    monkeypatch.setattr(tasks, "analyse_gradients", lambda *a, **k: pytest.fail("redone"))
+    monkeypatch.setattr(loss_probes, "analyse_landscape", lambda *a, **k: pytest.fail("redone"))
+    monkeypatch.setattr(loss_probes, "analyse_gradients", lambda *a, **k: pytest.fail("redone"))
     assert run_experiments.main(args) == 0
     hashes = {p.name for p in (out / "records").iterdir()}
     assert len(hashes) == 2 and {h[0] for h in hashes} == {"l", "g"}
@@ -119,7 +119,7 @@ def test_a_failing_family_is_recorded_and_the_others_finish(tiny_series, wikitex
     def broken(*a, **k):
         raise FloatingPointError("3 of 25 loss-surface points are not finite")
 
-    monkeypatch.setattr(tasks, "analyse_landscape", broken)
+    monkeypatch.setattr(loss_probes, "analyse_landscape", broken)
     out = tmp_path / "out"
     args = ["--models", str(tiny_series), "--signatures", "landscape,gradients", "--out",
             str(out), "--steps", "0", *FAST]

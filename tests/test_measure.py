@@ -84,9 +84,10 @@ def test_measure_leaves_the_model_as_it_found_it(model):
     torch.manual_seed(11)
     toposig.measure(model, byte_tokenizer(), TEXTS[:16],
                     families=("weights", "landscape", "gradients", "embedding"),
-                    landscape_settings=LandscapeSettings(n_windows=2, window=16, res=3,
-                                                         trace_samples=2, lanczos_maxiter=5),
-                    gradient_settings=GradientSettings(n_windows=8, window=16, proj_dim=8))
+                    family_settings={
+                        "landscape": LandscapeSettings(n_windows=2, window=16, res=3,
+                                                       trace_samples=2, lanczos_maxiter=5),
+                        "gradients": GradientSettings(n_windows=8, window=16, proj_dim=8)})
     assert torch.equal(torch.rand(3), expected_draw)  # the generator's state is restored
     assert model.training
     assert not frozen.requires_grad and all(
@@ -101,6 +102,25 @@ def test_measure_leaves_the_model_as_it_found_it(model):
 def test_an_unknown_family_is_refused(model):
     with pytest.raises(ValueError, match="families are embedding, weights"):
         toposig.measure(model, byte_tokenizer(), TEXTS, families=("spectra",))
+
+
+def test_settings_are_given_per_family_and_the_old_keywords_still_work(model):
+    from toposig.config import WeightSettings
+
+    few = WeightSettings(max_rows=5)
+    m = toposig.measure(model, byte_tokenizer(), TEXTS, families=("weights",),
+                        family_settings={"weights": few}, progress=False)
+    assert m.records["weights"]["settings"]["max_rows"] == 5
+    with pytest.warns(DeprecationWarning, match="weight_settings= is deprecated"):
+        old = toposig.measure(model, byte_tokenizer(), TEXTS, families=("weights",),
+                              weight_settings=few, progress=False)
+    assert old.records["weights"]["features"] == m.records["weights"]["features"]
+    with pytest.raises(TypeError, match="unexpected keyword argument 'weights_setting'"):
+        toposig.measure(model, byte_tokenizer(), TEXTS, weights_setting=few)
+    with pytest.raises(TypeError, match="'spectra' is not a family"):
+        toposig.measure(model, byte_tokenizer(), TEXTS, family_settings={"spectra": few})
+    with pytest.raises(TypeError, match="must be a WeightSettings"):
+        toposig.measure(model, byte_tokenizer(), TEXTS, family_settings={"weights": 5})
 
 
 def test_probes_of_a_half_precision_model_and_mixed_placements_are_refused(model):

@@ -20,7 +20,8 @@ import analyze_results
 import extract_embeddings
 import run_experiments
 from toposig.analysis.stats import is_weight_feature
-from toposig.run import pipeline, tasks
+from toposig.model import embedding as embedding_stage
+from toposig.run import pipeline
 from toposig.run import plan as planning
 
 SEVEN_FIGURES = ["summary_figure", "topological_evolution", "spectral_evolution",
@@ -157,7 +158,7 @@ def test_interrupted_run_resumes_and_matches_an_uninterrupted_one(tiny_series, w
     args = ["--models", str(tiny_series), *FAST]
     assert run_experiments.main([*args, "--out", str(tmp_path / "straight")]) == 0
 
-    real = tasks.analyse_checkpoint
+    real = embedding_stage.analyse_checkpoint
     calls = []
 
     def interrupt_on_second(*a, **k):
@@ -166,17 +167,17 @@ def test_interrupted_run_resumes_and_matches_an_uninterrupted_one(tiny_series, w
             raise KeyboardInterrupt
         return real(*a, **k)
 
-    monkeypatch.setattr(tasks, "analyse_checkpoint", interrupt_on_second)
+    monkeypatch.setattr(embedding_stage, "analyse_checkpoint", interrupt_on_second)
     resumed = tmp_path / "resumed"
     assert run_experiments.main([*args, "--out", str(resumed)]) == 130
     # written on the way out: the first checkpoint, and the second's finished weights
     assert [r["families"] for r in records_of(resumed)] == [["embedding", "weights"],
                                                             ["weights"]]
     assert_aggregates_are_the_records(resumed)
-    monkeypatch.setattr(tasks, "analyse_checkpoint", real)
+    monkeypatch.setattr(embedding_stage, "analyse_checkpoint", real)
 
     counted = []
-    monkeypatch.setattr(tasks, "analyse_checkpoint",
+    monkeypatch.setattr(embedding_stage, "analyse_checkpoint",
                         lambda *a, **k: counted.append(1) or real(*a, **k))
     assert run_experiments.main([*args, "--out", str(resumed)]) == 0
     assert len(counted) == 2  # only the rest

@@ -20,6 +20,7 @@ from toposig.records import (
     record_header,
 )
 from toposig.report import figures, style
+from toposig.stages.registry import STAGES
 
 IDENT = {"model": "runs/m", "model_label": "m", "step": 4, "source": "local",
          "location": "runs/m/step4", "revision": None, "checkpoint_fingerprint": "abc",
@@ -32,7 +33,7 @@ def test_a_family_is_its_plain_name_in_records_options_and_json():
         "embedding": ["gradients"]}
     assert [str(f) for f in FAMILIES] == ["embedding", "weights", "landscape", "gradients"]
     assert [f.is_probe for f in FAMILIES] == [False, False, True, True]
-    assert [f.runs_model for f in FAMILIES] == [True, False, True, True]
+    assert [STAGES[f].runs_model for f in FAMILIES] == [True, False, True, True]
     assert parse_signatures("weights, embedding,weights") == (Family.WEIGHTS, Family.EMBEDDING)
     with pytest.raises(SettingsError, match="embedding, weights, landscape, gradients"):
         parse_signatures("embedding,topology")
@@ -63,7 +64,8 @@ def test_the_committed_records_have_the_header_record_header_writes():
         header = record_header(family, record, record["status"])
         assert list(record)[:len(header)] == list(header), path
         assert {k: record[k] for k in header} == header, path
-    assert seen == set(FAMILIES)
+    config = json.loads((root.parent / "data" / "config.json").read_text())
+    assert seen == set(config["signatures"])  # the reference run's families, all of them
 
 
 def test_feature_families_name_their_signature_and_label():

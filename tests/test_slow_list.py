@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from slow_list import LIST, node_id, read_list, split
+from slow_list import LIST, durations, node_id, read_list, split
 
 PROJECT = Path(__file__).resolve().parents[1]
 
@@ -32,6 +32,19 @@ def test_node_ids_and_the_budget():
     times = {"a": 1.0, "b": 2.0, "c": 3.0, "d": 10.0}
     assert split(times, 6.0) == {"d": 10.0}
     assert split(times, 3.0) == {"c": 3.0, "d": 10.0}
+
+
+def test_reports_combine_by_the_longest_time(tmp_path):
+    """A fast run's report moves a fixture's set-up onto a test a full run found quick."""
+    case = '<testcase classname="tests.test_slow_list" name="{}" time="{}"/>'
+    full, fast = tmp_path / "full.xml", tmp_path / "fast.xml"
+    full.write_text(f"<testsuites><testsuite>{case.format('test_a', 9)}"
+                    f"{case.format('test_b', 0.5)}</testsuite></testsuites>")
+    fast.write_text(f"<testsuites><testsuite>{case.format('test_a', 1)}"
+                    f"{case.format('test_b', 8)}</testsuite></testsuites>")
+    node = "tests/test_slow_list.py::test_{}"
+    assert durations(full) == {node.format("a"): 9.0, node.format("b"): 0.5}
+    assert durations(full, fast) == {node.format("a"): 9.0, node.format("b"): 8.0}
 
 
 def test_the_listed_tests_are_marked_slow():

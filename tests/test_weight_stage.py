@@ -15,6 +15,8 @@ import analyze_results
 import run_experiments
 from toposig.config import WeightSettings, weights_hash
 from toposig.features import weights
+from toposig.model import embedding as embedding_stage
+from toposig.model import weight_stage
 from toposig.run import tasks
 from toposig.run.store import load_arrays
 
@@ -70,15 +72,15 @@ def test_weight_stage_on_a_model_folder_series(neox_series, tmp_path, no_texts, 
     assert "NP mean" in summary and "perplexity" not in summary
 
     calls = []
-    real = tasks.analyse_weights
-    tasks.analyse_weights = lambda *a, **k: calls.append(1) or real(*a, **k)
+    real = weight_stage.analyse_weights
+    weight_stage.analyse_weights = lambda *a, **k: calls.append(1) or real(*a, **k)
     try:
         assert run_experiments.main(args) == 0  # resumes: nothing recomputed
         assert calls == []
         assert run_experiments.main([*args, "--force"]) == 0
         assert len(calls) == 3
     finally:
-        tasks.analyse_weights = real
+        weight_stage.analyse_weights = real
 
 
 def test_include_exclude_and_bad_patterns(neox_series, tmp_path, no_texts, capsys):
@@ -123,7 +125,8 @@ def test_one_load_serves_both_families(tiny_series, wikitext_dir, tmp_path, monk
                                  *QUIET]) == 0
     emb = json.loads((out2 / "data" / "all_results.json").read_text())
     assert all(r["families"] == ["embedding"] for r in emb)
-    monkeypatch.setattr(tasks, "analyse_checkpoint", lambda *a, **k: pytest.fail("redone"))
+    monkeypatch.setattr(embedding_stage, "analyse_checkpoint",
+                        lambda *a, **k: pytest.fail("redone"))
     assert run_experiments.main([*args[:-1], "--out", str(out2), *QUIET]) == 0
     both = records_of(out2)
     assert [r["perplexity"] for r in both] == [r["perplexity"] for r in emb]
@@ -220,13 +223,14 @@ def test_heavy_tail_baselines_in_records_and_older_records_are_recomputed(
         del old["features"][name]
     files[0].write_text(json.dumps(old))
     calls = []
-    real = tasks.analyse_weights
-    tasks.analyse_weights = lambda ckpt, *a, **k: calls.append(ckpt.step) or real(ckpt, *a, **k)
+    real = weight_stage.analyse_weights
+    weight_stage.analyse_weights = (lambda ckpt, *a, **k: calls.append(ckpt.step)
+                                    or real(ckpt, *a, **k))
     try:
         with caplog.at_level("INFO", logger="toposig.run.store"):
             assert run_experiments.main(args) == 0
     finally:
-        tasks.analyse_weights = real
+        weight_stage.analyse_weights = real
     assert calls == [50]
     assert "predates weight_spectral_norm_mean" in caplog.text
     again = records_of(out)

@@ -15,30 +15,21 @@ probe evaluates moved weights functionally). Nothing is saved or loaded.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from tqdm.auto import tqdm
 
-from toposig.config import (
-    AUTOCAST,
-    EmbeddingSettings,
-    GradientSettings,
-    LandscapeSettings,
-    WeightSettings,
-    parse_layers,
-)
+from toposig.config import AUTOCAST, EmbeddingSettings, parse_layers
 from toposig.model.placement import Placement
-from toposig.records import (
-    DEFAULT_FAMILIES,
-    FAMILIES,
-    PROBE_FAMILIES,
-    Family,
-    Record,
-    merge_family_records,
-)
+from toposig.records import DEFAULT_FAMILIES, FAMILIES, Family, Record, merge_family_records
 from toposig.sources.checkpoints import Checkpoint
+from toposig.stages.base import StageInputs, Texts
+from toposig.stages.registry import STAGES, by_key, complete_settings, needs_texts, run_order
+from toposig.stages.runner import run_stages
 
 IN_MEMORY = "<in memory>"
 
@@ -110,16 +101,7 @@ class Measurement:
         lines = [head + "):"]
         for family, rec in self.records.items():
             features = rec.get("features") or {}
-            parts = [f"{len(features)} features"]
-            if family == Family.EMBEDDING:
-                quality = ("perplexity", "mlm_loss")
-                parts += [f"{k} {rec[k]:.4g}" for k in quality if rec.get(k) is not None]
-                parts.append(f"{len(rec.get('layer_features') or {}) or 1} layer(s), "
-                             f"{rec.get('n_texts', '?')} texts")
-            elif family == Family.WEIGHTS:
-                parts.append(f"{rec.get('n_matrices', '?')} matrices")
-                if features.get("np_mean") is not None:
-                    parts.append(f"np_mean {features['np_mean']:.4g}")
+            parts = [f"{len(features)} features", *STAGES[Family(family)].record_parts(rec)]
             n_arrays = len(self.arrays.get(family) or {})
             lines.append(f"  {family}: {', '.join(parts)}; {n_arrays} arrays")
         return "\n".join(lines)
@@ -205,10 +187,8 @@ def measure(model, tokenizer, texts: Sequence[str] | None = None, *,
             layers: str | Sequence[int] | None = None,
             step: int | None = None, label: str = "model",
             settings: EmbeddingSettings | None = None,
-            weight_settings: WeightSettings | None = None,
-            landscape_settings: LandscapeSettings | None = None,
-            gradient_settings: GradientSettings | None = None,
-            progress: bool = True) -> Measurement:
+            family_settings: Mapping[str, Any] | None = None,
+            progress: bool = True, **legacy: Any) -> Measurement:
     """The signature families of an in-memory model, without saving or reloading it.
 
     Args:
@@ -231,11 +211,13 @@ def measure(model, tokenizer, texts: Sequence[str] | None = None, *,
         label: the model's name in the records.
         settings: the embedding's settings (defaults as in ``run_experiments.py``);
             ``layers=`` replaces their default ``layers``, and must agree with any other.
-        weight_settings: the weight family's settings (default as in ``run_experiments.py``).
-        landscape_settings: the landscape family's settings (likewise).
-        gradient_settings: the gradient family's settings (likewise).
+        family_settings: family -> its settings, for the other families
+            (``{"weights": WeightSettings(max_rows=100)}``; defaults as in
+            ``run_experiments.py``, seeded by ``settings.seed``).
         progress: show a progress bar over the families (``tqdm``, on stderr, as the
             pipeline's over checkpoints).
+        legacy: ``weight_settings=``, ``landscape_settings=``, ``gradient_settings=``:
+            the names of earlier versions, still taken (with a DeprecationWarning).
 
     Returns:
         A :class:`Measurement`; its records are those the pipeline writes for a
@@ -270,8 +252,8 @@ def measure(model, tokenizer, texts: Sequence[str] | None = None, *,
                          "disagree; give one of them")
     settings = settings or EmbeddingSettings()
     settings = replace(settings, layers=settings.layers if layers is None else layers)
-    inputs = MeasureInputs.default(settings, texts, families, weight_settings,
-                                   landscape_settings, gradient_settings)
+    inputs = measure_inputs(settings, texts, families,
+                            given_settings(family_settings, legacy, "measure"))
     ckpt = Checkpoint(model=label, label=label, step=step, source="memory",
                       location=IN_MEMORY)
     out = Measurement()
@@ -292,6 +274,34 @@ def measure(model, tokenizer, texts: Sequence[str] | None = None, *,
     return out
 
 
+def given_settings(family_settings: Mapping[str, Any] | None, legacy: Mapping[str, Any],
+                   caller: str) -> dict[Family, Any]:
+    """Family -> its settings as given to :func:`measure` or the live monitor:
+    ``family_settings``, and ``legacy`` keywords (``weight_settings=``: a family's key in
+    ``config.json``, :func:`toposig.stages.registry.by_key`), which earlier versions took.
+
+    Raises:
+        TypeError: a keyword that names no family's settings (as Python says it for
+            ``caller``), or an unknown family.
+    """
+    out: dict[Family, Any] = {}
+    for family, s in (family_settings or {}).items():
+        if family not in FAMILIES:
+            raise TypeError(f"{caller}() family_settings: {family!r} is not a family "
+                            f"({', '.join(FAMILIES)})")
+        out[Family(family)] = s
+    for key, s in legacy.items():
+        try:
+            stage = by_key(key)
+        except KeyError:
+            raise TypeError(f"{caller}() got an unexpected keyword argument {key!r}") from None
+        warnings.warn(f"{key}= is deprecated: pass family_settings={{{str(stage.family)!r}: "
+                      "...}", DeprecationWarning, stacklevel=3)
+        if s is not None:
+            out[stage.family] = s
+    return out
+
+
 def check_families(families: Sequence[str]) -> tuple[Family, ...]:
     """``families`` as :class:`Family` members.
 
@@ -304,55 +314,77 @@ def check_families(families: Sequence[str]) -> tuple[Family, ...]:
     return tuple(Family(f) for f in families)
 
 
-@dataclass(frozen=True)
-class MeasureInputs:
-    """What a measurement of the families needs besides the model: the analysed texts,
-    the texts the probe windows are cut from, and each family's settings."""
+def measure_inputs(settings: EmbeddingSettings, texts: Sequence[str] | None,
+                   families: Sequence[str],
+                   given: Mapping[Family, Any] | None = None,
+                   texts_source: str | None = None) -> StageInputs:
+    """The inputs of ``families`` with the pipeline's defaults where not given: the
+    analysed texts (given, else the pipeline's WikiText-2 rows), the probe texts (the
+    given texts, else WikiText-2 validation) and every family's settings (``given``,
+    else seeded by ``settings.seed``: :func:`toposig.stages.registry.complete_settings`).
+    Texts no family reads are not loaded.
 
-    texts: list[str]
-    probe_texts: list[str]
-    settings: EmbeddingSettings
-    weight_settings: WeightSettings
-    landscape_settings: LandscapeSettings
-    gradient_settings: GradientSettings
+    Args:
+        texts_source: where the texts come from, as ``config.json`` says it (default:
+            ``settings.texts`` or WikiText-2 validation).
+    """
+    from toposig.sources.corpus import load_texts, probe_texts
 
-    @classmethod
-    def default(cls, settings: EmbeddingSettings, texts: Sequence[str] | None,
-                families: Sequence[Family], weight_settings: WeightSettings | None = None,
-                landscape_settings: LandscapeSettings | None = None,
-                gradient_settings: GradientSettings | None = None) -> MeasureInputs:
-        """The inputs of ``families`` with the pipeline's defaults where ``None``: the
-        analysed texts (given, else the pipeline's WikiText-2 rows), the probe texts
-        (the given texts, else WikiText-2 validation) and the settings (seeded by
-        ``settings.seed``). Texts a family does not need are not loaded."""
-        from toposig.sources.corpus import load_texts, probe_texts
+    analysed, probe = [], []
+    if needs_texts(families, Texts.ANALYSED):
+        analysed = (list(texts) if texts is not None
+                    else load_texts(settings.texts, settings.n_texts, settings.min_chars))
+    if needs_texts(families, Texts.PROBE):
+        probe = (list(texts) if texts is not None
+                 else probe_texts(settings.texts, settings.min_chars))
+    source = texts_source or settings.texts or "wikitext-2-raw-v1 validation"
+    return StageInputs(analysed, probe, complete_settings(settings, given), source)
 
-        analysed, probe = [], []
-        if Family.EMBEDDING in families:
-            analysed = (list(texts) if texts is not None
-                        else load_texts(settings.texts, settings.n_texts, settings.min_chars))
-        if set(families) & set(PROBE_FAMILIES):
-            probe = (list(texts) if texts is not None
-                     else probe_texts(settings.texts, settings.min_chars))
-        return cls(
-            analysed, probe, settings,
-            weight_settings or WeightSettings(seed=settings.seed,
-                                              ph_backend=settings.ph_backend),
-            landscape_settings or LandscapeSettings(seed=settings.seed),
-            gradient_settings or GradientSettings(seed=settings.seed, maxdim=settings.maxdim,
-                                                  ph_backend=settings.ph_backend))
+
+@dataclass
+class InMemoryModel:
+    """A model in hand, ready for the stages (:class:`toposig.stages.base.Loaded`): used as
+    it is, on its own device and in its own precision, never moved."""
+
+    ckpt: Checkpoint
+    placement: Placement
+    stored_loss: tuple[float | None, str | None]
+    held: Any
+    held_tokenizer: Any
+    local_files_only: bool = False
+    load_s: float = 0.0
+
+    @property
+    def num_parameters(self) -> int:
+        from toposig.model.matrices import count_parameters
+
+        return count_parameters(self.held.parameters())
+
+    @property
+    def available(self) -> list[str]:
+        return [n for n, p in self.held.named_parameters() if p.dim() == 2]
+
+    def matrices(self, include: Sequence[str], exclude: Sequence[str]):
+        from toposig.model.matrices import model_matrices
+
+        return model_matrices(self.held, include, exclude)
+
+    def model(self, *, float32: bool):
+        return self.held
+
+    def tokenizer(self):
+        return self.held_tokenizer
 
 
 def measure_families(model, tokenizer, ckpt: Checkpoint, families: Sequence[Family],
-                     inputs: MeasureInputs, emit: Callable[[Family, object], None], *,
+                     inputs: StageInputs, emit: Callable[[Family, object], None], *,
                      stored_loss: tuple[float | None, str | None] = (None, None)) -> None:
     """Compute ``families`` on the in-memory ``model`` and hand each family's result (a
     :class:`~toposig.records.CheckpointOutput`, or the exception it raised) to ``emit``
     as soon as it is done; the model is left as it was (:func:`preserved_state`).
 
-    The order and the calls are the pipeline's for a loaded checkpoint
-    (:func:`toposig.run.tasks.load_once`): weights, then the landscape and gradient
-    probes, then the embedding, in the model's own device and precision.
+    The stages run as the pipeline's do on a loaded checkpoint
+    (:func:`toposig.stages.runner.run_stages`), in the model's own device and precision.
 
     Args:
         ckpt: the identity the records carry (``source: "memory"``).
@@ -364,49 +396,14 @@ def measure_families(model, tokenizer, ckpt: Checkpoint, families: Sequence[Fami
         ValueError: the landscape or gradients asked of a model not in float32, or
             parameters on several devices or precisions (before any family runs).
     """
-    from toposig.model.embedding import analyse_checkpoint
-    from toposig.model.loss_probes import analyse_gradients, analyse_landscape
-    from toposig.model.matrices import count_parameters, model_matrices
-    from toposig.model.weight_stage import analyse_weights
-
-    placement = Placement.of_model(model, inputs.settings.dtype)
-    probes = [f for f in PROBE_FAMILIES if f in families]
-    if probes and placement.dtype not in ("float32", AUTOCAST):
+    placement = Placement.of_model(model, inputs.run_settings.dtype)
+    float32 = [s.family for s in run_order(families) if s.float32]
+    if float32 and placement.dtype not in ("float32", AUTOCAST):
         raise ValueError(
-            f"the {' and '.join(probes)} probes need float32 weights, as the pipeline uses "
+            f"the {' and '.join(float32)} probes need float32 weights, as the pipeline uses "
             f"(this model is in {placement.dtype}); measure a float32 copy "
             "(copy.deepcopy(model).float()) for them")
-    loss, loss_key = stored_loss
-
-    def attempt(family: Family, compute: Callable[[], object]) -> None:
-        try:
-            result = compute()
-        except Exception as exc:  # noqa: BLE001 - handed to the caller, who decides
-            result = exc
-        emit(family, result)
-
+    loaded = InMemoryModel(ckpt, placement, stored_loss, model, tokenizer)
     with preserved_state(model):
         model.eval()  # no dropout: the pipeline's models are loaded in eval mode
-        if Family.WEIGHTS in families:
-            ws = inputs.weight_settings
-            attempt(Family.WEIGHTS, lambda: analyse_weights(
-                ckpt, model_matrices(model, ws.include, ws.exclude), ws, loss=loss,
-                loss_key=loss_key, num_parameters=count_parameters(model.parameters()),
-                device=placement.cuda_device,
-                available=[n for n, p in model.named_parameters() if p.dim() == 2]))
-        stages = {Family.LANDSCAPE: (analyse_landscape, inputs.landscape_settings),
-                  Family.GRADIENTS: (analyse_gradients, inputs.gradient_settings)}
-        for family in probes:
-            stage, s = stages[family]
-
-            def probe(stage=stage, s=s):
-                result = stage(ckpt, model, tokenizer, inputs.probe_texts, s,
-                               device=placement.device)
-                result.record |= {"checkpoint_loss": loss, "checkpoint_loss_key": loss_key}
-                return result
-
-            attempt(family, probe)
-        if Family.EMBEDDING in families:
-            attempt(Family.EMBEDDING, lambda: analyse_checkpoint(
-                ckpt, inputs.texts, inputs.settings, placement=placement, model=model,
-                tokenizer=tokenizer))
+        run_stages(loaded, families, inputs, emit)

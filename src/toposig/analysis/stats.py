@@ -89,23 +89,29 @@ def spearman_exact_p(x: np.ndarray, y: np.ndarray) -> float:
 
 
 def feature_names(records: Sequence[dict]) -> list[str]:
-    """Numeric feature keys present in the records' ``features``, grouped by family.
-
-    Order: embedding topological, embedding spectral, weight topological, weight
-    statistics, curvature, landscape topological, gradient topological, gradient
-    statistics, other.
+    """Numeric feature keys present in the records' ``features``, grouped by family in
+    :class:`~toposig.records.FeatureFamily` order (embedding topological, embedding
+    spectral, weight topological, weight statistics, curvature, landscape topological,
+    gradient topological, gradient statistics, ..., other). Within a family: the
+    spectral names and the weight statistics in their defined order, the loss probes'
+    features in the order the records give them, any other family's by name.
     """
     keys: list[str] = []
     for r in records:
         for k, v in r.get("features", {}).items():
             if k not in keys and isinstance(v, (int, float)):
                 keys.append(k)
-    topo = sorted(k for k in keys if is_topological(k))
-    spec = [k for k in SPECTRAL_NAMES if k in keys]
-    weight_topo = sorted(k for k in keys if feature_family(k) == FeatureFamily.WEIGHT_TOPOLOGICAL)
-    weight_stats = [k for k in WEIGHT_STATISTICS if k in keys]
-    probes = [k for fam in FeatureFamily if fam.is_probe for k in keys if feature_family(k) == fam]
-    grouped = topo + spec + weight_topo + weight_stats + probes
+    defined = {FeatureFamily.EMBEDDING_SPECTRAL: SPECTRAL_NAMES,
+               FeatureFamily.WEIGHT_STATISTICS: WEIGHT_STATISTICS}
+    grouped: list[str] = []
+    for fam in FeatureFamily:
+        if fam == FeatureFamily.OTHER:
+            continue
+        if fam in defined:
+            grouped += [k for k in defined[fam] if k in keys]
+        else:
+            members = [k for k in keys if feature_family(k) == fam]
+            grouped += members if fam.is_probe else sorted(members)
     return grouped + sorted(k for k in keys if k not in grouped)
 
 

@@ -80,7 +80,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         return 2
     record = result.record
     if args.out:
-        record = ResultStore(args.out, plan.settings_hash).write(record, ckpt, result.arrays)
+        store = ResultStore(args.out, plan.hash_of(Family.EMBEDDING))
+        record = store.write(record, ckpt, result.arrays)
     print(json.dumps(clean_floats(record), indent=2))
     return 0
 

@@ -5,31 +5,26 @@ from __future__ import annotations
 import argparse
 import logging
 import re
+from typing import Any
 
 from toposig.config import (
     DTYPE_CHOICES,
-    LANDSCAPE_DIRS,
     LAYER_CHOICES,
     PH_BACKEND_CHOICES,
     EmbeddingSettings,
-    GradientSettings,
-    LandscapeSettings,
     SettingsError,
-    WeightSettings,
     parse_signatures,
 )
 from toposig.files.locks import FolderLockedError
-from toposig.records import FAMILIES
+from toposig.records import FAMILIES, Family
 from toposig.run.executors import EXECUTOR_CHOICES
 from toposig.sources.checkpoint_files import CHECKPOINT_SUFFIXES
 from toposig.sources.checkpoints import HubUnavailableError, SeriesError
 from toposig.sources.corpus import DataMissingError
 from toposig.sources.revisions import RevisionError, StepSelection, parse_selection
+from toposig.stages.registry import DEFAULT_STAGES, STAGES
 
 _DEFAULTS = EmbeddingSettings()
-_WEIGHT_DEFAULTS = WeightSettings()
-_LANDSCAPE_DEFAULTS = LandscapeSettings()
-_GRADIENT_DEFAULTS = GradientSettings()
 
 # What bad user input raises while a run is planned: reported as "error: ..." with exit
 # status 2, before any work. (SettingsError and SeriesError are ValueErrors too.)
@@ -134,72 +129,18 @@ def add_embedding_options(p: argparse.ArgumentParser) -> None:
                         "a checkpoint from elsewhere can carry code)")
 
 
-def add_weight_options(p: argparse.ArgumentParser) -> None:
-    """Which signature families, and what the weight stage computes (see WeightSettings)."""
+def add_family_options(p: argparse.ArgumentParser) -> None:
+    """Which signature families (``--signatures``), and each family's own options
+    (:meth:`toposig.stages.base.Stage.add_options`, in registry order)."""
     p.add_argument("--signatures", metavar="LIST", default=None,
                    help=f"comma-separated signature families: {', '.join(FAMILIES)}. "
-                        "Default: embedding and weights for model folders and Hub models, "
-                        "weights only for plain checkpoint files "
+                        f"Default: {' and '.join(DEFAULT_STAGES)} for model folders and Hub "
+                        "models, "
+                        f"{' and '.join(f for f, s in STAGES.items() if not s.runs_model)} "
+                        "only for plain checkpoint files "
                         f"({', '.join(CHECKPOINT_SUFFIXES)})")
-    g = p.add_argument_group("weight stage (neural persistence, weight-row homology)")
-    g.add_argument("--weight-max-rows", type=int, default=_WEIGHT_DEFAULTS.max_rows,
-                   help="rows per matrix for Vietoris-Rips; a sample chosen with --seed when "
-                        "a matrix has more (default: %(default)s)")
-    g.add_argument("--weight-include", nargs="+", metavar="REGEX", default=[],
-                   help="analyse exactly the 2-D weights whose parameter name matches one of "
-                        "these regular expressions (default: the weights of the model's "
-                        "Linear and Conv1D modules but its input and output embeddings; "
-                        "for plain state-dict files the same, through the transformers "
-                        "config found with the file (config.json beside it, or in the "
-                        "file), else the 2-D *weight tensors that are no embedding table "
-                        "or output head by their structure; the record's matrix_rule "
-                        "says which)")
-    g.add_argument("--weight-exclude", nargs="+", metavar="REGEX", default=[],
-                   help="leave out weights whose name matches one of these regular expressions")
-
-
-def add_probe_options(p: argparse.ArgumentParser) -> None:
-    """What the landscape and gradient families compute (see LandscapeSettings and
-    GradientSettings); their windows come from the --texts source."""
-    g = p.add_argument_group("landscape and gradients (loss-surface and gradient topology)")
-    g.add_argument("--probe-length", type=int, default=_LANDSCAPE_DEFAULTS.window,
-                   help="tokens per probe window (default: %(default)s)")
-    g.add_argument("--landscape-windows", type=int, default=_LANDSCAPE_DEFAULTS.n_windows,
-                   help="windows in the fixed batch whose loss is probed (default: "
-                        "%(default)s)")
-    g.add_argument("--hessian-k", type=int, default=_LANDSCAPE_DEFAULTS.top_k,
-                   help="top Hessian eigenvalues estimated by Lanczos (default: %(default)s)")
-    g.add_argument("--trace-samples", type=int, default=_LANDSCAPE_DEFAULTS.trace_samples,
-                   help="Rademacher probes of the Hutchinson trace estimate (default: "
-                        "%(default)s)")
-    g.add_argument("--landscape-res", type=int, default=_LANDSCAPE_DEFAULTS.res,
-                   help="loss-surface grid points per axis, odd (default: %(default)s)")
-    g.add_argument("--landscape-dirs", choices=LANDSCAPE_DIRS, default=_LANDSCAPE_DEFAULTS.dirs,
-                   help="plane of the loss surface: the top two Hessian eigenvectors, or two "
-                        "filter-normalised random directions (default: %(default)s)")
-    g.add_argument("--landscape-span", type=float, default=_LANDSCAPE_DEFAULTS.span,
-                   help="the grid spans -S..S along each direction, in units of the "
-                        "weights' own norm (default: %(default)s)")
-    g.add_argument("--gradient-windows", type=int, default=_GRADIENT_DEFAULTS.n_windows,
-                   help="examples whose gradients form the cloud (default: %(default)s)")
-    g.add_argument("--gradient-dim", type=int, default=_GRADIENT_DEFAULTS.proj_dim,
-                   help="dimension of the seeded random projection of the gradients "
-                        "(default: %(default)s)")
-
-
-def landscape_settings_from_args(args: argparse.Namespace) -> LandscapeSettings:
-    """Build validated landscape settings; raises SettingsError naming a bad value."""
-    return LandscapeSettings(n_windows=args.landscape_windows, window=args.probe_length,
-                             top_k=args.hessian_k, trace_samples=args.trace_samples,
-                             res=args.landscape_res, dirs=args.landscape_dirs,
-                             span=args.landscape_span, seed=args.seed)
-
-
-def gradient_settings_from_args(args: argparse.Namespace) -> GradientSettings:
-    """Build validated gradient settings; raises SettingsError naming a bad value."""
-    return GradientSettings(n_windows=args.gradient_windows, window=args.probe_length,
-                            proj_dim=args.gradient_dim, maxdim=args.maxdim, seed=args.seed,
-                            ph_backend=args.ph_backend)
+    for stage in STAGES.values():
+        stage.add_options(p)
 
 
 def add_executor_options(p: argparse.ArgumentParser) -> None:
@@ -239,11 +180,12 @@ def executor_from_args(args: argparse.Namespace):
                          gpus_per_task=args.gpus_per_task)
 
 
-def weight_settings_from_args(args: argparse.Namespace) -> WeightSettings:
-    """Build validated weight settings; raises SettingsError naming a bad value."""
-    return WeightSettings(max_rows=args.weight_max_rows, maxdim=args.maxdim,
-                          include=tuple(args.weight_include), exclude=tuple(args.weight_exclude),
-                          seed=args.seed, ph_backend=args.ph_backend)
+def family_settings_from_args(args: argparse.Namespace) -> dict[Family, Any]:
+    """Family -> its validated settings, for the families whose settings have options of
+    their own (the embedding's are :func:`settings_from_args`); raises SettingsError
+    naming a bad value."""
+    return {f: s for f, stage in STAGES.items()
+            if (s := stage.settings_from_args(args)) is not None}
 
 
 def signatures_from_args(args: argparse.Namespace) -> tuple[str, ...] | None:

@@ -39,20 +39,18 @@ from toposig.cli.options import (
     INPUT_ERRORS,
     add_embedding_options,
     add_executor_options,
-    add_probe_options,
+    add_family_options,
     add_step_options,
-    add_weight_options,
     executor_from_args,
-    gradient_settings_from_args,
+    family_settings_from_args,
     help_text,
-    landscape_settings_from_args,
     selection_from_args,
     settings_from_args,
     setup_logging,
     signatures_from_args,
-    weight_settings_from_args,
 )
 from toposig.files.locks import exclusive
+from toposig.in_memory import measure_inputs
 from toposig.model.placement import Placement
 from toposig.model.presets import (
     is_task,
@@ -63,13 +61,12 @@ from toposig.model.presets import (
     write_task_inputs,
 )
 from toposig.model.training import preset_names, with_seeds
-from toposig.records import DEFAULT_FAMILIES, PROBE_FAMILIES, Family
 from toposig.run.pipeline import execute, summary_lines
-from toposig.run.plan import family_hashes, plan_run, settings_views
+from toposig.run.plan import fit_study, plan_run
 from toposig.run.store import read_json
-from toposig.run.study import StudyMismatchError, check_run_fits, widen_layers
+from toposig.run.study import StudyMismatchError
 from toposig.sources.checkpoints import EXPERIMENT_A_MODELS
-from toposig.sources.corpus import load_texts, probe_texts, texts_fingerprint
+from toposig.stages.registry import DEFAULT_STAGES
 
 logger = logging.getLogger("run_experiments")
 
@@ -112,9 +109,8 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
                    help="recompute checkpoints that already have a finished record")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    add_weight_options(p)
     add_embedding_options(p)
-    add_probe_options(p)
+    add_family_options(p)
     add_executor_options(p)
     return p
 
@@ -200,9 +196,7 @@ def _main(args: argparse.Namespace, argv: list[str], prog: str | None) -> int:
             if not args.weight_include and not args.weight_exclude:
                 args.weight_exclude = task_weight_exclude(preset)
         settings = settings_from_args(args)
-        weight_settings = weight_settings_from_args(args)
-        landscape_settings = landscape_settings_from_args(args)
-        gradient_settings = gradient_settings_from_args(args)
+        given = family_settings_from_args(args)
         signatures = signatures_from_args(args)
         executor = executor_from_args(args)
         models, suite_dir = args.models, None
@@ -216,33 +210,17 @@ def _main(args: argparse.Namespace, argv: list[str], prog: str | None) -> int:
                                  "leave out --models")
             suite = preset
             names = run_names(suite)  # every seed of every model
-            families = set(signatures or DEFAULT_FAMILIES)
-            texts = probe = []
-            if Family.EMBEDDING in families:  # before training: the texts and the study check
-                texts = load_texts(settings.texts, settings.n_texts, settings.min_chars)
-            if families & set(PROBE_FAMILIES):
-                probe = probe_texts(settings.texts, settings.min_chars)
+            families = set(signatures or DEFAULT_STAGES)
             lock.enter_context(exclusive(args.out, "results folder"))  # before training
-            dtype = Placement.resolve(settings.device, settings.dtype, remote_gpus).dtype
-            replaced = None
-            if Family.EMBEDDING in families:  # --extend may add layers to the study's
-                settings, replaced = widen_layers(args.out, settings, texts_fingerprint(texts),
-                                                  dtype, extend=args.extend)
-            check_run_fits(
-                args.out,
-                {n: str(Path(args.suite_dir) / suite.name / n) for n in names},
-                family_hashes(families, settings, weight_settings, landscape_settings,
-                              gradient_settings, texts, probe, dtype),
-                settings_views(settings, weight_settings, landscape_settings,
-                               gradient_settings, dtype, texts),
-                extend=args.extend, sources={n: "local" for n in names},
-                replaces={Family.EMBEDDING: replaced} if replaced else None)
+            placement = Placement.resolve(settings.device, settings.dtype, remote_gpus)
+            settings = fit_study(  # before training: --extend may widen the settings
+                args.out, measure_inputs(settings, None, families, given), families,
+                placement, {n: str(Path(args.suite_dir) / suite.name / n) for n in names},
+                {n: "local" for n in names}, extend=args.extend).run_settings
             suite_dir = train_preset(suite, args.suite_dir, progress=not args.no_progress)
             models = [str(suite_dir / n) for n in names]
-        plan = plan_run(models, selection_from_args(args), settings, weight_settings, signatures,
-                        remote_gpus=remote_gpus,
-                        landscape_settings=landscape_settings,
-                        gradient_settings=gradient_settings)
+        plan = plan_run(models, selection_from_args(args), settings, signatures,
+                        remote_gpus=remote_gpus, family_settings=given)
         if suite_dir is not None:
             plan.suite = read_json(suite_dir / "config.json")
         else:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from tqdm.auto import tqdm
 
-from toposig.in_memory import MeasureInputs, measure_families
+from toposig.in_memory import measure_families
 from toposig.run.executors import EmitResult, TaskDone
 from toposig.run.tasks import Task
 
@@ -27,8 +27,8 @@ class InMemoryExecutor:
     """Runs every task on ``model`` as it is (each task's checkpoint names the step).
 
     Attributes:
-        model, tokenizer: the live model and its tokenizer.
-        inputs: the texts and settings (:class:`~toposig.in_memory.MeasureInputs`).
+        model, tokenizer: the live model and its tokenizer (the texts and settings are
+            the plan's).
         stored_loss: the loss the trainer knows for this state and where it was found.
         progress: show a progress bar over each task's families (``tqdm``, as
             :func:`toposig.measure` does).
@@ -36,7 +36,6 @@ class InMemoryExecutor:
 
     model: Any
     tokenizer: Any
-    inputs: MeasureInputs
     stored_loss: tuple[float | None, str | None] = (None, None)
     progress: bool = False
 
@@ -53,7 +52,7 @@ class InMemoryExecutor:
 
             try:
                 measure_families(self.model, self.tokenizer, task.ckpt, task.todo,
-                                 self.inputs, keep, stored_loss=self.stored_loss)
+                                 plan.inputs, keep, stored_loss=self.stored_loss)
             finally:
                 bar.close()
             done(task)

@@ -33,8 +33,8 @@ from toposig.files.locks import (
 )
 from toposig.live.measurement import LiveMeasurement
 from toposig.model.placement import Placement
-from toposig.records import Family
 from toposig.run.study import StudyMismatchError, check_run_fits, load_study
+from toposig.stages.registry import STAGES
 
 logger = logging.getLogger(__name__)
 
@@ -185,19 +185,20 @@ class StudyGuard:
             ValueError: ``model`` cannot be measured (several devices or precisions).
         """
         m = self.measurement
-        embedding = Family.EMBEDDING in m.families
+        keyed = [f for f in m.families if STAGES[f].precision_keyed]
         if model is not None:
             placement = m.placement(model)
         else:
             placement = Placement("cpu", (config or {}).get("dtype") or "float32")
         plan = m.plan(m.checkpoint(0), placement)
         plan.adopt_study_labels(self.out)
-        hashes = plan.hashes
+        hashes = dict(plan.hashes)
         if model is None and not (config or {}).get("dtype"):
-            hashes.pop(Family.EMBEDDING, None)  # a study without a recorded precision
+            for family in keyed:  # a study without a recorded precision
+                hashes.pop(family, None)
         check_run_fits(self.out, plan.models, hashes, plan.settings_views(),
                        extend=self.extend, sources=plan.sources)
-        return model is not None or not embedding
+        return model is not None or not keyed
 
     def check_foreign(self, stale: list[tuple[int, Path]]) -> None:
         """Refuse to remove records of this label that the offline pipeline made (only

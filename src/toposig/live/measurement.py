@@ -10,23 +10,21 @@ run against before it writes anything (:mod:`toposig.live.guard`).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
-from toposig.config import (
-    EmbeddingSettings,
-    GradientSettings,
-    LandscapeSettings,
-    WeightSettings,
-)
-from toposig.in_memory import IN_MEMORY, MeasureInputs
+from toposig.config import EmbeddingSettings
+from toposig.in_memory import IN_MEMORY, measure_inputs
 from toposig.live.executor import InMemoryExecutor
 from toposig.model.placement import Placement
 from toposig.records import Family
 from toposig.run.pipeline import execute
-from toposig.run.plan import RunPlan, family_hashes
+from toposig.run.plan import RunPlan
 from toposig.sources.checkpoints import Checkpoint
+from toposig.stages.base import StageInputs
+from toposig.stages.registry import hashes
 
 PREFIX = "topology/"
 # The features logged by default: each family's headline numbers (``log_features="all"``
@@ -37,20 +35,16 @@ LOG_FEATURES = ("perplexity", "h0_total_persistence", "h1_total_persistence",
                 "landscape_n_minima", "grad_h0_total_persistence", "grad_norm_mean")
 
 
-def measure_inputs(texts: Sequence[str] | None, families: Sequence[Family], layers: str,
-                   settings: EmbeddingSettings | None = None,
-                   weight_settings: WeightSettings | None = None,
-                   landscape_settings: LandscapeSettings | None = None,
-                   gradient_settings: GradientSettings | None = None,
-                   ) -> tuple[MeasureInputs, str]:
-    """The inputs of a live measurement (the embedding's settings with ``layers``), and
-    where its texts come from, as ``config.json`` says it."""
+def live_inputs(texts: Sequence[str] | None, families: Sequence[Family], layers: str,
+                settings: EmbeddingSettings | None = None,
+                given: Mapping[Family, Any] | None = None) -> StageInputs:
+    """The inputs of a live measurement: the embedding's settings with ``layers``, the
+    other families' ``given`` settings (defaults where not given), and where the texts
+    come from, as ``config.json`` says it."""
     embedding = replace(settings or EmbeddingSettings(), layers=layers)
-    inputs = MeasureInputs.default(embedding, texts, families, weight_settings,
-                                   landscape_settings, gradient_settings)
-    source = ("texts given to the monitor" if texts is not None
-              else embedding.texts or "wikitext-2-raw-v1 validation")
-    return inputs, source
+    return measure_inputs(embedding, texts, families, given,
+                          texts_source="texts given to the monitor" if texts is not None
+                          else None)
 
 
 @dataclass
@@ -77,8 +71,7 @@ class LiveMeasurement:
         families: the signature families measured.
         label: the model's name in the records.
         model_name: the model as ``config.json`` names it.
-        inputs: the texts and settings (:func:`measure_inputs`).
-        texts_source: where the texts come from, for ``config.json``.
+        inputs: the texts, their source and the settings (:func:`live_inputs`).
         command: how the run was made, for ``config.json``.
         extend: let this label join a folder whose study holds other models.
         progress: show a progress bar over the families of the run's first measurement
@@ -86,7 +79,7 @@ class LiveMeasurement:
     """
 
     def __init__(self, tokenizer, out: Path, *, families: tuple[Family, ...], label: str,
-                 model_name: str, inputs: MeasureInputs, texts_source: str, command: str,
+                 model_name: str, inputs: StageInputs, command: str,
                  extend: bool, progress: bool = True):
         self.tokenizer = tokenizer
         self.out = out
@@ -94,7 +87,6 @@ class LiveMeasurement:
         self.label = label
         self.model_name = model_name
         self.inputs = inputs
-        self.texts_source = texts_source
         self.command = command
         self.extend = extend
         self.progress = progress
@@ -105,31 +97,19 @@ class LiveMeasurement:
         Raises:
             ValueError: ``model`` cannot be measured (several devices or precisions).
         """
-        return Placement.of_model(model, self.inputs.settings.dtype)
+        return Placement.of_model(model, self.inputs.run_settings.dtype)
 
     def checkpoint(self, step: int) -> Checkpoint:
         """The model in memory at ``step``, as the pipeline's driver names a checkpoint."""
         return Checkpoint(model=self.model_name, label=self.label, step=step,
                           source="memory", location=IN_MEMORY)
 
-    def hashes(self, dtype: str) -> dict[str, str]:
-        """Each measured family's settings hash, the embedding's in ``dtype``."""
-        i = self.inputs
-        return family_hashes(set(self.families), i.settings, i.weight_settings,
-                             i.landscape_settings, i.gradient_settings, i.texts,
-                             i.probe_texts, dtype)
-
     def plan(self, ckpt: Checkpoint, placement: Placement) -> RunPlan:
         """The pipeline's plan of measuring ``ckpt`` on ``placement``."""
         i = self.inputs
-        hashes = self.hashes(placement.dtype)
-        return RunPlan(
-            [ckpt], i.texts, i.settings, placement, i.settings.ph_backend, True,
-            hashes.get(Family.EMBEDDING), self.texts_source, families=[self.families],
-            weight_settings=i.weight_settings, weights_hash=hashes.get(Family.WEIGHTS),
-            landscape_settings=i.landscape_settings, gradient_settings=i.gradient_settings,
-            probe_texts=i.probe_texts, landscape_hash=hashes.get(Family.LANDSCAPE),
-            gradients_hash=hashes.get(Family.GRADIENTS), command=self.command)
+        return RunPlan([ckpt], i, placement, i.run_settings.ph_backend, True,
+                       hashes(self.families, i, placement.dtype), families=[self.families],
+                       command=self.command)
 
     def run(self, model, step: int, stored_loss: tuple[float | None, str | None],
             first: bool) -> Measured:
@@ -138,8 +118,8 @@ class LiveMeasurement:
         folder's aggregates then)."""
         plan = self.plan(self.checkpoint(step), self.placement(model))
         outcome = execute(plan, self.out, force=True, progress=False,
-                          executor=InMemoryExecutor(model, self.tokenizer, self.inputs,
-                                                    stored_loss, self.progress and first),
+                          executor=InMemoryExecutor(model, self.tokenizer, stored_loss,
+                                                    self.progress and first),
                           extend=self.extend, refresh_first=first)
         label = plan.checkpoints[0].label  # as the study knows it
         entries = [e for e in outcome.records if e.get("model_label") == label

@@ -51,19 +51,15 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from toposig.analysis import online
-from toposig.config import (
-    EmbeddingSettings,
-    GradientSettings,
-    LandscapeSettings,
-    WeightSettings,
-)
+from toposig.config import EmbeddingSettings
 from toposig.files.names import check_label
-from toposig.in_memory import MeasureInputs, check_families
+from toposig.in_memory import check_families, given_settings
 from toposig.live.figure import FIGURE_NAME, LiveFigure
 from toposig.live.guard import (
     WRITER_LOCK,
@@ -76,7 +72,7 @@ from toposig.live.measurement import (
     PREFIX,
     LiveMeasurement,
     feature_scalars,
-    measure_inputs,
+    live_inputs,
 )
 from toposig.live.schedule import Schedule, check_step
 from toposig.live.signal import (
@@ -90,6 +86,7 @@ from toposig.live.signal import (
     stop_reason,
 )
 from toposig.records import DEFAULT_FAMILIES, Family
+from toposig.stages.base import StageInputs
 
 logger = logging.getLogger(__name__)
 
@@ -141,9 +138,9 @@ class TopologyMonitor:
         model_name: the model as ``config.json`` names it (default: ``label``).
         layers: ``"last"`` or ``"all"``.
         settings: the embedding's settings, as for :func:`toposig.measure`.
-        weight_settings: the weight family's settings, likewise.
-        landscape_settings: the landscape family's settings, likewise.
-        gradient_settings: the gradient family's settings, likewise.
+        family_settings: family -> its settings, for the other families, likewise
+            (the per-family keywords of earlier versions are still taken, with a
+            DeprecationWarning).
         log_features: the features logged as scalars, or ``"all"``.
         figure_interval_s: the least time between two refreshes of the figure (it is
             always drawn by :meth:`finish`).
@@ -168,24 +165,22 @@ class TopologyMonitor:
                  families: Sequence[str] = DEFAULT_FAMILIES, schedule: Schedule | None = None,
                  label: str = "model", model_name: str | None = None, layers: str = "last",
                  settings: EmbeddingSettings | None = None,
-                 weight_settings: WeightSettings | None = None,
-                 landscape_settings: LandscapeSettings | None = None,
-                 gradient_settings: GradientSettings | None = None,
+                 family_settings: Mapping[str, Any] | None = None,
                  log_features: Sequence[str] | str = LOG_FEATURES,
                  figure_interval_s: float = 60.0, overwrite: bool = False,
                  extend: bool = False, lock_wait_s: float = 60.0,
-                 command: str = "toposig live monitor", progress: bool = True):
+                 command: str = "toposig live monitor", progress: bool = True,
+                 **legacy: Any):
         out = Path(out)
         checked = check_families(families)
         label = check_label(label, "label")
-        inputs, texts_source = measure_inputs(texts, checked, layers, settings,
-                                              weight_settings, landscape_settings,
-                                              gradient_settings)
+        inputs = live_inputs(texts, checked, layers, settings,
+                             given_settings(family_settings, legacy, "TopologyMonitor"))
         self.schedule = schedule or Schedule()
         self.log_features = log_features
         self._measurement = LiveMeasurement(
             tokenizer, out, families=checked, label=label, model_name=model_name or label,
-            inputs=inputs, texts_source=texts_source, command=command, extend=extend,
+            inputs=inputs, command=command, extend=extend,
             progress=progress)
         live = out / LIVE_DIR / label
         self._guard = StudyGuard(self._measurement, live / WRITER_LOCK, overwrite=overwrite,
@@ -224,12 +219,12 @@ class TopologyMonitor:
         return self._measurement.families
 
     @property
-    def inputs(self) -> MeasureInputs:
+    def inputs(self) -> StageInputs:
         return self._measurement.inputs
 
     @property
     def texts_source(self) -> str:
-        return self._measurement.texts_source
+        return self._measurement.inputs.texts_source
 
     @property
     def command(self) -> str:

@@ -49,9 +49,9 @@ __all__ = ["RecordError", "CheckpointId", "FamilyPart", "MatrixResult", "Provena
 
 Features = Mapping[str, "float | None"]
 
-# Where each family keeps its part of an aggregate entry (the embedding's is the top level).
-_PART_KEY = {Family.WEIGHTS: "weights", Family.LANDSCAPE: "landscape",
-             Family.GRADIENTS: "gradients"}
+# Where each family keeps its part of an aggregate entry: under its name (the embedding's
+# is the top level).
+_PART_KEY: dict[Family, str] = {f: str(f) for f in FAMILIES if f != Family.EMBEDDING}
 _LAYER_KEY = re.compile(r"[0-9]+")
 
 

@@ -36,18 +36,12 @@ class Family(StrEnum):
         """Probes the next-token loss around the weights (opt-in, causal LMs only)."""
         return self in PROBE_FAMILIES
 
-    @property
-    def runs_model(self) -> bool:
-        """Runs the model, so needs its tokenizer and config (not a bare state dict)."""
-        return self in MODEL_FAMILIES
-
 
 # The signature families, in the order records and figures list them.
 FAMILIES: tuple[Family, ...] = tuple(Family)
 PROBE_FAMILIES: tuple[Family, ...] = (Family.LANDSCAPE, Family.GRADIENTS)
 # What a model folder or Hub revision gets without --signatures (the probes are opt-in).
 DEFAULT_FAMILIES: tuple[Family, ...] = (Family.EMBEDDING, Family.WEIGHTS)
-MODEL_FAMILIES: tuple[Family, ...] = (Family.EMBEDDING, Family.LANDSCAPE, Family.GRADIENTS)
 
 
 class FeatureFamily(StrEnum):
@@ -373,7 +367,9 @@ class CheckpointOutput:
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
 
 
-# What the aggregate keeps of a landscape or gradient record besides its features.
+# What the aggregate keeps of the other families' records besides their features: these
+# for the probes, and DEFAULT_KEPT for a family not named here.
+DEFAULT_KEPT = ("settings_hash", "arrays_file", "settings", "timings_s")
 PROBE_FIELDS = {
     Family.LANDSCAPE: ("settings_hash", "arrays_file", "probe_loss", "hessian_trace_se", "lanczos",
                   "theta_norm", "settings", "timings_s"),
@@ -407,15 +403,17 @@ def merge_family_records(records: dict[str, dict]) -> dict | None:
         entry["weights"] = {k: w.get(k) for k in (
             "settings_hash", "arrays_file", "n_matrices", "w_max", "ph_backend", "matrices",
             "timings_s")}
-    for family, keys in PROBE_FIELDS.items():
-        if rec := records.get(family):
-            entry["features"] = {**entry.get("features", {}), **rec["features"]}
-            if entry.get("num_parameters") is None:
-                entry["num_parameters"] = rec.get("num_parameters")
-            if entry.get("loss") is None and rec.get("checkpoint_loss") is not None:
-                entry["loss"], entry["loss_key"] = rec["checkpoint_loss"], rec.get(
-                    "checkpoint_loss_key")
-            entry[family] = {k: rec.get(k) for k in keys}
+    for family in FAMILIES:
+        keys = PROBE_FIELDS.get(family, DEFAULT_KEPT)
+        if family in (Family.EMBEDDING, Family.WEIGHTS) or not (rec := records.get(family)):
+            continue
+        entry["features"] = {**entry.get("features", {}), **rec["features"]}
+        if entry.get("num_parameters") is None:
+            entry["num_parameters"] = rec.get("num_parameters")
+        if entry.get("loss") is None and rec.get("checkpoint_loss") is not None:
+            entry["loss"], entry["loss_key"] = rec["checkpoint_loss"], rec.get(
+                "checkpoint_loss_key")
+        entry[family] = {k: rec.get(k) for k in keys}
     if truth := entry.get(GROUND_TRUTH):  # the positive controls' signal: the quality
         entry[truth["signal"]] = truth["value"]
         entry.setdefault("quality", {"column": truth["signal"],

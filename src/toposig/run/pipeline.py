@@ -26,7 +26,6 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from toposig.config import format_layers
 from toposig.files.locks import exclusive
 from toposig.records import (
     SCHEMA_VERSION,
@@ -41,7 +40,6 @@ from toposig.run.executors import Executor, SerialExecutor
 from toposig.run.plan import RunPlan
 from toposig.run.store import DamagedResultsError, ResultStore, remove_stale_temporaries
 from toposig.run.study import (
-    HASH_KEYS,
     StudyMismatchError,
     check_run_fits,
     elsewhere,
@@ -54,7 +52,7 @@ from toposig.run.study import (
 )
 from toposig.run.tasks import Task, TaskFailure
 from toposig.sources.checkpoints import Checkpoint, checkpoint_identity
-from toposig.sources.corpus import texts_fingerprint
+from toposig.stages.registry import STAGES
 from toposig.version import __version__
 
 logger = logging.getLogger(__name__)
@@ -73,8 +71,7 @@ class RunOutcome:
     config: dict = field(default_factory=dict)
 
 
-def failure_record(ckpt: Checkpoint, exc: BaseException,
-                   family: Family = Family.EMBEDDING) -> dict:
+def failure_record(ckpt: Checkpoint, exc: BaseException, family: Family) -> dict:
     """A record of a checkpoint that could not be analysed, with the reason."""
     failure = TaskFailure.from_exception(exc)
     return {
@@ -109,12 +106,6 @@ def device_description(device: str) -> str:
     return f"{platform.processor() or platform.machine()} CPU"
 
 
-def _mean_time(records: list[dict], key: str) -> float | None:
-    times = [r[key]["timings_s"]["total"] for r in records
-             if isinstance(r.get(key), dict) and "timings_s" in r[key]]
-    return sum(times) / len(times) if times else None
-
-
 def run_config(plan: RunPlan, outcome: RunOutcome, started: str,
                previous: dict | None = None) -> dict:
     """The results folder's ``config.json``: the study (settings, inputs, models, steps,
@@ -131,39 +122,21 @@ def run_config(plan: RunPlan, outcome: RunOutcome, started: str,
     series: dict[str, list] = {}
     for c in plan.checkpoints:
         series.setdefault(c.label, []).append(c.step)
-    config = {
-        "schema_version": SCHEMA_VERSION,
-        "signatures": plan.all_families,
-        "settings": plan.settings.to_dict(),
-        "settings_hash": plan.settings_hash,
-        "weight_settings": plan.weight_settings.to_dict(),
-        "weights_hash": plan.weights_hash,
-        "landscape_settings": (plan.landscape_settings.to_dict()
-                               if plan.landscape_hash else None),
-        "landscape_hash": plan.landscape_hash,
-        "gradient_settings": (plan.gradient_settings.to_dict()
-                              if plan.gradients_hash else None),
-        "gradients_hash": plan.gradients_hash,
-        "texts_source": plan.texts_source if plan.texts else None,
-        "texts_sha256": texts_fingerprint(plan.texts) if plan.texts else None,
-        "n_texts": len(plan.texts),
-        "models": plan.models,
-        "model_sources": plan.sources,
-        "steps": series,
-        "dtype": plan.dtype if plan.settings_hash else None,  # in the embedding's hash
-        "training_suite": plan.suite,
-    }
+    config: dict = {"schema_version": SCHEMA_VERSION, "signatures": plan.all_families}
+    fields: dict = {}  # what each family keeps besides its settings and hash
+    for family, stage in STAGES.items():
+        h = plan.hash_of(family)
+        config[stage.settings_key] = stage.recorded_settings(plan.settings_of(family),
+                                                             h is not None)
+        config[stage.hash_key] = h
+        fields |= stage.study_fields(plan.inputs, plan.dtype, h is not None)
+    config |= {**fields, "models": plan.models, "model_sources": plan.sources,
+               "steps": series, "training_suite": plan.suite}
     config = merge_study(previous, config)
     entries = outcome.records
-    emb = [r for r in entries if Family.EMBEDDING in r.get("families", ())]
-    per_emb = [r["timings_s"]["total"] for r in emb if "timings_s" in r]
     config["n_checkpoints"] = len(entries)
-    config["timings_s"] = {
-        "mean_embedding_per_checkpoint": (sum(per_emb) / len(per_emb)) if per_emb else None,
-        "mean_weights_per_checkpoint": _mean_time(entries, Family.WEIGHTS),
-        "mean_landscape_per_checkpoint": _mean_time(entries, Family.LANDSCAPE),
-        "mean_gradients_per_checkpoint": _mean_time(entries, Family.GRADIENTS),
-    }
+    config["timings_s"] = {f"mean_{family}_per_checkpoint": stage.mean_time(entries)
+                           for family, stage in STAGES.items()}
     config["failures"] = [
         {"model": f["model_label"], "step": f["step"], "family": f["family"],
          "error": f["error"]}
@@ -218,39 +191,49 @@ def execute(plan: RunPlan, out_dir: str | Path, force: bool = False,
     """
     with exclusive(out_dir, "results folder"):
         plan.adopt_study_labels(out_dir)
-        replaces = plan.fit_study_layers(out_dir, extend=extend)
+        replaces = plan.fit_study_settings(out_dir, extend=extend)
         check_run_fits(out_dir, plan.models, plan.hashes, plan.settings_views(),
                        extend=extend, sources=plan.sources, replaces=replaces)
-        if replaces:
-            _check_layers_cover(plan, out_dir, replaces[Family.EMBEDDING])
+        for family, old_hash in replaces.items():
+            _check_widened_cover(plan, out_dir, family, old_hash)
         remove_stale_temporaries(out_dir)
         return _execute(plan, out_dir, force, progress, executor, refresh_first)
 
 
-def _check_layers_cover(plan: RunPlan, out_dir: str | Path, old_hash: str) -> None:
-    """Refuse a run that adds layers to the study (its embedding records are then made
-    anew under a new settings hash) but leaves out some of the study's checkpoints,
-    whose embedding would drop out of the study; else say what happens.
+def _check_widened_cover(plan: RunPlan, out_dir: str | Path, family: Family,
+                         old_hash: str) -> None:
+    """Refuse a run that widens a family's settings in the study (``--extend`` adding
+    hidden-state layers: its records are then made anew under a new settings hash) but
+    leaves out some of the study's checkpoints, whose records of it would drop out of the
+    study; else say what happens.
 
     Raises:
         StudyMismatchError: naming the checkpoints left out.
     """
     config = load_study(out_dir) or {"models": {}}
-    missing = uncovered_records(out_dir, config, Family.EMBEDDING,
-                                plan.embedding_checkpoints())
+    missing = uncovered_records(out_dir, config, family, plan.checkpoints_of(family))
+    new_hash = plan.hash_of(family)
     if missing:
         named = ", ".join(f"{label} {stem}" for label, stem in missing[:5])
         raise StudyMismatchError(
-            f"--extend adds layers (--layers {format_layers(plan.settings.layers)}) to "
-            f"the embedding of the study in {out_dir}: every embedding record of it is made "
-            f"anew under settings hash {plan.settings_hash}, but this run leaves out "
-            f"{len(missing)} of its checkpoints ({named}{' ...' if len(missing) > 5 else ''}"
-            "). Run every model and step the study holds (its data/config.json lists "
-            f"them), or {elsewhere(out_dir)}")
-    logger.info("adding layers to the study: the embedding of each checkpoint is computed "
-                "again with --layers %s under settings hash %s; the records of hash %s "
-                "(%s) are no longer part of the study", format_layers(plan.settings.layers),
-                plan.settings_hash, old_hash, Path(out_dir) / "records" / old_hash)
+            f"--extend widens the {family} settings of the study in {out_dir} "
+            f"({_widened(plan, family)}): every "
+            f"{family} record of it is made anew under settings hash {new_hash}, but this "
+            f"run leaves out {len(missing)} of its checkpoints ({named}"
+            f"{' ...' if len(missing) > 5 else ''}). Run every model and step the study "
+            f"holds (its data/config.json lists them), or {elsewhere(out_dir)}")
+    logger.info("widening the %s settings of the study (%s): each checkpoint's record is "
+                "computed again under settings hash %s; the records of hash %s (%s) are no "
+                "longer part of the study", family, _widened(plan, family), new_hash,
+                old_hash, Path(out_dir) / "records" / old_hash)
+
+
+def _widened(plan: RunPlan, family: Family) -> str:
+    """The widened setting of ``family`` as its option takes it (``--layers 0,-1``)."""
+    widening = STAGES[family].widening
+    if widening is None:
+        return "its settings"
+    return f"{widening.option} {widening.show(getattr(plan.settings_of(family), widening.field))}"
 
 
 def _execute(plan: RunPlan, out_dir: str | Path, force: bool, progress: bool,
@@ -258,7 +241,7 @@ def _execute(plan: RunPlan, out_dir: str | Path, force: bool, progress: bool,
     """:func:`execute` once the results folder is locked, checked and cleaned."""
     previous = load_study(out_dir)
     study = merge_study(previous, {"models": plan.models, "signatures": plan.all_families,
-                                   "steps": {}, **{HASH_KEYS[f]: h
+                                   "steps": {}, **{STAGES[f].hash_key: h
                                                    for f, h in plan.hashes.items()}})
     stores = {f: ResultStore(out_dir, h, Family(f)) for f, h in study_hashes(study).items()}
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -430,38 +413,11 @@ def summary_lines(plan: RunPlan, outcome: RunOutcome, out_dir: str | Path,
         f"signatures: {', '.join(fams)}; device: {plan.device} ({plan.dtype}), "
         f"PH backend: {plan.ph_backend}",
     ]
-    if Family.EMBEDDING in fams:
-        lines.append(f"texts: {len(plan.texts)} from {plan.texts_source}, embedding settings "
-                     f"hash: {plan.settings_hash}")
-    if Family.WEIGHTS in fams:
-        ws = plan.weight_settings
-        lines.append(f"weights: <= {ws.max_rows} rows per matrix, seed {ws.seed}, settings "
-                     f"hash: {plan.weights_hash}")
-    if Family.LANDSCAPE in fams:
-        ls = plan.landscape_settings
-        lines.append(f"landscape: {ls.n_windows} windows x {ls.window} tokens, top "
-                     f"{ls.top_k} Hessian eigenvalues, {ls.res} x {ls.res} grid in {ls.dirs} "
-                     f"directions, span {ls.span:g}, settings hash: {plan.landscape_hash}")
-    if Family.GRADIENTS in fams:
-        gs = plan.gradient_settings
-        lines.append(f"gradients: {gs.n_windows} windows x {gs.window} tokens, projected to "
-                     f"{gs.proj_dim} dimensions, settings hash: {plan.gradients_hash}")
+    lines += [STAGES[f].describe(plan.settings_of(f), plan.hash_of(f), plan.inputs)
+              for f in fams]
     columns = [("model", "<24", None, None), ("step", ">8", None, None)]
-    if any(r.get("mlm_loss") is not None for r in outcome.records):  # encoders
-        columns += [("MLM loss", ">9", "mlm_loss", ".3f")]
-    if Family.EMBEDDING in fams:
-        columns += [("perplexity", ">11", "perplexity", ".2f"),
-                    ("H1 bars", ">8", "h1_n_features", ".0f"),
-                    ("RankMe", ">8", "rankme", ".2f")]
-    if Family.WEIGHTS in fams:
-        columns += [("loss", ">8", "loss", ".3f"), ("NP mean", ">8", "np_mean", ".4f"),
-                    ("W-H0 total", ">11", "weight_h0_total", ".2f")]
-    if Family.LANDSCAPE in fams:
-        columns += [("Hess λ1", ">9", "hessian_eig_1", ".4g"),
-                    ("minima", ">7", "landscape_n_minima", ".0f")]
-    if Family.GRADIENTS in fams:
-        columns += [("G-H0 total", ">11", "grad_h0_total_persistence", ".4g"),
-                    ("|grad|", ">8", "grad_norm_mean", ".3g")]
+    columns += [(c.header, c.width, c.key, c.number) for f in fams
+                for c in STAGES[f].summary_columns(outcome.records)]
     ok = outcome.records
     if ok:
         shown = ok

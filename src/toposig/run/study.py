@@ -6,7 +6,7 @@ hash its records are keyed by. A run belongs to the study when every model it br
 one of the study's and every family it computes has the study's settings (or is new to
 the study). It may cover part of the study (fewer models, steps or families), more steps
 of the study's models, or families the study lacks; ``extend=True`` also lets it add
-models, and hidden-state layers (``--layers``) to the embedding: :func:`widen_layers`.
+models, and hidden-state layers (``--layers``) to the embedding: :func:`widen_settings`.
 Anything else is refused before any work, naming the difference and the way out
 (another ``--out``), so a reference folder is never silently rewritten or mixed.
 
@@ -21,27 +21,18 @@ import logging
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
-from toposig.config import (
-    EmbeddingSettings,
-    SettingsError,
-    format_layers,
-    parse_layers,
-    settings_hash,
-    union_layers,
-)
+from toposig.config import SettingsError
 from toposig.files.atomic import read_json
 from toposig.files.names import UnsafeNameError, check_label, check_name
 from toposig.records import FAMILIES, Family, entry_problem
 from toposig.run.store import arrays_damage
+from toposig.stages.base import StageInputs
+from toposig.stages.registry import STAGES
 
 logger = logging.getLogger(__name__)
 
-# Where each family's settings hash and settings sit in config.json.
-HASH_KEYS = {Family.EMBEDDING: "settings_hash", Family.WEIGHTS: "weights_hash",
-             Family.LANDSCAPE: "landscape_hash", Family.GRADIENTS: "gradients_hash"}
-SETTINGS_KEYS = {Family.EMBEDDING: "settings", Family.WEIGHTS: "weight_settings",
-                 Family.LANDSCAPE: "landscape_settings", Family.GRADIENTS: "gradient_settings"}
 
 
 class StudyMismatchError(ValueError):
@@ -101,7 +92,7 @@ def study_problem(config: dict) -> str | None:
             return f"names a model {exc}"
         if not isinstance(model, str):
             return f"gives model {label!r} as {model!r}, not a name or path"
-    for key in HASH_KEYS.values():
+    for key in (s.hash_key for s in STAGES.values()):
         h = config.get(key)
         if h is not None:
             try:
@@ -121,7 +112,7 @@ def study_problem(config: dict) -> str | None:
     if signatures is not None and (not isinstance(signatures, list)
                                    or not set(map(str, signatures)) <= set(FAMILIES)):
         return f"has signatures {signatures!r}, not a list of {', '.join(FAMILIES)}"
-    for key in ("model_sources", *SETTINGS_KEYS.values()):
+    for key in ("model_sources", *(s.settings_key for s in STAGES.values())):
         if config.get(key) is not None and not isinstance(config[key], dict):
             return f"has {key!r} that is not a mapping"
     return None
@@ -129,7 +120,7 @@ def study_problem(config: dict) -> str | None:
 
 def study_hashes(config: dict) -> dict[str, str]:
     """Family -> settings hash of the study in ``config`` (families it has only)."""
-    return {f: h for f, key in HASH_KEYS.items() if (h := config.get(key))}
+    return {f: h for f, s in STAGES.items() if (h := config.get(s.hash_key))}
 
 
 def _same_model(held: str, new: str, held_source: str | None,
@@ -157,10 +148,9 @@ UNHASHED = frozenset({"batch_size", "device", "ph_backend", "save_hidden",
 
 def _study_settings(config: dict, family: str) -> dict:
     """``family``'s settings in the study, as :func:`check_run_fits` compares them."""
-    out = dict(config.get(SETTINGS_KEYS[family]) or {})
-    if family == Family.EMBEDDING:
-        out |= {"dtype": config.get("dtype"), "texts_sha256": config.get("texts_sha256")}
-    return out
+    stage = STAGES[Family(family)]
+    return {**(config.get(stage.settings_key) or {}),
+            **{k: config.get(k) for k in stage.view_keys}}
 
 
 def _settings_difference(old: dict | None, new: dict | None) -> str:
@@ -202,58 +192,67 @@ def study_labels(out_dir: str | Path, models: dict[str, str],
     return out
 
 
-def widen_layers(out_dir: str | Path, settings: EmbeddingSettings, texts_sha: str,
-                 dtype: str, *, extend: bool = False
-                 ) -> tuple[EmbeddingSettings, str | None]:
-    """The embedding settings a run computes in ``out_dir``'s study when they differ from
-    the study's in ``layers`` alone (every other setting gives the study's hash).
+def widen_settings(out_dir: str | Path, family: Family, inputs: StageInputs, dtype: str,
+                   *, extend: bool = False) -> tuple[Any, str | None]:
+    """``family``'s settings that a run computes in ``out_dir``'s study when they differ
+    from the study's in the stage's :class:`~toposig.stages.base.Widening` field alone
+    (the embedding's ``layers``; every other setting gives the study's hash).
 
-    With ``extend`` the run computes the union of the study's layers and its own: when
-    that adds layers, its settings (and so its settings hash, which keys the records)
-    are the study's with the union, and every embedding record of the study is made
-    anew under the new hash (the record of a checkpoint is one file, so the layers it
-    holds are computed again with the new ones: one forward pass gives them all).
+    With ``extend`` the run computes the union of the study's value and its own: when
+    that adds to the study's, its settings (and so its settings hash, which keys the
+    records) are the study's with the union, and every record of the family in the study
+    is made anew under the new hash (a checkpoint's record is one file: the layers it
+    holds are computed again with the new ones, one forward pass gives them all).
 
     Args:
-        settings: the run's embedding settings.
-        texts_sha: fingerprint of the analysed texts.
-        dtype: the resolved precision of the forward pass.
-        extend: the run may add layers to the study.
+        inputs: the run's texts and settings.
+        dtype: the run's resolved precision.
+        extend: the run may widen the study's settings.
 
     Returns:
         ``(settings to run with, the study's hash they replace or None)``: the run's own
-        settings and ``None`` when there is no such study, the layers are the study's, or
-        other settings differ too (:func:`check_run_fits` names them).
+        settings and ``None`` when the stage widens nothing, there is no such study, the
+        value is the study's, or other settings differ too (:func:`check_run_fits` names
+        them).
 
     Raises:
-        StudyMismatchError: the layers differ and ``extend`` is off, naming both and
+        StudyMismatchError: the values differ and ``extend`` is off, naming both and
             ``--extend``.
     """
-    config = load_study(out_dir)
-    held_hash = (config or {}).get("settings_hash")
-    if not held_hash:
+    stage, settings = STAGES[family], inputs.settings[family]
+    config, widening = load_study(out_dir) or {}, STAGES[family].widening
+    held_hash = config.get(stage.hash_key)
+    if widening is None or not held_hash:
         return settings, None
+    ours = getattr(settings, widening.field)
     try:
-        held = parse_layers(((config or {}).get("settings") or {}).get("layers", "last"))
-    except SettingsError:
+        held = widening.parse((config.get(stage.settings_key) or {}).get(
+            widening.field, getattr(stage.settings_type(), widening.field)))
+    except (SettingsError, TypeError, ValueError):
         return settings, None
-    if held == settings.layers:
+
+    def with_value(value: Any) -> Any:
+        return replace(settings, **{widening.field: value})
+
+    def hash_of(s: Any) -> str:
+        return stage.settings_hash(s, replace(inputs, settings={**inputs.settings,
+                                                                family: s}), dtype)
+
+    if held == ours or hash_of(with_value(held)) != held_hash:
         return settings, None
-    if settings_hash(replace(settings, layers=held), texts_sha, dtype) != held_hash:
-        return settings, None
-    union = union_layers(held, settings.layers)
+    union = widening.union(held, ours)
     if not extend:
+        option = widening.option
         raise StudyMismatchError(
-            f"{out_dir} holds embedding records made with settings hash {held_hash}, of "
-            f"--layers {format_layers(held)}; this run asks for --layers "
-            f"{format_layers(settings.layers)} (its settings hash "
-            f"{settings_hash(settings, texts_sha, dtype)}), all else the same. Add them to "
-            f"the study with --extend (it computes --layers {format_layers(union)} for "
-            f"every checkpoint of the study), rerun with --layers {format_layers(held)}, "
-            f"or {elsewhere(out_dir)}")
-    if union == held:  # nothing to add: the study's layers, as they are
-        return replace(settings, layers=held), None
-    return replace(settings, layers=union), held_hash
+            f"{out_dir} holds {family} records made with settings hash {held_hash}, of "
+            f"{option} {widening.show(held)}; this run asks for {option} "
+            f"{widening.show(ours)} (its settings hash {hash_of(settings)}), all else the "
+            f"same. Add them to the study with --extend (it computes {option} "
+            f"{widening.show(union)} for every checkpoint of the study), rerun with "
+            f"{option} {widening.show(held)}, or {elsewhere(out_dir)}")
+    if union == held:  # nothing to add: the study's value, as it is
+        return with_value(held), None
+    return with_value(union), held_hash
 
 
 def uncovered_records(out_dir: str | Path, config: dict, family: str,
@@ -283,7 +282,7 @@ def check_run_fits(out_dir: str | Path, models: dict[str, str],
         extend: the run may add models the study does not hold yet.
         sources: the run's model label -> ``hub``, ``local`` or ``file``.
         replaces: family -> the study's settings hash that the run's replaces (layers
-            added to the embedding with ``--extend``: :func:`widen_layers`).
+            added to the embedding with ``--extend``: :func:`widen_settings`).
 
     Raises:
         StudyMismatchError: naming what differs and how to write the run elsewhere.
@@ -344,13 +343,10 @@ def merge_study(old: dict | None, new: dict) -> dict:
     out["steps"] = {label: steps[label] for label in out["models"] if label in steps}
     have = set(new["signatures"])
     out["signatures"] = [f for f in FAMILIES if f in have or f in old.get("signatures", ())]
-    for family in FAMILIES:
-        if family not in have and old.get(HASH_KEYS[family]):
-            out[HASH_KEYS[family]] = old[HASH_KEYS[family]]
-            out[SETTINGS_KEYS[family]] = old.get(SETTINGS_KEYS[family])
-    if Family.EMBEDDING not in have and old.get("settings_hash"):
-        for key in ("texts_source", "texts_sha256", "n_texts", "dtype"):
-            out[key] = old.get(key)
+    for family, stage in STAGES.items():
+        if family not in have and old.get(stage.hash_key):
+            for key in (stage.hash_key, stage.settings_key, *stage.field_keys):
+                out[key] = old.get(key)
     out["model_sources"] = {**(old.get("model_sources") or {}),
                             **(new.get("model_sources") or {})}
     if not new.get("training_suite") and old.get("training_suite"):

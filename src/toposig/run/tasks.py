@@ -17,8 +17,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from toposig.model.embedding import analyse_checkpoint
-from toposig.model.loss_probes import analyse_gradients, analyse_landscape
 from toposig.model.matrices import (
     copies_of_left_out,
     count_parameters,
@@ -26,11 +24,12 @@ from toposig.model.matrices import (
     state_dict_matrices,
     state_dict_parameters,
 )
-from toposig.model.weight_stage import analyse_weights
-from toposig.records import PROBE_FAMILIES, CheckpointOutput, Family
+from toposig.records import CheckpointOutput, Family
 from toposig.sources.checkpoint_files import load_checkpoint_file, trainer_state_loss
 from toposig.sources.checkpoints import Checkpoint, load_model, load_tokenizer
 from toposig.sources.fetch import Download, evict_snapshot, hub_snapshot
+from toposig.stages.registry import run_order
+from toposig.stages.runner import run_stages
 
 if TYPE_CHECKING:
     from toposig.run.plan import RunPlan
@@ -77,111 +76,98 @@ class TaskFailure(Exception):
 
 
 
-def load_once(ckpt: Checkpoint, families: tuple[Family, ...], plan: RunPlan, emit: Emit) -> None:
-    """Load a checkpoint once and compute each family, handing each result to ``emit``
-    as soon as it is done (a family that raised gets its exception).
+class DiskCheckpoint:
+    """A checkpoint loaded from disk for the stages (:class:`toposig.stages.base.Loaded`):
+    a model folder or Hub snapshot as a model, a plain state-dict file as its tensors.
 
-    Whenever the weights, the landscape or the gradients are wanted, the model is loaded
-    in float32 (on the CPU first when the weights are analysed, so that the stored values
-    are what is analysed); the embedding stage, which runs last, then moves it to the
-    run's device and dtype.
+    The model is loaded once. When a stage of the run reads the stored weights, it is
+    loaded in float32 on the CPU (so that the stored values are what is analysed); when
+    one needs float32 weights, in float32; otherwise in the run's precision on its device.
+    :meth:`model` then moves it where a stage asks, and the tokenizer is loaded on the
+    first stage that asks for it.
     """
-    import torch
 
-    t0 = time.perf_counter()
-    want_w = Family.WEIGHTS in families
-    probes = [f for f in PROBE_FAMILIES if f in families]
-    fp32 = want_w or bool(probes)
-    try:
-        ws = plan.weight_settings
+    def __init__(self, ckpt: Checkpoint, plan: RunPlan, families: tuple[str, ...]):
+        import torch
+
+        t0 = time.perf_counter()
+        stages = run_order(families)
+        reads = any(s.reads_weights for s in stages)
+        self.fp32 = reads or any(s.float32 for s in stages)
+        self.ckpt, self.placement = ckpt, plan.placement
+        self.local_files_only = plan.local_files_only
+        self._run = plan.settings
+        self._model = None
+        self._tensors = None
+        self._tokenizer: object = None
         if ckpt.source == "file":
             loaded = load_checkpoint_file(ckpt.location)
-            model, loss, loss_key = None, loaded.loss, loaded.loss_key
-            copies = copies_of_left_out(loaded.tensors)  # one pass, used twice
-            matrices = state_dict_matrices(loaded.tensors, ws.include, ws.exclude, copies,
-                                           config=loaded.config,
-                                           config_source=loaded.config_source or "config")
-            available = [n for n, t in loaded.tensors.items() if t.dim() == 2]
-            n_params = state_dict_parameters(loaded.tensors, copies)
-            del loaded
+            self._tensors = loaded
+            self.stored_loss = (loaded.loss, loaded.loss_key)
+            self._copies = copies_of_left_out(loaded.tensors)  # one pass, used twice
+            self.available = [n for n, t in loaded.tensors.items() if t.dim() == 2]
+            self.num_parameters = state_dict_parameters(loaded.tensors, self._copies)
         else:
-            model = load_model(
-                ckpt, torch.float32 if fp32 else plan.placement.weight_dtype,
-                "cpu" if want_w else plan.device, local_files_only=plan.local_files_only,
+            self._model = load_model(
+                ckpt, torch.float32 if self.fp32 else plan.placement.weight_dtype,
+                "cpu" if reads else plan.device, local_files_only=plan.local_files_only,
                 trust_remote_code=plan.settings.trust_remote_code)
-            matrices = model_matrices(model, ws.include, ws.exclude) if want_w else {}
-            available = [n for n, p in model.named_parameters() if p.dim() == 2]
-            n_params = count_parameters(model.parameters())
-            loss, loss_key = (trainer_state_loss(ckpt.location) if ckpt.source == "local"
-                              else (None, None))
+            self.available = [n for n, p in self._model.named_parameters() if p.dim() == 2]
+            self.num_parameters = count_parameters(self._model.parameters())
+            self.stored_loss = (trainer_state_loss(ckpt.location) if ckpt.source == "local"
+                                else (None, None))
+        self.load_s = time.perf_counter() - t0
+
+    def matrices(self, include, exclude):
+        if self._tensors is not None:
+            loaded = self._tensors
+            return state_dict_matrices(loaded.tensors, include, exclude, self._copies,
+                                       config=loaded.config,
+                                       config_source=loaded.config_source or "config")
+        return model_matrices(self._model, include, exclude)
+
+    def model(self, *, float32: bool):
+        if self._model is None:
+            raise ValueError(f"{self.ckpt.describe()} is a state dict: there is no model to run")
+        t0 = time.perf_counter()
+        if float32:
+            self._model = self._model.to(self.placement.device)
+        elif self.fp32:
+            self._model = self._model.to(device=self.placement.device,
+                                         dtype=self.placement.weight_dtype)
+            self.fp32 = False
+        self.load_s += time.perf_counter() - t0
+        return self._model
+
+    def tokenizer(self):
+        if isinstance(self._tokenizer, BaseException):
+            raise self._tokenizer
+        if self._tokenizer is None:
+            t0 = time.perf_counter()
+            try:
+                self._tokenizer = load_tokenizer(
+                    self.ckpt, self._run.tokenizer, local_files_only=self.local_files_only,
+                    trust_remote_code=self._run.trust_remote_code)
+            except Exception as exc:
+                self._tokenizer = exc
+                raise
+            finally:
+                self.load_s += time.perf_counter() - t0
+        return self._tokenizer
+
+
+def load_once(ckpt: Checkpoint, families: tuple[str, ...], plan: RunPlan, emit: Emit) -> None:
+    """Load a checkpoint once (:class:`DiskCheckpoint`) and run the stages of
+    ``families`` on it (:func:`toposig.stages.runner.run_stages`), handing each result to
+    ``emit`` as soon as it is done (a family that raised, or all of them when the
+    checkpoint could not be loaded, gets its exception)."""
+    try:
+        loaded = DiskCheckpoint(ckpt, plan, families)
     except Exception as exc:  # noqa: BLE001 - recorded per family by the caller
         for f in families:
-            emit(f, exc)
+            emit(Family(f), exc)
         return
-    load_s = time.perf_counter() - t0
-    if want_w:
-        try:
-            result = analyse_weights(
-                ckpt, matrices, plan.weight_settings, loss=loss, loss_key=loss_key,
-                num_parameters=n_params, load_s=load_s,
-                device=plan.placement.cuda_device,
-                available=available)
-        except Exception as exc:  # noqa: BLE001
-            result = exc
-        del matrices
-        emit(Family.WEIGHTS, result)
-    if not (probes or Family.EMBEDDING in families):
-        return
-    t1 = time.perf_counter()
-    try:  # one tokenizer for every family that runs the model
-        tokenizer = load_tokenizer(ckpt, plan.settings.tokenizer,
-                                   local_files_only=plan.local_files_only,
-                                   trust_remote_code=plan.settings.trust_remote_code)
-    except Exception as exc:  # noqa: BLE001 - recorded for the families that need it
-        for f in families:
-            if f != Family.WEIGHTS:
-                emit(f, exc)
-        return
-    load_s += time.perf_counter() - t1
-    if probes:
-        _probe_families(ckpt, probes, plan, model, tokenizer, (loss, loss_key), load_s, emit)
-    if Family.EMBEDDING in families:
-        try:
-            t2 = time.perf_counter()
-            if fp32:
-                model = model.to(device=plan.device, dtype=plan.placement.weight_dtype)
-            result = analyse_checkpoint(
-                ckpt, plan.texts, plan.settings, placement=plan.placement,
-                local_files_only=plan.local_files_only, model=model, tokenizer=tokenizer,
-                load_s=load_s + time.perf_counter() - t2)
-        except Exception as exc:  # noqa: BLE001
-            result = exc
-        emit(Family.EMBEDDING, result)
-
-
-def _probe_families(ckpt: Checkpoint, probes: list[Family], plan: RunPlan, model, tokenizer,
-                    stored_loss: tuple[float | None, str | None], load_s: float,
-                    emit: Emit) -> None:
-    """The landscape and gradient families on the float32 model (moved to the device);
-    each record carries the checkpoint's stored loss and where it was found."""
-    try:
-        model = model.to(plan.device)
-    except Exception as exc:  # noqa: BLE001
-        for f in probes:
-            emit(f, exc)
-        return
-    stages = {Family.LANDSCAPE: (analyse_landscape, plan.landscape_settings),
-              Family.GRADIENTS: (analyse_gradients, plan.gradient_settings)}
-    loss, loss_key = stored_loss
-    for family in probes:
-        stage, settings = stages[family]
-        try:
-            result = stage(ckpt, model, tokenizer, plan.probe_texts, settings,
-                           device=plan.device, load_s=load_s)
-            result.record |= {"checkpoint_loss": loss, "checkpoint_loss_key": loss_key}
-        except Exception as exc:  # noqa: BLE001
-            result = exc
-        emit(family, result)
+    run_stages(loaded, families, plan.inputs, emit)
 
 
 def run_task(plan: RunPlan, ckpt: Checkpoint, todo: tuple[str, ...], *, evict: bool = False,

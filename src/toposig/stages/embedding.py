@@ -1,0 +1,93 @@
+"""The ``embedding`` family: persistent homology and spectra of the hidden states on the
+analysed texts, and the model's own loss on them (:mod:`toposig.model.embedding`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from toposig.config import (
+    EmbeddingSettings,
+    format_layers,
+    parse_layers,
+    settings_hash,
+    union_layers,
+)
+from toposig.records import CheckpointOutput, Family
+from toposig.sources.corpus import texts_fingerprint
+from toposig.stages.base import Column, Loaded, Stage, StageInputs, Texts, Widening
+
+
+class EmbeddingStage(Stage):
+    family = Family.EMBEDDING
+    settings_type = EmbeddingSettings
+    settings_key = "settings"
+    hash_key = "settings_hash"
+    order = 100  # last: it moves the model to the run's precision
+    texts = Texts.ANALYSED
+    default_on = True
+    precision_keyed = True
+    columns = (Column("perplexity", ">11", "perplexity", ".2f"),
+               Column("H1 bars", ">8", "h1_n_features", ".0f"),
+               Column("RankMe", ">8", "rankme", ".2f"))
+    field_keys = ("texts_source", "texts_sha256", "n_texts", "dtype")
+    view_keys = ("dtype", "texts_sha256")
+    widening = Widening("layers", "--layers", parse_layers, union_layers, format_layers)
+
+    def default(self, run: EmbeddingSettings) -> EmbeddingSettings:
+        return run
+
+    def settings_hash(self, settings: EmbeddingSettings, inputs: StageInputs,
+                      dtype: str) -> str:
+        return settings_hash(settings, texts_fingerprint(inputs.texts), dtype)
+
+    def settings_view(self, settings: EmbeddingSettings, inputs: StageInputs,
+                      dtype: str) -> dict:
+        """With the resolved ``dtype`` and the texts' ``texts_sha256`` (both in its
+        hash)."""
+        return {**settings.to_dict(), "dtype": dtype,
+                "texts_sha256": texts_fingerprint(inputs.texts) if inputs.texts else None}
+
+    def recorded_settings(self, settings: EmbeddingSettings, hashed: bool) -> dict:
+        """Always: they are also the run's settings (device, precision, seed)."""
+        return settings.to_dict()
+
+    def study_fields(self, inputs: StageInputs, dtype: str, hashed: bool) -> dict[str, Any]:
+        texts = inputs.texts
+        return {"texts_source": inputs.texts_source if texts else None,
+                "texts_sha256": texts_fingerprint(texts) if texts else None,
+                "n_texts": len(texts),
+                "dtype": dtype if hashed else None}  # in its hash
+
+    def run(self, loaded: Loaded, settings: EmbeddingSettings,
+            inputs: StageInputs) -> CheckpointOutput:
+        from toposig.model.embedding import analyse_checkpoint
+
+        tokenizer = loaded.tokenizer()
+        model = loaded.model(float32=False)
+        return analyse_checkpoint(
+            loaded.ckpt, inputs.texts, settings, placement=loaded.placement,
+            local_files_only=loaded.local_files_only, model=model, tokenizer=tokenizer,
+            load_s=loaded.load_s)
+
+    def describe(self, settings: EmbeddingSettings, settings_hash: str | None,
+                 inputs: StageInputs) -> str:
+        return (f"texts: {len(inputs.texts)} from {inputs.texts_source}, embedding settings "
+                f"hash: {settings_hash}")
+
+    def record_parts(self, record: Mapping) -> list[str]:
+        quality = [f"{k} {record[k]:.4g}" for k in ("perplexity", "mlm_loss")
+                   if record.get(k) is not None]
+        return [*quality, f"{len(record.get('layer_features') or {}) or 1} layer(s), "
+                          f"{record.get('n_texts', '?')} texts"]
+
+    def summary_columns(self, entries: Sequence[Mapping]) -> tuple[Column, ...]:
+        """An encoder's masked-LM loss first, when an entry has one."""
+        mlm = any(r.get("mlm_loss") is not None for r in entries)
+        return ((Column("MLM loss", ">9", "mlm_loss", ".3f"),) if mlm else ()) + self.columns
+
+    def mean_time(self, entries: Sequence[Mapping]) -> float | None:
+        """Its record is the entry's base: the entry's own timings."""
+        times = [r["timings_s"]["total"] for r in entries
+                 if self.family in r.get("families", ()) and "timings_s" in r]
+        return sum(times) / len(times) if times else None
