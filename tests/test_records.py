@@ -31,9 +31,10 @@ def test_a_family_is_its_plain_name_in_records_options_and_json():
     assert Family.WEIGHTS == "weights" and f"{Family.LANDSCAPE}" == "landscape"
     assert json.loads(json.dumps({Family.EMBEDDING: [Family.GRADIENTS]})) == {
         "embedding": ["gradients"]}
-    assert [str(f) for f in FAMILIES] == ["embedding", "weights", "landscape", "gradients"]
-    assert [f.is_probe for f in FAMILIES] == [False, False, True, True]
-    assert [STAGES[f].runs_model for f in FAMILIES] == [True, False, True, True]
+    assert [str(f) for f in FAMILIES] == ["embedding", "weights", "landscape", "gradients",
+                                          "interlayer"]
+    assert [f.is_probe for f in FAMILIES] == [False, False, True, True, False]
+    assert [STAGES[f].runs_model for f in FAMILIES] == [True, False, True, True, True]
     assert parse_signatures("weights, embedding,weights") == (Family.WEIGHTS, Family.EMBEDDING)
     with pytest.raises(SettingsError, match="embedding, weights, landscape, gradients"):
         parse_signatures("embedding,topology")
@@ -77,6 +78,7 @@ def test_feature_families_name_their_signature_and_label():
              "landscape_n_minima": FeatureFamily.LANDSCAPE_TOPOLOGICAL,
              "grad_h1_total_persistence": FeatureFamily.GRADIENT_TOPOLOGICAL,
              "grad_norm_mean": FeatureFamily.GRADIENT_STATISTICS,
+             "zigzag_h0_n_bars": FeatureFamily.INTERLAYER_TOPOLOGICAL,
              "mean_norm": FeatureFamily.OTHER}
     for name, fam in cases.items():
         assert feature_family(name) is fam, name

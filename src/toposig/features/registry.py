@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from toposig.features.homology import FEATURE_NAMES as DIAGRAM_STATISTICS
 from toposig.features.spectral import SPECTRAL_NAMES
+from toposig.features.zigzag import FEATURE_WORDS as ZIGZAG_WORDS
 from toposig.records import Family, FeatureFamily
 
 __all__ = ["FeatureInfo", "FEATURES", "FEATURE_PATTERNS", "WEIGHT_STATISTICS",
@@ -158,6 +159,7 @@ def _entries() -> list[FeatureInfo]:
                                f"{stat} per-example gradient norm", "nats / weight unit"))
     out.append(FeatureInfo("grad_cosine_mean", F.GRADIENT_STATISTICS,
                            "mean cosine between two examples' projected gradients", "cosine"))
+    out += [FeatureInfo(n, F.INTERLAYER_TOPOLOGICAL, *w) for n, w in ZIGZAG_WORDS.items()]
     return out
 
 
@@ -210,4 +212,6 @@ def family_by_convention(name: str) -> FeatureFamily:
         return F.GRADIENT_TOPOLOGICAL
     if name.startswith("grad_"):
         return F.GRADIENT_STATISTICS
+    if name.startswith("zigzag_"):  # the interlayer family's
+        return F.INTERLAYER_TOPOLOGICAL
     return F.OTHER

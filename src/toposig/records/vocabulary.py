@@ -30,6 +30,7 @@ class Family(StrEnum):
     WEIGHTS = "weights"
     LANDSCAPE = "landscape"
     GRADIENTS = "gradients"
+    INTERLAYER = "interlayer"  # the zigzag over the layers (stages/interlayer.py)
 
     @property
     def is_probe(self) -> bool:
@@ -57,6 +58,7 @@ class FeatureFamily(StrEnum):
     LANDSCAPE_TOPOLOGICAL = "landscape_topological"  # the loss surface's merge tree
     GRADIENT_TOPOLOGICAL = "gradient_topological"  # grad_h*
     GRADIENT_STATISTICS = "gradient_statistics"  # the other grad_*
+    INTERLAYER_TOPOLOGICAL = "interlayer_topological"  # zigzag_* (features/zigzag.py)
     OTHER = "other"
 
     @property
@@ -84,6 +86,7 @@ FEATURE_FAMILY_LABELS = {
     FeatureFamily.LANDSCAPE_TOPOLOGICAL: "landscape topology",
     FeatureFamily.GRADIENT_TOPOLOGICAL: "gradient topology",
     FeatureFamily.GRADIENT_STATISTICS: "gradient statistics",
+    FeatureFamily.INTERLAYER_TOPOLOGICAL: "inter-layer topology",
     FeatureFamily.OTHER: "other",
 }
 FEATURE_FAMILY_SIGNATURE = {
@@ -93,6 +96,7 @@ FEATURE_FAMILY_SIGNATURE = {
     FeatureFamily.LANDSCAPE_TOPOLOGICAL: Family.LANDSCAPE,
     FeatureFamily.GRADIENT_TOPOLOGICAL: Family.GRADIENTS,
     FeatureFamily.GRADIENT_STATISTICS: Family.GRADIENTS,
+    FeatureFamily.INTERLAYER_TOPOLOGICAL: Family.INTERLAYER,
 }
 
 

@@ -12,6 +12,7 @@ from toposig.config import EmbeddingSettings
 from toposig.records import FAMILIES, Family
 from toposig.stages.base import Stage, StageInputs, Texts
 from toposig.stages.embedding import EmbeddingStage
+from toposig.stages.interlayer import InterlayerStage
 from toposig.stages.probes import GradientStage, LandscapeStage
 from toposig.stages.weights import WeightStage
 
@@ -20,6 +21,7 @@ STAGES: Mapping[Family, Stage] = MappingProxyType({s.family: s for s in (
     WeightStage(),
     LandscapeStage(),
     GradientStage(),
+    InterlayerStage(),
 )})
 assert tuple(STAGES) == FAMILIES, "one stage per Family member, in Family order"
 
