@@ -74,8 +74,6 @@ class TaskFailure(Exception):
                    "".join(tb[-3:]))
 
 
-
-
 class DiskCheckpoint:
     """A checkpoint loaded from disk for the stages (:class:`toposig.stages.base.Loaded`):
     a model folder or Hub snapshot as a model, a plain state-dict file as its tensors.

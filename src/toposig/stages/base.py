@@ -62,10 +62,6 @@ class StageInputs:
         texts' source), which the embedding's settings carry."""
         return self.settings[Family.EMBEDDING]
 
-    def texts_of(self, need: Texts) -> list[str]:
-        return {Texts.NONE: [], Texts.ANALYSED: self.texts,
-                Texts.PROBE: self.probe_texts}[need]
-
 
 class Loaded(Protocol):
     """A checkpoint ready for the stages: loaded once, each part on demand.
