@@ -97,7 +97,7 @@ def test_the_live_monitor_measures_it_while_training(tmp_path):
     monitor.finish()
     assert entry["families"] == ["interlayer"] and entry["features"]["zigzag_h0_n_bars"] >= 1
     config = json.loads((tmp_path / "live" / "data" / "config.json").read_text())
-    assert config["interlayer_settings"]["k"] == 2
+    assert config["interlayer_settings"]["k"] == 1
 
 
 def test_a_bad_k_is_refused_before_any_work(tmp_path, capsys):
