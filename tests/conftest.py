@@ -30,13 +30,14 @@ TOKENIZER = Path("pythia-tokenizer") / "20B_tokenizer.json"
 
 
 def pytest_collection_modifyitems(config, items) -> None:
-    """Mark the tests of ``tests/slow_tests.txt`` ``slow`` (:mod:`slow_list`), so that
+    """Mark the tests of ``tests/slow_tests.txt``, and those that use a fixture of
+    :data:`slow_list.SLOW_FIXTURES`, ``slow`` (:mod:`slow_list`), so that
     ``pytest -m "not slow"`` runs the fast set."""
-    from slow_list import read_list
+    from slow_list import SLOW_FIXTURES, read_list
 
     slow = read_list()
     for item in items:
-        if item.nodeid in slow:
+        if item.nodeid in slow or SLOW_FIXTURES.keys() & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
 
 

@@ -13,6 +13,11 @@ is the first to use, so leaving a slow test out moves its fixture's cost to the 
 test that uses it: give the report of a fast run as well (``python -m pytest -m "not
 slow" --junitxml=/tmp/fast.xml``, then both files), and each test counts with the
 longest time any report gives it.
+
+A fixture shared by several tests (module or session scope) that takes long to build is
+named in :data:`SLOW_FIXTURES` instead: every test that uses it is slow, wherever it
+runs. ``python -m pytest -m "not slow" --durations=20`` shows a ``setup`` over a few
+seconds when one is missing.
 """
 
 from __future__ import annotations
@@ -24,6 +29,18 @@ from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent
 LIST = TESTS / "slow_tests.txt"
+# Fixture -> seconds to build it on a 2-core CPU (the setup --durations printed, 2026-11-28):
+# every test that uses one of them is slow (conftest.py).
+SLOW_FIXTURES: dict[str, float] = {
+    "statistics_pair": 110.4,  # test_cpu_stability: two runs of a study, with analysis
+    "analysed": 89.4,          # test_analysis_fixture: the analysed fixture study
+    "probed": 36.4,            # test_loss_probe_stage: landscape and gradients of a series
+    "full_run": 24.0,          # test_pipeline, test_plots_analysis: a full run
+    "null_cells": 19.0,        # test_inference: the simulated null designs
+    "measured": 13.4,          # test_interlayer: a run with the fifth family
+    "hf_run": 6.2,             # test_live: a Trainer run with the callback
+}
+
 HEADER = ("# Tests left out of the fast set (pytest -m 'not slow'): seconds in a full run on a\n"
           "# 2-core CPU, then the node id. Made by tests/slow_list.py from a JUnit report.\n")
 

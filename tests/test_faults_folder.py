@@ -22,7 +22,7 @@ from toposig.files.locks import LOCK_NAME, UnsafeLockFileError, exclusive
 from toposig.files.names import UnsafeNameError, check_label, series_labels
 from toposig.records import Family, record_problem
 from toposig.run.store import remove_stale_temporaries
-from toposig.run.study import StudyMismatchError, load_study
+from toposig.run.study import Study, StudyMismatchError
 
 QUIET = ["--signatures", "weights", "--no-progress"]
 
@@ -155,7 +155,7 @@ def test_a_config_json_with_unsafe_names_or_types_is_refused(tmp_path, checkpoin
     assert str(config_path) in err and "Traceback" not in err
     assert snapshot(tmp_path) == before
     with pytest.raises(StudyMismatchError, match="edited or damaged"):
-        load_study(out)
+        Study.load(out)
 
 
 @pytest.mark.parametrize("what", ["folder", "symlink"])

@@ -17,7 +17,7 @@ from toposig.cli.import_tables import main as import_main
 from toposig.records import FeatureFamily
 from toposig.run.importer import write_import
 from toposig.run.results_folder import load_results
-from toposig.run.study import StudyMismatchError, check_run_fits
+from toposig.run.study import Study, StudyMismatchError
 from toposig.sources.imports import ImportFormatError, detect_format, read_rows
 
 
@@ -179,7 +179,7 @@ def test_an_imported_folder_is_its_own_study(tmp_path):
     with pytest.raises(StudyMismatchError, match="an import of other files"):
         write_import(out, read_rows([other]), feature_family)
     with pytest.raises(StudyMismatchError, match="imported with `toposig import`"):
-        check_run_fits(out, {"a": "runs/a"})
+        Study.load(out).check({"a": "runs/a"})
     run_folder = tmp_path / "run"
     (run_folder / "data").mkdir(parents=True)
     (run_folder / "data" / "config.json").write_text(json.dumps({"models": {"m": "x"}}))

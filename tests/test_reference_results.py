@@ -117,10 +117,11 @@ def test_statistics_are_those_of_the_committed_records(folder, n_entries):
     redone without training or measuring again."""
     from toposig.files.atomic import clean_floats
     from toposig.run.aggregates import study_entries
+    from toposig.run.study import Study
 
     config = json.loads((folder / "data" / "config.json").read_text(encoding="utf-8"))
     statistics = json.loads((folder / "data" / "statistics.json").read_text(encoding="utf-8"))
-    entries = json.loads(json.dumps(clean_floats(study_entries(folder, config))))
+    entries = json.loads(json.dumps(clean_floats(study_entries(Study.load(folder)))))
     assert {(e["model_label"], e["step"]) for e in entries} == {
         (label, step) for label, steps in config["steps"].items() for step in steps}
     assert len(entries) == n_entries

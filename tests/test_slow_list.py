@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from slow_list import LIST, durations, node_id, read_list, split
+from slow_list import LIST, SLOW_FIXTURES, durations, node_id, read_list, split
 
 PROJECT = Path(__file__).resolve().parents[1]
 
@@ -47,15 +47,25 @@ def test_reports_combine_by_the_longest_time(tmp_path):
     assert durations(full, fast) == {node.format("a"): 9.0, node.format("b"): 8.0}
 
 
+def test_every_slow_fixture_exists():
+    sources = "".join(p.read_text(encoding="utf-8") for p in PROJECT.glob("tests/*.py"))
+    for name in SLOW_FIXTURES:
+        assert re.search(rf"@pytest\.fixture[^\n]*\n(@[^\n]*\n)*def {name}\(", sources), name
+
+
 def test_the_listed_tests_are_marked_slow():
+    """A listed test, and a test that is not listed but uses a slow fixture
+    (``statistics_pair``), are collected by ``-m slow`` and not by ``-m "not slow"``."""
     node = sorted(read_list())[0]
-    path = node.split("::")[0]
+    by_fixture = "tests/test_cpu_stability.py::test_the_rounded_statistics_do_not_move"
+    paths = sorted({node.split("::")[0], by_fixture.split("::")[0]})
 
     def collected(marks: str) -> list[str]:
         out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-m",
-                              marks, "-p", "no:cacheprovider", path], cwd=PROJECT,
+                              marks, "-p", "no:cacheprovider", *paths], cwd=PROJECT,
                              capture_output=True, text=True)
         return [ln for ln in out.stdout.splitlines() if "::" in ln]
 
-    assert node in collected("slow")
-    assert node not in collected("not slow")
+    slow, fast = collected("slow"), collected("not slow")
+    assert node in slow and by_fixture in slow
+    assert node not in fast and by_fixture not in fast

@@ -12,7 +12,7 @@ from conftest import neox_config, save_checkpoint
 import analyze_results
 import run_experiments
 from toposig.model.training import byte_tokenizer
-from toposig.run.study import StudyMismatchError, check_run_fits, merge_study
+from toposig.run.study import Study, StudyMismatchError, merge_study
 
 FAST = ["--n-texts", "12", "--max-length", "24", "--no-progress"]
 
@@ -144,23 +144,23 @@ def test_a_preset_for_another_study_is_refused_before_training(study, capsys):
     assert not (tmp_path / "suites" / "p").exists()
 
 
-def test_check_run_fits_and_merge_study_as_functions(tmp_path):
+def test_the_study_check_and_merge_study_as_functions(tmp_path):
     out = tmp_path / "out"
-    check_run_fits(out, {"x": "hub/x"}, {"weights": "w1"})  # an empty folder takes anything
+    Study.load(out).check({"x": "hub/x"}, {"weights": "w1"})  # an empty folder takes anything
     (out / "data").mkdir(parents=True)
     (out / "data" / "config.json").write_text("[1, 2]")
     with pytest.raises(StudyMismatchError, match="not a toposig run configuration"):
-        check_run_fits(out, {"x": "hub/x"})
+        Study.load(out).check({"x": "hub/x"})
     old = {"models": {"x": "hub/x"}, "steps": {"x": [0, 100]}, "signatures": ["weights"],
            "weights_hash": "w1", "weight_settings": {"max_rows": 200}}
     (out / "data" / "config.json").write_text(json.dumps(old))
     with pytest.raises(StudyMismatchError, match="brings y"):
-        check_run_fits(out, {"y": "hub/y"})
-    check_run_fits(out, {"y": "hub/y"}, extend=True)
+        Study.load(out).check({"y": "hub/y"})
+    Study.load(out).check({"y": "hub/y"}, extend=True)
     with pytest.raises(StudyMismatchError, match="its 'x' is 'hub/x'"):
-        check_run_fits(out, {"x": "hub/other-x"}, extend=True)
+        Study.load(out).check({"x": "hub/other-x"}, extend=True)
     with pytest.raises(StudyMismatchError, match="max_rows: 200 there, 50 here"):  # named
-        check_run_fits(out, {"x": "hub/x"}, {"weights": "w2"},
+        Study.load(out).check({"x": "hub/x"}, {"weights": "w2"},
                        {"weights": {"max_rows": 50}})
     new = {"models": {"x": "hub/x"}, "steps": {"x": [10, 100]}, "signatures": ["embedding"],
            "settings_hash": "e1", "settings": {}, "weights_hash": None}
@@ -195,8 +195,8 @@ def test_a_hub_model_label_is_not_taken_by_a_local_folder(tmp_path):
     local = tmp_path / "pythia-70m"
     local.mkdir()
     with pytest.raises(StudyMismatchError, match="its 'pythia-70m' is 'EleutherAI/pythia-70m'"):
-        check_run_fits(out, {"pythia-70m": str(local)}, sources={"pythia-70m": "local"})
-    check_run_fits(out, {"pythia-70m": "EleutherAI/pythia-70m"}, sources={"pythia-70m": "hub"})
+        Study.load(out).check({"pythia-70m": str(local)}, sources={"pythia-70m": "local"})
+    Study.load(out).check({"pythia-70m": "EleutherAI/pythia-70m"}, sources={"pythia-70m": "hub"})
 
 
 def test_a_retrained_series_is_not_mixed_with_its_old_records(study, capsys):
@@ -229,3 +229,23 @@ def test_a_preset_with_other_settings_is_refused_before_training(tmp_path, wikit
     assert run_experiments.main([*args, "--weight-max-rows", "50"]) == 2
     assert "max_rows: 200 there, 50 here" in capsys.readouterr().err
     assert not suites.exists()
+
+
+def test_a_run_reads_the_study_once(study, monkeypatch):
+    """The folder's config.json is read and validated once per run, whatever the run
+    checks (labels, widening, models, settings, the records of other checkpoints)."""
+    import toposig.run.study as study_module
+
+    tmp_path, out = study
+    reads: list[Path] = []
+    real = study_module.read_json
+
+    def counting(path, *args, **kwargs):
+        if Path(path).name == "config.json":
+            reads.append(Path(path))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(study_module, "read_json", counting)
+    assert run_experiments.main(["--models", str(tmp_path / "runs" / "a"), "--out",
+                                 str(out), "--extend", "--layers", "0,-1", *FAST]) == 0
+    assert reads == [out / "data" / "config.json"]

@@ -64,7 +64,7 @@ from toposig.model.training import preset_names, with_seeds
 from toposig.run.pipeline import execute, summary_lines
 from toposig.run.plan import fit_study, plan_run
 from toposig.run.store import read_json
-from toposig.run.study import StudyMismatchError
+from toposig.run.study import Study, StudyMismatchError
 from toposig.sources.checkpoints import EXPERIMENT_A_MODELS
 from toposig.stages.registry import DEFAULT_STAGES
 
@@ -214,7 +214,7 @@ def _main(args: argparse.Namespace, argv: list[str], prog: str | None) -> int:
             lock.enter_context(exclusive(args.out, "results folder"))  # before training
             placement = Placement.resolve(settings.device, settings.dtype, remote_gpus)
             settings = fit_study(  # before training: --extend may widen the settings
-                args.out, measure_inputs(settings, None, families, given), families,
+                Study.load(args.out), measure_inputs(settings, None, families, given), families,
                 placement, {n: str(Path(args.suite_dir) / suite.name / n) for n in names},
                 {n: "local" for n in names}, extend=args.extend).run_settings
             suite_dir = train_preset(suite, args.suite_dir, progress=not args.no_progress)

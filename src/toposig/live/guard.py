@@ -33,7 +33,7 @@ from toposig.files.locks import (
 )
 from toposig.live.measurement import LiveMeasurement
 from toposig.model.placement import Placement
-from toposig.run.study import StudyMismatchError, check_run_fits, load_study
+from toposig.run.study import Study, StudyMismatchError
 from toposig.stages.registry import STAGES
 
 logger = logging.getLogger(__name__)
@@ -113,7 +113,7 @@ class StudyGuard:
 
         Every check that could refuse the run comes before anything is removed: the model
         the study holds under the label, the study's settings of each family measured
-        (:func:`toposig.run.study.check_run_fits`, as the measurement would), records of
+        (:meth:`toposig.run.study.Study.check`, as the measurement would), records of
         the label the offline pipeline made, and a fresh start over earlier records. A
         run resumed at ``step`` > 0 has its label's records after ``step`` removed (they
         would mix two trainings), and their steps in the study; at step 0 (with
@@ -148,15 +148,15 @@ class StudyGuard:
     def _admit(self, step: int, model) -> Admission:
         """:meth:`admit` with the folder's lock held: every check, then the label taken,
         then the removals (only once the model's precision is known, when it counts)."""
-        config = load_study(self.out)
-        held_model = ((config or {}).get("models") or {}).get(self.label)
+        study = Study.load(self.out)
+        held_model = study.models.get(self.label)
         model_name = self.measurement.model_name
         if held_model is not None and held_model != model_name:
             raise StudyMismatchError(
                 f"{self.out} holds {held_model!r} under the label {self.label!r}; this "
                 f"training is {model_name!r}: give it another label (label=...) "
                 "or write to another folder (out=...)")
-        exact = self.check_study(config, model)
+        exact = self.check_study(study, model)
         records = self.label_records()
         if step == 0 and records and not self.overwrite:
             raise LiveRunExistsError(
@@ -171,17 +171,17 @@ class StudyGuard:
         if not exact:  # the removals wait for the model's precision (first measurement)
             return Admission(complete=False)
         if stale:
-            self.remove(stale, step, config)
+            self.remove(stale, step, study)
         return Admission(complete=True, removed=bool(stale))
 
-    def check_study(self, config: dict | None, model) -> bool:
+    def check_study(self, study: Study, model) -> bool:
         """Refuse (as the measurement's :func:`~toposig.run.pipeline.execute` would) a
         run whose model or settings do not belong to the folder's study; return whether
         the check was complete: without ``model`` the embedding's settings are checked in
         the study's precision, the model's own being unknown yet.
 
         Raises:
-            StudyMismatchError: see :func:`toposig.run.study.check_run_fits`.
+            StudyMismatchError: see :meth:`toposig.run.plan.RunPlan.join`.
             ValueError: ``model`` cannot be measured (several devices or precisions).
         """
         m = self.measurement
@@ -189,15 +189,12 @@ class StudyGuard:
         if model is not None:
             placement = m.placement(model)
         else:
-            placement = Placement("cpu", (config or {}).get("dtype") or "float32")
+            placement = Placement("cpu", study.dtype or "float32")
         plan = m.plan(m.checkpoint(0), placement)
-        plan.adopt_study_labels(self.out)
-        hashes = dict(plan.hashes)
-        if model is None and not (config or {}).get("dtype"):
+        if model is None and not study.dtype:
             for family in keyed:  # a study without a recorded precision
-                hashes.pop(family, None)
-        check_run_fits(self.out, plan.models, hashes, plan.settings_views(),
-                       extend=self.extend, sources=plan.sources)
+                plan.hashes.pop(family, None)
+        plan.join(study, extend=self.extend)
         return model is not None or not keyed
 
     def check_foreign(self, stale: list[tuple[int, Path]]) -> None:
@@ -230,17 +227,18 @@ class StudyGuard:
                 out.append((int(digits), path))
         return out
 
-    def remove(self, stale: list[tuple[int, Path]], step: int, config: dict | None) -> None:
+    def remove(self, stale: list[tuple[int, Path]], step: int, study: Study) -> None:
         """Delete ``stale`` records (with their arrays) and their steps in the study;
         :meth:`admit` has checked them (:meth:`check_foreign`) and taken the label."""
         for _, path in stale:
             path.unlink(missing_ok=True)
             path.with_suffix(".npz").unlink(missing_ok=True)
         gone = {s for s, _ in stale}
-        if config is not None and self.label in (config.get("steps") or {}):
-            config["steps"][self.label] = [s for s in config["steps"][self.label]
-                                           if s not in gone]
-            atomic_write_json(self.out / "data" / "config.json", config)
+        steps = dict(study.config.get("steps") or {})
+        if study.held and self.label in steps:
+            steps[self.label] = [s for s in steps[self.label] if s not in gone]
+            atomic_write_json(self.out / "data" / "config.json",
+                              {**study.config, "steps": steps})
         logger.warning("toposig: removed the records of %r at %d step(s) in %s (%s)",
                        self.label, len(gone), self.out,
                        "overwrite=True" if step == 0 else

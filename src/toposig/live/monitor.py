@@ -278,7 +278,7 @@ class TopologyMonitor:
         the end of the process): a second monitor on it is refused. Every check that
         could refuse this monitor runs before anything is removed or written: the model
         the study holds under the label, the study's settings of each family measured
-        (:func:`toposig.run.study.check_run_fits`, as the measurement would), records of
+        (:meth:`toposig.run.study.Study.check`, as the measurement would), records of
         the label the offline pipeline made, and a fresh start over earlier records.
 
         A training resumed at ``step`` > 0 goes on writing; its label's live records

@@ -10,7 +10,7 @@ aggregates do not list; a folder copied or edited by hand may hold anything.
 ``all_results.json``, a record of the study's models and settings hashes without an entry,
 an entry without a record, or no ``all_results.json`` at all) and then rebuilds the entries
 from the study's finished records, with the run's own code
-(:func:`toposig.run.study.other_entries`, :func:`toposig.records.merge_family_records`,
+(:meth:`toposig.run.study.Study.other_entries`, :func:`toposig.records.merge_family_records`,
 :meth:`toposig.run.store.ResultStore.write_aggregates`); it writes only when they differ
 from what the file holds, and says so in one warning.
 
@@ -29,14 +29,7 @@ from toposig.files.atomic import clean_floats, read_json
 from toposig.files.names import UnsafeNameError, check_label
 from toposig.records import entry_problem, merge_family_records, record_stem
 from toposig.run.store import DamagedResultsError, ResultStore
-from toposig.run.study import (
-    StudyMismatchError,
-    entry_order,
-    load_study,
-    other_entries,
-    study_hashes,
-    study_record_files,
-)
+from toposig.run.study import Study, StudyMismatchError
 
 logger = logging.getLogger(__name__)
 
@@ -115,26 +108,26 @@ def read_aggregate(path: str | Path) -> list[dict]:
     return entries
 
 
-def read_study(results_dir: str | Path) -> dict | None:
-    """A results folder's ``data/config.json`` for the analysis: ``None`` when there is
-    none; the parsed object when it is a sound study or an import's.
+def read_study(results_dir: str | Path) -> Study:
+    """A results folder's study for the analysis (:meth:`toposig.run.study.Study.load`):
+    a sound study or an import's; ``held`` is false when there is no ``config.json``.
 
     Raises:
-        DamagedResultsError: :func:`toposig.run.study.load_study` refuses it (a link, a
-            folder, not JSON, not an object with a ``models`` mapping, wrong types); the
-            message starts with the file's path.
+        DamagedResultsError: the study cannot be loaded (a link, a folder, not JSON, not an
+            object with a ``models`` mapping, wrong types); the message starts with the
+            file's path.
     """
     try:
-        return load_study(results_dir, way_out=_RESTORE)
+        return Study.load(results_dir, way_out=_RESTORE)
     except StudyMismatchError as exc:
         raise DamagedResultsError(str(exc)) from None
 
 
-def _record_files(root: Path, config: dict) -> dict[tuple[str, str], int]:
+def _record_files(study: Study) -> dict[tuple[str, str], int]:
     """``(label, stem)`` -> newest modification time (ns) of the study's record files
-    (:func:`toposig.run.study.study_record_files`, as the run finds them)."""
+    (:meth:`toposig.run.study.Study.record_files`, as the run finds them)."""
     out: dict[tuple[str, str], int] = {}
-    for _, _, label, path in study_record_files(root, config):
+    for _, _, label, path in study.record_files():
         try:
             mtime = path.stat().st_mtime_ns
         except OSError:
@@ -144,21 +137,19 @@ def _record_files(root: Path, config: dict) -> dict[tuple[str, str], int]:
     return out
 
 
-def stale_reason(results_dir: str | Path, config: dict,
-                 entries: list[dict] | None) -> str | None:
+def stale_reason(study: Study, entries: list[dict] | None) -> str | None:
     """Why the aggregate may not reflect the study's records, or ``None``: a cheap test on
     file names and times; the records themselves are read only when it answers.
 
     Args:
-        results_dir: the results folder.
-        config: its study (:func:`read_study`).
+        study: the results folder's study (:func:`read_study`).
         entries: what ``data/all_results.json`` holds (:func:`read_aggregate`), ``None``
             when there is no such file.
     """
-    root = Path(results_dir)
+    root = study.folder
     if entries is None:
         return f"there is no {aggregate_path(root)}"
-    files = _record_files(root, config)
+    files = _record_files(study)
     written = aggregate_path(root).stat().st_mtime_ns
     newer = sorted(k for k, t in files.items() if t > written)
     if newer:
@@ -176,13 +167,13 @@ def stale_reason(results_dir: str | Path, config: dict,
     return None
 
 
-def study_entries(results_dir: str | Path, config: dict) -> list[dict]:
+def study_entries(study: Study) -> list[dict]:
     """The aggregate entries of the study's finished, sound records (whole arrays), one per
     checkpoint with its families merged, in the study's order: what a run's last rewrite of
     the aggregates writes for them."""
-    others = other_entries(results_dir, config, covered=set())
+    others = study.other_entries(covered=set())
     entries = [e for records in others.values() if (e := merge_family_records(records))]
-    entries.sort(key=entry_order(config))
+    entries.sort(key=study.entry_order())
     return entries
 
 
@@ -207,24 +198,24 @@ def rebuild_if_stale(results_dir: str | Path) -> bool:
             aggregates is a link.
     """
     root = Path(results_dir)
-    config = read_study(root)
-    if config is None or config.get("imported"):
+    study = read_study(root)
+    if not study.held or study.imported:
         return False
-    hashes = study_hashes(config)
+    hashes = study.hashes
     if not hashes:
         return False
     path = aggregate_path(root)
     current = read_aggregate(path) if (path.exists() or path.is_symlink()) else None
-    reason = stale_reason(root, config, current)
+    reason = stale_reason(study, current)
     if reason is None:
         return False
-    entries = study_entries(root, config)
+    entries = study_entries(study)
     if current is None and not entries:
         return False  # nothing finished: the analysis says so
     if current is not None and json.loads(json.dumps(clean_floats(entries))) == current:
         logger.debug("%s: %s, but its entries are those of the records", path, reason)
         return False
-    ResultStore(root, next(iter(hashes.values()))).write_aggregates(entries, config)
+    ResultStore(root, next(iter(hashes.values()))).write_aggregates(entries, study.config)
     if current is None:  # a folder shipped with its records alone: the normal way to read it
         logger.info("%s written from the finished records of the study in %s (%d "
                     "checkpoint(s))", path, root, len(entries))

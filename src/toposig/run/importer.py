@@ -29,7 +29,7 @@ from pathlib import Path
 from toposig.files.atomic import atomic_write_json
 from toposig.files.locks import exclusive
 from toposig.records import FAMILIES, SCHEMA_VERSION, FeatureFamily
-from toposig.run.study import StudyMismatchError, load_study
+from toposig.run.study import Study, StudyMismatchError
 from toposig.sources.imports import ImportedRow
 
 
@@ -124,12 +124,12 @@ def write_import(out_dir: str | Path, rows: Sequence[ImportedRow], classify: Cla
         "n_checkpoints": len(rows),
     }
     with exclusive(out, "results folder"):
-        held = load_study(out)
-        if held is not None and (held.get("imported") or {}).get("digest") != digest:
-            what = ("an import of other files, --params or --target" if held.get("imported")
+        held = Study.load(out)
+        if held.held and held.import_digest != digest:
+            what = ("an import of other files, --params or --target" if held.imported
                     else "the study of a run")
             raise StudyMismatchError(
-                f"{out} holds {what} ({', '.join(held['models'])}); import into a folder "
+                f"{out} holds {what} ({', '.join(held.models)}); import into a folder "
                 "of its own (--out)")
         entries = [entry_of(r, digest, classify, quality) for r in rows]
         for e in entries:

@@ -19,10 +19,12 @@ import logging
 import platform
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from tqdm.auto import tqdm
 
@@ -39,17 +41,7 @@ from toposig.records import (
 from toposig.run.executors import Executor, SerialExecutor
 from toposig.run.plan import RunPlan
 from toposig.run.store import DamagedResultsError, ResultStore, remove_stale_temporaries
-from toposig.run.study import (
-    StudyMismatchError,
-    check_run_fits,
-    elsewhere,
-    entry_order,
-    load_study,
-    merge_study,
-    other_entries,
-    study_hashes,
-    uncovered_records,
-)
+from toposig.run.study import Study, StudyMismatchError, elsewhere, merge_study
 from toposig.run.tasks import Task, TaskFailure
 from toposig.sources.checkpoints import Checkpoint, checkpoint_identity
 from toposig.stages.registry import STAGES
@@ -107,7 +99,7 @@ def device_description(device: str) -> str:
 
 
 def run_config(plan: RunPlan, outcome: RunOutcome, started: str,
-               previous: dict | None = None) -> dict:
+               previous: Mapping[str, Any] | None = None) -> dict:
     """The results folder's ``config.json``: the study (settings, inputs, models, steps,
     timings per checkpoint from every record) and the last run that wrote records.
 
@@ -190,60 +182,22 @@ def execute(plan: RunPlan, out_dir: str | Path, force: bool = False,
         StudyMismatchError: the plan does not belong to ``out_dir``'s study.
     """
     with exclusive(out_dir, "results folder"):
-        plan.adopt_study_labels(out_dir)
-        replaces = plan.fit_study_settings(out_dir, extend=extend)
-        check_run_fits(out_dir, plan.models, plan.hashes, plan.settings_views(),
-                       extend=extend, sources=plan.sources, replaces=replaces)
-        for family, old_hash in replaces.items():
-            _check_widened_cover(plan, out_dir, family, old_hash)
+        study = Study.load(out_dir)
+        plan.join(study, extend=extend)
         remove_stale_temporaries(out_dir)
-        return _execute(plan, out_dir, force, progress, executor, refresh_first)
+        return _execute(plan, study, force, progress, executor, refresh_first)
 
 
-def _check_widened_cover(plan: RunPlan, out_dir: str | Path, family: Family,
-                         old_hash: str) -> None:
-    """Refuse a run that widens a family's settings in the study (``--extend`` adding
-    hidden-state layers: its records are then made anew under a new settings hash) but
-    leaves out some of the study's checkpoints, whose records of it would drop out of the
-    study; else say what happens.
-
-    Raises:
-        StudyMismatchError: naming the checkpoints left out.
-    """
-    config = load_study(out_dir) or {"models": {}}
-    missing = uncovered_records(out_dir, config, family, plan.checkpoints_of(family))
-    new_hash = plan.hash_of(family)
-    if missing:
-        named = ", ".join(f"{label} {stem}" for label, stem in missing[:5])
-        raise StudyMismatchError(
-            f"--extend widens the {family} settings of the study in {out_dir} "
-            f"({_widened(plan, family)}): every "
-            f"{family} record of it is made anew under settings hash {new_hash}, but this "
-            f"run leaves out {len(missing)} of its checkpoints ({named}"
-            f"{' ...' if len(missing) > 5 else ''}). Run every model and step the study "
-            f"holds (its data/config.json lists them), or {elsewhere(out_dir)}")
-    logger.info("widening the %s settings of the study (%s): each checkpoint's record is "
-                "computed again under settings hash %s; the records of hash %s (%s) are no "
-                "longer part of the study", family, _widened(plan, family), new_hash,
-                old_hash, Path(out_dir) / "records" / old_hash)
-
-
-def _widened(plan: RunPlan, family: Family) -> str:
-    """The widened setting of ``family`` as its option takes it (``--layers 0,-1``)."""
-    widening = STAGES[family].widening
-    if widening is None:
-        return "its settings"
-    return f"{widening.option} {widening.show(getattr(plan.settings_of(family), widening.field))}"
-
-
-def _execute(plan: RunPlan, out_dir: str | Path, force: bool, progress: bool,
+def _execute(plan: RunPlan, held: Study, force: bool, progress: bool,
              executor: Executor | None, refresh_first: bool) -> RunOutcome:
-    """:func:`execute` once the results folder is locked, checked and cleaned."""
-    previous = load_study(out_dir)
-    study = merge_study(previous, {"models": plan.models, "signatures": plan.all_families,
-                                   "steps": {}, **{STAGES[f].hash_key: h
-                                                   for f, h in plan.hashes.items()}})
-    stores = {f: ResultStore(out_dir, h, Family(f)) for f, h in study_hashes(study).items()}
+    """:func:`execute` once the results folder is locked, checked and cleaned; ``held``
+    is the folder's study before this run."""
+    out_dir = held.folder
+    previous = held.config if held.held else None
+    study = Study(out_dir, merge_study(previous, {
+        "models": plan.models, "signatures": plan.all_families, "steps": {},
+        **{STAGES[f].hash_key: h for f, h in plan.hashes.items()}}))
+    stores = {f: ResultStore(out_dir, h, f) for f, h in study.hashes.items()}
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     t0 = time.perf_counter()
     outcome = RunOutcome(records=[])
@@ -267,7 +221,7 @@ def _execute(plan: RunPlan, out_dir: str | Path, force: bool, progress: bool,
         if todo:
             tasks.append(Task(i, ckpt, todo))
     outcome.skipped = len(plan.checkpoints) - len(tasks)
-    others = other_entries(out_dir, study, {(c.label, c.name) for c in plan.checkpoints})
+    others = study.other_entries({(c.label, c.name) for c in plan.checkpoints})
     if replaced:
         mixed = sorted(changed & {label for label, _ in others})
         if mixed:
@@ -281,7 +235,7 @@ def _execute(plan: RunPlan, out_dir: str | Path, force: bool, progress: bool,
         logger.warning("%d record(s) in %s were made from checkpoints whose files have "
                        "changed since (retrained or replaced): they are computed again and "
                        "replaced", replaced, out_dir)
-    order = entry_order(study)
+    order = study.entry_order()
     series = SeriesIdentities(out_dir)
     for records in [*finished, *others.values()]:
         for rec in records.values():

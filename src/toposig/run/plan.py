@@ -6,16 +6,16 @@ family's settings hash, raising on any bad input before a model is loaded.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 from toposig.config import EmbeddingSettings
 from toposig.features import homology
 from toposig.model.placement import Placement
 from toposig.records import FAMILIES, Family
-from toposig.run.study import check_run_fits, study_labels, widen_settings
+from toposig.run.study import Study, StudyMismatchError, elsewhere
 from toposig.sources.checkpoints import (
     EXPERIMENT_A_MODELS,
     MASKED,
@@ -40,6 +40,8 @@ from toposig.stages.registry import (
     needs_texts,
     settings_views,
 )
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -105,31 +107,34 @@ class RunPlan:
         """Model label -> ``hub``, ``local`` or ``file``."""
         return {c.label: c.source for c in self.checkpoints}
 
-    def adopt_study_labels(self, out_dir: str | Path) -> None:
-        """Give the run's models the labels ``out_dir``'s study already gives them
-        (:func:`toposig.run.study.study_labels`), so a run of part of a study finds its
-        records whatever else it brings."""
-        mapping = study_labels(out_dir, self.models, self.sources)
-        if mapping:
-            self.checkpoints = [replace(c, label=mapping.get(c.label, c.label))
-                                for c in self.checkpoints]
+    def join(self, study: Study, *, extend: bool = False,
+             steps_known: bool = True) -> dict[Family, str]:
+        """Make this run part of ``study`` (the results folder's), or refuse it before any
+        work (:mod:`toposig.run.study`).
 
-    def fit_study_settings(self, out_dir: str | Path, *, extend: bool) -> dict[Family, str]:
-        """Widen each computed family's settings to ``out_dir``'s study's where the two
-        differ in the stage's widening field alone (the embedding's ``layers``) and
-        ``extend`` is on (:func:`toposig.run.study.widen_settings`): the run's settings
-        and settings hash become the union's.
+        The run's models take the labels the study already gives them
+        (:meth:`~toposig.run.study.Study.labels_for`), so a run of part of a study finds
+        its records whatever else it brings; each family's settings are widened to the
+        study's where the two differ in the stage's widening field alone (the embedding's
+        ``layers``) and ``extend`` is on (:meth:`~toposig.run.study.Study.widen`); then
+        the study checks the run (:meth:`~toposig.run.study.Study.check`). A run that
+        widens a family's settings must cover every checkpoint of the study that has a
+        record of it (they are all made anew under the new settings hash); that is checked
+        only when ``steps_known`` (a suite not trained yet has no steps to compare).
 
         Returns:
             family -> the study's settings hash the run's now replaces (empty: none).
 
         Raises:
-            StudyMismatchError: such a field differs and ``extend`` is off.
+            StudyMismatchError: naming what differs and the way out.
         """
+        mapping = study.labels_for(self.models, self.sources)
+        if mapping:
+            self.checkpoints = [replace(c, label=mapping.get(c.label, c.label))
+                                for c in self.checkpoints]
         replaced: dict[Family, str] = {}
         for family in list(self.hashes):
-            settings, old = widen_settings(out_dir, family, self.inputs, self.dtype,
-                                           extend=extend)
+            settings, old = study.widen(family, self.inputs, self.dtype, extend=extend)
             if settings != self.settings_of(family):
                 self.inputs = replace(self.inputs, settings={**self.inputs.settings,
                                                              family: settings})
@@ -137,7 +142,44 @@ class RunPlan:
                                                                    self.dtype)
             if old:
                 replaced[family] = old
+        study.check(self.models, self.hashes, self.settings_views(), extend=extend,
+                    sources=self.sources, replaces=replaced)
+        for family, old_hash in replaced.items() if steps_known else ():
+            self._check_widened_cover(study, family, old_hash)
         return replaced
+
+    def _check_widened_cover(self, study: Study, family: Family, old_hash: str) -> None:
+        """Refuse a run that widens a family's settings in the study (``--extend`` adding
+        hidden-state layers: its records are then made anew under a new settings hash) but
+        leaves out some of the study's checkpoints, whose records of it would drop out of
+        the study; else say what happens.
+
+        Raises:
+            StudyMismatchError: naming the checkpoints left out.
+        """
+        missing = study.uncovered_records(family, self.checkpoints_of(family))
+        new_hash = self.hash_of(family)
+        if missing:
+            named = ", ".join(f"{label} {stem}" for label, stem in missing[:5])
+            raise StudyMismatchError(
+                f"--extend widens the {family} settings of the study in {study.folder} "
+                f"({self._widened(family)}): every {family} record of it is made anew "
+                f"under settings hash {new_hash}, but this run leaves out {len(missing)} "
+                f"of its checkpoints ({named}{' ...' if len(missing) > 5 else ''}). Run "
+                "every model and step the study holds (its data/config.json lists them), "
+                f"or {elsewhere(study.folder)}")
+        logger.info("widening the %s settings of the study (%s): each checkpoint's record "
+                    "is computed again under settings hash %s; the records of hash %s (%s) "
+                    "are no longer part of the study", family, self._widened(family),
+                    new_hash, old_hash, study.folder / "records" / old_hash)
+
+    def _widened(self, family: Family) -> str:
+        """The widened setting of ``family`` as its option takes it (``--layers 0,-1``)."""
+        widening = STAGES[family].widening
+        if widening is None:
+            return "its settings"
+        value = getattr(self.settings_of(family), widening.field)
+        return f"{widening.option} {widening.show(value)}"
 
     def checkpoints_of(self, family: str) -> set[tuple[str, str]]:
         """``(label, record stem)`` of the checkpoints whose ``family`` this run computes."""
@@ -241,23 +283,23 @@ def plan_run(models: list[str] | None, selection: StepSelection | None,
                    hashes(wanted, inputs, placement.dtype), families=families)
 
 
-def fit_study(out_dir: str | Path, inputs: StageInputs, families: set[Family],
+def fit_study(study: Study, inputs: StageInputs, families: set[Family],
               placement: Placement, models: dict[str, str], sources: dict[str, str], *,
               extend: bool) -> StageInputs:
     """Check, before any work, that a run of ``families`` with ``inputs`` on ``models``
-    belongs to ``out_dir``'s study, as :func:`toposig.run.pipeline.execute` will (a
-    ``--preset`` run checks before it trains).
+    may join ``study``, as :func:`toposig.run.pipeline.execute` will (a ``--preset`` run
+    checks before it trains).
 
     Returns:
         the inputs the run computes with: ``inputs``, widened where ``extend`` adds to the
-        study's settings (:meth:`RunPlan.fit_study_settings`).
+        study's settings (:meth:`RunPlan.join`).
 
     Raises:
-        StudyMismatchError: see :func:`toposig.run.study.check_run_fits`.
+        StudyMismatchError: see :meth:`toposig.run.study.Study.check`.
     """
-    plan = RunPlan([], inputs, placement, inputs.run_settings.ph_backend, True,
+    checkpoints = [Checkpoint(model, label, None, sources[label], model)
+                   for label, model in models.items()]  # their steps are not known yet
+    plan = RunPlan(checkpoints, inputs, placement, inputs.run_settings.ph_backend, True,
                    hashes(families, inputs, placement.dtype))
-    replaces = plan.fit_study_settings(out_dir, extend=extend)
-    check_run_fits(out_dir, models, plan.hashes, plan.settings_views(), extend=extend,
-                   sources=sources, replaces=replaces)
+    plan.join(study, extend=extend, steps_known=False)
     return plan.inputs

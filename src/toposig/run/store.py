@@ -24,6 +24,7 @@ import logging
 import re
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -150,7 +151,7 @@ class ResultStore:
         atomic_write_json(path, record)
         return record
 
-    def write_aggregates(self, records: list[dict], config: dict) -> None:
+    def write_aggregates(self, records: list[dict], config: Mapping[str, Any]) -> None:
         """The seed's aggregate files from the finished (status ok) records, each a sound
         :class:`toposig.records.Record` (checked before anything is written).
 

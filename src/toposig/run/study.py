@@ -6,20 +6,24 @@ hash its records are keyed by. A run belongs to the study when every model it br
 one of the study's and every family it computes has the study's settings (or is new to
 the study). It may cover part of the study (fewer models, steps or families), more steps
 of the study's models, or families the study lacks; ``extend=True`` also lets it add
-models, and hidden-state layers (``--layers``) to the embedding: :func:`widen_settings`.
+models, and hidden-state layers (``--layers``) to the embedding: :meth:`Study.widen`.
 Anything else is refused before any work, naming the difference and the way out
 (another ``--out``), so a reference folder is never silently rewritten or mixed.
 
-The aggregates and figures always describe the whole study: :func:`other_entries` reads
-the finished records of the study's checkpoints that a run does not cover.
+A run reads the folder's study once (:meth:`Study.load`) and asks it whether the plan may
+join (:meth:`toposig.run.plan.RunPlan.join`, which the pipeline, the command line before
+it trains a suite, and the live monitor's guard call alike).
+
+The aggregates and figures always describe the whole study: :meth:`Study.other_entries`
+reads the finished records of the study's checkpoints that a run does not cover.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
-from dataclasses import replace
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +38,6 @@ from toposig.stages.registry import STAGES
 logger = logging.getLogger(__name__)
 
 
-
 class StudyMismatchError(ValueError):
     """A run that does not belong to the study its results folder holds."""
 
@@ -42,42 +45,301 @@ class StudyMismatchError(ValueError):
 RUN_ELSEWHERE = "restore the file, or write the run to another folder (--out)"
 
 
-def load_study(out_dir: str | Path, way_out: str = RUN_ELSEWHERE) -> dict | None:
-    """The ``data/config.json`` of a results folder, or ``None`` when it has none.
+@dataclass(frozen=True)
+class Study:
+    """The study a results folder holds: its ``data/config.json``, read and validated
+    once (:meth:`load`), or none (``held`` false: an empty study, which any run may
+    start).
 
-    Args:
-        out_dir: the results folder.
-        way_out: what the error message tells the user to do (a run: restore the file or
-            write elsewhere; the analysis says its own).
-
-    Raises:
-        StudyMismatchError: the file exists but is a link, a folder, not JSON, not a JSON
-            object with a ``models`` mapping, or fails :func:`study_problem` (damaged or
-            not written by toposig): the folder's study is unknown. The message starts
-            with the file's path.
+    Attributes:
+        folder: the results folder.
+        config: the validated JSON object (a ``models`` mapping at least; see
+            :func:`study_problem`), as written.
+        held: whether the folder has a study (a ``config.json``).
     """
-    path = Path(out_dir) / "data" / "config.json"
-    if not (path.exists() or path.is_symlink()):
-        return None
-    if path.is_symlink() or not path.is_file():
-        raise StudyMismatchError(
-            f"{path} is not a regular file (a {'link' if path.is_symlink() else 'folder'}): "
-            f"the study this folder holds is unknown; {way_out}")
-    try:
-        config = read_json(path)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise StudyMismatchError(
-            f"{path} cannot be read ({exc}): the study this folder holds is unknown; "
-            f"{way_out}") from exc
-    if not isinstance(config, dict) or not isinstance(config.get("models"), dict):
-        raise StudyMismatchError(
-            f"{path} is not a toposig run configuration (no 'models' mapping); {way_out}")
-    problem = study_problem(config)
-    if problem:
-        raise StudyMismatchError(
-            f"{path} {problem}: it was edited or damaged, and no path is built from it; "
-            f"{way_out}")
-    return config
+
+    folder: Path
+    config: Mapping[str, Any]
+    held: bool = True
+
+    @classmethod
+    def load(cls, folder: str | Path, way_out: str = RUN_ELSEWHERE) -> Study:
+        """The study of ``folder`` (its ``data/config.json``), or an empty one.
+
+        Args:
+            folder: the results folder.
+            way_out: what the error message tells the user to do (a run: restore the
+                file or write elsewhere; the analysis says its own).
+
+        Raises:
+            StudyMismatchError: the file exists but is a link, a folder, not JSON, not a
+                JSON object with a ``models`` mapping, or fails :func:`study_problem`
+                (damaged or not written by toposig): the folder's study is unknown. The
+                message starts with the file's path.
+        """
+        folder = Path(folder)
+        path = folder / "data" / "config.json"
+        if not (path.exists() or path.is_symlink()):
+            return cls(folder, {"models": {}}, held=False)
+        if path.is_symlink() or not path.is_file():
+            raise StudyMismatchError(
+                f"{path} is not a regular file (a "
+                f"{'link' if path.is_symlink() else 'folder'}): the study this folder "
+                f"holds is unknown; {way_out}")
+        try:
+            config = read_json(path)
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+            raise StudyMismatchError(
+                f"{path} cannot be read ({exc}): the study this folder holds is unknown; "
+                f"{way_out}") from exc
+        if not isinstance(config, dict) or not isinstance(config.get("models"), dict):
+            raise StudyMismatchError(
+                f"{path} is not a toposig run configuration (no 'models' mapping); "
+                f"{way_out}")
+        problem = study_problem(config)
+        if problem:
+            raise StudyMismatchError(
+                f"{path} {problem}: it was edited or damaged, and no path is built from "
+                f"it; {way_out}")
+        return cls(folder, config)
+
+    @property
+    def models(self) -> dict[str, str]:
+        """Model label -> the model as the user named it, in the study's order."""
+        return dict(self.config["models"])
+
+    @property
+    def sources(self) -> dict[str, str]:
+        """Model label -> ``hub``, ``local``, ``file``, ``memory`` or ``imported``
+        (labels of a config.json from before sources were recorded are missing)."""
+        return dict(self.config.get("model_sources") or {})
+
+    @property
+    def imported(self) -> bool:
+        """Whether the folder holds measurements imported with ``toposig import``."""
+        return bool(self.config.get("imported"))
+
+    @property
+    def import_digest(self) -> str | None:
+        """The digest of the import the folder holds (``None``: not an import)."""
+        return (self.config.get("imported") or {}).get("digest")
+
+    @property
+    def dtype(self) -> str | None:
+        """The precision the study's embedding was computed in (``None``: not recorded)."""
+        return self.config.get("dtype")
+
+    @property
+    def hashes(self) -> dict[Family, str]:
+        """Family -> settings hash of the study (the families it has only)."""
+        return {f: h for f, s in STAGES.items() if (h := self.config.get(s.hash_key))}
+
+    def settings_view(self, family: Family) -> dict:
+        """``family``'s settings in the study, as :meth:`check` compares them."""
+        stage = STAGES[family]
+        return {**(self.config.get(stage.settings_key) or {}),
+                **{k: self.config.get(k) for k in stage.view_keys}}
+
+    def labels_for(self, models: dict[str, str],
+                   sources: dict[str, str] | None = None) -> dict[str, str]:
+        """Run label -> the label the study already gives that model, for the run's models
+        the study holds under another label (labels depend on which models a run brings:
+        ``runs/x/run`` is ``x-run`` beside ``runs/y/run`` and ``run`` alone)."""
+        held, held_sources, sources = self.models, self.sources, sources or {}
+        out = {}
+        for label, model in models.items():
+            if label in held and _same_model(held[label], model, held_sources.get(label),
+                                             sources.get(label)):
+                continue
+            match = [h for h, m in held.items()
+                     if _same_model(m, model, held_sources.get(h), sources.get(label))]
+            if len(match) == 1 and match[0] not in models:
+                out[label] = match[0]
+        return out
+
+    def widen(self, family: Family, inputs: StageInputs, dtype: str, *,
+              extend: bool = False) -> tuple[Any, str | None]:
+        """``family``'s settings that a run computes in this study when they differ from
+        the study's in the stage's :class:`~toposig.stages.base.Widening` field alone (the
+        embedding's ``layers``; every other setting gives the study's hash).
+
+        With ``extend`` the run computes the union of the study's value and its own: when
+        that adds to the study's, its settings (and so its settings hash, which keys the
+        records) are the study's with the union, and every record of the family in the
+        study is made anew under the new hash (a checkpoint's record is one file: the
+        layers it holds are computed again with the new ones, one forward pass gives them
+        all).
+
+        Args:
+            inputs: the run's texts and settings.
+            dtype: the run's resolved precision.
+            extend: the run may widen the study's settings.
+
+        Returns:
+            ``(settings to run with, the study's hash they replace or None)``: the run's
+            own settings and ``None`` when the stage widens nothing, the study has no such
+            family, the value is the study's, or other settings differ too (:meth:`check`
+            names them).
+
+        Raises:
+            StudyMismatchError: the values differ and ``extend`` is off, naming both and
+                ``--extend``.
+        """
+        stage, settings = STAGES[family], inputs.settings[family]
+        widening, held_hash = stage.widening, self.hashes.get(family)
+        if widening is None or not held_hash:
+            return settings, None
+        ours = getattr(settings, widening.field)
+        try:
+            held = widening.parse((self.config.get(stage.settings_key) or {}).get(
+                widening.field, getattr(stage.settings_type(), widening.field)))
+        except (SettingsError, TypeError, ValueError):
+            return settings, None
+
+        def with_value(value: Any) -> Any:
+            return replace(settings, **{widening.field: value})
+
+        def hash_of(s: Any) -> str:
+            return stage.settings_hash(s, replace(inputs, settings={**inputs.settings,
+                                                                    family: s}), dtype)
+
+        if held == ours or hash_of(with_value(held)) != held_hash:
+            return settings, None
+        union = widening.union(held, ours)
+        if not extend:
+            option = widening.option
+            raise StudyMismatchError(
+                f"{self.folder} holds {family} records made with settings hash "
+                f"{held_hash}, of {option} {widening.show(held)}; this run asks for "
+                f"{option} {widening.show(ours)} (its settings hash {hash_of(settings)}), "
+                f"all else the same. Add them to the study with --extend (it computes "
+                f"{option} {widening.show(union)} for every checkpoint of the study), "
+                f"rerun with {option} {widening.show(held)}, or {elsewhere(self.folder)}")
+        if union == held:  # nothing to add: the study's value, as it is
+            return with_value(held), None
+        return with_value(union), held_hash
+
+    def check(self, models: dict[str, str], hashes: Mapping[Family, str] | None = None,
+              settings: Mapping[Family, dict] | None = None, *, extend: bool = False,
+              sources: dict[str, str] | None = None,
+              replaces: Mapping[Family, str] | None = None) -> None:
+        """Refuse a run that does not belong to this study (see the module).
+
+        Args:
+            models: the run's model label -> model (Hub id or path as given), labels
+                already matched to the study's (:meth:`labels_for`).
+            hashes: the run's family -> settings hash (``None``: check the models only).
+            settings: the run's family -> settings as config.json records them (the
+                embedding's with its resolved ``dtype`` and ``texts_sha256``), to name
+                what differs.
+            extend: the run may add models the study does not hold yet.
+            sources: the run's model label -> ``hub``, ``local`` or ``file``.
+            replaces: family -> the study's settings hash that the run's replaces (layers
+                added to the embedding with ``--extend``: :meth:`widen`).
+
+        Raises:
+            StudyMismatchError: naming what differs and how to write the run elsewhere.
+        """
+        if not self.held:
+            return
+        out_dir = self.folder
+        if self.imported:
+            raise StudyMismatchError(
+                f"{out_dir} holds measurements imported with `toposig import` "
+                f"({', '.join(self.models)}), not checkpoints a run can add to: "
+                f"{elsewhere(out_dir)}")
+        held, held_sources, sources = self.models, self.sources, sources or {}
+        clash = [(label, held[label], model) for label, model in models.items()
+                 if label in held and not _same_model(held[label], model,
+                                                      held_sources.get(label),
+                                                      sources.get(label))]
+        if clash:
+            label, there, here = clash[0]
+            raise StudyMismatchError(
+                f"{out_dir} holds the study of {', '.join(held)}; its {label!r} is "
+                f"{there!r}, this run's {label!r} is {here!r}. Records are kept by label, "
+                f"so the two would mix: {elsewhere(out_dir)}")
+        new = [label for label in models if label not in held]
+        if new and not extend:
+            text = elsewhere(out_dir)
+            raise StudyMismatchError(
+                f"{out_dir} holds the study of {', '.join(held)} (its data/config.json); "
+                f"this run brings {', '.join(new)}, which it does not hold. "
+                f"{text[0].upper()}{text[1:]}, or add them to this study with --extend")
+        for family, h in (hashes or {}).items():
+            old = self.hashes.get(Family(family))
+            if old and old != h and (replaces or {}).get(family) != old:
+                diff = _settings_difference(self.settings_view(Family(family)),
+                                            (settings or {}).get(family))
+                raise StudyMismatchError(
+                    f"{out_dir} holds {family} records made with settings hash {old}; this "
+                    f"run's settings give {h} ({diff}). Rerun with the study's settings "
+                    f"(its data/config.json lists them), or {elsewhere(out_dir)}")
+
+    def record_files(self) -> Iterator[tuple[Family, str, str, Path]]:
+        """``(family, settings hash, label, path)`` of every record file of the study:
+        ``records/<hash>/<label>/*.json`` of its families' hashes and its models, in name
+        order, never through a linked folder (someone else's files), never a link or a
+        hidden file."""
+        for family, h in self.hashes.items():
+            for label in self.config["models"]:
+                folder = self.folder / "records" / h / label
+                if folder.is_symlink() or folder.parent.is_symlink() or not folder.is_dir():
+                    continue
+                for path in sorted(folder.glob("*.json")):
+                    if not (path.name.startswith(".") or path.is_symlink()):
+                        yield family, h, label, path
+
+    def uncovered_records(self, family: Family,
+                          covered: set[tuple[str, str]]) -> list[tuple[str, str]]:
+        """``(label, record stem)`` of the study's records of ``family`` (finished or
+        failed) whose checkpoint is not in ``covered``."""
+        return sorted({(label, path.stem) for fam, _, label, path in self.record_files()
+                       if fam == family and (label, path.stem) not in covered})
+
+    def other_entries(self, covered: set[tuple[str, str]]
+                      ) -> dict[tuple[str, str], dict[Family, dict]]:
+        """The study's finished records of checkpoints a run does not cover.
+
+        Args:
+            covered: ``(label, record stem)`` of the run's own checkpoints.
+
+        Returns:
+            ``(label, stem)`` -> family -> record, for records with status ok and whole
+            arrays (their checkpoints are not at hand, so their fingerprints are not
+            checked).
+        """
+        out: dict[tuple[str, str], dict[Family, dict]] = {}
+        for family, h, label, path in self.record_files():
+            key = (label, path.stem)
+            if key in covered:
+                continue
+            try:
+                rec = read_json(path)
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+                continue
+            problem = entry_problem(rec, family=family, label=label, stem=path.stem,
+                                    arrays_file=f"records/{h}/{label}/{path.stem}.npz")
+            if problem:
+                logger.warning("ignoring record %s: it %s", path, problem)
+                continue
+            if rec.get("status") != "ok":
+                continue
+            if rec.get("arrays_file") and arrays_damage(self.folder / rec["arrays_file"]):
+                continue
+            out.setdefault(key, {})[family] = rec
+        return out
+
+    def entry_order(self) -> Callable[[dict], tuple[int, int]]:
+        """Sort key of aggregate entries: the study's model order, then step."""
+        order = {label: i for i, label in enumerate(self.config["models"])}
+
+        def key(entry: dict) -> tuple[int, int]:
+            return (order.get(entry.get("model_label"), len(order)),
+                    _step_key(entry.get("step")))
+
+        return key
+
 
 
 def study_problem(config: dict) -> str | None:
@@ -118,11 +380,6 @@ def study_problem(config: dict) -> str | None:
     return None
 
 
-def study_hashes(config: dict) -> dict[str, str]:
-    """Family -> settings hash of the study in ``config`` (families it has only)."""
-    return {f: h for f, s in STAGES.items() if (h := config.get(s.hash_key))}
-
-
 def _same_model(held: str, new: str, held_source: str | None,
                 new_source: str | None) -> bool:
     """Whether ``new`` is the model the study holds as ``held``: the same name; for local
@@ -146,13 +403,6 @@ UNHASHED = frozenset({"batch_size", "device", "ph_backend", "save_hidden",
                       "trust_remote_code", "chunk_size"})
 
 
-def _study_settings(config: dict, family: str) -> dict:
-    """``family``'s settings in the study, as :func:`check_run_fits` compares them."""
-    stage = STAGES[Family(family)]
-    return {**(config.get(stage.settings_key) or {}),
-            **{k: config.get(k) for k in stage.view_keys}}
-
-
 def _settings_difference(old: dict | None, new: dict | None) -> str:
     old, new = old or {}, json.loads(json.dumps(new or {}))  # tuples as config.json has them
     diffs = [f"{k}: {old.get(k)!r} there, {new.get(k)!r} here"
@@ -170,163 +420,7 @@ def elsewhere(out_dir: str | Path) -> str:
             "folder)")
 
 
-def study_labels(out_dir: str | Path, models: dict[str, str],
-                 sources: dict[str, str] | None = None) -> dict[str, str]:
-    """Run label -> the label the study in ``out_dir`` already gives that model, for the
-    run's models the study holds under another label (labels depend on which models a
-    run brings: ``runs/x/run`` is ``x-run`` beside ``runs/y/run`` and ``run`` alone)."""
-    config = load_study(out_dir)
-    if config is None:
-        return {}
-    held, held_sources = config["models"], config.get("model_sources") or {}
-    sources = sources or {}
-    out = {}
-    for label, model in models.items():
-        if label in held and _same_model(held[label], model, held_sources.get(label),
-                                         sources.get(label)):
-            continue
-        match = [h for h, m in held.items()
-                 if _same_model(m, model, held_sources.get(h), sources.get(label))]
-        if len(match) == 1 and match[0] not in models:
-            out[label] = match[0]
-    return out
-
-
-def widen_settings(out_dir: str | Path, family: Family, inputs: StageInputs, dtype: str,
-                   *, extend: bool = False) -> tuple[Any, str | None]:
-    """``family``'s settings that a run computes in ``out_dir``'s study when they differ
-    from the study's in the stage's :class:`~toposig.stages.base.Widening` field alone
-    (the embedding's ``layers``; every other setting gives the study's hash).
-
-    With ``extend`` the run computes the union of the study's value and its own: when
-    that adds to the study's, its settings (and so its settings hash, which keys the
-    records) are the study's with the union, and every record of the family in the study
-    is made anew under the new hash (a checkpoint's record is one file: the layers it
-    holds are computed again with the new ones, one forward pass gives them all).
-
-    Args:
-        inputs: the run's texts and settings.
-        dtype: the run's resolved precision.
-        extend: the run may widen the study's settings.
-
-    Returns:
-        ``(settings to run with, the study's hash they replace or None)``: the run's own
-        settings and ``None`` when the stage widens nothing, there is no such study, the
-        value is the study's, or other settings differ too (:func:`check_run_fits` names
-        them).
-
-    Raises:
-        StudyMismatchError: the values differ and ``extend`` is off, naming both and
-            ``--extend``.
-    """
-    stage, settings = STAGES[family], inputs.settings[family]
-    config, widening = load_study(out_dir) or {}, STAGES[family].widening
-    held_hash = config.get(stage.hash_key)
-    if widening is None or not held_hash:
-        return settings, None
-    ours = getattr(settings, widening.field)
-    try:
-        held = widening.parse((config.get(stage.settings_key) or {}).get(
-            widening.field, getattr(stage.settings_type(), widening.field)))
-    except (SettingsError, TypeError, ValueError):
-        return settings, None
-
-    def with_value(value: Any) -> Any:
-        return replace(settings, **{widening.field: value})
-
-    def hash_of(s: Any) -> str:
-        return stage.settings_hash(s, replace(inputs, settings={**inputs.settings,
-                                                                family: s}), dtype)
-
-    if held == ours or hash_of(with_value(held)) != held_hash:
-        return settings, None
-    union = widening.union(held, ours)
-    if not extend:
-        option = widening.option
-        raise StudyMismatchError(
-            f"{out_dir} holds {family} records made with settings hash {held_hash}, of "
-            f"{option} {widening.show(held)}; this run asks for {option} "
-            f"{widening.show(ours)} (its settings hash {hash_of(settings)}), all else the "
-            f"same. Add them to the study with --extend (it computes {option} "
-            f"{widening.show(union)} for every checkpoint of the study), rerun with "
-            f"{option} {widening.show(held)}, or {elsewhere(out_dir)}")
-    if union == held:  # nothing to add: the study's value, as it is
-        return with_value(held), None
-    return with_value(union), held_hash
-
-
-def uncovered_records(out_dir: str | Path, config: dict, family: str,
-                      covered: set[tuple[str, str]]) -> list[tuple[str, str]]:
-    """``(label, record stem)`` of the records of ``family`` in the study ``config``
-    (finished or failed) whose checkpoint is not in ``covered``."""
-    return sorted({(label, path.stem) for fam, _, label, path
-                   in study_record_files(out_dir, config)
-                   if fam == family and (label, path.stem) not in covered})
-
-
-def check_run_fits(out_dir: str | Path, models: dict[str, str],
-                   hashes: dict[str, str] | None = None,
-                   settings: dict[str, dict] | None = None, *, extend: bool = False,
-                   sources: dict[str, str] | None = None,
-                   replaces: dict[str, str] | None = None) -> None:
-    """Refuse a run that does not belong to the study in ``out_dir`` (see the module).
-
-    Args:
-        out_dir: the results folder.
-        models: the run's model label -> model (Hub id or path as given), labels already
-            matched to the study's (:func:`study_labels`).
-        hashes: the run's family -> settings hash (``None``: check the models only).
-        settings: the run's family -> settings as config.json records them (the
-            embedding's with its resolved ``dtype`` and ``texts_sha256``), to name what
-            differs.
-        extend: the run may add models the study does not hold yet.
-        sources: the run's model label -> ``hub``, ``local`` or ``file``.
-        replaces: family -> the study's settings hash that the run's replaces (layers
-            added to the embedding with ``--extend``: :func:`widen_settings`).
-
-    Raises:
-        StudyMismatchError: naming what differs and how to write the run elsewhere.
-    """
-    config = load_study(out_dir)
-    if config is None:
-        return
-    if config.get("imported"):
-        raise StudyMismatchError(
-            f"{out_dir} holds measurements imported with `toposig import` "
-            f"({', '.join(config['models'])}), not checkpoints a run can add to: "
-            f"{elsewhere(out_dir)}")
-    held: dict[str, str] = config["models"]
-    held_sources = config.get("model_sources") or {}
-    sources = sources or {}
-    clash = [(label, held[label], model) for label, model in models.items()
-             if label in held and not _same_model(held[label], model,
-                                                  held_sources.get(label),
-                                                  sources.get(label))]
-    if clash:
-        label, there, here = clash[0]
-        raise StudyMismatchError(
-            f"{out_dir} holds the study of {', '.join(held)}; its {label!r} is {there!r}, "
-            f"this run's {label!r} is {here!r}. Records are kept by label, so the two "
-            f"would mix: {elsewhere(out_dir)}")
-    new = [label for label in models if label not in held]
-    if new and not extend:
-        text = elsewhere(out_dir)
-        raise StudyMismatchError(
-            f"{out_dir} holds the study of {', '.join(held)} (its data/config.json); this "
-            f"run brings {', '.join(new)}, which it does not hold. {text[0].upper()}"
-            f"{text[1:]}, or add them to this study with --extend")
-    for family, h in (hashes or {}).items():
-        old = study_hashes(config).get(family)
-        if old and old != h and (replaces or {}).get(family) != old:
-            diff = _settings_difference(_study_settings(config, family),
-                                        (settings or {}).get(family))
-            raise StudyMismatchError(
-                f"{out_dir} holds {family} records made with settings hash {old}; this "
-                f"run's settings give {h} ({diff}). Rerun with the study's settings (its "
-                f"data/config.json lists them), or {elsewhere(out_dir)}")
-
-
-def merge_study(old: dict | None, new: dict) -> dict:
+def merge_study(old: Mapping[str, Any] | None, new: dict) -> dict:
     """``new``'s config.json fields, widened to the whole study ``old`` describes.
 
     Models keep ``old``'s order with ``new``'s added; steps are the union per model;
@@ -357,66 +451,3 @@ def merge_study(old: dict | None, new: dict) -> dict:
 def _step_key(step: int | None) -> int:
     return -1 if step is None else step
 
-
-def other_entries(out_dir: str | Path, config: dict,
-                  covered: set[tuple[str, str]]) -> dict[tuple[str, str], dict[str, dict]]:
-    """The study's finished records of checkpoints a run does not cover.
-
-    Args:
-        out_dir: the results folder.
-        config: the study (merged) config: its models and family hashes say which
-            records belong to it.
-        covered: ``(label, record stem)`` of the run's own checkpoints.
-
-    Returns:
-        ``(label, stem)`` -> family -> record, for records with status ok and whole
-        arrays (their checkpoints are not at hand, so their fingerprints are not checked).
-    """
-    out: dict[tuple[str, str], dict[str, dict]] = {}
-    root = Path(out_dir)
-    for family, h, label, path in study_record_files(root, config):
-        key = (label, path.stem)
-        if key in covered:
-            continue
-        try:
-            rec = read_json(path)
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-            continue
-        problem = entry_problem(rec, family=Family(family), label=label, stem=path.stem,
-                                arrays_file=f"records/{h}/{label}/{path.stem}.npz")
-        if problem:
-            logger.warning("ignoring record %s: it %s", path, problem)
-            continue
-        if rec.get("status") != "ok":
-            continue
-        if rec.get("arrays_file") and arrays_damage(root / rec["arrays_file"]):
-            continue
-        out.setdefault(key, {})[family] = rec
-    return out
-
-
-def study_record_files(out_dir: str | Path, config: dict
-                       ) -> Iterator[tuple[str, str, str, Path]]:
-    """``(family, settings hash, label, path)`` of every record file of the study in
-    ``out_dir``: ``records/<hash>/<label>/*.json`` of its families' hashes and its
-    models, in name order, never through a linked folder (someone else's files), never a
-    link or a hidden file."""
-    root = Path(out_dir)
-    for family, h in study_hashes(config).items():
-        for label in config["models"]:
-            folder = root / "records" / h / label
-            if folder.is_symlink() or folder.parent.is_symlink() or not folder.is_dir():
-                continue
-            for path in sorted(folder.glob("*.json")):
-                if not (path.name.startswith(".") or path.is_symlink()):
-                    yield family, h, label, path
-
-
-def entry_order(config: dict):
-    """Sort key of aggregate entries: the study's model order, then step."""
-    order = {label: i for i, label in enumerate(config.get("models", {}))}
-
-    def key(entry: dict) -> tuple[int, int]:
-        return order.get(entry.get("model_label"), len(order)), _step_key(entry.get("step"))
-
-    return key

@@ -69,7 +69,7 @@ def hashes(families: Iterable[str], inputs: StageInputs, dtype: str) -> dict[Fam
 
 def settings_views(inputs: StageInputs, dtype: str) -> dict[Family, dict]:
     """Family -> its settings as ``config.json`` records them: what
-    :func:`toposig.run.study.check_run_fits` names when a hash differs."""
+    :meth:`toposig.run.study.Study.check` names when a hash differs."""
     return {f: s.settings_view(inputs.settings[f], inputs, dtype) for f, s in STAGES.items()}
 
 
