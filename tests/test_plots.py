@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from toposig.analysis import stats
-from toposig.report import figures, plots, style
+from toposig.report import figures, panels, plots, style
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 STEPS = (0, 1, 2, 4, 16, 64, 256, 1000)
@@ -278,7 +278,7 @@ def test_a_lone_checkpoint_and_empty_statistics_do_not_crash(tmp_path, plot):
     ([], "linear"),
 ])
 def test_step_axis_scale(steps, scale):
-    assert plots.step_axis_scale(steps) == scale
+    assert panels.step_axis_scale(steps) == scale
 
 
 def test_set_step_axis_sets_scale_and_label():
@@ -286,9 +286,9 @@ def test_set_step_axis_sets_scale_and_label():
 
     fig, (a, b) = plt.subplots(1, 2)
     try:
-        assert plots.set_step_axis(a, [0, 1, 10, 1000]) == "symlog"
+        assert panels.set_step_axis(a, [0, 1, 10, 1000]) == "symlog"
         assert a.get_xscale() == "symlog" and a.get_xlabel() == "training step (symlog)"
-        assert plots.set_step_axis(b, [0, 5, 10]) == "linear"
+        assert panels.set_step_axis(b, [0, 5, 10]) == "linear"
         assert b.get_xscale() == "linear" and b.get_xlabel() == "training step"
     finally:
         plt.close(fig)

@@ -209,7 +209,7 @@ def test_the_small_ensemble_preset_runs_and_analyses(tmp_path, wikitext_dir):
 def test_seeds_share_their_models_style_and_one_legend_entry():
     from matplotlib.lines import Line2D
 
-    from toposig.report.plots import compact_handles, legend_label, model_styles
+    from toposig.report.panels import compact_handles, legend_label, model_styles
 
     labels = ["a-seed0", "a-seed1", "b-seed0", "b-seed1", "c"]
     styles = model_styles(labels)

@@ -10,7 +10,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 
 from toposig.analysis.online import Signal
-from toposig.report.plots import set_step_axis, value_of
+from toposig.report.panels import set_step_axis, value_of
 from toposig.report.style import RC_PARAMS, save_figure, subplots
 
 LIVE_PANELS = (("h1_total_persistence", "H1 total persistence"),

@@ -35,7 +35,7 @@ from toposig.analysis.stats import by_model, feature_family
 from toposig.features.homology import betti_curve
 from toposig.files.atomic import round_floats
 from toposig.records import FeatureFamily
-from toposig.report.plots import (
+from toposig.report.panels import (
     FEATURE_LABELS,
     SIGNIFICANCE,
     Style,

@@ -15,7 +15,8 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 
-from toposig.report.plots import by_model, finite_or_none, no_data, panel_grid, record_series
+from toposig.analysis.stats import by_model
+from toposig.report.panels import finite_or_none, no_data, panel_grid, record_series
 from toposig.report.style import Drawn, Figure, figure, registry, subplots
 
 MAX_FEATURES = 24  # rows of the alignment panel: the references, then the best placed

@@ -15,7 +15,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 
-from toposig.report.plots import finite_or_none, model_styles, no_data, panel_grid
+from toposig.report.panels import finite_or_none, model_styles, no_data, panel_grid
 from toposig.report.style import Drawn, Figure, figure, registry
 
 # the features drawn in the forest panel, in this order, where the section has them

@@ -20,7 +20,7 @@ import numpy as np
 from matplotlib.lines import Line2D
 
 from toposig.analysis.stats import by_model, feature_family
-from toposig.report.plots import feature_grid
+from toposig.report.panels import feature_grid
 from toposig.report.plots_analysis import select_checkpoints
 from toposig.report.style import Drawn, Figure, figure, registry, subplots
 from toposig.run.store import load_arrays

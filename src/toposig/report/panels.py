@@ -1,0 +1,443 @@
+"""The drawing helpers every figure module shares: model styles and legends, the step
+axis, bootstrap bands, line panels and panel grids, the feature labels.
+
+Pure drawing on the Axes they are given, from records (one dict per model and checkpoint)
+and values; nothing here reads a file or knows a figure. Records are grouped by
+``model_label`` in first-seen order and sorted by step; missing or non-finite values are
+skipped point by point. Each model keeps one colour and marker in every figure
+(:func:`model_styles`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.colors import to_hex
+from matplotlib.figure import Figure as MplFigure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+from matplotlib.ticker import MaxNLocator, NullLocator
+
+from toposig.analysis.stats import (
+    WEIGHT_STATISTICS,
+    by_model,
+    feature_family,
+)
+from toposig.features.homology import FEATURE_NAMES
+from toposig.features.spectral import SPECTRAL_NAMES
+from toposig.records import FeatureFamily
+from toposig.report.style import Drawn, subplots
+
+GRID_FIGSIZE = (12.0, 8.0)
+SYMLOG_MIN_DECADES_RATIO = 100.0
+SIGNIFICANCE = 0.05
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
+
+# feature -> (panel title, y-axis label)
+FEATURE_LABELS: dict[str, tuple[str, str]] = {
+    "perplexity": ("Perplexity", "perplexity (log scale)"),
+    "mlm_loss": ("Masked-LM loss", "masked-LM loss (nats / masked token)"),
+    "h0_n_features": ("H0 bar count", "finite H0 bars (count)"),
+    "h0_total_persistence": ("H0 total persistence", "Σ persistence (distance)"),
+    "h0_mean_persistence": ("H0 mean persistence", "mean persistence (distance)"),
+    "h0_max_persistence": ("H0 max persistence", "max persistence (distance)"),
+    "h1_n_features": ("H1 bar count", "H1 bars (count)"),
+    "h1_total_persistence": ("H1 total persistence", "Σ persistence (distance)"),
+    "h1_mean_persistence": ("H1 mean persistence", "mean persistence (distance)"),
+    "h1_max_persistence": ("H1 max persistence", "max persistence (distance)"),
+    "h1_persistence_entropy": ("H1 persistence entropy", "entropy (nats)"),
+    "h1_n_significant": ("H1 significant bars", "significant H1 bars (count)"),
+    "rankme": ("RankMe", "RankMe (effective dims)"),
+    "effective_rank_cov": ("Covariance effective rank", "effective rank (dims)"),
+    "participation_ratio": ("Participation ratio", "participation ratio (dims)"),
+    "eigenspectrum_decay_alpha": ("Decay α, top-50 eigenvalue window",
+                                  "α (−slope of log λᵢ vs log i)"),
+    "stable_rank": ("Stable rank", "stable rank (dims)"),
+    "np_mean": ("Neural persistence (Rieck et al. 2019)", "normalised NP (0–1)"),
+    "np_seed_mean": ("Neural persistence, seed-paper variant", "NP / (max · (n − 1))"),
+    "weight_h0_total": ("Weight-row H0 total persistence", "Σ persistence (weight distance)"),
+    "weight_h1_total": ("Weight-row H1 total persistence", "Σ persistence (weight distance)"),
+    "weight_h1_count": ("Weight-row H1 bar count", "H1 bars (count)"),
+    "weight_h0_entropy_mean": ("Weight-row persistence entropy", "mean entropy (nats)"),
+    "hessian_eig_1": ("Top Hessian eigenvalue λ₁", "λ₁ (nats / weight unit²)"),
+    "hessian_trace": ("Hessian trace (Hutchinson)", "tr H (nats / weight unit²)"),
+    "landscape_n_minima": ("Loss-surface basins", "minima on the grid (count)"),
+    "landscape_basin_depth": ("Depth of the checkpoint's basin", "depth (nats)"),
+    "grad_h0_total_persistence": ("Gradient H0 total persistence", "Σ persistence (gradient)"),
+    "grad_h1_total_persistence": ("Gradient H1 total persistence", "Σ persistence (gradient)"),
+    "grad_norm_mean": ("Mean per-example gradient norm", "‖∇ℓ‖ (nats / weight unit)"),
+    "grad_cosine_mean": ("Mean gradient cosine between examples", "cosine (−1 to 1)"),
+}
+
+# weight-space topological features in display order; others of the family follow, sorted
+WEIGHT_TOPOLOGICAL_ORDER = ("np_mean", "np_std", "np_min", "np_max", "np_seed_mean",
+                            "np_seed_std", "weight_h0_total", "weight_h1_total",
+                            "weight_h1_count", "weight_h0_entropy_mean",
+                            "weight_h1_entropy_mean")
+
+Series = dict[str, tuple[np.ndarray, np.ndarray]]  # model label -> (steps, values)
+
+
+@dataclass(frozen=True)
+class Style:
+    """Colour and marker of one model, the same in every figure."""
+
+    color: str
+    marker: str
+
+
+# --------------------------------------------------------------------------- data helpers
+
+
+def finite_or_none(value: object) -> float | None:
+    """``value`` as a float, or None when it is missing, non-numeric or non-finite."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        x = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+def step_of(record: dict) -> float:
+    """The record's step; a missing step (a lone final checkpoint) counts as 0."""
+    step = finite_or_none(record.get("step"))
+    return 0.0 if step is None else step
+
+
+def value_of(record: dict, key: str) -> float | None:
+    """A feature of the record, or a top-level field such as ``perplexity``."""
+    features = record.get("features") or {}
+    return finite_or_none(features[key] if key in features else record.get(key))
+
+
+_SEED_SUFFIX = re.compile(r"-seed[0-9]+$")
+
+
+def seed_group_of(label: str) -> str:
+    """The model a label is a seed of (``m`` for ``m-seed3``, the names
+    :func:`toposig.model.training.suite_runs` gives an ensemble's runs), else the label."""
+    return _SEED_SUFFIX.sub("", label)
+
+
+def model_styles(labels: Iterable[str]) -> dict[str, Style]:
+    """A colour and marker per model, in first-seen order; the seeds of one model
+    (``m-seed0``, ``m-seed1``, ...) share their model's, so that an ensemble reads by size."""
+    colors = plt.get_cmap("tab10").colors
+    groups = list(dict.fromkeys(seed_group_of(label) for label in labels))
+    index = {g: i for i, g in enumerate(groups)}
+    return {label: Style(to_hex(colors[index[g] % len(colors)]), MARKERS[index[g] % len(MARKERS)])
+            for label in labels for g in (seed_group_of(label),)}
+
+
+def compact_handles(handles: Sequence) -> list:
+    """Legend handles with the seeds of one model merged into one entry,
+    ``m (12 seeds)``; other handles as they are, in order."""
+    out: list = []
+    seeds: dict[str, list] = {}
+    for h in handles:
+        label = str(h.get_label())
+        group = seed_group_of(label)
+        if group == label:
+            out.append(h)
+        elif group in seeds:
+            seeds[group][1] += 1
+        else:
+            seeds[group] = [len(out), 1]
+            out.append(h)
+    for group, (at, n) in seeds.items():
+        h, label = out[at], f"{group} ({n} seeds)"
+        if isinstance(h, Line2D):
+            out[at] = Line2D([], [], color=h.get_color(), marker=h.get_marker(),
+                             markersize=h.get_markersize(), linewidth=h.get_linewidth(),
+                             linestyle=h.get_linestyle(), label=label)
+        elif isinstance(h, Patch):
+            out[at] = Patch(facecolor=h.get_facecolor(), edgecolor=h.get_edgecolor(),
+                            label=label)
+    return out
+
+
+MAX_LEGEND_MODELS = 12  # above this a legend names sizes, not every model's statistics
+
+
+def legend_label(label: str, detail: str, n_models: int) -> str:
+    """A model's legend entry: ``label: detail``, or only the label (merged with its
+    seeds by :func:`compact_handles`) when the figure has more models than a legend holds."""
+    return label if n_models > MAX_LEGEND_MODELS else f"{label}: {detail}"
+
+
+def record_series(groups: dict[str, list[dict]], key: str) -> Series:
+    """Per model, (steps, values) of ``key``, missing values dropped."""
+    out: Series = {}
+    for label, recs in groups.items():
+        pts = [(step_of(r), v) for r in recs if (v := value_of(r, key)) is not None]
+        out[label] = (np.array([p[0] for p in pts]), np.array([p[1] for p in pts]))
+    return out
+
+
+def all_steps(records: Sequence[dict]) -> list[float]:
+    return [step_of(r) for r in records]
+
+
+BAND_LABEL = "value ± 1.96 bootstrap s.e. over texts"
+
+
+def bootstrap_band(record: dict, key: str) -> tuple[float, float] | None:
+    """The observed value of ``key`` ± 1.96 bootstrap standard errors, when recorded.
+
+    Centred on the full-sample value, not on the resamples' own percentiles: a bootstrap
+    resample holds only about 63% distinct texts, so its PH values sit systematically
+    lower (fewer points, fewer and shorter bars); their spread, not their level, is what
+    the resamples measure.
+    """
+    entry = (record.get("features_resampled") or {}).get(key)
+    value = finite_or_none((record.get("features") or {}).get(key))
+    if not isinstance(entry, dict) or value is None:
+        return None
+    std = finite_or_none(entry.get("std"))
+    return None if std is None else (value - 1.96 * std, value + 1.96 * std)
+
+
+def draw_bootstrap_bands(ax: Axes, groups: dict[str, list[dict]], styles: dict[str, Style],
+                         key: str, x_of: Callable[[dict], float]) -> bool:
+    """Shade each model's bootstrap band of ``key`` (``features_resampled``); True if any."""
+    drawn = False
+    for label, recs in groups.items():
+        pts = sorted((x_of(r), *band) for r in recs
+                     if r.get("step") is not None and (band := bootstrap_band(r, key)))
+        if not pts:
+            continue
+        x, lo, hi = (np.array(c) for c in zip(*pts, strict=True))
+        color = styles[label].color
+        if x.size > 1:
+            ax.fill_between(x, lo, hi, color=color, alpha=0.18, linewidth=0)
+        else:
+            ax.errorbar(x, (lo + hi) / 2, yerr=(hi - lo) / 2, fmt="none", ecolor=color,
+                        alpha=0.6, capsize=4)
+        drawn = True
+    return drawn
+
+
+def bootstrap_band_handle() -> Patch:
+    return Patch(facecolor="0.25", alpha=0.2, label=BAND_LABEL)
+
+
+# ----------------------------------------------------------------------------- step axis
+
+
+def step_axis_scale(steps: Iterable[float | None]) -> str:
+    """``"symlog"`` when the steps span two decades or more, else ``"linear"``.
+
+    The ratio is max(step) / max(smallest positive step, 1); steps include 0, so a log
+    axis is impossible and symlog (linear below 1) is used instead.
+    """
+    vals = [x for s in steps if (x := finite_or_none(s)) is not None]
+    positive = [x for x in vals if x > 0]
+    if not positive:
+        return "linear"
+    return "symlog" if max(positive) / max(min(positive), 1.0) >= SYMLOG_MIN_DECADES_RATIO \
+        else "linear"
+
+
+def set_step_axis(ax: Axes, steps: Iterable[float | None]) -> str:
+    """Put the training-step scale, label and range on ``ax``; returns the scale chosen.
+
+    The x range covers every step in ``steps`` (not only those drawn on this panel), so
+    panels of one figure line up even where a series starts later (distances to the
+    previous checkpoint) or has gaps.
+    """
+    vals = [x for s in steps if (x := finite_or_none(s)) is not None]
+    scale = step_axis_scale(vals)
+    if scale == "symlog":
+        ax.set_xscale("symlog", linthresh=1)
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.set_xlabel("training step (symlog)")
+    else:
+        ax.set_xlabel("training step")
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=6, integer=True))
+    if vals:
+        lo, hi = min(vals), max(vals)
+        if lo == hi:  # one checkpoint: a unit-wide window around it
+            lo, hi = lo - 1, hi + 1
+        ax.update_datalim([(lo, 0.0), (hi, 0.0)], updatey=False)
+        ax.autoscale_view(scaley=False)
+    return scale
+
+
+# ------------------------------------------------------------------------------ panels
+
+
+def no_data(ax: Axes, message: str = "no data") -> None:
+    ax.text(0.5, 0.5, message, transform=ax.transAxes, ha="center", va="center",
+            fontsize=10, color="0.45")
+
+
+def spans_decade(values: Sequence[float]) -> bool:
+    """Log scale only helps (and labels cleanly) when positive values span 10x or more."""
+    return bool(values) and min(values) > 0 and max(values) >= 10 * min(values)
+
+
+def _log_y_if_positive(ax: Axes, series: Series) -> None:
+    values = [v for _, ys in series.values() for v in ys]
+    if spans_decade(values):
+        ax.set_yscale("log")
+    else:
+        ax.set_ylabel(ax.get_ylabel().replace(" (log scale)", ""))
+
+
+def _legend(ax: Axes, handles: list | None = None) -> None:
+    """Legend where it hides least: "best" for a few entries, else a band of headroom on top."""
+    handles = compact_handles(handles if handles is not None
+                              else ax.get_legend_handles_labels()[0])
+    if len(handles) <= 4 or ax.get_yscale() != "linear":
+        ax.legend(handles=handles, loc="best", framealpha=0.85)
+        return
+    ncol = min(3, len(handles))
+    rows = math.ceil(len(handles) / ncol)
+    lo, hi = ax.get_ylim()
+    ax.set_ylim(lo, hi + (hi - lo) * 0.12 * rows)
+    ax.legend(handles=handles, loc="upper center", ncol=ncol, framealpha=0.9,
+              columnspacing=1.2, handlelength=2.2)
+
+
+def model_legend(fig: MplFigure, styles: dict[str, Style]) -> None:
+    """One legend of the models' colours and markers for a whole grid, below the panels.
+
+    Used where panels are too narrow to hold a legend of every model each.
+    """
+    handles = compact_handles([Line2D([], [], color=st.color, marker=st.marker, markersize=5,
+                                      linewidth=1.6, label=label)
+                               for label, st in styles.items()])
+    if handles:
+        fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 6),
+                   framealpha=0.9)
+
+
+def line_panel(ax: Axes, series: Series, styles: dict[str, Style], *, title: str,
+                ylabel: str, steps: Sequence[float], logy: bool = False,
+                dashed: Series | None = None, style_key: tuple[str, str] = ("", ""),
+                empty: str = "no data", extra_handles: Sequence[Line2D | Patch] = (),
+                model_legend: bool = True) -> None:
+    """One line with markers per model against training step, plus axis, title, legend.
+
+    ``dashed`` is an optional second series per model, drawn dashed in the same colour;
+    ``style_key`` then names the solid and the dashed line in the legend; ``empty`` is
+    written on a panel with nothing to draw; ``extra_handles`` are appended to the legend
+    (keys for bands or lines drawn on ``ax`` beforehand). With ``model_legend=False`` the
+    models are left out of the panel's legend (the figure carries one, ``model_legend``).
+    """
+    drawn = False
+    for label, (x, y) in series.items():
+        if x.size:
+            st = styles[label]
+            ax.plot(x, y, color=st.color, marker=st.marker, markersize=5, linewidth=1.6,
+                    label=label)
+            drawn = True
+    handles = ax.get_legend_handles_labels()[0] if model_legend else []
+    dashed_drawn = False
+    for label, (x, y) in (dashed or {}).items():
+        if x.size:
+            st = styles[label]
+            ax.plot(x, y, color=st.color, marker=st.marker, markersize=4, linewidth=1.1,
+                    linestyle="--", markerfacecolor="none", alpha=0.75)
+            dashed_drawn = True
+    if dashed_drawn:
+        handles += [Line2D([], [], color="0.25", linestyle=ls, marker=m, label=name,
+                           markerfacecolor=fc)
+                    for ls, m, fc, name in (("-", "o", "0.25", style_key[0]),
+                                            ("--", "o", "none", style_key[1]))]
+    handles += list(extra_handles)
+    set_step_axis(ax, steps)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(True, which="major", alpha=0.3)
+    if not (drawn or dashed_drawn):
+        no_data(ax, empty)
+        return
+    if logy:
+        _log_y_if_positive(ax, series)
+    if handles:
+        _legend(ax, handles)
+
+
+def feature_panel(ax: Axes, groups: dict[str, list[dict]], styles: dict[str, Style],
+                   key: str, steps: Sequence[float], logy: bool = False,
+                   model_legend: bool = True) -> None:
+    """``key`` per model vs step, with its bootstrap band over texts where records carry
+    one (``features_resampled``)."""
+    title, ylabel = FEATURE_LABELS.get(key, (key, key))
+    band = draw_bootstrap_bands(ax, groups, styles, key, step_of)
+    line_panel(ax, record_series(groups, key), styles, title=title, ylabel=ylabel,
+                steps=steps, logy=logy, model_legend=model_legend,
+                extra_handles=[bootstrap_band_handle()] if band else [])
+
+
+def panel_grid(n_panels: int, ncols: int, figsize: tuple[float, float] = GRID_FIGSIZE
+          ) -> tuple[MplFigure, list[Axes]]:
+    """A constrained-layout grid; panels beyond ``n_panels`` are hidden."""
+    nrows = math.ceil(n_panels / ncols)
+    fig, axes = subplots(nrows, ncols, figsize=figsize, layout="constrained",
+                             squeeze=False)
+    flat = list(axes.ravel())
+    for ax in flat[n_panels:]:
+        ax.set_visible(False)
+    return fig, flat[:n_panels]
+
+
+def feature_grid(records: Sequence[dict], keys: Sequence[str], suptitle: str,
+                 ncols: int = 3, note: str = "") -> Drawn:
+    """One panel per feature vs step; ``note`` fills the first spare grid cell, if any."""
+    groups = by_model(records)
+    styles = model_styles(groups)
+    steps = all_steps(records)
+    n_cells = len(keys) + (1 if note and len(keys) % ncols else 0)
+    fig, axes = panel_grid(n_cells, ncols)
+    for ax, key in zip(axes, keys, strict=False):
+        feature_panel(ax, groups, styles, key, steps, model_legend=False)
+    model_legend(fig, styles)
+    if n_cells > len(keys):
+        axes[-1].set_axis_off()
+        axes[-1].text(0.02, 0.95, note, transform=axes[-1].transAxes, ha="left", va="top",
+                      fontsize=10, linespacing=1.5, wrap=True)
+    fig.suptitle(suptitle)
+    return fig
+
+
+def topological_order(name: str) -> tuple[str, int, str]:
+    """Sort key: homology dimension, then the order of ``homology.FEATURE_NAMES``."""
+    dim, _, stem = name.partition("_")
+    rank = FEATURE_NAMES.index(stem) if stem in FEATURE_NAMES else len(FEATURE_NAMES)
+    return dim, rank, stem
+
+
+def family_separators(ax: Axes, groups: Sequence[tuple[str, Sequence[str]]], *,
+                      label_x: float, linewidth: float) -> None:
+    """Rule lines between consecutive row groups of a heatmap and each group's label at
+    ``label_x`` (axes fraction) on the right; ``groups`` are (label, rows) top down."""
+    start = 0
+    for k, (label, members) in enumerate(groups):
+        end = start + len(members)
+        if k:
+            ax.axhline(start - 0.5, color="0.15", linewidth=linewidth)
+        ax.text(label_x, (start + end - 1) / 2, label, transform=ax.get_yaxis_transform(),
+                rotation=-90 if len(members) >= 4 else 0, va="center", ha="left",
+                fontsize=9.5, fontweight="bold", color="0.25")
+        start = end
+
+
+def heatmap_order(name: str) -> tuple:
+    """Sort key of a feature within its family: the family's display order, then name."""
+    family = feature_family(name)
+    if family == FeatureFamily.EMBEDDING_TOPOLOGICAL:
+        return topological_order(name)
+    order = {FeatureFamily.WEIGHT_TOPOLOGICAL: WEIGHT_TOPOLOGICAL_ORDER,
+             FeatureFamily.WEIGHT_STATISTICS: WEIGHT_STATISTICS,
+             FeatureFamily.EMBEDDING_SPECTRAL: SPECTRAL_NAMES}.get(family, ())
+    return (order.index(name) if name in order else len(order), name)
