@@ -2,8 +2,8 @@
 
 The same records give floats that differ in their last bits from one CPU to another
 (summation order in NumPy's and SciPy's SIMD paths). Every statistic must be a stable
-function of its input, so that rounding to :data:`~toposig.files.atomic.STATISTICS_DIGITS`
-significant digits (:func:`~toposig.files.atomic.round_floats`) makes the differences
+function of its input, so that rounding to :data:`~toposig.records.rounding.STATISTICS_DIGITS`
+significant digits (:func:`~toposig.records.rounding.round_floats`) makes the differences
 vanish. The check here is stronger than a CPU's: every input float of the committed
 reference records moves by up to 1e-12 relative (about 10^4 times a CPU's difference),
 and the rounded statistics must not change at all.
@@ -18,7 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from toposig.files.atomic import STATISTICS_DIGITS, clean_floats, round_floats
+from toposig.files.atomic import clean_floats
+from toposig.records.rounding import STATISTICS_DIGITS, round_floats
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"

@@ -28,9 +28,9 @@ import analyze_results
 import extract_embeddings
 import run_experiments
 import train_suite
+from toposig.analyze import analyze
 from toposig.files.locks import exclusive
 from toposig.model.training import byte_tokenizer
-from toposig.report.analyse import analyse
 
 SRC = PROJECT / "src"
 FAST = ["--n-texts", "12", "--max-length", "24", "--no-progress"]
@@ -177,7 +177,7 @@ def test_damaged_arrays_and_records_are_recomputed_with_a_warning(tmp_path, mode
     (emb / "step000010.npz").write_bytes(b"garbage, not a zip archive")
     (emb / "step000020.json").write_text('"hello"')  # valid JSON, not an object
     with pytest.raises(Exception, match="step000000.npz.*rerun run_experiments.py"):
-        analyse(out, plots=False)
+        analyze(out, plots=False)
     caplog.clear()
     assert run_experiments.main(args) == 0
     text = caplog.text

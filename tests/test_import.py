@@ -188,7 +188,7 @@ def test_an_imported_folder_is_its_own_study(tmp_path):
 
 
 def test_the_analysis_runs_on_an_imported_folder(tmp_path):
-    from toposig.report.analyse import analyse
+    from toposig.analyze import analyze
 
     csv = tmp_path / "t.csv"
     lines = ["model,step,loss,h1_total_persistence,np_mean"]
@@ -199,15 +199,15 @@ def test_the_analysis_runs_on_an_imported_folder(tmp_path):
     csv.write_text("\n".join(lines) + "\n")
     out = tmp_path / "out"
     assert import_main([str(csv), "--out", str(out)]) == 0
-    statistics, _ = analyse(out, plots=False, seed=0)
+    statistics, _ = analyze(out, plots=False, seed=0)
     assert statistics["target"] == "loss"
     assert statistics["correlations"]["per_model"]["a"]["np_mean"]["spearman_r"] == -1.0
     assert (out / "summary.md").is_file()
 
 
 def test_a_quality_other_than_the_loss_with_its_direction(tmp_path, capsys):
+    from toposig.analyze import analyze
     from toposig.cli.backtest import main as backtest_main
-    from toposig.report.analyse import analyse
 
     csv = tmp_path / "evals.csv"
     lines = ["model,step,accuracy,np_mean,h1_total_persistence"]
@@ -224,7 +224,7 @@ def test_a_quality_other_than_the_loss_with_its_direction(tmp_path, capsys):
     assert "accuracy" not in e["features"] and e["accuracy"] == pytest.approx(0.3)
     config = json.loads((out / "data" / "config.json").read_text())
     assert config["imported"]["quality"]["column"] == "accuracy"
-    statistics, _ = analyse(out, plots=False, seed=0)
+    statistics, _ = analyze(out, plots=False, seed=0)
     assert statistics["target"] == "accuracy" and statistics["target_better"] == "higher"
     assert statistics["models"]["a"]["final_accuracy"] == pytest.approx(0.9 - 0.6 * 641 ** -0.5)
     assert set(statistics["controlled"]["targets"].values()) == {"accuracy"}

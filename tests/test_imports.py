@@ -110,7 +110,7 @@ def test_the_checker_finds_a_cycle_and_a_private_import():
 # which reads and writes the results folders.
 LAYERS = [("config", "records", "files", "version", "schedule"), ("features",), ("sources",),
           ("model",), ("stages",), ("analysis",), ("run",), ("report",),
-          ("in_memory", "results"), ("live",), ("integrations", "cli", "__init__")]
+          ("in_memory", "results", "analyze"), ("live",), ("integrations", "cli", "__init__")]
 
 
 def layer_of(module: str) -> int:
@@ -128,7 +128,7 @@ def test_every_module_is_in_a_layer_and_imports_point_down():
 
 def test_analysis_is_below_run_and_report():
     assert layer_of("toposig.analysis.statistics") < layer_of("toposig.run.store")
-    assert layer_of("toposig.run.results_folder") < layer_of("toposig.report.analyse")
+    assert layer_of("toposig.run.results_folder") < layer_of("toposig.analyze")
 
 
 # Calls that read or write a file (or the folder tree), by the name called: a builtin or
@@ -192,3 +192,34 @@ def test_no_analysis_module_reads_or_writes_files():
     found = [f"{name}:{hit}" for name, path in mods.items()
              for hit in file_access(path.read_text(encoding="utf-8"))]
     assert found == []
+
+
+# What only reading a file can mean (writes are the report's job: save_figure, plot_all).
+READ_CALLS = ("calls open", "read_text", "read_bytes", "load", "read_json", "read_csv",
+              "read_parquet", "read_aggregate", "load_entries", "load_results", "loadtxt",
+              "genfromtxt", "fromfile", "memmap")
+
+
+def report_problems(source: str) -> list[str]:
+    """``line: what`` of each import of ``toposig.run``/``toposig.files`` and each call
+    that reads a file in ``source``."""
+    return [hit for hit in file_access(source)
+            if "imports toposig.run" in hit or "imports toposig.files" in hit
+            or (": calls " in hit and any(word in hit.split(": calls ", 1)[1]
+                                          for word in READ_CALLS))]
+
+
+def test_the_report_imports_nothing_from_run_or_files_and_reads_no_file():
+    """Figures take the data they draw (records, statistics, an arrays accessor); the
+    orchestration that reads a folder is toposig.analyze, above the report."""
+    mods = {n: p for n, p in modules().items() if n.split(".")[:2] == ["toposig", "report"]}
+    assert len(mods) > 10
+    found = [f"{name}:{hit}" for name, path in mods.items()
+             for hit in report_problems(path.read_text(encoding="utf-8"))]
+    assert found == []
+    planted = ("from toposig.run.results_folder import diagrams_of\n"
+               "from toposig.files.atomic import round_floats\n"
+               "import numpy as np\nx = np.load('a.npz')\nfig.savefig('a.png')\n")
+    assert report_problems(planted) == [
+        "1: imports toposig.run.results_folder", "2: imports toposig.files.atomic",
+        "4: calls np.load"]

@@ -19,6 +19,7 @@ import pytest
 import toposig
 from toposig.report.figures import ALL_FIGURES, RunData, plot_compared
 from toposig.report.style import Figure, figure, subplots
+from toposig.run.results_folder import arrays_reader
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"
@@ -66,9 +67,9 @@ def test_statistics_are_computed_in_memory_when_the_file_does_not_fit(tmp_path, 
     assert set(stats["models"]) == {"tiny-h16-l1"}
     assert sorted((folder / "data").iterdir()) == sorted(  # nothing written
         [folder / "data" / "all_results.json", folder / "data" / "statistics.json"])
-    from toposig.report.analyse import analyse
+    from toposig.analyze import analyze
 
-    written, _ = analyse(folder, plots=False)  # what `toposig analyze` writes
+    written, _ = analyze(folder, plots=False)  # what `toposig analyze` writes
     assert stats == written
 
 
@@ -154,7 +155,7 @@ def test_a_multi_panel_figure_needs_an_axes_with_a_place_in_a_grid():
     ax = user.add_axes((0.1, 0.1, 0.8, 0.8))  # no subplot spec
 
     @figure("two_panels")
-    def two(records, statistics, root):
+    def two(records, statistics, arrays):
         fig, _ = subplots(1, 2)
         return fig
 
@@ -417,9 +418,10 @@ def test_a_single_panel_figure_with_a_figure_legend_keeps_it_in_the_axes_place(r
 def test_runs_without_the_data_for_a_figure_are_left_out():
     records = [{k: v for k, v in r.items() if k != "layer_features"} for r in entries()]
     fig = ALL_FIGURES["layer_heatmaps"]
-    assert plot_compared(fig, [RunData("bare", records, {}, RESULTS)]) is None
-    both = plot_compared(fig, [RunData("bare", records, {}, RESULTS),
-                               RunData("full", entries(), {}, RESULTS)])
+    arrays = arrays_reader(RESULTS)
+    assert plot_compared(fig, [RunData("bare", records, {}, arrays)]) is None
+    both = plot_compared(fig, [RunData("bare", records, {}, arrays),
+                               RunData("full", entries(), {}, arrays)])
     assert both is not None and both.subfigs == []  # only the run that has layers: alone
 
 

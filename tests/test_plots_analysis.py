@@ -104,8 +104,10 @@ def assert_png(path: Path | None) -> None:
     assert path.read_bytes()[:8] == PNG_SIGNATURE, path
 
 
-def wanted(records, statistics, results_root) -> list[str]:
-    return style.applicable(pa.ANALYSIS_FIGURES, records, statistics, results_root)
+def wanted(records, statistics, root: Path | None) -> list[str]:
+    """The analysis figures that apply, given the arrays of the results folder ``root``."""
+    arrays = None if root is None else arrays_reader(root)
+    return style.applicable(pa.ANALYSIS_FIGURES, records, statistics, arrays)
 
 
 def test_every_analysis_figure_is_drawn_for_a_full_run(full_run, tmp_path):
@@ -113,8 +115,8 @@ def test_every_analysis_figure_is_drawn_for_a_full_run(full_run, tmp_path):
     assert not statistics["scaling"].get("reason")
     assert statistics["prediction"]["feature"] == "np_mean"
     assert wanted(records, statistics, root) == list(ALWAYS)
-    paths = [pa.ANALYSIS_FIGURES[n](records, statistics, tmp_path / "plots" / f"{n}.png", root)
-             for n in ALWAYS]
+    paths = [pa.ANALYSIS_FIGURES[n](records, statistics, tmp_path / "plots" / f"{n}.png",
+                                    arrays_reader(root)) for n in ALWAYS]
     assert [p.stem for p in paths] == list(ALWAYS)
     for p in paths:
         assert_png(p)
@@ -123,31 +125,32 @@ def test_every_analysis_figure_is_drawn_for_a_full_run(full_run, tmp_path):
         sorted(f"{n}.png" for n in ALWAYS)  # no layer_heatmaps.png
 
 
-def _stub(records, statistics, results_root=None):
+def _stub(records, statistics, arrays=None):
     from matplotlib.figure import Figure as MplFigure
 
     return MplFigure(figsize=(0.5, 0.5), dpi=10)
 
 
-def test_plot_all_appends_the_analysis_figures_and_passes_the_results_root(full_run, tmp_path,
-                                                                         monkeypatch):
+def test_plot_all_appends_the_analysis_figures_and_passes_the_arrays(full_run, tmp_path,
+                                                                     monkeypatch):
     root, records, statistics = full_run
     seen = []
 
-    def recording(records, statistics, results_root=None):
-        seen.append(results_root)
+    def recording(records, statistics, arrays=None):
+        seen.append(arrays)
         return _stub(records, statistics)
 
     monkeypatch.setattr(figures, "ALL_FIGURES", {
         name: style.Figure(name, recording if name in pa.ANALYSIS_FIGURES else _stub,
                            f.applies)
         for name, f in figures.ALL_FIGURES.items()})
-    paths = figures.plot_all(records, statistics, tmp_path, results_root=root)
+    arrays = arrays_reader(root)
+    paths = figures.plot_all(records, statistics, tmp_path, arrays=arrays)
     stems = [p.stem for p in paths]
     assert stems[:len(plots.FIGURES)] == list(plots.FIGURES)
     assert stems[len(plots.FIGURES):] == [*plots.WEIGHT_FIGURES, *ALWAYS]
-    assert seen == [root] * len(ALWAYS)
-    # without a results root (older callers): the report figures only, as before
+    assert seen == [arrays] * len(ALWAYS)
+    # without arrays: the figures drawn from records and statistics only
     seen.clear()
     stems = [p.stem for p in figures.plot_all(records, statistics, tmp_path / "no_root")]
     assert stems == [*plots.FIGURES, *plots.WEIGHT_FIGURES] and seen == []
@@ -195,7 +198,7 @@ def test_two_sizes_embedding_only_and_no_stored_loss_do_not_crash(tmp_path):
     for name in ("training_curves", "controls_summary", "scaling_relationships",
                  "prediction_comparison"):  # drawn directly, each still states its reason
         assert_png(pa.ANALYSIS_FIGURES[name](records, statistics, tmp_path / f"{name}.png",
-                                             root))
+                                             arrays_reader(root)))
 
 
 def test_weights_only_run_does_not_crash(tmp_path):
@@ -205,7 +208,7 @@ def test_weights_only_run_does_not_crash(tmp_path):
     assert drawn == list(ALWAYS[:5])  # no arrays: no diagram figures
     for name in ("training_curves", "phase_fits"):  # no perplexity; weight features only
         assert_png(pa.ANALYSIS_FIGURES[name](records, statistics, tmp_path / f"{name}.png",
-                                             tmp_path))
+                                             arrays_reader(tmp_path)))
 
 
 @pytest.mark.parametrize("name", [n for n in pa.ANALYSIS_FIGURES if n != "layer_heatmaps"])
@@ -219,7 +222,7 @@ def test_empty_input_a_lone_checkpoint_and_a_missing_arrays_file_do_not_crash(tm
               "phases": {"m": {"piecewise_log_step": {"rankme": {"reason": "too few"}}}},
               "scaling": {"reason": "needs three or more model sizes, found 1"},
               "prediction": {"reason": "no neural persistence or H1 feature to predict from"}}
-    assert_png(plot(lone, broken, tmp_path / "lone.png", tmp_path))
+    assert_png(plot(lone, broken, tmp_path / "lone.png", arrays_reader(tmp_path)))
 
 
 def test_betti_curve_counts_the_bars_alive_at_each_scale():

@@ -117,18 +117,19 @@ def test_every_figure_follows_the_one_convention():
 def test_a_figure_draws_under_the_style_and_leaves_global_settings_alone(tmp_path):
     seen = {}
 
-    def draw(records, statistics, results_root):
+    def draw(records, statistics, arrays):
         seen.update(size=plt.rcParams["figure.titlesize"], records=records,
-                    statistics=statistics, root=results_root)
+                    statistics=statistics, arrays=arrays)
         fig, _ = style.subplots()
         return fig
 
     fig = style.figure("demo")(draw)
     before = plt.rcParams["figure.titlesize"]
-    path = fig(None, None, tmp_path / "demo.png", str(tmp_path))
+    arrays = dict  # any record -> arrays accessor; handed to the drawing as it is
+    path = fig(None, None, tmp_path / "demo.png", arrays)
     assert path == tmp_path / "demo.png" and path.is_file()
     assert seen == {"size": style.RC_PARAMS["figure.titlesize"], "records": [],
-                    "statistics": {}, "root": tmp_path}
+                    "statistics": {}, "arrays": arrays}
     assert plt.rcParams["figure.titlesize"] == before
     assert style.applicable(style.registry(fig), [], {}, None) == ["demo"]
     with pytest.raises(ValueError, match="two figures named demo"):

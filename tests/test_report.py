@@ -371,7 +371,9 @@ def test_formats_and_short_reasons():
 
 def test_write_summary_writes_the_markdown_atomically(tmp_path, synthetic):
     statistics, records, md = synthetic
-    path = report.write_summary(tmp_path / "results", statistics, records)
+    from toposig.analyze import write_summary
+
+    path = write_summary(tmp_path / "results", statistics, records)
     assert path == tmp_path / "results" / "summary.md"
     assert path.read_text(encoding="utf-8") == md
     assert [p.name for p in path.parent.iterdir()] == ["summary.md"]  # no temporary left

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from toposig.analyze import analyze
 from toposig.cli.backtest import main as backtest_main
 from toposig.cli.import_tables import main as import_main
-from toposig.report.analyse import analyse
 
 PROJECT = Path(__file__).resolve().parents[1]
 SEEDS = PROJECT / "results" / "seeds"
@@ -28,7 +28,7 @@ def test_the_committed_seed_analyses_regenerate(seed_measurements, tmp_path, mon
         assert import_main([*files, "--out", str(out / name)]) == 0
         assert (out / name / "data" / "config.json").read_bytes() == \
             (SEEDS / name / "data" / "config.json").read_bytes()
-        analyse(out / name)
+        analyze(out / name)
         drawn = sorted(p.relative_to(out / name) for p in (out / name / "plots").iterdir())
         assert drawn == sorted(p.relative_to(SEEDS / name)
                                for p in (SEEDS / name / "plots").iterdir())

@@ -26,12 +26,12 @@ from functools import cached_property
 from pathlib import Path
 
 from toposig.analysis.statistics import records_digest
+from toposig.analyze import folder_statistics
 from toposig.files.atomic import read_json
 from toposig.records import Record, Statistics, StatisticsError
-from toposig.report.analyse import folder_statistics
 from toposig.report.figures import ALL_FIGURES, RunData, figures_that_apply, plot_compared
 from toposig.report.style import Drawn, Figure, Target
-from toposig.run.results_folder import load_entries, load_results
+from toposig.run.results_folder import arrays_reader, load_entries, load_results
 
 logger = logging.getLogger(__name__)
 
@@ -110,7 +110,7 @@ class Results:
         so that they are not computed for it."""
         needs = figure is None or not figure.overlay
         return RunData(self.name, self.records, self.statistics if needs else {},
-                       self.folder)
+                       arrays_reader(self.folder))
 
     def __repr__(self) -> str:
         models = sorted({r.checkpoint.label for r in self.records})
@@ -141,7 +141,8 @@ class Plots:
     def names(self) -> list[str]:
         """The figures this folder has data for, in the report's order."""
         r = self._results
-        return [f.name for f in figures_that_apply(r.records, r.statistics, r.folder)]
+        applying = figures_that_apply(r.records, r.statistics, arrays_reader(r.folder))
+        return [f.name for f in applying]
 
     def __call__(self, figure: str, ax: Target | None = None,
                  other: Results | str | Path | Sequence[Results | str | Path] | None = None

@@ -8,7 +8,7 @@ diagrams. Pure: it reads and writes no file. The diagrams come from a callable t
 caller passes (``arrays``: a record -> the arrays saved beside it);
 :func:`toposig.run.results_folder.load_entries` and
 :func:`toposig.run.results_folder.arrays_reader` read them from a results folder, and
-:func:`toposig.report.analyse.analyse` writes ``data/statistics.json``, ``summary.md``
+:func:`toposig.analyze.analyze` writes ``data/statistics.json``, ``summary.md``
 and the figures.
 """
 

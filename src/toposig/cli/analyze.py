@@ -30,9 +30,9 @@ from pathlib import Path
 from toposig.analysis.controls import DESIGN_RUNS
 from toposig.analysis.ensembles import SEED_CONTROLS
 from toposig.analysis.statistics import summary_lines
+from toposig.analyze import analyze
 from toposig.cli.options import check_seed, help_text, setup_logging
 from toposig.files.locks import FolderLockedError, exclusive
-from toposig.report.analyse import analyse
 from toposig.report.figures import figures_not_drawn
 from toposig.report.style import DPI, FigureOutput
 from toposig.run.aggregates import rebuild_if_stale
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         check_writable(results, plots=not args.no_plots)
         with exclusive(results, "results folder", create=False):
             rebuild_if_stale(results)  # aggregates a killed run left behind
-            statistics, figures = analyse(results, plots=not args.no_plots,
+            statistics, figures = analyze(results, plots=not args.no_plots,
                                           target=args.target, seed=args.seed, output=output,
                                           design_runs=args.design_runs,
                                           seed_controls=args.seed_controls)

@@ -1,4 +1,7 @@
-"""What a reader sees: the figures (``plots``, ``plots_analysis``, ``plots_probes``;
-``figures.plot_all`` draws them all) and ``summary.md`` (``summary``, whose ``analyse``
-writes statistics, summary and figures).
+"""What a reader sees: the figures (``plots``, ``plots_analysis``, ``plots_probes``,
+``plots_ensembles``, ``plots_controls``, with the helpers they share in ``panels``;
+``figures.plot_all`` draws them all) and ``summary.md`` (``summary``). The report reads
+no file: figures take the records, the statistics and an arrays accessor; stage 3 as a
+whole (reading the folder, writing statistics, summary and figures) is
+:func:`toposig.analyze.analyze`.
 """

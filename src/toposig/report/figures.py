@@ -21,6 +21,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure as MplFigure
 
+from toposig.analysis.statistics import ArraysOf
 from toposig.report.plots import FIGURES, WEIGHT_FIGURES
 from toposig.report.plots_analysis import ANALYSIS_FIGURES, not_drawn_reason
 from toposig.report.plots_controls import CONTROL_FIGURES
@@ -48,10 +49,10 @@ ALL_FIGURES: dict[str, Figure] = {**FIGURES, **WEIGHT_FIGURES, **ANALYSIS_FIGURE
 
 
 def figures_that_apply(records: Sequence[Mapping], statistics: Mapping,
-                       results_root: str | Path | None = None) -> list[Figure]:
+                       arrays: ArraysOf | None = None) -> list[Figure]:
     """The figures of :data:`ALL_FIGURES` whose ``applies`` test holds, in drawing order."""
     return [ALL_FIGURES[name]
-            for name in applicable(ALL_FIGURES, records, statistics, results_root)]
+            for name in applicable(ALL_FIGURES, records, statistics, arrays)]
 
 
 def figures_not_drawn(statistics: Mapping) -> dict[str, str]:
@@ -64,30 +65,31 @@ def figures_not_drawn(statistics: Mapping) -> dict[str, str]:
 
 
 def plot_all(records: Sequence[Mapping], statistics: Mapping, out_dir: str | Path,
-             results_root: str | Path | None = None,
+             arrays: ArraysOf | None = None,
              output: FigureOutput | None = None) -> list[Path]:
     """Write the figures that apply as ``<name>.png`` into ``out_dir`` (or in
     ``output``'s formats and resolution); returns their paths (in the first format).
 
     The seven embedding figures are drawn when some record has a hidden-state feature or
     a perplexity, the weight figures when some record has a weight-space feature, the
-    correlation heatmap whenever the statistics hold correlations. Given ``results_root``
-    (the folder the records' ``arrays_file`` paths are relative to), the analysis figures
+    correlation heatmap whenever the statistics hold correlations. Given ``arrays`` (a
+    record -> the arrays saved beside it, e.g.
+    :func:`toposig.run.results_folder.arrays_reader` of the folder), the analysis figures
     that apply follow; then, when records have them, the landscape and gradient figures.
     A figure of :data:`ALL_FIGURES` left in ``out_dir`` by an earlier analysis that this
     one does not draw is removed, so the folder shows only figures of these records;
     other files are not touched.
     """
     with figure_output(output or current_output()):
-        return _plot_all(records, statistics, Path(out_dir), results_root)
+        return _plot_all(records, statistics, Path(out_dir), arrays)
 
 
 def _plot_all(records: Sequence[Mapping], statistics: Mapping, out: Path,
-              results_root: str | Path | None) -> list[Path]:
+              arrays: ArraysOf | None) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     paths = []
-    for fig in figures_that_apply(records, statistics, results_root):
-        path = fig.save(records, statistics, out / f"{fig.name}.png", results_root)
+    for fig in figures_that_apply(records, statistics, arrays):
+        path = fig.save(records, statistics, out / f"{fig.name}.png", arrays)
         if path is not None:
             paths.append(path)
     formats = current_output().formats
@@ -107,13 +109,13 @@ def _plot_all(records: Sequence[Mapping], statistics: Mapping, out: Path,
 @dataclass(frozen=True)
 class RunData:
     """What a figure is drawn from, for one run: its name (the label its models get on a
-    comparison), its records, its statistics and the folder its ``arrays_file`` paths are
-    relative to."""
+    comparison), its records, its statistics and the arrays saved beside its records (a
+    record -> its arrays)."""
 
     name: str
     records: Sequence[Mapping] = field(default_factory=list)
     statistics: Mapping = field(default_factory=dict)
-    results_root: Path | None = None
+    arrays: ArraysOf | None = None
 
 
 def relabelled(run: RunData) -> list[dict]:
@@ -146,15 +148,15 @@ def plot_compared(fig: Figure, runs: Sequence[RunData], ax: Target | None = None
     if len(set(names)) != len(names):
         raise ValueError(f"runs to compare need different names, got {names}")
     runs = [run for run in runs  # a run without the data for it is left out
-            if fig.applies(run.records, run.statistics, run.results_root)]
+            if fig.applies(run.records, run.statistics, run.arrays)]
     if not runs:
         return None
     if len(runs) == 1:  # nothing to compare: the figure as the run's report draws it
-        return fig.plot(runs[0].records, runs[0].statistics, runs[0].results_root, ax=ax)
+        return fig.plot(runs[0].records, runs[0].statistics, runs[0].arrays, ax=ax)
     if fig.overlay:
         merged = [r for run in runs for r in relabelled(run)]
         return fig.plot(merged, {}, None, ax=ax)
-    alone = [(run, fig.plot(run.records, run.statistics, run.results_root)) for run in runs]
+    alone = [(run, fig.plot(run.records, run.statistics, run.arrays)) for run in runs]
     drawn = [(run, d) for run, d in alone if d is not None]
     if not drawn:
         return None
@@ -166,7 +168,7 @@ def plot_compared(fig: Figure, runs: Sequence[RunData], ax: Target | None = None
         panels = parent.subfigures(1, len(drawn), squeeze=False,
                                    width_ratios=[float(w) for w, _ in sizes])
         for sub, (run, _) in zip(panels.ravel(), drawn, strict=True):
-            fig.plot(run.records, run.statistics, run.results_root, ax=sub)
+            fig.plot(run.records, run.statistics, run.arrays, ax=sub)
             title = sub.get_suptitle()
             sub.suptitle(f"{run.name}" + (f"\n{title}" if title else ""))
     return parent

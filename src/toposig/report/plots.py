@@ -23,7 +23,6 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -34,6 +33,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 
 from toposig.analysis.controls import holm
+from toposig.analysis.statistics import ArraysOf
 from toposig.analysis.stats import (
     by_model,
     feature_family,
@@ -127,7 +127,7 @@ def _gaps_differ(statistics: dict, labels: Iterable[str]) -> bool:
 
 
 def has_embedding(records: Sequence[dict], statistics: dict | None = None,
-                  results_root: Path | None = None) -> bool:
+                  arrays: ArraysOf | None = None) -> bool:
     """Some record has a hidden-state feature (topological or spectral) or a perplexity."""
     return any(
         value_of(r, "perplexity") is not None
@@ -137,14 +137,14 @@ def has_embedding(records: Sequence[dict], statistics: dict | None = None,
 
 
 def has_weight(records: Sequence[dict], statistics: dict | None = None,
-               results_root: Path | None = None) -> bool:
+               arrays: ArraysOf | None = None) -> bool:
     """Some record has a weight-space feature (``np_*`` or ``weight_*``)."""
     return any(is_weight_feature(k) and finite_or_none(v) is not None
                for r in records for k, v in (r.get("features") or {}).items())
 
 
 def has_correlations(records: Sequence[dict], statistics: dict | None = None,
-                     results_root: Path | None = None) -> bool:
+                     arrays: ArraysOf | None = None) -> bool:
     """The statistics hold a correlation of some feature with the target."""
     correlations = (statistics or {}).get("correlations") or {}
     return bool(correlations.get("pooled")) or any(
@@ -153,7 +153,7 @@ def has_correlations(records: Sequence[dict], statistics: dict | None = None,
 
 @figure("summary_figure", has_embedding)
 def plot_summary_figure(records: Sequence[dict], statistics: dict,
-                        results_root: Path | None = None) -> Drawn | None:
+                        arrays: ArraysOf | None = None) -> Drawn | None:
     """Perplexity, H1 total persistence (with its bootstrap band), RankMe and the H1
     Wasserstein distance to the previous checkpoint (per step of gap when gaps differ) vs
     step (2 × 2)."""
@@ -177,7 +177,7 @@ def plot_summary_figure(records: Sequence[dict], statistics: dict,
 
 @figure("topological_evolution", has_embedding, overlay=True)
 def plot_topological_evolution(records: Sequence[dict], statistics: dict,
-                               results_root: Path | None = None) -> Drawn | None:
+                               arrays: ArraysOf | None = None) -> Drawn | None:
     """Six persistent-homology features of the hidden states vs step (2 × 3)."""
     return feature_grid(records, TOPOLOGICAL_EVOLUTION,
                          "Persistent-homology features across training")
@@ -185,7 +185,7 @@ def plot_topological_evolution(records: Sequence[dict], statistics: dict,
 
 @figure("spectral_evolution", has_embedding, overlay=True)
 def plot_spectral_evolution(records: Sequence[dict], statistics: dict,
-                            results_root: Path | None = None) -> Drawn | None:
+                            arrays: ArraysOf | None = None) -> Drawn | None:
     """RankMe, covariance effective rank, participation ratio, decay α, stable rank vs step."""
     return feature_grid(records, SPECTRAL_NAMES,
                          "Spectral features of the hidden states across training",
@@ -203,7 +203,7 @@ def _correlation_text(corr: dict | None) -> str:
 
 @figure("topology_vs_perplexity", has_embedding)
 def plot_topology_vs_perplexity(records: Sequence[dict], statistics: dict,
-                                results_root: Path | None = None) -> Drawn | None:
+                                arrays: ArraysOf | None = None) -> Drawn | None:
     """H1 features against perplexity (log x), one colour per model, pooled Spearman noted.
 
     Each model's points are joined thinly in training order, so the trajectory shows; the
@@ -277,7 +277,7 @@ def _family_bands(ax: Axes, n_topo: int, n_spectral: int) -> None:
 
 @figure("topo_vs_spectral_correlations", has_embedding)
 def plot_topo_vs_spectral_correlations(records: Sequence[dict], statistics: dict,
-                                       results_root: Path | None = None) -> Drawn | None:
+                                       arrays: ArraysOf | None = None) -> Drawn | None:
     """|Spearman ρ| of each feature with perplexity, one bar per model, grouped by feature.
 
     Topological and spectral features sit on differently shaded bands; hatched, faded bars
@@ -349,7 +349,7 @@ def plot_topo_vs_spectral_correlations(records: Sequence[dict], statistics: dict
 
 @figure("wasserstein_rate", has_embedding)
 def plot_wasserstein_rate(records: Sequence[dict], statistics: dict,
-                          results_root: Path | None = None) -> Drawn | None:
+                          arrays: ArraysOf | None = None) -> Drawn | None:
     """H0 and H1 Wasserstein distance to the previous checkpoint vs step (L∞ solid, L2
     dashed); per step of gap when checkpoints are unevenly spaced."""
     groups = by_model(records)
@@ -376,7 +376,7 @@ def plot_wasserstein_rate(records: Sequence[dict], statistics: dict,
 
 @figure("perplexity_curves", has_embedding, overlay=True)
 def plot_perplexity_curves(records: Sequence[dict], statistics: dict,
-                           results_root: Path | None = None) -> Drawn | None:
+                           arrays: ArraysOf | None = None) -> Drawn | None:
     """Perplexity vs step per model, log y."""
     groups = by_model(records)
     fig, ax = subplots(figsize=(9.0, 5.5), layout="constrained")
@@ -423,7 +423,7 @@ def _band_panel(ax: Axes, groups: dict[str, list[dict]], styles: dict[str, Style
 
 @figure("neural_persistence_evolution", has_weight, overlay=True)
 def plot_neural_persistence_evolution(records: Sequence[dict], statistics: dict,
-                                      results_root: Path | None = None) -> Drawn | None:
+                                      arrays: ArraysOf | None = None) -> Drawn | None:
     """Neural persistence vs step (1 × 2): Rieck et al.'s normalised NP, the seed's variant.
 
     Lines are the mean over the checkpoint's weight matrices, shaded bands ± one standard
@@ -445,7 +445,7 @@ def plot_neural_persistence_evolution(records: Sequence[dict], statistics: dict,
 
 @figure("vr_persistence_evolution", has_weight, overlay=True)
 def plot_vr_persistence_evolution(records: Sequence[dict], statistics: dict,
-                                  results_root: Path | None = None) -> Drawn | None:
+                                  arrays: ArraysOf | None = None) -> Drawn | None:
     """Weight-row Vietoris–Rips homology vs step (2 × 2), summed over weight matrices.
 
     H0 and H1 total persistence, the H1 bar count, and the mean persistence entropy (H0
@@ -551,7 +551,7 @@ def _quality_scatter(ax: Axes, groups: dict[str, list[dict]], styles: dict[str, 
 
 @figure("np_vs_loss_scatter", has_weight)
 def plot_np_vs_loss_scatter(records: Sequence[dict], statistics: dict,
-                            results_root: Path | None = None) -> Drawn | None:
+                            arrays: ArraysOf | None = None) -> Drawn | None:
     """The quality target (loss or perplexity) against neural persistence and against
     weight-row H0 total persistence (1 × 2), one colour per model, Spearman ρ noted.
 
@@ -585,7 +585,7 @@ def _heatmap_features(correlations: dict) -> list[tuple[str, list[str]]]:
 
 @figure("correlation_heatmap", has_correlations)
 def plot_correlation_heatmap(records: Sequence[dict], statistics: dict,
-                             results_root: Path | None = None) -> Drawn | None:
+                             arrays: ArraysOf | None = None) -> Drawn | None:
     """Spearman ρ of every feature with the quality target: rows features, grouped by
     family (weight space first), columns each model and the pooled series.
 

@@ -3,7 +3,7 @@ model size, early prediction of the final loss, and three figures drawn from the
 persistence diagrams or per-layer features.
 
 Each figure is a :class:`toposig.report.style.Figure` (``plot_<name>.plot(records,
-statistics, results_root=None, ax=None)`` draws it, ``.save(..., path, ...)`` writes it),
+statistics, arrays=None, ax=None)`` draws it, ``.save(..., path, ...)`` writes it),
 drawn from the records (as written by the store), the statistics of
 ``analysis.compute_statistics`` and, for the diagram figures, the ``.npz`` arrays under
 the results root. A missing section, field or file gives a "no data" panel rather than an
@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -31,10 +30,11 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import FuncFormatter
 
+from toposig.analysis.statistics import ArraysOf, layer_diagrams
 from toposig.analysis.stats import by_model, feature_family
 from toposig.features.homology import betti_curve
-from toposig.files.atomic import round_floats
 from toposig.records import FeatureFamily
+from toposig.records.rounding import round_floats
 from toposig.report.panels import (
     FEATURE_LABELS,
     SIGNIFICANCE,
@@ -55,7 +55,6 @@ from toposig.report.panels import (
     value_of,
 )
 from toposig.report.style import Applies, Drawn, Figure, figure, registry, subplots
-from toposig.run.results_folder import diagrams_of
 
 logger = logging.getLogger(__name__)
 
@@ -86,9 +85,9 @@ QUALITY_LABELS = {"final_loss": ("Final loss", "final loss (nats / token)"),
 # root, which callers pass to opt in.
 
 
-def has_quality(records: Sequence[dict], statistics: dict, results_root: Path | None) -> bool:
+def has_quality(records: Sequence[dict], statistics: dict, arrays: ArraysOf | None) -> bool:
     """Some record has a loss, a perplexity or a masked-LM loss."""
-    return results_root is not None and any(
+    return arrays is not None and any(
         finite_or_none(r.get(k)) is not None for r in records
         for k in ("loss", "perplexity", "mlm_loss"))
 
@@ -98,8 +97,8 @@ def has_section(section: str) -> Applies:
     comparison this study cannot make, such as scaling with one model size) draws no
     figure; :func:`toposig.report.figures.figures_not_drawn` says why."""
 
-    def applies(records: Sequence[dict], statistics: dict, results_root: Path | None) -> bool:
-        return results_root is not None and not_drawn_reason(statistics, section) is None
+    def applies(records: Sequence[dict], statistics: dict, arrays: ArraysOf | None) -> bool:
+        return arrays is not None and not_drawn_reason(statistics, section) is None
 
     applies.section = section  # type: ignore[attr-defined]  # read by figures_not_drawn
     return applies
@@ -116,15 +115,15 @@ def not_drawn_reason(statistics: Mapping, section: str) -> str | None:
     return None
 
 
-def has_arrays(records: Sequence[dict], statistics: dict, results_root: Path | None) -> bool:
+def has_arrays(records: Sequence[dict], statistics: dict, arrays: ArraysOf | None) -> bool:
     """Some record has stored persistence diagrams (``arrays_file``)."""
-    return results_root is not None and any(r.get("arrays_file") for r in records)
+    return arrays is not None and any(r.get("arrays_file") for r in records)
 
 
 def has_layer_features(records: Sequence[dict], statistics: dict,
-                       results_root: Path | None) -> bool:
+                       arrays: ArraysOf | None) -> bool:
     """Some record has per-layer features (``--layers all``)."""
-    return results_root is not None and _layered(records)
+    return arrays is not None and _layered(records)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -196,7 +195,7 @@ def _heat_ticks(ax: Axes, steps: Sequence[float], axis: str = "y") -> None:
 
 @figure("training_curves", has_quality, overlay=True)
 def plot_training_curves(records: list[dict], statistics: dict,
-                         results_root: Path | None = None) -> Drawn | None:
+                         arrays: ArraysOf | None = None) -> Drawn | None:
     """The quality target per model across training (1 × 2): the validation loss stored
     with each checkpoint, and the perplexity measured on the analysed texts (log y), or
     for encoders their masked-LM loss on the same texts.
@@ -287,7 +286,7 @@ def _targets_text(controlled: dict) -> str:
 
 @figure("controls_summary", has_section("controlled"))
 def plot_controls_summary(records: list[dict], statistics: dict,
-                          results_root: Path | None = None) -> Drawn | None:
+                          arrays: ArraysOf | None = None) -> Drawn | None:
     """Which feature–quality correlations survive the controls: rows features (grouped by
     family), columns each model and the pooled series × raw Spearman, partial Spearman and
     Spearman of first differences.
@@ -410,7 +409,7 @@ def _add_step_axis(ax: Axes, max_step: float) -> None:
 
 @figure("phase_fits", has_section("phases"))
 def plot_phase_fits(records: list[dict], statistics: dict,
-                    results_root: Path | None = None) -> Drawn | None:
+                    arrays: ArraysOf | None = None) -> Drawn | None:
     """Three-segment continuous fits of features against log(1 + step), per model.
 
     Points are the checkpoints, lines the fits of ``statistics["phases"]`` (reconstructed
@@ -555,7 +554,7 @@ def _scaling_panel(ax: Axes, name: str, fit: dict, groups: dict[str, list[dict]]
 
 @figure("scaling_relationships", has_section("scaling"))
 def plot_scaling_relationships(records: list[dict], statistics: dict,
-                               results_root: Path | None = None) -> Drawn | None:
+                               arrays: ArraysOf | None = None) -> Drawn | None:
     """Final loss and up to five final-checkpoint features against parameter count
     (log–log), one point per model, with the power law a·N^b (+ c) of
     ``statistics["scaling"]["fits"]``, its exponent, R² and Spearman ρ."""
@@ -609,7 +608,7 @@ def _fraction_label(key: str) -> str:
 
 @figure("prediction_comparison", has_section("prediction"))
 def plot_prediction_comparison(records: list[dict], statistics: dict,
-                               results_root: Path | None = None) -> Drawn | None:
+                               arrays: ArraysOf | None = None) -> Drawn | None:
     """Early prediction of the final loss (1 × 2): MAE over models per method and early
     fraction, annotated with the MAE reduction against the loss-only power law; and each
     model's predictions next to its true final loss."""
@@ -703,13 +702,13 @@ def plot_prediction_comparison(records: list[dict], statistics: dict,
 # ------------------------------------------------------------------ diagram figures
 
 
-def record_diagrams(results_root: str | Path, record: dict) -> dict[int, np.ndarray]:
-    """``{q: (m, 2) diagram}`` of the record's analysed layer
-    (:func:`toposig.run.results_folder.diagrams_of`); ``{}`` when the arrays cannot be read."""
+def record_diagrams(arrays: ArraysOf, record: dict) -> dict[int, np.ndarray]:
+    """``{q: (m, 2) diagram}`` of the record's analysed layer, from its ``arrays``
+    (:func:`toposig.analysis.statistics.layer_diagrams`); ``{}`` when they cannot be read."""
     if not record.get("arrays_file"):
         return {}
     try:
-        dgms = diagrams_of(results_root, record)
+        dgms = layer_diagrams(arrays(record), record["layer"])
     except (OSError, ValueError, KeyError) as exc:
         logger.warning("cannot read the diagrams of %s step %s: %s",
                        record.get("model_label"), record.get("step"), exc)
@@ -717,14 +716,14 @@ def record_diagrams(results_root: str | Path, record: dict) -> dict[int, np.ndar
     return {q: np.asarray(d, dtype=np.float64).reshape(-1, 2) for q, d in enumerate(dgms)}
 
 
-def _diagram_series(records: list[dict], results_root: str | Path | None
+def _diagram_series(records: list[dict], arrays: ArraysOf | None
                     ) -> dict[str, list[tuple[float, dict[int, np.ndarray]]]]:
     """Per model, (step, diagrams) of each record whose arrays load, in step order."""
-    if results_root is None:
+    if arrays is None:
         return {}
     out = {}
     for label, recs in by_model(records).items():
-        rows = [(step_of(r), dgms) for r in recs if (dgms := record_diagrams(results_root, r))]
+        rows = [(step_of(r), dgms) for r in recs if (dgms := record_diagrams(arrays, r))]
         if rows:
             out[label] = rows
     return out
@@ -741,14 +740,14 @@ def _scale_max(series: dict, q: int) -> float:
 
 @figure("betti_curves", has_arrays)
 def plot_betti_curves(records: list[dict], statistics: dict,
-                      results_root: Path | None = None) -> Drawn | None:
+                      arrays: ArraysOf | None = None) -> Drawn | None:
     """CROCKER plot: Betti numbers of the hidden-state diagrams over filtration scale (x)
     and checkpoint (y), one column per model (up to four), rows H0 and H1; the scale grid
     is shared per dimension (0 to the 99th percentile of finite deaths)."""
-    series = _diagram_series(records, results_root)
+    series = _diagram_series(records, arrays)
     title = "Betti curves across training (CROCKER plot)"
     if not series:
-        why = "no results root given" if results_root is None else "no diagram arrays found"
+        why = "no arrays given" if arrays is None else "no diagram arrays found"
         return _empty_figure(title, f"no data: {why}")
     all_groups = by_model(records)
     labels = _spread_models({lb: all_groups[lb] for lb in series})
@@ -801,14 +800,14 @@ def select_checkpoints(steps: Sequence[float], k: int = MAX_DIAGRAM_CHECKPOINTS)
 
 @figure("persistence_diagrams", has_arrays)
 def plot_persistence_diagrams(records: list[dict], statistics: dict,
-                              results_root: Path | None = None) -> Drawn | None:
+                              arrays: ArraysOf | None = None) -> Drawn | None:
     """H0 and H1 persistence diagrams (rows) of the largest model at up to five
     checkpoints (columns: first, last and log-spaced ones between); infinite bars sit on
     a dashed line at the top."""
-    series = _diagram_series(records, results_root)
+    series = _diagram_series(records, arrays)
     title = "Persistence diagrams of the hidden states across training"
     if not series:
-        why = "no results root given" if results_root is None else "no diagram arrays found"
+        why = "no arrays given" if arrays is None else "no diagram arrays found"
         return _empty_figure(title, f"no data: {why}")
     groups = by_model(records)
     label = max(series, key=lambda lb: _num_parameters(groups[lb]) or 0.0)
@@ -907,7 +906,7 @@ def _layered(records: Sequence[dict]) -> bool:
 
 @figure("layer_heatmaps", has_layer_features)
 def plot_layer_heatmaps(records: list[dict], statistics: dict,
-                        results_root: Path | None = None) -> Drawn | None:
+                        arrays: ArraysOf | None = None) -> Drawn | None:
     """Per model (columns, up to four), a layer × checkpoint heatmap of H1 total
     persistence and of RankMe (rows), from ``layer_features`` (runs with ``--layers
     all``), each row labelled with what that hidden state is (:func:`layer_tick_labels`:

@@ -9,12 +9,12 @@ modules, it reads nothing from disk.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 
+from toposig.analysis.statistics import ArraysOf
 from toposig.analysis.stats import by_model
 from toposig.report.panels import finite_or_none, no_data, panel_grid, record_series
 from toposig.report.style import Drawn, Figure, figure, registry, subplots
@@ -30,7 +30,7 @@ def run_colours(runs: Sequence[str]) -> dict[str, str]:
 
 
 def has_positive_controls(records: Sequence[dict], statistics: dict,
-                          results_root: Path | None) -> bool:
+                          arrays: ArraysOf | None) -> bool:
     """The statistics hold a positive-control section with at least one run."""
     section = statistics.get("positive_controls")
     return isinstance(section, Mapping) and bool(section.get("runs"))
@@ -142,7 +142,7 @@ def _curves_panel(ax: Axes, records: Sequence[dict], section: Mapping, feature: 
 
 @figure("positive_control", has_positive_controls)
 def plot_positive_control(records: list[dict], statistics: dict,
-                          results_root: Path | None = None) -> Drawn | None:
+                          arrays: ArraysOf | None = None) -> Drawn | None:
     """A positive control: the ground-truth signal of every run across training with its
     events; for the signal itself, the held-out loss and the features whose change-points
     fall nearest the first event most often, each run's distance from it in checkpoints;

@@ -9,12 +9,12 @@ intervals. Like the other figure modules, it reads nothing from disk.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 
+from toposig.analysis.statistics import ArraysOf
 from toposig.report.panels import finite_or_none, model_styles, no_data, panel_grid
 from toposig.report.style import Drawn, Figure, figure, registry
 
@@ -25,7 +25,7 @@ HEADLINE_FEATURES = ("h0_total_persistence", "h1_total_persistence", "h1_n_featu
 FRACTION_MARKERS = ("o", "s", "^")
 
 
-def has_ensembles(records: Sequence[dict], statistics: dict, results_root: Path | None
+def has_ensembles(records: Sequence[dict], statistics: dict, arrays: ArraysOf | None
                   ) -> bool:
     """The statistics hold an across-seeds analysis with at least one seed group."""
     section = statistics.get("ensembles")
@@ -97,7 +97,7 @@ def _forest_panel(ax: Axes, section: Mapping, groups: Sequence[str], styles) -> 
 
 @figure("seed_ensemble", has_ensembles)
 def plot_seed_ensemble(records: list[dict], statistics: dict,
-                       results_root: Path | None = None) -> Drawn | None:
+                       arrays: ArraysOf | None = None) -> Drawn | None:
     """A seed ensemble (1 × 2): the held-out loss of every seed across training,
     coloured by size; and for the headline features the partial Spearman r across seeds
     of the value at 20/30/50 % of training with the final loss, given the loss there and

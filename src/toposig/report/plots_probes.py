@@ -14,16 +14,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 from matplotlib.lines import Line2D
 
+from toposig.analysis.statistics import ArraysOf
 from toposig.analysis.stats import by_model, feature_family
 from toposig.report.panels import feature_grid
 from toposig.report.plots_analysis import select_checkpoints
 from toposig.report.style import Drawn, Figure, figure, registry, subplots
-from toposig.run.store import load_arrays
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +38,7 @@ def _present(records: Sequence[dict], names: Sequence[str]) -> list[str]:
 
 
 def has_probe_features(records: Sequence[dict], statistics: dict | None = None,
-                       results_root: Path | None = None) -> bool:
+                       arrays: ArraysOf | None = None) -> bool:
     """Some record has a curvature, landscape or gradient feature."""
     return any(feature_family(k).is_probe
                for r in records for k in (r.get("features") or {}))
@@ -47,7 +46,7 @@ def has_probe_features(records: Sequence[dict], statistics: dict | None = None,
 
 @figure("loss_probe_evolution", has_probe_features, overlay=True)
 def plot_loss_probe_evolution(records: list[dict], statistics: dict,
-                              results_root: Path | None = None) -> Drawn | None:
+                              arrays: ArraysOf | None = None) -> Drawn | None:
     """Curvature, loss-surface and gradient features vs step (up to 3 × 3 panels)."""
     keys = _present(records, EVOLUTION_FEATURES)
     return feature_grid(records, keys,
@@ -56,7 +55,7 @@ def plot_loss_probe_evolution(records: list[dict], statistics: dict,
                                "eigenvalue (Lanczos);\ngradients: projected, Vietoris–Rips"))
 
 
-def _surface_panels(records: Sequence[dict], results_root: str | Path
+def _surface_panels(records: Sequence[dict], arrays: ArraysOf
                     ) -> list[tuple[str, list[tuple[dict, dict]]]]:
     """Per model (largest last, at most MAX_SURFACE_ROWS), the selected checkpoints and
     their landscape arrays."""
@@ -69,7 +68,7 @@ def _surface_panels(records: Sequence[dict], results_root: str | Path
         panels = []
         for i in chosen:
             try:
-                panels.append((recs[i], load_arrays(results_root, recs[i]["landscape"])))
+                panels.append((recs[i], arrays(recs[i]["landscape"])))
             except (OSError, KeyError, ValueError) as exc:
                 logger.warning("%s step %s: no landscape arrays (%s)", label,
                                recs[i].get("step"), exc)
@@ -80,11 +79,11 @@ def _surface_panels(records: Sequence[dict], results_root: str | Path
 
 @figure("loss_landscapes", has_probe_features)
 def plot_loss_landscapes(records: list[dict], statistics: dict,
-                         results_root: Path | None = None) -> Drawn | None:
+                         arrays: ArraysOf | None = None) -> Drawn | None:
     """Filled contours of the loss surface of up to five models at three checkpoints."""
-    if results_root is None:
+    if arrays is None:
         return None
-    rows = _surface_panels(records, results_root)
+    rows = _surface_panels(records, arrays)
     if not rows:
         return None
     ncols = max(len(p) for _, p in rows)

@@ -2,10 +2,11 @@
 
 A figure is a :class:`Figure`: a file name, a test of whether it applies to a results
 folder, and a drawing function with one signature,
-``draw(records, statistics, results_root) -> Figure | SubFigure | None``: the records (one
+``draw(records, statistics, arrays) -> Figure | SubFigure | None``: the records (one
 dict per model and checkpoint, as the store writes them), the statistics of
-:func:`toposig.analysis.statistics.compute_statistics` and the folder the records'
-``arrays_file`` paths are relative to (``None`` when the caller has none); it makes its
+:func:`toposig.analysis.statistics.compute_statistics` and the arrays saved beside the
+records (an :data:`~toposig.analysis.statistics.ArraysOf`: a record -> its arrays;
+``None`` when the caller has none); it reads nothing else, makes its
 panels with :func:`subplots` and returns the figure holding them, writing nothing.
 :func:`figure` makes one from a drawing function. :meth:`Figure.plot` draws it under
 :data:`RC_PARAMS` (without touching global rcParams) on a new figure or on the caller's
@@ -30,13 +31,16 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure as MplFigure
 from matplotlib.figure import SubFigure
+
+if TYPE_CHECKING:
+    from toposig.analysis.statistics import ArraysOf
 
 logger = logging.getLogger(__name__)
 
@@ -122,8 +126,8 @@ VECTOR_RC: Any = {"pdf.fonttype": 42, "svg.fonttype": "none", "svg.hashsalt": "t
 NO_DATES = {"pdf": {"CreationDate": None}, "svg": {"Date": None}}
 
 Drawn = MplFigure | SubFigure
-Draw = Callable[[Sequence[Mapping], Mapping, "Path | None"], "Drawn | None"]
-Applies = Callable[[Sequence[Mapping], Mapping, "Path | None"], bool]
+Draw = Callable[[Sequence[Mapping], Mapping, "ArraysOf | None"], "Drawn | None"]
+Applies = Callable[[Sequence[Mapping], Mapping, "ArraysOf | None"], bool]
 
 
 class Figure:
@@ -131,9 +135,9 @@ class Figure:
 
     Attributes:
         name: the file's stem (``summary_figure`` → ``summary_figure.png``).
-        draw: the drawing function, ``draw(records, statistics, results_root)`` → the
+        draw: the drawing function, ``draw(records, statistics, arrays)`` → the
             figure it drew (see the module), or ``None`` when there is nothing to draw.
-        applies: ``applies(records, statistics, results_root)``, whether the folder's data
+        applies: ``applies(records, statistics, arrays)``, whether the folder's data
             calls for this figure (:func:`toposig.report.figures.plot_all` draws only
             those).
         overlay: whether the figure is drawn from the records alone, one line or column
@@ -153,15 +157,16 @@ class Figure:
         functools.update_wrapper(self, draw)
 
     def plot(self, records: Sequence[Mapping] | None, statistics: Mapping | None,
-             results_root: str | Path | None = None, *, ax: Target | None = None
+             arrays: ArraysOf | None = None, *, ax: Target | None = None
              ) -> Drawn | None:
         """Draw the figure and return it (``None`` when there is nothing to draw).
 
         Args:
             records: the per-checkpoint records (``data/all_results.json``'s entries).
             statistics: the analysis' statistics (``data/statistics.json``).
-            results_root: the folder the records' ``arrays_file`` paths are relative to
-                (figures of diagrams and loss surfaces need it).
+            arrays: a record (or a record's family part) -> the arrays saved beside it
+                (figures of diagrams and loss surfaces need it):
+                :func:`toposig.run.results_folder.arrays_reader` of the results folder.
             ax: where to draw: an Axes (a figure of several panels takes that Axes'
                 place in its grid, as a sub-figure), a Figure or a SubFigure; ``None``: a
                 new :class:`matplotlib.figure.Figure` of the figure's own size, made
@@ -171,17 +176,16 @@ class Figure:
         Returns:
             The Figure or SubFigure holding the panels.
         """
-        root = Path(results_root) if results_root is not None else None
         with plt.rc_context(RC_PARAMS), drawing_on(ax):
-            return self.draw(list(records or []), statistics or {}, root)
+            return self.draw(list(records or []), statistics or {}, arrays)
 
     def save(self, records: Sequence[Mapping] | None, statistics: Mapping | None,
-             path: str | Path, results_root: str | Path | None = None) -> Path | None:
+             path: str | Path, arrays: ArraysOf | None = None) -> Path | None:
         """Draw the figure and write it to ``path`` (see :func:`save_figure`); returns the
         path written (first output format), or ``None`` when there was nothing to draw and
         nothing was written. ``None`` records or statistics count as empty."""
         with plt.rc_context(RC_PARAMS):
-            drawn = self.plot(records, statistics, results_root)
+            drawn = self.plot(records, statistics, arrays)
             return None if drawn is None else save_figure(drawn, path)
 
     __call__ = save
@@ -190,7 +194,7 @@ class Figure:
         return f"Figure({self.name!r})"
 
 
-def always(records: Sequence[Mapping], statistics: Mapping, results_root: Path | None) -> bool:
+def always(records: Sequence[Mapping], statistics: Mapping, arrays: ArraysOf | None) -> bool:
     """An ``applies`` test that always holds."""
     return True
 
@@ -216,10 +220,9 @@ def registry(*figures: Figure) -> dict[str, Figure]:
 
 
 def applicable(figures: Mapping[str, Figure], records: Sequence[Mapping], statistics: Mapping,
-               results_root: str | Path | None) -> list[str]:
+               arrays: ArraysOf | None) -> list[str]:
     """Names of the figures of ``figures`` that apply, in order."""
-    root = Path(results_root) if results_root is not None else None
-    return [name for name, f in figures.items() if f.applies(records, statistics or {}, root)]
+    return [name for name, f in figures.items() if f.applies(records, statistics or {}, arrays)]
 
 
 # ------------------------------------------------------------------------------ output

@@ -27,9 +27,9 @@ Parts:
   across seeds at fixed fractions of training (E1) and the seed-to-seed spread as a
   noise floor (E2).
 
-:func:`write_summary` is the only function here that touches the disk. Stage 3 as a
-whole (reading the folder, computing and writing the statistics, this summary and the
-figures) is :func:`toposig.report.analyse.analyse`.
+Nothing here touches the disk: :func:`toposig.analyze.write_summary` writes the summary.
+Stage 3 as a whole (reading the folder, computing and writing the statistics, this
+summary and the figures) is :func:`toposig.analyze.analyze`.
 """
 
 from __future__ import annotations
@@ -37,12 +37,10 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 
 from toposig.analysis.controls import sign_against_raw
 from toposig.analysis.inference import CALIBRATED, UNCALIBRATED
 from toposig.analysis.stats import by_model, feature_family
-from toposig.files.atomic import atomic_write_bytes
 from toposig.records import FeatureFamily
 
 DASH = "—"
@@ -1303,11 +1301,3 @@ def summary_markdown(statistics: Mapping, records: Sequence[Mapping]) -> str:
             lines += ["", f"### {heading}", "", *_built(build, statistics, records)]
     text = "\n".join(lines) + "\n"
     return re.sub(r"\n{3,}", "\n\n", text)
-
-
-def write_summary(results_dir: str | Path, statistics: Mapping,
-                  records: Sequence[Mapping]) -> Path:
-    """Write :func:`summary_markdown` to ``<results_dir>/summary.md`` atomically."""
-    path = Path(results_dir) / "summary.md"
-    atomic_write_bytes(path, summary_markdown(statistics, records).encode("utf-8"))
-    return path

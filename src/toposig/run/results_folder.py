@@ -5,9 +5,9 @@ module reads what it needs from a results root (the layout of :mod:`toposig.run.
 
 - :func:`load_entries`: the aggregate entries of the finished checkpoints
   (``data/all_results.json``);
-- :func:`arrays_reader`, :func:`diagrams_of`: the arrays saved beside a record (its
-  ``.npz``), for :func:`toposig.analysis.statistics.compute_statistics`'s Wasserstein
-  series and the diagram figures;
+- :func:`arrays_reader`: the arrays saved beside a record (its ``.npz``), for
+  :func:`toposig.analysis.statistics.compute_statistics`'s Wasserstein series and the
+  figures of diagrams and loss surfaces;
 - :func:`load_results`: the folder as one tidy table
   (:func:`toposig.analysis.table.results_table`); :func:`export_table` writes it as CSV
   or Parquet, :func:`export_problem` says beforehand why it could not.
@@ -19,9 +19,7 @@ import functools
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
-
-from toposig.analysis.statistics import ArraysOf, layer_diagrams
+from toposig.analysis.statistics import ArraysOf
 from toposig.records import Record
 from toposig.run.aggregates import aggregate_path, read_aggregate
 from toposig.run.store import load_arrays
@@ -29,7 +27,7 @@ from toposig.run.store import load_arrays
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["ResultsMissingError", "load_entries", "arrays_reader", "diagrams_of",
+__all__ = ["ResultsMissingError", "load_entries", "arrays_reader",
            "load_results", "EXPORT_FORMATS", "export_problem", "export_table"]
 
 EXPORT_FORMATS = ("csv", "parquet")
@@ -75,11 +73,6 @@ def arrays_reader(results_dir: str | Path) -> ArraysOf:
     ``DamagedResultsError`` for a missing or damaged file): the ``arrays`` of
     :func:`toposig.analysis.statistics.compute_statistics`."""
     return functools.partial(load_arrays, results_dir)
-
-
-def diagrams_of(results_dir: str | Path, record: Record | dict) -> list[np.ndarray]:
-    """``[H0, H1, ...]`` of the record's analysed (default) layer."""
-    return layer_diagrams(load_arrays(results_dir, record), record["layer"])
 
 
 def load_results(results_dir: str | Path = "results") -> pd.DataFrame:

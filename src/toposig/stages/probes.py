@@ -31,13 +31,13 @@ class ProbeStage(Stage):
     def settings_hash(self, settings: Any, inputs: StageInputs, dtype: str) -> str:
         return family_hash(self.family, settings, texts_fingerprint(inputs.probe_texts))
 
-    def analyse(self) -> Callable[..., CheckpointOutput]:
+    def analyzer(self) -> Callable[..., CheckpointOutput]:
         raise NotImplementedError
 
     def run(self, loaded: Loaded, settings: Any, inputs: StageInputs) -> CheckpointOutput:
         tokenizer = loaded.tokenizer()
         model = loaded.model(float32=True)
-        result = self.analyse()(loaded.ckpt, model, tokenizer, inputs.probe_texts,
+        result = self.analyzer()(loaded.ckpt, model, tokenizer, inputs.probe_texts,
                                 settings, device=loaded.placement.device,
                                 load_s=loaded.load_s)
         loss, loss_key = loaded.stored_loss
@@ -57,7 +57,7 @@ class LandscapeStage(ProbeStage):
     def default(self, run: EmbeddingSettings) -> LandscapeSettings:
         return LandscapeSettings(seed=run.seed)
 
-    def analyse(self) -> Callable[..., CheckpointOutput]:
+    def analyzer(self) -> Callable[..., CheckpointOutput]:
         from toposig.model.loss_probes import analyse_landscape
 
         return analyse_landscape
@@ -113,7 +113,7 @@ class GradientStage(ProbeStage):
     def default(self, run: EmbeddingSettings) -> GradientSettings:
         return GradientSettings(seed=run.seed, maxdim=run.maxdim, ph_backend=run.ph_backend)
 
-    def analyse(self) -> Callable[..., CheckpointOutput]:
+    def analyzer(self) -> Callable[..., CheckpointOutput]:
         from toposig.model.loss_probes import analyse_gradients
 
         return analyse_gradients

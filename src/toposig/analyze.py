@@ -1,28 +1,30 @@
 """Stage 3, orchestrated: a results folder's ``data/`` -> ``data/statistics.json``,
 ``summary.md`` and the figures in ``plots/``.
 
-:func:`analyse` reads the finished checkpoints' entries and their arrays
+:func:`analyze` reads the finished checkpoints' entries and their arrays
 (:mod:`toposig.run.results_folder`), computes the statistics
 (:func:`toposig.analysis.statistics.compute_statistics`, pure), rounds them once, and
-writes them, the markdown summary (:func:`toposig.report.summary.write_summary`) and the
-figures (:func:`toposig.report.figures.plot_all`). ``toposig analyze`` calls it holding
-the folder's lock.
+writes them, the markdown summary (:func:`toposig.report.summary.summary_markdown`,
+:func:`write_summary`) and the figures (:func:`toposig.report.figures.plot_all`, given
+the folder's arrays). ``toposig analyze`` calls it holding the folder's lock. The report
+itself (:mod:`toposig.report`) reads no file: it draws and writes what it is given.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from toposig.analysis.controls import DESIGN_RUNS
 from toposig.analysis.quality import warn_series_without_quality
 from toposig.analysis.statistics import compute_statistics
-from toposig.files.atomic import STATISTICS_DIGITS, atomic_write_json, round_floats
+from toposig.files.atomic import atomic_write_bytes, atomic_write_json
 from toposig.records import Record, Statistics
-from toposig.report.summary import write_summary
+from toposig.records.rounding import STATISTICS_DIGITS, round_floats
+from toposig.report.summary import summary_markdown
 from toposig.run.results_folder import arrays_reader, load_entries
 
-__all__ = ["analyse", "folder_statistics"]
+__all__ = ["analyze", "folder_statistics", "write_summary"]
 
 
 def folder_statistics(results_dir: str | Path, records: Sequence[Record],
@@ -32,7 +34,7 @@ def folder_statistics(results_dir: str | Path, records: Sequence[Record],
     """The statistics ``toposig analyze`` writes for ``records`` of ``results_dir`` (their
     arrays read from it), rounded once to ``STATISTICS_DIGITS``, before anything is written
     or drawn from them, so that the file, the summary and the figures are the same on every
-    CPU (:mod:`toposig.files.atomic`). ``design_runs``: simulated null runs of each test's
+    CPU (:mod:`toposig.records.rounding`). ``design_runs``: simulated null runs of each test's
     design (:mod:`toposig.analysis.inference`; 0 skips them); ``seed_controls``: which seeds
     of an ensemble the within-model controls run on (``auto``, ``first`` or ``all``:
     :func:`toposig.analysis.statistics.compute_statistics`)."""
@@ -42,7 +44,7 @@ def folder_statistics(results_dir: str | Path, records: Sequence[Record],
     return Statistics.from_json(round_floats(computed, STATISTICS_DIGITS))
 
 
-def analyse(results_dir: str | Path = "results", plots: bool = True,
+def analyze(results_dir: str | Path = "results", plots: bool = True,
             target: str = "auto", seed: int = 0,
             output=None, design_runs: int = DESIGN_RUNS,
             seed_controls: str = "auto") -> tuple[Statistics, list[Path]]:
@@ -73,5 +75,14 @@ def analyse(results_dir: str | Path = "results", plots: bool = True,
         )
 
         figures = plot_all(records, statistics, Path(results_dir) / "plots",
-                           results_root=results_dir, output=output)
+                           arrays=arrays_reader(results_dir), output=output)
     return statistics, figures
+
+
+def write_summary(results_dir: str | Path, statistics: Statistics | Mapping,
+                  records: Sequence[Record | Mapping]) -> Path:
+    """Write :func:`toposig.report.summary.summary_markdown` to
+    ``<results_dir>/summary.md`` atomically; returns the path."""
+    path = Path(results_dir) / "summary.md"
+    atomic_write_bytes(path, summary_markdown(statistics, records).encode("utf-8"))
+    return path
