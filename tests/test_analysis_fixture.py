@@ -89,7 +89,7 @@ def test_summary_numbers_equal_statistics_json(analysed):
 
 
 def test_stability_counts_changes_beyond_the_resampling_noise():
-    from toposig.analysis.statistics import stability_analysis
+    from toposig.analysis.compute import stability_analysis
 
     values = [0.0, 0.5, 10.0, 10.2, 30.0]  # changes 0.5, 9.5, 0.2, 19.8 against se = 1
     recs = [{"model_label": "m", "step": i, "features": {"h1_total_persistence": v},

@@ -144,7 +144,7 @@ def _differences(a, b, path: str = "") -> list[str]:
 
 @pytest.fixture(scope="module")
 def statistics_pair():
-    from toposig.analysis.statistics import compute_statistics
+    from toposig.analysis.compute import compute_statistics
     from toposig.run.results_folder import arrays_reader, load_entries
 
     if not (RESULTS / "data" / "all_results.json").is_file():

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from toposig.analysis import controls, stats
+from toposig.analysis import controls, correlations
 from toposig.features.registry import (
     FEATURES,
     family_by_convention,
@@ -70,11 +70,11 @@ def test_the_registry_and_the_naming_convention_agree_on_every_registered_name()
 def test_names_the_package_does_not_compute_are_not_registered_but_still_classified():
     for name in ("hessian_eig_0", "h1_total", "accuracy", "grad_h1_foo", "weight_h1_totals"):
         assert feature_info(name) is None, name
-    assert stats.feature_family("accuracy") == FeatureFamily.OTHER
-    assert stats.feature_family("h1_custom_score") == FeatureFamily.EMBEDDING_TOPOLOGICAL
-    assert stats.feature_family("weight_h1_custom") == FeatureFamily.WEIGHT_TOPOLOGICAL
+    assert correlations.feature_family("accuracy") == FeatureFamily.OTHER
+    assert correlations.feature_family("h1_custom_score") == FeatureFamily.EMBEDDING_TOPOLOGICAL
+    assert correlations.feature_family("weight_h1_custom") == FeatureFamily.WEIGHT_TOPOLOGICAL
     # an imported weight statistic is one (as before the registry, it has no baselines)
-    assert stats.feature_family("weight_sparsity") == FeatureFamily.WEIGHT_STATISTICS
+    assert correlations.feature_family("weight_sparsity") == FeatureFamily.WEIGHT_STATISTICS
     assert controls.baselines_of("weight_sparsity") == ()
 
 
@@ -93,9 +93,9 @@ def test_names_the_package_does_not_compute_are_not_registered_but_still_classif
     ("mean_norm", FeatureFamily.OTHER, ()),
 ])
 def test_the_analysis_classifies_and_controls_by_the_registry(name, family, baselines):
-    assert stats.feature_family(name) == family
+    assert correlations.feature_family(name) == family
     assert controls.baselines_of(name) == baselines
-    assert stats.is_weight_feature(name) == (family in (FeatureFamily.WEIGHT_TOPOLOGICAL,
+    assert correlations.is_weight_feature(name) == (family in (FeatureFamily.WEIGHT_TOPOLOGICAL,
                                                         FeatureFamily.WEIGHT_STATISTICS))
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from toposig.analysis.stats import feature_family
+from toposig.analysis.correlations import feature_family
 from toposig.cli.import_tables import main as import_main
 from toposig.records import FeatureFamily
 from toposig.run.importer import write_import

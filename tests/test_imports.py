@@ -108,8 +108,8 @@ def test_the_checker_finds_a_cycle_and_a_private_import():
 # The layers of the Layout section (docs/development.md), lowest first: a module may import from its
 # own layer or a lower one. analysis/ is pure (data in, statistics out) and sits below run/,
 # which reads and writes the results folders.
-LAYERS = [("config", "records", "files", "version", "schedule"), ("features",), ("sources",),
-          ("model",), ("stages",), ("analysis",), ("run",), ("report",),
+LAYERS = [("config", "records", "files", "version", "checkpoint_steps"), ("features",),
+          ("sources",), ("model",), ("stages",), ("analysis",), ("run",), ("report",),
           ("in_memory", "results", "analyze"), ("live",), ("integrations", "cli", "__init__")]
 
 
@@ -127,7 +127,7 @@ def test_every_module_is_in_a_layer_and_imports_point_down():
 
 
 def test_analysis_is_below_run_and_report():
-    assert layer_of("toposig.analysis.statistics") < layer_of("toposig.run.store")
+    assert layer_of("toposig.analysis.compute") < layer_of("toposig.run.store")
     assert layer_of("toposig.run.results_folder") < layer_of("toposig.analyze")
 
 

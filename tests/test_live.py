@@ -18,10 +18,10 @@ from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
 import analyze_results
 import run_experiments
 import train_suite
+from toposig.checkpoint_steps import is_scheduled, scheduled_steps
 from toposig.live.monitor import LiveRunExistsError, Schedule, TopologyMonitor, loss_series
 from toposig.model import training as T
 from toposig.model.training import byte_tokenizer
-from toposig.schedule import is_scheduled, scheduled_steps
 from toposig.sources.corpus import wikitext_rows
 
 pytestmark = pytest.mark.usefixtures("wikitext_dir")

@@ -61,7 +61,7 @@ def test_statistics_are_computed_in_memory_when_the_file_does_not_fit(tmp_path, 
     res = toposig.open(folder)
     stats = res.statistics
     assert "records have changed" in caplog.text
-    from toposig.analysis.statistics import records_digest
+    from toposig.analysis.compute import records_digest
 
     assert stats["records_sha256"] == records_digest(records)
     assert set(stats["models"]) == {"tiny-h16-l1"}

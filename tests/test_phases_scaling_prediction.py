@@ -100,7 +100,7 @@ def test_power_law_fit_with_offset():
 
 
 def test_power_law_fit_undefined_and_exact_spearman_p():
-    from toposig.analysis.stats import spearman_exact_p
+    from toposig.analysis.correlations import spearman_exact_p
 
     few = scaling.power_law_fit([1e6, 1e7], [1.0, 2.0])
     assert few["b"] is None and few["a"] is None and few["r2"] is None and "reason" in few

@@ -19,7 +19,7 @@ from conftest import PROJECT, make_series, neox_config, pythia_tokenizer, save_c
 import analyze_results
 import extract_embeddings
 import run_experiments
-from toposig.analysis.stats import is_weight_feature
+from toposig.analysis.correlations import is_weight_feature
 from toposig.model import embedding as embedding_stage
 from toposig.run import pipeline
 from toposig.run import plan as planning

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from toposig.analysis import stats
+from toposig.analysis import correlations
 from toposig.report import figures, panels, plots, style
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -102,7 +102,7 @@ def synthetic_weight_records(models: tuple[str, ...] = ("pythia-70m", "pythia-16
 def synthetic_statistics(records: list[dict], seed: int = 1) -> dict:
     rng = np.random.default_rng(seed)
     wasserstein = {}
-    for label, recs in stats.by_model(records).items():
+    for label, recs in correlations.by_model(records).items():
         rows = []
         for a, b in zip(recs[:-1], recs[1:], strict=True):
             h0, h1 = rng.uniform(5, 40), rng.uniform(0.5, 4)
@@ -111,7 +111,8 @@ def synthetic_statistics(records: list[dict], seed: int = 1) -> dict:
                          "h0_wasserstein_persim_l2": 1.3 * h0,
                          "h1_wasserstein_persim_l2": 1.3 * h1})
         wasserstein[label] = rows
-    return {"correlations": stats.correlations_with_target(records), "wasserstein": wasserstein}
+    return {"correlations": correlations.correlations_with_target(records),
+            "wasserstein": wasserstein}
 
 
 def assert_pngs(paths: list[Path], names: tuple[str, ...] = SEVEN,
@@ -135,7 +136,7 @@ def test_plot_all_writes_the_seven_figures_and_the_heatmap_for_an_embedding_run(
 
 def test_plot_all_writes_only_the_four_weight_figures_for_a_weights_only_run(tmp_path):
     records = synthetic_weight_records()
-    statistics = {"correlations": stats.correlations_with_target(records, "loss")}
+    statistics = {"correlations": correlations.correlations_with_target(records, "loss")}
     assert statistics["correlations"]["target"] == "loss"
     paths = figures.plot_all(records, statistics, tmp_path)
     assert_pngs(paths, WEIGHT, min_bytes=20_000)
@@ -178,7 +179,7 @@ def test_plot_all_selects_figures_by_the_features_present(tmp_path, monkeypatch,
         if kind == "both":
             for r in records:
                 r["features"] |= weights[r["model_label"], r["step"]]["features"]
-    statistics = ({"correlations": stats.correlations_with_target(records, "loss")}
+    statistics = ({"correlations": correlations.correlations_with_target(records, "loss")}
                   if with_correlations else {})
     paths = figures.plot_all(records, statistics, tmp_path)
     assert [p.stem for p in paths] == list(expected)
@@ -190,16 +191,16 @@ def test_heatmap_rows_put_weight_families_first():
     weights = {(r["model_label"], r["step"]): r for r in synthetic_weight_records(steps=steps)}
     for r in records:
         r["features"] |= weights[r["model_label"], r["step"]]["features"]
-    groups = plots._heatmap_features(stats.correlations_with_target(records))
+    groups = plots._heatmap_features(correlations.correlations_with_target(records))
     assert [label for label, _ in groups] == ["weight topology", "weight statistics",
                                               "embedding topology", "embedding spectrum",
                                               "other"]
     families = ["weight_topological", "weight_statistics", "embedding_topological",
                 "embedding_spectral", "other"]
     for family, (_, members) in zip(families, groups, strict=True):
-        assert {stats.feature_family(f) for f in members} == {family}
+        assert {correlations.feature_family(f) for f in members} == {family}
     assert groups[0][1][:4] == ["np_mean", "np_std", "np_min", "np_max"]
-    assert groups[1][1] == list(stats.WEIGHT_STATISTICS)
+    assert groups[1][1] == list(correlations.WEIGHT_STATISTICS)
     assert groups[3][1] == [f for f in plots.SPECTRAL_NAMES if f in groups[3][1]]
 
 
@@ -208,7 +209,7 @@ def test_scatter_and_heatmap_follow_a_perplexity_target(tmp_path):
     for r in records:
         r["perplexity"] = float(np.exp(r.pop("loss")))
     features = ["np_mean", "weight_h0_total", "weight_l2_norm"]
-    statistics = {"correlations": stats.correlations_with_target(records, "perplexity",
+    statistics = {"correlations": correlations.correlations_with_target(records, "perplexity",
                                                                  features)}
     assert plots._target(records, statistics) == "perplexity"
     assert plots._target(records, {}) == "perplexity"
@@ -247,7 +248,7 @@ def test_missing_weight_values_and_a_single_checkpoint_model_do_not_crash(tmp_pa
     records.append({"model": "local/final", "model_label": "final-only", "step": None,
                     "loss": 3.1, "features": {"np_mean": 0.5, "weight_h0_total": None}})
     features = ["np_mean", "np_std", "weight_h0_total", "weight_h1_count", "weight_std"]
-    statistics = {"correlations": stats.correlations_with_target(records, "loss", features)}
+    statistics = {"correlations": correlations.correlations_with_target(records, "loss", features)}
     statistics["correlations"]["pooled"]["np_mean"]["spearman_p"] = None
     assert_pngs(figures.plot_all(records, statistics, tmp_path), WEIGHT)
 
@@ -359,7 +360,7 @@ def test_figures_in_vector_formats_keep_text_and_repeat_byte_for_byte(tmp_path):
 
 def test_plot_all_removes_its_figures_in_formats_it_did_not_write(tmp_path):
     records = synthetic_records(models=("a",))
-    statistics = {"correlations": stats.correlations_with_target(records)}
+    statistics = {"correlations": correlations.correlations_with_target(records)}
     figures.plot_all(records, statistics, tmp_path, output=style.FigureOutput(("pdf",)))
     assert (tmp_path / "summary_figure.pdf").is_file()
     (tmp_path / "notes.pdf").write_bytes(b"mine")

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from toposig.analysis import phases
-from toposig.analysis.statistics import compute_statistics
+from toposig.analysis.compute import compute_statistics
 from toposig.report import figures, plots, style
 from toposig.report import plots_analysis as pa
 from toposig.run.results_folder import arrays_reader

@@ -13,7 +13,7 @@ import pytest
 import analyze_results
 import run_experiments
 from toposig.analysis import ground_truth as G
-from toposig.analysis.statistics import compute_statistics
+from toposig.analysis.compute import compute_statistics
 from toposig.model import modular_addition as M
 from toposig.model import training as T
 from toposig.model.presets import load_preset

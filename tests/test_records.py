@@ -8,7 +8,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pytest
 
-from toposig.analysis.stats import feature_family, feature_names
+from toposig.analysis.correlations import feature_family, feature_names
 from toposig.config import SettingsError, parse_signatures
 from toposig.records import (
     FAMILIES,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from toposig.analysis.statistics import records_digest
+from toposig.analysis.compute import records_digest
 from toposig.report.summary import summary_markdown
 
 ROOT = Path(__file__).resolve().parents[1]

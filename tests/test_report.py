@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from toposig.analysis.statistics import compute_statistics
-from toposig.analysis.stats import by_model
+from toposig.analysis.compute import compute_statistics
+from toposig.analysis.correlations import by_model
 from toposig.report import summary as report
 from toposig.run.results_folder import arrays_reader
 from toposig.run.store import atomic_write_json

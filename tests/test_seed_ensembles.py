@@ -251,8 +251,8 @@ def test_within_model_controls_run_on_the_first_seed_of_each_group_unless_asked(
     the controls (parts A to C) run on the lowest seed of each group and every model that
     is no seed run; ``seed_controls="all"`` runs them on every seed. The test across
     seeds uses every seed either way."""
+    from toposig.analysis.compute import compute_statistics
     from toposig.analysis.ensembles import first_seeds
-    from toposig.analysis.statistics import compute_statistics
 
     records, _ = simulated_ensemble(n_seeds=3)
     plain = [{**entry("solo", None, None, s, 4.0 - s / 50, {"rankme": 1.0 + s / 7}),

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from toposig.analysis.statistics import compute_statistics, records_digest
+from toposig.analysis.compute import compute_statistics, records_digest
 from toposig.analysis.table import results_table
 from toposig.records import (
     CheckpointId,

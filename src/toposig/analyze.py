@@ -3,7 +3,7 @@
 
 :func:`analyze` reads the finished checkpoints' entries and their arrays
 (:mod:`toposig.run.results_folder`), computes the statistics
-(:func:`toposig.analysis.statistics.compute_statistics`, pure), rounds them once, and
+(:func:`toposig.analysis.compute.compute_statistics`, pure), rounds them once, and
 writes them, the markdown summary (:func:`toposig.report.summary.summary_markdown`,
 :func:`write_summary`) and the figures (:func:`toposig.report.figures.plot_all`, given
 the folder's arrays). ``toposig analyze`` calls it holding the folder's lock. The report
@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from toposig.analysis.compute import compute_statistics
 from toposig.analysis.controls import DESIGN_RUNS
 from toposig.analysis.quality import warn_series_without_quality
-from toposig.analysis.statistics import compute_statistics
 from toposig.files.atomic import atomic_write_bytes, atomic_write_json
 from toposig.records import Record, Statistics
 from toposig.records.rounding import STATISTICS_DIGITS, round_floats
@@ -37,7 +37,7 @@ def folder_statistics(results_dir: str | Path, records: Sequence[Record],
     CPU (:mod:`toposig.records.rounding`). ``design_runs``: simulated null runs of each test's
     design (:mod:`toposig.analysis.inference`; 0 skips them); ``seed_controls``: which seeds
     of an ensemble the within-model controls run on (``auto``, ``first`` or ``all``:
-    :func:`toposig.analysis.statistics.compute_statistics`)."""
+    :func:`toposig.analysis.compute.compute_statistics`)."""
     computed = compute_statistics(records, target, seed=seed,
                                   arrays=arrays_reader(results_dir), design_runs=design_runs,
                                   seed_controls=seed_controls)

@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from functools import cached_property
 from pathlib import Path
 
-from toposig.analysis.statistics import records_digest
+from toposig.analysis.compute import records_digest
 from toposig.analyze import folder_statistics
 from toposig.files.atomic import read_json
 from toposig.records import Record, Statistics, StatisticsError

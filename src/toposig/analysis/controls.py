@@ -46,8 +46,8 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import stats as sps
 
-from toposig.analysis import inference, stats, trend_controls
-from toposig.analysis.stats import MIN_POINTS, by_model, correlation, feature_values
+from toposig.analysis import correlations, inference, trend_controls
+from toposig.analysis.correlations import MIN_POINTS, by_model, correlation, feature_values
 from toposig.records import FeatureFamily
 
 ALPHA = 0.05
@@ -93,7 +93,7 @@ def baselines_of(feature: str) -> tuple[str, ...]:
     merge tree (``landscape_*``) the Hessian trace; for gradient-space topology
     (``grad_h*``) the mean gradient norm; ``()`` for the baselines themselves, the
     spectral and curvature features and anything else."""
-    return _BASELINES.get(stats.feature_family(feature), ())
+    return _BASELINES.get(correlations.feature_family(feature), ())
 
 
 def baseline_of(feature: str) -> str | None:

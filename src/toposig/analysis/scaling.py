@@ -19,7 +19,7 @@ import numpy as np
 from scipy import optimize
 from scipy import stats as sps
 
-from toposig.analysis.stats import EXACT_SPEARMAN_MAX_N, spearman_exact_p
+from toposig.analysis.correlations import EXACT_SPEARMAN_MAX_N, spearman_exact_p
 
 MIN_POINTS = 3
 _KEYS = ("a", "b", "c", "r2", "spearman_r", "spearman_p")

@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from toposig.analysis.stats import feature_family
+from toposig.analysis.correlations import feature_family
 from toposig.records import Family, Record
 
 ID_COLUMNS = ("model", "model_path", "step", "revision", "family", "layer", "matrix",

@@ -27,9 +27,9 @@ import os
 import sys
 from pathlib import Path
 
+from toposig.analysis.compute import summary_lines
 from toposig.analysis.controls import DESIGN_RUNS
 from toposig.analysis.ensembles import SEED_CONTROLS
-from toposig.analysis.statistics import summary_lines
 from toposig.analyze import analyze
 from toposig.cli.options import check_seed, help_text, setup_logging
 from toposig.files.locks import FolderLockedError, exclusive

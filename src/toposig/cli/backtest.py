@@ -21,8 +21,8 @@ import sys
 from pathlib import Path
 
 from toposig.analysis import backtest, forecast
-from toposig.analysis.statistics import PREDICTION_FEATURES, declared_quality, quality_loss
-from toposig.analysis.stats import by_model, feature_names, feature_values
+from toposig.analysis.compute import PREDICTION_FEATURES, declared_quality, quality_loss
+from toposig.analysis.correlations import by_model, feature_names, feature_values
 from toposig.cli.options import help_text
 from toposig.files.atomic import atomic_write_json
 from toposig.records.rounding import STATISTICS_DIGITS, round_floats

@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from toposig.analysis.stats import feature_family
+from toposig.analysis.correlations import feature_family
 from toposig.cli.options import help_text
 from toposig.files.locks import FolderLockedError
 from toposig.run.importer import write_import

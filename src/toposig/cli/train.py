@@ -21,6 +21,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from toposig.checkpoint_steps import is_scheduled
 from toposig.cli.options import help_text, setup_logging
 from toposig.cli.run import interrupted_status, sigterm_as_interrupt
 from toposig.config import SettingsError, parse_signatures
@@ -40,7 +41,6 @@ from toposig.model.training import (
 )
 from toposig.records import DEFAULT_FAMILIES
 from toposig.run.study import StudyMismatchError
-from toposig.schedule import is_scheduled
 from toposig.sources.corpus import DataMissingError
 
 

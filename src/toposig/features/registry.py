@@ -6,7 +6,7 @@ analysis's controls and tables), the signature family whose records carry it, a 
 description and its unit. Names with a number in them (``hessian_eig_<k>`` for the top
 ``k`` Hessian eigenvalues, ``np_seed_layer_<i>`` from the seed tables) are matched by
 :data:`FEATURE_PATTERNS`. :func:`feature_info` looks a name up; the analysis classifies a
-feature with it (:func:`toposig.analysis.stats.feature_family`).
+feature with it (:func:`toposig.analysis.correlations.feature_family`).
 
 Names from elsewhere (a table imported with ``toposig import``) are not in the registry;
 they are classified by the naming convention the package's own names follow

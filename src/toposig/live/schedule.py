@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from toposig.schedule import is_scheduled
+from toposig.checkpoint_steps import is_scheduled
 
 
 def check_step(step: object) -> None:

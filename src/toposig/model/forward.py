@@ -42,6 +42,8 @@ import torch
 import torch.nn.functional as F
 from torch.nn.utils.rnn import pad_sequence
 
+from toposig.model.placement import free_device_memory
+
 logger = logging.getLogger(__name__)
 
 HEAD_CHUNK = 4096  # token rows per output-head call: bounds the logits' memory
@@ -556,11 +558,6 @@ def _batch(head: OutputHead, ids: torch.Tensor, mask: torch.Tensor,
     return layer_means, nll, int(targets.numel())
 
 
-def _empty_cache(device: str | torch.device) -> None:
-    if str(device).startswith("cuda"):
-        torch.cuda.empty_cache()
-
-
 @torch.inference_mode()
 def forward_pass(
     model,
@@ -615,7 +612,7 @@ def forward_pass(
             if len(idx) == 1:
                 raise
             del ids, mask
-            _empty_cache(device)
+            free_device_memory(device)
             half = (len(idx) + 1) // 2
             logger.warning("out of memory with a batch of %d texts: retrying as %d + %d",
                            len(idx), half, len(idx) - half)

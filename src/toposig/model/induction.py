@@ -47,6 +47,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F  # noqa: N812
 
+from toposig.checkpoint_steps import scheduled_steps
 from toposig.files.atomic import atomic_write_bytes, atomic_write_json, read_json
 from toposig.model.task import TaskConfig, check_task_fields, task_check, task_suite
 from toposig.model.training import (
@@ -59,7 +60,6 @@ from toposig.model.training import (
     save_checkpoint,
     write_inputs_file,
 )
-from toposig.schedule import scheduled_steps
 from toposig.sources import corpus
 
 logger = logging.getLogger(__name__)

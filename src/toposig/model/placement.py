@@ -3,11 +3,13 @@
 A :class:`Placement` is made once per run (:meth:`Placement.resolve`) or per in-memory
 model (:meth:`Placement.of_model`) and answers every later question: is it CUDA, in
 which torch dtype are the weights loaded, is the forward pass under bf16 autocast, how
-many texts go into one batch.
+many texts go into one batch, what the device is called, and freeing its cached memory.
+No other module reads a device from its name (:func:`is_cuda_device`).
 """
 
 from __future__ import annotations
 
+import platform
 from dataclasses import dataclass
 
 from toposig.config import AUTOCAST, CPU_BATCH_SIZE
@@ -36,18 +38,18 @@ class Placement:
         Raises:
             ValueError: a CUDA device asked for where there is none.
         """
-        if remote_gpus and (device == "auto" or device.startswith("cuda")):
+        if remote_gpus and (device == "auto" or is_cuda_device(device)):
             device = "cuda"  # each Ray task sees its own GPU as cuda; this driver may have none
         else:
             import torch
 
             if device == "auto":
                 device = "cuda" if torch.cuda.is_available() else "cpu"
-            elif device.startswith("cuda") and not torch.cuda.is_available():
+            elif is_cuda_device(device) and not torch.cuda.is_available():
                 raise ValueError(f"--device {device} asked for, but CUDA is not available "
                                  "here")
         if dtype == "auto":
-            dtype = AUTOCAST if device.startswith("cuda") else "float32"
+            dtype = AUTOCAST if is_cuda_device(device) else "float32"
         return cls(device, dtype)
 
     @classmethod
@@ -69,13 +71,28 @@ class Placement:
                 + ", ".join(sorted(f"{d} {t}" for d, t in places)) + "): measure it on one "
                 "device in one precision")
         device, weights = places.pop()
-        if dtype == AUTOCAST and device.startswith("cuda") and weights == "float32":
+        if dtype == AUTOCAST and is_cuda_device(device) and weights == "float32":
             return cls(device, AUTOCAST)
         return cls(device, weights)
 
     @property
     def is_cuda(self) -> bool:
-        return self.device.startswith("cuda")
+        return is_cuda_device(self.device)
+
+    def description(self) -> str:
+        """The device by name: the GPU's (``NVIDIA H100 80GB HBM3``), or the CPU's."""
+        if self.is_cuda:
+            import torch
+
+            try:
+                return torch.cuda.get_device_name(torch.device(self.device))
+            except (AssertionError, RuntimeError):  # the GPUs are Ray workers' elsewhere
+                return "CUDA device (remote workers)"
+        return f"{platform.processor() or platform.machine()} CPU"
+
+    def free_memory(self) -> None:
+        """Return the device's cached memory (CUDA's caching allocator; nothing on a CPU)."""
+        free_device_memory(self.device)
 
     @property
     def cuda_device(self) -> str | None:
@@ -101,3 +118,16 @@ class Placement:
         if requested != "auto":
             return int(requested)
         return max(n_texts, 1) if self.is_cuda else CPU_BATCH_SIZE
+
+
+def is_cuda_device(device: object) -> bool:
+    """Whether ``device`` (a name such as ``cuda:1``, or a ``torch.device``) is a GPU."""
+    return str(device).startswith("cuda")
+
+
+def free_device_memory(device: object) -> None:
+    """Return CUDA's cached memory on ``device``; nothing on a CPU."""
+    if is_cuda_device(device):
+        import torch
+
+        torch.cuda.empty_cache()

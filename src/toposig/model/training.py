@@ -32,10 +32,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from toposig.checkpoint_steps import scheduled_steps
 from toposig.files.atomic import atomic_write_bytes, atomic_write_json, read_json
 from toposig.files.locks import exclusive
 from toposig.files.names import UnsafeNameError, check_name
-from toposig.schedule import scheduled_steps
 from toposig.sources import corpus
 
 logger = logging.getLogger(__name__)
@@ -333,7 +333,7 @@ def checkpoint_steps(total: int, every: int, kind: str = "pythia") -> list[int]:
     """Steps at which a checkpoint is saved (after that many updates), always incl. 0 and total.
 
     ``pythia``: 0, 1, 2, 4, ... (powers of two below ``every``), then every ``every``.
-    ``regular``: 0, every, 2 every, ... (:func:`toposig.schedule.scheduled_steps`).
+    ``regular``: 0, every, 2 every, ... (:func:`toposig.checkpoint_steps.scheduled_steps`).
     """
     return scheduled_steps(total, every, kind)
 

@@ -1,6 +1,6 @@
 """The statistics of a study, typed: what ``data/statistics.json`` holds, validated on read.
 
-:func:`toposig.analysis.statistics.compute_statistics` makes them from the records;
+:func:`toposig.analysis.compute.compute_statistics` makes them from the records;
 ``toposig analyze`` rounds and writes them; ``toposig.open(folder).statistics``, the
 summary and the figures read them. :meth:`Statistics.from_json` is the one way in: it
 refuses a damaged file's content with a :class:`StatisticsError` that says what is wrong.
@@ -236,7 +236,7 @@ class Statistics(JsonView):
 
     Attributes:
         records_sha256: the digest of the records they were computed from
-            (:func:`toposig.analysis.statistics.records_digest`).
+            (:func:`toposig.analysis.compute.records_digest`).
         settings_hashes: the settings hashes of those records.
         target: the quality measure correlated with.
         target_better: ``lower`` or ``higher`` (``None`` in files older than it).

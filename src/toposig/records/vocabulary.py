@@ -47,7 +47,7 @@ DEFAULT_FAMILIES: tuple[Family, ...] = (Family.EMBEDDING, Family.WEIGHTS)
 
 class FeatureFamily(StrEnum):
     """What a feature measures, the unit of the analysis's controls and tables (the
-    classification of a feature name is :func:`toposig.analysis.stats.feature_family`).
+    classification of a feature name is :func:`toposig.analysis.correlations.feature_family`).
     In table order; a ``str`` like :class:`Family`."""
 
     EMBEDDING_TOPOLOGICAL = "embedding_topological"

@@ -21,7 +21,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure as MplFigure
 
-from toposig.analysis.statistics import ArraysOf
+from toposig.analysis.compute import ArraysOf
 from toposig.report.plots import FIGURES, WEIGHT_FIGURES
 from toposig.report.plots_analysis import ANALYSIS_FIGURES, not_drawn_reason
 from toposig.report.plots_controls import CONTROL_FIGURES

@@ -24,7 +24,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator, NullLocator
 
-from toposig.analysis.stats import (
+from toposig.analysis.correlations import (
     WEIGHT_STATISTICS,
     by_model,
     feature_family,

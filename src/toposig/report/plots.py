@@ -32,9 +32,9 @@ from matplotlib.colors import Normalize, to_rgba
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 
+from toposig.analysis.compute import ArraysOf
 from toposig.analysis.controls import holm
-from toposig.analysis.statistics import ArraysOf
-from toposig.analysis.stats import (
+from toposig.analysis.correlations import (
     by_model,
     feature_family,
     is_topological,

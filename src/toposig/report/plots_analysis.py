@@ -30,8 +30,8 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import FuncFormatter
 
-from toposig.analysis.statistics import ArraysOf, layer_diagrams
-from toposig.analysis.stats import by_model, feature_family
+from toposig.analysis.compute import ArraysOf, layer_diagrams
+from toposig.analysis.correlations import by_model, feature_family
 from toposig.features.homology import betti_curve
 from toposig.records import FeatureFamily
 from toposig.records.rounding import round_floats
@@ -704,7 +704,7 @@ def plot_prediction_comparison(records: list[dict], statistics: dict,
 
 def record_diagrams(arrays: ArraysOf, record: dict) -> dict[int, np.ndarray]:
     """``{q: (m, 2) diagram}`` of the record's analysed layer, from its ``arrays``
-    (:func:`toposig.analysis.statistics.layer_diagrams`); ``{}`` when they cannot be read."""
+    (:func:`toposig.analysis.compute.layer_diagrams`); ``{}`` when they cannot be read."""
     if not record.get("arrays_file"):
         return {}
     try:

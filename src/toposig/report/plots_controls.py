@@ -14,8 +14,8 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 
-from toposig.analysis.statistics import ArraysOf
-from toposig.analysis.stats import by_model
+from toposig.analysis.compute import ArraysOf
+from toposig.analysis.correlations import by_model
 from toposig.report.panels import finite_or_none, no_data, panel_grid, record_series
 from toposig.report.style import Drawn, Figure, figure, registry, subplots
 

@@ -14,7 +14,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 
-from toposig.analysis.statistics import ArraysOf
+from toposig.analysis.compute import ArraysOf
 from toposig.report.panels import finite_or_none, model_styles, no_data, panel_grid
 from toposig.report.style import Drawn, Figure, figure, registry
 

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 import numpy as np
 from matplotlib.lines import Line2D
 
-from toposig.analysis.statistics import ArraysOf
-from toposig.analysis.stats import by_model, feature_family
+from toposig.analysis.compute import ArraysOf
+from toposig.analysis.correlations import by_model, feature_family
 from toposig.report.panels import feature_grid
 from toposig.report.plots_analysis import select_checkpoints
 from toposig.report.style import Drawn, Figure, figure, registry, subplots

@@ -4,8 +4,8 @@ A figure is a :class:`Figure`: a file name, a test of whether it applies to a re
 folder, and a drawing function with one signature,
 ``draw(records, statistics, arrays) -> Figure | SubFigure | None``: the records (one
 dict per model and checkpoint, as the store writes them), the statistics of
-:func:`toposig.analysis.statistics.compute_statistics` and the arrays saved beside the
-records (an :data:`~toposig.analysis.statistics.ArraysOf`: a record -> its arrays;
+:func:`toposig.analysis.compute.compute_statistics` and the arrays saved beside the
+records (an :data:`~toposig.analysis.compute.ArraysOf`: a record -> its arrays;
 ``None`` when the caller has none); it reads nothing else, makes its
 panels with :func:`subplots` and returns the figure holding them, writing nothing.
 :func:`figure` makes one from a drawing function. :meth:`Figure.plot` draws it under
@@ -40,7 +40,7 @@ from matplotlib.figure import Figure as MplFigure
 from matplotlib.figure import SubFigure
 
 if TYPE_CHECKING:
-    from toposig.analysis.statistics import ArraysOf
+    from toposig.analysis.compute import ArraysOf
 
 logger = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """``results/summary.md``: the seed studies' tables, reproduced from this run's data.
 
 :func:`summary_markdown` renders markdown from the statistics written by
-:func:`toposig.analysis.statistics.compute_statistics` and the per-checkpoint records
+:func:`toposig.analysis.compute.compute_statistics` and the per-checkpoint records
 (``data/all_results.json``). Every number printed is a value of ``statistics`` (or, in
 the per-checkpoint trajectory tables, of ``records``), formatted but never recomputed,
 so the markdown can be checked against ``statistics.json`` number by number. A section
@@ -39,8 +39,8 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 
 from toposig.analysis.controls import sign_against_raw
+from toposig.analysis.correlations import by_model, feature_family
 from toposig.analysis.inference import CALIBRATED, UNCALIBRATED
-from toposig.analysis.stats import by_model, feature_family
 from toposig.records import FeatureFamily
 
 DASH = "—"
@@ -1273,7 +1273,7 @@ def summary_markdown(statistics: Mapping, records: Sequence[Mapping]) -> str:
 
     Args:
         statistics: as written to ``data/statistics.json`` by
-            :func:`toposig.analysis.statistics.compute_statistics`; any section may be missing or
+            :func:`toposig.analysis.compute.compute_statistics`; any section may be missing or
             hold only a ``reason``.
         records: the per-checkpoint records (``data/all_results.json``), used for the
             trajectory tables and the architecture columns of table 1.

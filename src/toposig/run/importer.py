@@ -51,7 +51,7 @@ Classify = Callable[[str], FeatureFamily]
 def entry_of(row: ImportedRow, digest: str, classify: Classify,
              quality: dict | None = None) -> dict:
     """The record (and aggregate entry) of one imported row; ``classify`` names each
-    feature's family (the analysis' :func:`toposig.analysis.stats.feature_family`)."""
+    feature's family (the analysis' :func:`toposig.analysis.correlations.feature_family`)."""
     features = dict(row.features)
     families = {name: classify(name) for name in features}
     signatures = [f for f in FAMILIES if any(fam.signature == f for fam in families.values())]

@@ -29,6 +29,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from toposig.files.locks import exclusive
+from toposig.model.placement import Placement
 from toposig.records import (
     SCHEMA_VERSION,
     CheckpointOutput,
@@ -87,17 +88,6 @@ def package_versions() -> dict[str, str | None]:
     return out
 
 
-def device_description(device: str) -> str:
-    if device.startswith("cuda"):
-        import torch
-
-        try:
-            return torch.cuda.get_device_name(torch.device(device))
-        except (AssertionError, RuntimeError):  # the GPUs are Ray workers' elsewhere
-            return "CUDA device (remote workers)"
-    return f"{platform.processor() or platform.machine()} CPU"
-
-
 def run_config(plan: RunPlan, outcome: RunOutcome, started: str,
                previous: Mapping[str, Any] | None = None) -> dict:
     """The results folder's ``config.json``: the study (settings, inputs, models, steps,
@@ -147,7 +137,7 @@ def run_config(plan: RunPlan, outcome: RunOutcome, started: str,
         "n_skipped": outcome.skipped,
         "n_failed": len(outcome.failures),
         "device": plan.device,
-        "device_name": device_description(plan.device),
+        "device_name": plan.placement.description(),
         "dtype": plan.dtype,
         "ph_backend": plan.ph_backend,
         "python": sys.version.split()[0],
@@ -257,7 +247,7 @@ def _execute(plan: RunPlan, held: Study, force: bool, progress: bool,
     def emit(task: Task, family: str, result: CheckpointOutput | BaseException) -> None:
         if not isinstance(result, BaseException):
             series.check(result.record, task.ckpt)  # before anything of it is written
-        _store_result(stores, task.ckpt, finished[task.index], outcome, plan.device, family,
+        _store_result(stores, task.ckpt, finished[task.index], outcome, plan.placement, family,
                       result)
         if isinstance(result, BaseException):
             refresh()
@@ -327,7 +317,7 @@ def _identity(record: dict) -> dict[str, object]:
 
 
 def _store_result(stores: dict[str, ResultStore], ckpt: Checkpoint, finished: dict[str, dict],
-                  outcome: RunOutcome, device: str, family: str,
+                  outcome: RunOutcome, placement: Placement, family: str,
                   result: CheckpointOutput | BaseException) -> None:
     """Write one family's record (or its failure) the moment it is done. A record that
     cannot be written where it belongs (a folder or a link planted there) is a failure of
@@ -344,14 +334,7 @@ def _store_result(stores: dict[str, ResultStore], ckpt: Checkpoint, finished: di
     outcome.failures.append(failure)
     logger.error("%s: %s failed: %s: %s", ckpt.describe(), family,
                  failure["error_type"], failure["error"])
-    _free_device_memory(device)
-
-
-def _free_device_memory(device: str) -> None:
-    if device.startswith("cuda"):
-        import torch
-
-        torch.cuda.empty_cache()
+    placement.free_memory()
 
 
 def summary_lines(plan: RunPlan, outcome: RunOutcome, out_dir: str | Path,

@@ -6,7 +6,7 @@ module reads what it needs from a results root (the layout of :mod:`toposig.run.
 - :func:`load_entries`: the aggregate entries of the finished checkpoints
   (``data/all_results.json``);
 - :func:`arrays_reader`: the arrays saved beside a record (its ``.npz``), for
-  :func:`toposig.analysis.statistics.compute_statistics`'s Wasserstein series and the
+  :func:`toposig.analysis.compute.compute_statistics`'s Wasserstein series and the
   figures of diagrams and loss surfaces;
 - :func:`load_results`: the folder as one tidy table
   (:func:`toposig.analysis.table.results_table`); :func:`export_table` writes it as CSV
@@ -19,7 +19,7 @@ import functools
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from toposig.analysis.statistics import ArraysOf
+from toposig.analysis.compute import ArraysOf
 from toposig.records import Record
 from toposig.run.aggregates import aggregate_path, read_aggregate
 from toposig.run.store import load_arrays
@@ -71,7 +71,7 @@ def arrays_reader(results_dir: str | Path) -> ArraysOf:
     """A record (or its ``weights`` part) -> the arrays saved beside it under
     ``results_dir`` (:func:`toposig.run.store.load_arrays`, which raises
     ``DamagedResultsError`` for a missing or damaged file): the ``arrays`` of
-    :func:`toposig.analysis.statistics.compute_statistics`."""
+    :func:`toposig.analysis.compute.compute_statistics`."""
     return functools.partial(load_arrays, results_dir)
 
 

@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from toposig.analysis import controls, phases, prediction, scaling, stats
+from toposig.analysis import controls, correlations, phases, prediction, scaling
 from toposig.analysis.ensembles import SEED_CONTROLS, ensemble_analysis, first_seeds
 from toposig.analysis.ground_truth import positive_control_analysis
 from toposig.features import homology
@@ -51,12 +51,12 @@ def wasserstein_series(records: list[dict], arrays: ArraysOf) -> dict[str, list[
     """Per model, distances between each checkpoint's diagrams (of its analysed layer)
     and the previous one's; ``arrays`` gives each record's arrays."""
     out: dict[str, list[dict]] = {}
-    for label, recs in stats.by_model(records).items():
+    for label, recs in correlations.by_model(records).items():
         recs = [r for r in recs if r.get("arrays_file")]
         if len(recs) < 2:
             out[label] = []
             continue
-        rows = stats.consecutive_distances([layer_diagrams(arrays(r), r["layer"])
+        rows = correlations.consecutive_distances([layer_diagrams(arrays(r), r["layer"])
                                             for r in recs])
         out[label] = [
             {"step_from": a["step"], "step_to": b["step"], **row}
@@ -126,7 +126,7 @@ def higher_is_better(records: list[dict], target: str) -> bool:
 def model_summaries(records: list[dict]) -> dict[str, dict]:
     """Per model: checkpoints analysed and the final checkpoint's quality and features."""
     out = {}
-    for label, recs in stats.by_model(records).items():
+    for label, recs in correlations.by_model(records).items():
         last = recs[-1]
         out[label] = {
             "model": last["model"],
@@ -147,10 +147,10 @@ def model_summaries(records: list[dict]) -> dict[str, dict]:
 
 
 def feature_families(records: list[dict]) -> dict[str, list[str]]:
-    """Feature names grouped by :func:`stats.feature_family` (only non-empty groups)."""
+    """Feature names grouped by :func:`correlations.feature_family` (only non-empty groups)."""
     out: dict[str, list[str]] = {}
-    for f in stats.feature_names(records):
-        out.setdefault(stats.feature_family(f), []).append(f)
+    for f in correlations.feature_names(records):
+        out.setdefault(correlations.feature_family(f), []).append(f)
     return out
 
 
@@ -160,7 +160,7 @@ def weight_wasserstein_series(records: list[dict], arrays: ArraysOf
     over the matrices both checkpoints have (``weight_h{q}_wasserstein``, L∞ ground);
     ``arrays`` gives the arrays of each record's ``weights`` part."""
     out: dict[str, list[dict]] = {}
-    for label, recs in stats.by_model(records).items():
+    for label, recs in correlations.by_model(records).items():
         recs = [r for r in recs if (r.get("weights") or {}).get("arrays_file")]
         rows = []
         prev = None
@@ -191,7 +191,7 @@ def feature_targets(records: list[dict], features: list[str],
     has = {t: any(r.get(t) is not None for r in records) for t in TARGETS}
     out = {}
     for f in features:
-        prefer = ("loss", "perplexity", "mlm_loss") if stats.prefers_loss(f) else TARGETS
+        prefer = ("loss", "perplexity", "mlm_loss") if correlations.prefers_loss(f) else TARGETS
         chosen = next((t for t in prefer if has[t]), None)
         if chosen is not None:
             out[f] = chosen
@@ -236,12 +236,12 @@ def phase_analysis(records: list[dict]) -> dict[str, dict]:
     cloud's collapse and regrowth beside its scale (:func:`collapse` of each of
     :data:`COLLAPSE_FEATURES` the records have)."""
     out: dict[str, dict] = {}
-    for label, recs in stats.by_model(records).items():
+    for label, recs in correlations.by_model(records).items():
         recs = [r for r in recs if r.get("step") is not None]
         x = [math.log1p(r["step"]) for r in recs]
         fits = {}
         for f in PHASE_FEATURES:
-            y = stats.feature_values(recs, f)
+            y = correlations.feature_values(recs, f)
             if sum(v is not None for v in y) < 6:
                 continue
             try:
@@ -252,15 +252,15 @@ def phase_analysis(records: list[dict]) -> dict[str, dict]:
             fits[f] = {**fit, "breakpoint_steps": phases.breakpoint_steps(fit)}
         model: dict = {"piecewise_log_step": fits}
         dips = {f: d for f in COLLAPSE_FEATURES
-                if (d := collapse([r["step"] for r in recs], stats.feature_values(recs, f)))}
+                if (d := collapse([r["step"] for r in recs], correlations.feature_values(recs, f)))}
         if dips:
             model["collapse"] = dips
-        np_feature = next((f for f in NP_FEATURES
-                           if any(v is not None for v in stats.feature_values(recs, f))), None)
+        np_feature = next((f for f in NP_FEATURES if any(
+            v is not None for v in correlations.feature_values(recs, f))), None)
         if np_feature is not None:
             model["np_rate_of_change"] = {
                 **phases.rate_of_change_phases([r["step"] for r in recs],
-                                               stats.feature_values(recs, np_feature)),
+                                               correlations.feature_values(recs, np_feature)),
                 "feature": np_feature}
         out[label] = model
     return out
@@ -276,7 +276,7 @@ def stability_analysis(records: list[dict]) -> dict[str, dict]:
     resolved changes. Empty when the run had no resamples.
     """
     out: dict[str, dict] = {}
-    for label, recs in stats.by_model(records).items():
+    for label, recs in correlations.by_model(records).items():
         recs = [r for r in recs if r.get("features_resampled")]
         if len(recs) < 2:
             continue
@@ -315,7 +315,7 @@ def quality_loss(record: dict) -> float | None:
 def scaling_analysis(records: list[dict]) -> dict:
     """Power laws of final-checkpoint features and final loss against parameter count,
     when three or more model sizes are present."""
-    groups = stats.by_model(records)
+    groups = correlations.by_model(records)
     finals = {label: recs[-1] for label, recs in groups.items()
               if recs[-1].get("num_parameters")}
     sizes = {label: r["num_parameters"] for label, r in finals.items()}
@@ -340,12 +340,12 @@ PREDICTION_FEATURES = ("np_mean", "weight_h0_total", "h1_total_persistence",
 
 def _prediction_series(records: list[dict]) -> dict[str, dict]:
     series = {}
-    for label, recs in stats.by_model(records).items():
+    for label, recs in correlations.by_model(records).items():
         recs = [r for r in recs if r.get("step") is not None]
         series[label] = {"steps": [r["step"] for r in recs],
                          "loss": [quality_loss(r) for r in recs],
-                         "features": {f: stats.feature_values(recs, f)
-                                      for f in stats.feature_names(recs)}}
+                         "features": {f: correlations.feature_values(recs, f)
+                                      for f in correlations.feature_names(recs)}}
     return series
 
 
@@ -354,7 +354,7 @@ def prediction_analysis(records: list[dict]) -> dict:
     5, with leave-one-model-out ridge regression on early features), from ``np_mean``, else
     the seed's ``np_seed_mean``, else ``h1_total_persistence``."""
     series = _prediction_series(records)
-    names = stats.feature_names(records)
+    names = correlations.feature_names(records)
     feature = next((f for f in ("np_mean", "np_seed_mean", "h1_total_persistence")
                     if f in names), None)
     if feature is None or not series:
@@ -367,7 +367,7 @@ def prediction_by_feature(records: list[dict]) -> dict[str, dict]:
     neural persistence: per fraction, the MAE, models and improvement over loss-only of
     every method (per-model predictions left out)."""
     series = _prediction_series(records)
-    names = set(stats.feature_names(records))
+    names = set(correlations.feature_names(records))
     out = {}
     for f in PREDICTION_FEATURES:
         if f in names and series:
@@ -445,9 +445,9 @@ def compute_statistics(records: Sequence[Mapping], target: str = "auto", seed: i
     families = feature_families(records)
     better = "higher" if higher_is_better(records, target) else "lower"
     has_embedding = any(r.get("arrays_file") for r in records)
-    ensembles = ensemble_analysis(records, stats.feature_names(records),
+    ensembles = ensemble_analysis(records, correlations.feature_names(records),
                                   controls.baselines_of, n_bootstrap=n_bootstrap, seed=seed)
-    positive = positive_control_analysis(records, stats.feature_names(records))
+    positive = positive_control_analysis(records, correlations.feature_names(records))
     return Statistics.from_json(json_tree({
         "records_sha256": records_digest(records),
         "settings_hash": sorted({r.get("settings_hash") for r in records} - {None}),
@@ -455,13 +455,14 @@ def compute_statistics(records: Sequence[Mapping], target: str = "auto", seed: i
         "features": families,
         "target": target,
         "target_better": better,
-        "correlations": stats.correlations_with_target(records, target),
+        "correlations": correlations.correlations_with_target(records, target),
         "correlations_by_target": {
-            t: stats.correlations_with_target(records, t)
+            t: correlations.correlations_with_target(records, t)
             for t in TARGETS if t != target and any(r.get(t) is not None for r in records)
         },
         "controlled": controls.controlled_correlations(
-            controlled_records, feature_targets(records, stats.feature_names(records), target),
+            controlled_records,
+            feature_targets(records, correlations.feature_names(records), target),
             n_resamples=n_bootstrap, seed=seed, n_surrogates=n_surrogates,
             design_runs=design_runs),
         "phases": phase_analysis(records),
