@@ -155,8 +155,8 @@ def test_a_multi_panel_figure_needs_an_axes_with_a_place_in_a_grid():
     ax = user.add_axes((0.1, 0.1, 0.8, 0.8))  # no subplot spec
 
     @figure("two_panels")
-    def two(records, statistics, arrays):
-        fig, _ = subplots(1, 2)
+    def two(records, statistics, arrays, ax=None):
+        fig, _ = subplots(1, 2, target=ax)
         return fig
 
     with pytest.raises(ValueError, match="several panels"):

@@ -148,7 +148,7 @@ def stubbed(figs: dict[str, style.Figure], draw) -> dict[str, style.Figure]:
     return {name: style.Figure(name, draw, f.applies) for name, f in figs.items()}
 
 
-def _stub(records: list[dict], statistics: dict, results_root=None):
+def _stub(records: list[dict], statistics: dict, arrays=None, ax=None):
     from matplotlib.figure import Figure as MplFigure
 
     return MplFigure(figsize=(0.5, 0.5), dpi=10)

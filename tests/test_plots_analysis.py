@@ -125,7 +125,7 @@ def test_every_analysis_figure_is_drawn_for_a_full_run(full_run, tmp_path):
         sorted(f"{n}.png" for n in ALWAYS)  # no layer_heatmaps.png
 
 
-def _stub(records, statistics, arrays=None):
+def _stub(records, statistics, arrays=None, ax=None):
     from matplotlib.figure import Figure as MplFigure
 
     return MplFigure(figsize=(0.5, 0.5), dpi=10)
@@ -136,7 +136,7 @@ def test_plot_all_appends_the_analysis_figures_and_passes_the_arrays(full_run, t
     root, records, statistics = full_run
     seen = []
 
-    def recording(records, statistics, arrays=None):
+    def recording(records, statistics, arrays=None, ax=None):
         seen.append(arrays)
         return _stub(records, statistics)
 

@@ -117,10 +117,10 @@ def test_every_figure_follows_the_one_convention():
 def test_a_figure_draws_under_the_style_and_leaves_global_settings_alone(tmp_path):
     seen = {}
 
-    def draw(records, statistics, arrays):
+    def draw(records, statistics, arrays, ax):
         seen.update(size=plt.rcParams["figure.titlesize"], records=records,
-                    statistics=statistics, arrays=arrays)
-        fig, _ = style.subplots()
+                    statistics=statistics, arrays=arrays, ax=ax)
+        fig, _ = style.subplots(target=ax)
         return fig
 
     fig = style.figure("demo")(draw)
@@ -129,7 +129,7 @@ def test_a_figure_draws_under_the_style_and_leaves_global_settings_alone(tmp_pat
     path = fig(None, None, tmp_path / "demo.png", arrays)
     assert path == tmp_path / "demo.png" and path.is_file()
     assert seen == {"size": style.RC_PARAMS["figure.titlesize"], "records": [],
-                    "statistics": {}, "arrays": arrays}
+                    "statistics": {}, "arrays": arrays, "ax": None}
     assert plt.rcParams["figure.titlesize"] == before
     assert style.applicable(style.registry(fig), [], {}, None) == ["demo"]
     with pytest.raises(ValueError, match="two figures named demo"):

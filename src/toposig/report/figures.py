@@ -37,7 +37,6 @@ from toposig.report.style import (
     applicable,
     canvas,
     current_output,
-    drawing_on,
     figure_output,
     save_figure,
 )
@@ -161,10 +160,10 @@ def plot_compared(fig: Figure, runs: Sequence[RunData], ax: Target | None = None
     if not drawn:
         return None
     sizes = [d.get_size_inches() for _, d in drawn if isinstance(d, MplFigure)]
-    with plt.rc_context(RC_PARAMS), drawing_on(ax):
+    with plt.rc_context(RC_PARAMS):
         width = sum(float(w) for w, _ in sizes)
         height = max(float(h) for _, h in sizes)
-        parent = canvas(figsize=(width, height), layout="constrained")
+        parent = canvas(figsize=(width, height), layout="constrained", target=ax)
         panels = parent.subfigures(1, len(drawn), squeeze=False,
                                    width_ratios=[float(w) for w, _ in sizes])
         for sub, (run, _) in zip(panels.ravel(), drawn, strict=True):

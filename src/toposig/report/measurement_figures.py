@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from toposig.features.homology import betti_curve
-from toposig.report.style import RC_PARAMS, Drawn, Target, drawing_on, subplots
+from toposig.report.style import RC_PARAMS, Drawn, Target, subplots
 
 KINDS = ("diagrams", "betti", "layers")
 LAYER_PANELS = (("h1_total_persistence", "H1 total persistence"),
@@ -32,8 +32,8 @@ def plot_diagrams(diagrams: Sequence[np.ndarray], title: str = "",
 
     if not diagrams or not any(len(d) for d in diagrams):
         raise ValueError("no persistence diagram to draw (was the embedding measured?)")
-    with plt.rc_context(RC_PARAMS), drawing_on(ax):
-        fig, axes = subplots(figsize=(5.0, 4.6), layout="constrained")
+    with plt.rc_context(RC_PARAMS):
+        fig, axes = subplots(figsize=(5.0, 4.6), layout="constrained", target=ax)
         persim_plot([np.asarray(d, dtype=np.float64) for d in diagrams], ax=axes,
                     title=title or None, show=False)
     return fig
@@ -48,8 +48,8 @@ def plot_betti(diagrams: Sequence[np.ndarray], title: str = "",
     if top <= 0:
         raise ValueError("no persistence diagram with a finite bar to draw")
     grid = np.linspace(0.0, top * 1.05, BETTI_POINTS)
-    with plt.rc_context(RC_PARAMS), drawing_on(ax):
-        fig, axes = subplots(figsize=(6.0, 4.0), layout="constrained")
+    with plt.rc_context(RC_PARAMS):
+        fig, axes = subplots(figsize=(6.0, 4.0), layout="constrained", target=ax)
         for q, diagram in enumerate(diagrams):
             axes.step(grid, betti_curve(diagram, grid), where="post", label=f"β{q}")
         axes.set_xlabel("scale (distance)")
@@ -69,9 +69,9 @@ def plot_layers(layer_features: Mapping[int, Mapping[str, float]],
     layers = sorted(layer_features)
     if not layers:
         raise ValueError("no per-layer features: measure with layers='all' (or a list)")
-    with plt.rc_context(RC_PARAMS), drawing_on(ax):
+    with plt.rc_context(RC_PARAMS):
         fig, axes = subplots(1, len(LAYER_PANELS), figsize=(9.0, 3.8), layout="constrained",
-                             squeeze=False)
+                             squeeze=False, target=ax)
         for panel, (key, name) in zip(axes[0], LAYER_PANELS, strict=True):
             values = [layer_features[i].get(key) for i in layers]
             panel.plot(layers, [np.nan if v is None else v for v in values], "o-")

@@ -32,7 +32,7 @@ from toposig.analysis.correlations import (
 from toposig.features.homology import FEATURE_NAMES
 from toposig.features.spectral import SPECTRAL_NAMES
 from toposig.records import FeatureFamily
-from toposig.report.style import Drawn, subplots
+from toposig.report.style import Drawn, Target, subplots
 
 GRID_FIGSIZE = (12.0, 8.0)
 SYMLOG_MIN_DECADES_RATIO = 100.0
@@ -379,12 +379,13 @@ def feature_panel(ax: Axes, groups: dict[str, list[dict]], styles: dict[str, Sty
                 extra_handles=[bootstrap_band_handle()] if band else [])
 
 
-def panel_grid(n_panels: int, ncols: int, figsize: tuple[float, float] = GRID_FIGSIZE
-          ) -> tuple[MplFigure, list[Axes]]:
-    """A constrained-layout grid; panels beyond ``n_panels`` are hidden."""
+def panel_grid(n_panels: int, ncols: int, figsize: tuple[float, float] = GRID_FIGSIZE,
+               *, target: Target | None = None) -> tuple[MplFigure, list[Axes]]:
+    """A constrained-layout grid, on ``target`` when given (see
+    :func:`toposig.report.style.subplots`); panels beyond ``n_panels`` are hidden."""
     nrows = math.ceil(n_panels / ncols)
     fig, axes = subplots(nrows, ncols, figsize=figsize, layout="constrained",
-                             squeeze=False)
+                         squeeze=False, target=target)
     flat = list(axes.ravel())
     for ax in flat[n_panels:]:
         ax.set_visible(False)
@@ -392,13 +393,14 @@ def panel_grid(n_panels: int, ncols: int, figsize: tuple[float, float] = GRID_FI
 
 
 def feature_grid(records: Sequence[dict], keys: Sequence[str], suptitle: str,
-                 ncols: int = 3, note: str = "") -> Drawn:
-    """One panel per feature vs step; ``note`` fills the first spare grid cell, if any."""
+                 ncols: int = 3, note: str = "", *, target: Target | None = None) -> Drawn:
+    """One panel per feature vs step, on ``target`` when given; ``note`` fills the first
+    spare grid cell, if any."""
     groups = by_model(records)
     styles = model_styles(groups)
     steps = all_steps(records)
     n_cells = len(keys) + (1 if note and len(keys) % ncols else 0)
-    fig, axes = panel_grid(n_cells, ncols)
+    fig, axes = panel_grid(n_cells, ncols, target=target)
     for ax, key in zip(axes, keys, strict=False):
         feature_panel(ax, groups, styles, key, steps, model_legend=False)
     model_legend(fig, styles)

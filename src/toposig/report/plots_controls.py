@@ -17,7 +17,7 @@ from matplotlib.lines import Line2D
 from toposig.analysis.compute import ArraysOf
 from toposig.analysis.correlations import by_model
 from toposig.report.panels import finite_or_none, no_data, panel_grid, record_series
-from toposig.report.style import Drawn, Figure, figure, registry, subplots
+from toposig.report.style import Drawn, Figure, Target, figure, registry, subplots
 
 MAX_FEATURES = 24  # rows of the alignment panel: the references, then the best placed
 CURVES = 4  # panels of feature curves: the best placed features but the references
@@ -142,7 +142,8 @@ def _curves_panel(ax: Axes, records: Sequence[dict], section: Mapping, feature: 
 
 @figure("positive_control", has_positive_controls)
 def plot_positive_control(records: list[dict], statistics: dict,
-                          arrays: ArraysOf | None = None) -> Drawn | None:
+                          arrays: ArraysOf | None = None,
+                          ax: Target | None = None) -> Drawn | None:
     """A positive control: the ground-truth signal of every run across training with its
     events; for the signal itself, the held-out loss and the features whose change-points
     fall nearest the first event most often, each run's distance from it in checkpoints;
@@ -154,10 +155,10 @@ def plot_positive_control(records: list[dict], statistics: dict,
     best = ([f for f in _ranked(section, events[0]) if f not in references][:CURVES]
             if events and section.get("alignment") else [])
     if not best:
-        fig, (left, right) = panel_grid(2, 2, figsize=(14.0, 6.5))
+        fig, (left, right) = panel_grid(2, 2, figsize=(14.0, 6.5), target=ax)
     else:
         fig, axes = subplots(2, CURVES, figsize=(16.0, 10.0), layout="constrained",
-                             squeeze=False, height_ratios=[1.6, 1.0])
+                             squeeze=False, height_ratios=[1.6, 1.0], target=ax)
         grid = axes[0, 0].get_gridspec()
         for ax in axes[0]:
             ax.remove()

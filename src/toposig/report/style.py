@@ -2,15 +2,15 @@
 
 A figure is a :class:`Figure`: a file name, a test of whether it applies to a results
 folder, and a drawing function with one signature,
-``draw(records, statistics, arrays) -> Figure | SubFigure | None``: the records (one
+``draw(records, statistics, arrays, ax) -> Figure | SubFigure | None``: the records (one
 dict per model and checkpoint, as the store writes them), the statistics of
-:func:`toposig.analysis.compute.compute_statistics` and the arrays saved beside the
+:func:`toposig.analysis.compute.compute_statistics`, the arrays saved beside the
 records (an :data:`~toposig.analysis.compute.ArraysOf`: a record -> its arrays;
-``None`` when the caller has none); it reads nothing else, makes its
-panels with :func:`subplots` and returns the figure holding them, writing nothing.
-:func:`figure` makes one from a drawing function. :meth:`Figure.plot` draws it under
-:data:`RC_PARAMS` (without touching global rcParams) on a new figure or on the caller's
-Axes, Figure or SubFigure (:func:`drawing_on`); :meth:`Figure.save` draws it and writes
+``None`` when the caller has none) and where to draw (``ax``: the caller's Axes, Figure
+or SubFigure, or ``None`` for a new figure); it reads nothing else, makes its panels
+with :func:`subplots` (``target=ax``) and returns the figure holding them, writing
+nothing. :func:`figure` makes one from a drawing function. :meth:`Figure.plot` draws it
+under :data:`RC_PARAMS` (without touching global rcParams); :meth:`Figure.save` draws it and writes
 the file, the one place a figure is written. Each figure module lists its figures in a
 :func:`registry`, and :func:`toposig.report.figures.plot_all` saves, in registry order,
 those that apply.
@@ -45,41 +45,37 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-def subplots(nrows: int = 1, ncols: int = 1, **kwargs):
+def subplots(nrows: int = 1, ncols: int = 1, *, target: Target | None = None, **kwargs):
     """``(figure, axes)`` as :func:`matplotlib.pyplot.subplots` returns them, but the
     figure is not pyplot's: it belongs to no backend or window, so drawing a report figure
     never changes (or opens anything in) the backend a notebook or script uses, and
     saving picks the writer for the format (Agg for PNG). Figure keywords (``figsize``,
     ``layout``, ...) go to the figure, the rest to :meth:`~matplotlib.figure.Figure.subplots`.
 
-    Inside :func:`drawing_on` the panels go where the caller asked instead: into the given
-    Axes (one panel), into a sub-figure in that Axes' place (several panels, or one panel
-    whose drawing adds figure-level legends or colour bars: ``figure_artists=True``, so
-    they stay in that place and off the caller's other Axes), or into the given Figure or
-    SubFigure; the figure keywords are then the caller's business and
-    ignored. The figure returned is the one that holds the panels (a SubFigure in the
-    second case), on which titles, legends and colour bars go.
+    Given a ``target`` (the caller's, from a drawing's ``ax``) the panels go there instead:
+    into the given Axes (one panel), into a sub-figure in that Axes' place (several
+    panels, or one panel whose drawing adds figure-level legends or colour bars:
+    ``figure_artists=True``, so they stay in that place and off the caller's other Axes),
+    or into the given Figure or SubFigure; the figure keywords are then the caller's
+    business and ignored. The figure returned is the one that holds the panels (a
+    SubFigure in the second case), on which titles, legends and colour bars go.
     """
     fig_keys = {"figsize", "dpi", "layout", "facecolor", "edgecolor", "frameon"}
     figure_artists = kwargs.pop("figure_artists", False)
     grid_kwargs = {k: v for k, v in kwargs.items() if k not in fig_keys}
-    target = _TARGET.get()
     if isinstance(target, Axes) and nrows * ncols == 1 and not figure_artists:
-        _TARGET.set(None)  # one figure per drawing: a second call gets a figure of its own
         return target.get_figure(), (target if grid_kwargs.get("squeeze", True)
                                      else np.array([[target]], dtype=object))
-    fig = canvas(**{k: v for k, v in kwargs.items() if k in fig_keys})
+    fig = canvas(target=target, **{k: v for k, v in kwargs.items() if k in fig_keys})
     return fig, fig.subplots(nrows, ncols, **grid_kwargs)
 
 
-def canvas(**figure_kwargs) -> MplFigure | SubFigure:
-    """A new figure (``figure_kwargs`` go to :class:`matplotlib.figure.Figure`), or inside
-    :func:`drawing_on` the caller's target: its Figure or SubFigure, or for an Axes a
-    sub-figure in that Axes' place in its grid (the Axes is removed)."""
-    target = _TARGET.get()
+def canvas(*, target: Target | None = None, **figure_kwargs) -> MplFigure | SubFigure:
+    """A new figure (``figure_kwargs`` go to :class:`matplotlib.figure.Figure`), or the
+    caller's ``target``: its Figure or SubFigure, or for an Axes a sub-figure in that
+    Axes' place in its grid (the Axes is removed)."""
     if target is None:
         return MplFigure(**figure_kwargs)
-    _TARGET.set(None)  # one figure per drawing: a second call gets a figure of its own
     if not isinstance(target, Axes):
         return target
     spec = target.get_subplotspec()
@@ -92,18 +88,6 @@ def canvas(**figure_kwargs) -> MplFigure | SubFigure:
 
 
 Target = Axes | MplFigure | SubFigure
-_TARGET: ContextVar[Target | None] = ContextVar("figure_target", default=None)
-
-
-@contextlib.contextmanager
-def drawing_on(target: Target | None) -> Iterator[None]:
-    """Make the next :func:`subplots` call inside the block draw on ``target`` (an Axes, a
-    Figure or a SubFigure; ``None``: a new figure of its own)."""
-    token = _TARGET.set(target)
-    try:
-        yield
-    finally:
-        _TARGET.reset(token)
 
 
 DPI = 130
@@ -126,7 +110,8 @@ VECTOR_RC: Any = {"pdf.fonttype": 42, "svg.fonttype": "none", "svg.hashsalt": "t
 NO_DATES = {"pdf": {"CreationDate": None}, "svg": {"Date": None}}
 
 Drawn = MplFigure | SubFigure
-Draw = Callable[[Sequence[Mapping], Mapping, "ArraysOf | None"], "Drawn | None"]
+Draw = Callable[[Sequence[Mapping], Mapping, "ArraysOf | None", "Target | None"],
+                "Drawn | None"]
 Applies = Callable[[Sequence[Mapping], Mapping, "ArraysOf | None"], bool]
 
 
@@ -176,8 +161,8 @@ class Figure:
         Returns:
             The Figure or SubFigure holding the panels.
         """
-        with plt.rc_context(RC_PARAMS), drawing_on(ax):
-            return self.draw(list(records or []), statistics or {}, arrays)
+        with plt.rc_context(RC_PARAMS):
+            return self.draw(list(records or []), statistics or {}, arrays, ax)
 
     def save(self, records: Sequence[Mapping] | None, statistics: Mapping | None,
              path: str | Path, arrays: ArraysOf | None = None) -> Path | None:
