@@ -6,9 +6,10 @@ summary and the figures read them. :meth:`Statistics.from_json` is the one way i
 refuses a damaged file's content with a :class:`StatisticsError` that says what is wrong.
 
 Typed here: which records and settings they come from, the target, the per-model summary
-(:class:`ModelSummary`), the features by family, and the correlations with the target
-(:class:`Correlations` of :class:`Correlation`). The other sections (``controlled``,
-``phases``, ``stability``, ``scaling``, ``prediction``, ``prediction_by_feature``,
+(:class:`ModelSummary`), the features by family, the correlations with the target
+(:class:`Correlations` of :class:`Correlation`), and the sections of
+:mod:`toposig.records.sections` (``stability``, ``scaling``). The other sections
+(``controlled``, ``phases``, ``prediction``, ``prediction_by_feature``,
 ``wasserstein``, ``weight_wasserstein``, ``ensembles`` (a study with seed ensembles only),
 ``positive_controls`` (a study whose checkpoints state a ground truth only),
 ``notes``) are read-only mappings of their JSON,
@@ -26,10 +27,11 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from toposig.records.sections import Scaling, SectionError, Stability
 from toposig.records.vocabulary import FeatureFamily, JsonView, is_number
 
 __all__ = ["StatisticsError", "Correlation", "Correlations", "ModelSummary", "Statistics",
-           "SECTIONS", "statistics_problem"]
+           "SECTIONS", "statistics_problem", "scaling_of", "stability_of"]
 
 
 SECTIONS = ("controlled", "phases", "stability", "scaling", "prediction",
@@ -221,6 +223,13 @@ def statistics_problem(obj: object) -> str | None:
     damaged = [k for k in SECTIONS if k in obj and not isinstance(obj[k], dict)]
     if damaged:
         return f"have sections {', '.join(damaged)} that are not objects"
+    for parse in (Stability, Scaling):
+        name = parse.__name__.lower()
+        if name in obj:
+            try:
+                parse.from_json(obj[name])
+            except SectionError as exc:
+                return f"have a {name} section that does not read: {exc}"
     hashes = obj.get("settings_hash", [])
     if not isinstance(hashes, list) or not all(isinstance(h, str) for h in hashes):
         return "have a settings_hash that is not a list of hashes"
@@ -245,6 +254,10 @@ class Statistics(JsonView):
         correlations: every feature's correlation with ``target``.
         correlations_by_target: the same with the other quality measures the records
             hold, by measure.
+        stability: the ``stability`` section (:class:`~toposig.records.sections.Stability`;
+            empty without bootstrap resamples).
+        scaling: the ``scaling`` section (:class:`~toposig.records.sections.Scaling`), or
+            ``None`` when the statistics have none.
         sections: the other sections (:data:`SECTIONS`) as mappings of their JSON.
     """
 
@@ -256,6 +269,8 @@ class Statistics(JsonView):
     target_better: str | None = None
     records_sha256: str | None = None
     settings_hashes: tuple[str, ...] = ()
+    stability: Stability = field(default_factory=Stability)
+    scaling: Scaling | None = None
     sections: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     json: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
@@ -291,6 +306,8 @@ class Statistics(JsonView):
             target_better=data.get("target_better"),
             records_sha256=data.get("records_sha256"),
             settings_hashes=tuple(data.get("settings_hash", ())),
+            stability=Stability.from_json(data.get("stability", {})),
+            scaling=Scaling.from_json(data["scaling"]) if "scaling" in data else None,
             sections=MappingProxyType({k: MappingProxyType(data[k]) for k in SECTIONS
                                        if k in data}),
             json=MappingProxyType(data),
@@ -317,3 +334,27 @@ class Statistics(JsonView):
                 if strongest else "")
         return (f"Statistics({len(self.models)} model(s), {n_features} features against "
                 f"{self.target}{best})")
+
+
+def stability_of(statistics: Statistics | Mapping[str, Any]) -> Stability | None:
+    """The ``stability`` section of ``statistics`` (typed, or the JSON of statistics,
+    whole or partial), typed; ``None`` when they have none.
+
+    Raises:
+        SectionError: the section is damaged.
+    """
+    if isinstance(statistics, Statistics):
+        return statistics.stability if "stability" in statistics.sections else None
+    return Stability.from_json(statistics["stability"]) if "stability" in statistics else None
+
+
+def scaling_of(statistics: Statistics | Mapping[str, Any]) -> Scaling | None:
+    """The ``scaling`` section of ``statistics`` (as :func:`stability_of`), typed;
+    ``None`` when they have none.
+
+    Raises:
+        SectionError: the section is damaged.
+    """
+    if isinstance(statistics, Statistics):
+        return statistics.scaling
+    return Scaling.from_json(statistics["scaling"]) if "scaling" in statistics else None

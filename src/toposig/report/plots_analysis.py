@@ -35,6 +35,8 @@ from toposig.analysis.correlations import by_model, feature_family
 from toposig.features.homology import betti_curve
 from toposig.records import FeatureFamily
 from toposig.records.rounding import round_floats
+from toposig.records.sections import PowerLawFit
+from toposig.records.statistics import scaling_of
 from toposig.report.panels import (
     FEATURE_LABELS,
     SIGNIFICANCE,
@@ -503,8 +505,8 @@ def _p_text(p: float | None) -> str:
     return "n/a" if p is None else f"{p:.2g}"
 
 
-def _scaling_panel(ax: Axes, name: str, fit: dict, groups: dict[str, list[dict]],
-                   sizes: dict, styles: dict[str, Style]) -> None:
+def _scaling_panel(ax: Axes, name: str, fit: PowerLawFit, groups: dict[str, list[dict]],
+                   sizes: Mapping[str, float | None], styles: dict[str, Style]) -> None:
     pts = []
     for label, recs in groups.items():
         n = finite_or_none(sizes.get(label)) or _num_parameters(recs)
@@ -516,16 +518,16 @@ def _scaling_panel(ax: Axes, name: str, fit: dict, groups: dict[str, list[dict]]
         ylabel = f"final {ylabel}"
     ax.set_xlabel("parameters N (log scale)")
     ax.grid(True, which="both", alpha=0.25)
-    a, b, c = (finite_or_none(fit.get(k)) for k in ("a", "b", "c"))
+    a, b, c = finite_or_none(fit.a), finite_or_none(fit.b), finite_or_none(fit.c)
     if a is not None and b is not None:
-        r2, rho = finite_or_none(fit.get("r2")), finite_or_none(fit.get("spearman_r"))
+        r2, rho = finite_or_none(fit.r2), finite_or_none(fit.spearman_r)
         form = f"a·N^b + c, a = {a:.3g}, c = {c:.3g}" if c else f"a·N^b, a = {a:.3g}"
         note = (f"b = {b:+.3f} ({form}), R² = {'n/a' if r2 is None else f'{r2:.3f}'}\n"
                 f"Spearman ρ = {'n/a' if rho is None else f'{rho:+.2f}'}, "
-                f"p = {_p_text(finite_or_none(fit.get('spearman_p')))} "
-                f"(n = {fit.get('n', len(pts))})")
+                f"p = {_p_text(finite_or_none(fit.spearman_p))} "
+                f"(n = {len(pts) if fit.n is None else fit.n})")
     else:
-        note = f"no fit: {fit.get('reason', 'undefined')}"
+        note = f"no fit: {fit.reason or 'undefined'}"
     ax.set_title(f"{title}\n{note}", fontsize=9.5)
     if not pts:
         ax.set_ylabel(ylabel)
@@ -561,23 +563,23 @@ def plot_scaling_relationships(records: list[dict], statistics: dict,
                                ax: Target | None = None) -> Drawn | None:
     """Final loss and up to five final-checkpoint features against parameter count
     (log–log), one point per model, with the power law a·N^b (+ c) of
-    ``statistics["scaling"]["fits"]``, its exponent, R² and Spearman ρ."""
-    scaling = statistics.get("scaling") or {}
-    fits = scaling.get("fits") or {}
+    the statistics' :class:`~toposig.records.sections.Scaling` fits, its exponent, R² and
+    Spearman ρ."""
+    scaling = scaling_of(statistics)
     title = "Scaling of final-checkpoint values with model size"
-    if scaling.get("reason") or not fits:
-        return _empty_figure(title, f"no scaling fits: "
-                             f"{scaling.get('reason', 'no scaling section in the statistics')}",
-                             target=ax)
-    features = [f for f in fits if f not in ("final_loss", "final_perplexity")
-                and isinstance(fits[f], dict)]
-    features.sort(key=lambda f: finite_or_none(fits[f].get("b")) is None)  # fitted first
+    if scaling is None or scaling.reason or not scaling.fits:
+        why = ("no scaling section in the statistics" if scaling is None
+               else scaling.reason or "no scaling section in the statistics")
+        return _empty_figure(title, f"no scaling fits: {why}", target=ax)
+    fits = scaling.fits
+    features = [f for f in fits if f not in ("final_loss", "final_perplexity")]
+    features.sort(key=lambda f: finite_or_none(fits[f].b) is None)  # fitted first
     names = ([*(["final_loss"] if "final_loss" in fits else []),
               *features[:MAX_SCALING_FEATURES]])
     groups = by_model(records)
-    labels = list(dict.fromkeys([*groups, *(scaling.get("num_parameters") or {})]))
+    labels = list(dict.fromkeys([*groups, *scaling.num_parameters]))
     styles = model_styles(labels)
-    sizes = scaling.get("num_parameters") or {}
+    sizes = scaling.num_parameters
     ncols = min(3, len(names))
     fig, axes = panel_grid(len(names), ncols, figsize=(4.4 * ncols + 0.6,
                                                   4.1 * math.ceil(len(names) / ncols) + 1.0),

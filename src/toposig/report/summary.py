@@ -42,6 +42,7 @@ from toposig.analysis.controls import sign_against_raw
 from toposig.analysis.correlations import by_model, feature_family
 from toposig.analysis.inference import CALIBRATED, UNCALIBRATED
 from toposig.records import FeatureFamily
+from toposig.records.statistics import scaling_of, stability_of
 
 DASH = "—"
 
@@ -565,20 +566,21 @@ def _phases(statistics: dict, records: list[dict]) -> list[str]:
     return out + ([""] + collapse_rows if collapse_rows else [])
 
 
-def _scaling(statistics: dict, records: list[dict]) -> list[str]:
-    sc = _section(statistics, "scaling")
-    fits = sc.get("fits") or {}
-    if not fits:
+def _scaling(statistics: Mapping, records: list[dict]) -> list[str]:
+    sc = scaling_of(statistics)
+    if sc is None:
+        raise _Absent("the statistics have no `scaling` section")
+    if sc.reason:
+        raise _Absent(f"`scaling` was not computed: {sc.reason}")
+    if not sc.fits:
         raise _Absent("the scaling section holds no fit")
-    sizes = sc.get("num_parameters") or {}
     headers = ["Feature", "Exponent b", "R²", "Spearman ρ", "p", "n", "Model", "Note"]
-    rows = [[_code(f), fmt_rho(fit.get("b")), fmt_r2(fit.get("r2")),
-             fmt_rho(fit.get("spearman_r")), fmt_p(fit.get("spearman_p")),
-             fmt_count(fit.get("n")), fit.get("model") or DASH,
-             fit.get("reason") or fit.get("note") or ""] for f, fit in fits.items()]
-    size_text = ", ".join(f"{m} {fmt_params(n)}" for m, n in sizes.items())
+    rows = [[_code(f), fmt_rho(fit.b), fmt_r2(fit.r2), fmt_rho(fit.spearman_r),
+             fmt_p(fit.spearman_p), fmt_count(fit.n), fit.model or DASH,
+             fit.reason or fit.note or ""] for f, fit in sc.fits.items()]
+    size_text = ", ".join(f"{m} {fmt_params(n)}" for m, n in sc.num_parameters.items())
     caption = (f"Power law f(N) = a·N^b of each feature's final-checkpoint value against "
-               f"parameter count N ({_count(len(sizes) or sc.get('n_models', 0), 'model')}"
+               f"parameter count N ({_count(len(sc.num_parameters) or sc.n_models or 0, 'model')}"
                + (f": {size_text}" if size_text else "")
                + "); b and R² from the log-log least-squares fit (R² in the original "
                "space); Spearman ρ of value vs N with two-sided p (exact permutation for n ≤ 8).")
@@ -776,22 +778,22 @@ STABILITY_FEATURES = ("h0_total_persistence", "h1_total_persistence",
                       "h1_total_persistence_scaled")
 
 
-def _stability(statistics: dict, records: list[dict]) -> list[str]:
-    section = statistics.get("stability")
-    if not section:
+def _stability(statistics: Mapping, records: list[dict]) -> list[str]:
+    section = stability_of(statistics)
+    if section is None or not section.per_model:
         raise _Absent("the run had no bootstrap resamples of the texts (--resamples B)")
     headers = ["Feature", "Model", "Median bootstrap s.e.", "Median |change|",
                "Change / s.e.", "Resolved changes", "Range / s.e.", "Pairs"]
     rows = []
     for f in STABILITY_FEATURES:
-        for model, table in section.items():
+        for model, table in section.per_model.items():
             e = table.get(f)
-            if not e:
+            if e is None:
                 continue
-            rows.append([_code(f), model, fmt_value(e.get("median_se")),
-                         fmt_value(e.get("median_abs_change")), fmt_value(e.get("change_to_se")),
-                         fmt_percent(e.get("resolved_share")), fmt_value(e.get("range_to_se")),
-                         fmt_count(e.get("n_pairs"))])
+            rows.append([_code(f), model, fmt_value(e.median_se),
+                         fmt_value(e.median_abs_change), fmt_value(e.change_to_se),
+                         fmt_percent(e.resolved_share), fmt_value(e.range_to_se),
+                         fmt_count(e.n_pairs)])
     if not rows:
         raise _Absent("no PH feature carries a bootstrap spread")
     caption = ("Bootstrap over texts: each checkpoint's PH features recomputed on resamples of "

@@ -1,0 +1,59 @@
+"""Typed sections of statistics.json (toposig.records.sections): read by attribute,
+damaged ones refused with a message naming what is wrong."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from toposig.records import Statistics, StatisticsError
+from toposig.records.sections import Scaling, SectionError, Stability
+from toposig.records.statistics import scaling_of, stability_of
+from toposig.report.summary import summary_markdown
+
+RESULTS = Path(__file__).resolve().parents[1] / "results"
+
+
+def committed() -> dict:
+    return json.loads((RESULTS / "data" / "statistics.json").read_text(encoding="utf-8"))
+
+
+def test_the_committed_sections_read_by_attribute():
+    raw = committed()
+    st = Statistics.from_json(raw)
+    assert st.scaling is not None and st.scaling.n_models == 3
+    fit = st.scaling.fits["final_loss"]
+    assert fit.b == raw["scaling"]["fits"]["final_loss"]["b"] and fit.model == "a*N^b"
+    assert st.scaling.num_parameters == raw["scaling"]["num_parameters"]
+    model, table = next(iter(raw["stability"].items()))
+    row = st.stability.per_model[model]["h1_total_persistence"]
+    assert row.n_pairs == table["h1_total_persistence"]["n_pairs"]
+    assert row.resolved_share == table["h1_total_persistence"]["resolved_share"]
+    assert scaling_of(raw) == st.scaling and stability_of(raw) == st.stability
+    assert scaling_of({}) is None and stability_of({}) is None
+
+
+@pytest.mark.parametrize(("section", "damage", "message"), [
+    ("scaling", {"fits": {"rankme": {"b": "steep"}}}, "b is 'steep', not a number"),
+    ("scaling", {"fits": {"rankme": {"n": -1}}}, "n is -1, not a count"),
+    ("scaling", {"fits": ["rankme"]}, "scaling fits is list, not an object"),
+    ("stability", {"m": {"rankme": {"n_pairs": 1.5}}}, "n_pairs is 1.5, not a count"),
+    ("stability", {"m": ["rankme"]}, "stability of m is list"),
+])
+def test_a_damaged_section_is_refused_and_named(section, damage, message):
+    raw = committed() | {section: damage}
+    with pytest.raises(StatisticsError, match=f"{section} section .*{message}"):
+        Statistics.from_json(raw)
+    parse = {"scaling": Scaling, "stability": Stability}[section]
+    with pytest.raises(SectionError, match=message):
+        parse.from_json(damage)
+
+
+def test_the_summary_notes_a_damaged_section_and_draws_the_rest():
+    raw = committed() | {"scaling": {"fits": {"rankme": {"b": "steep"}}}}
+    md = summary_markdown(raw, [])
+    assert "its statistics are malformed (SectionError: scaling fit of rankme: b is " \
+           "'steep', not a number)" in md
+    assert "Median bootstrap s.e." in md  # the stability table is still there
