@@ -12,6 +12,7 @@ import pytest
 
 from toposig.analysis import phases
 from toposig.analysis.compute import compute_statistics
+from toposig.records.sections import PiecewiseFit
 from toposig.report import figures, plots, style
 from toposig.report import plots_analysis as pa
 from toposig.run.results_folder import arrays_reader
@@ -243,10 +244,11 @@ def test_piecewise_line_reproduces_the_fitted_values():
     x = np.log1p(np.array([0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000.0]))
     y = np.where(x < 2, 1.0, np.where(x < 4.5, 1 + 2 * (x - 2), 6 - 0.5 * (x - 4.5)))
     y = y + rng.normal(0, 0.05, x.size)
-    fit = phases.piecewise_linear_fit(x, y)
+    fitted = phases.piecewise_linear_fit(x, y)
+    fit = PiecewiseFit.from_json(fitted)  # as the figure reads it from the statistics
     line = pa.piecewise_line(fit, x)
-    assert float(np.sum((y - line) ** 2)) == pytest.approx(fit["sse"], rel=1e-9, abs=1e-12)
-    b1, b2 = fit["breakpoints"]
+    assert float(np.sum((y - line) ** 2)) == pytest.approx(fitted["sse"], rel=1e-9, abs=1e-12)
+    b1, b2 = fitted["breakpoints"]
     for b in (b1, b2):  # continuous at the breakpoints
         assert pa.piecewise_line(fit, [b - 1e-9])[0] == pytest.approx(
             pa.piecewise_line(fit, [b + 1e-9])[0], abs=1e-6)

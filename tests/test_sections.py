@@ -57,3 +57,18 @@ def test_the_summary_notes_a_damaged_section_and_draws_the_rest():
     assert "its statistics are malformed (SectionError: scaling fit of rankme: b is " \
            "'steep', not a number)" in md
     assert "Median bootstrap s.e." in md  # the stability table is still there
+
+
+def test_the_phases_read_by_attribute_and_a_damaged_fit_is_named():
+    raw = committed()
+    st = Statistics.from_json(raw)
+    model, held = next(iter(raw["phases"].items()))
+    fit = st.phases.per_model[model].piecewise["h1_total_persistence"]
+    assert fit.breakpoints == tuple(held["piecewise_log_step"]["h1_total_persistence"][
+        "breakpoints"]) and fit.usable
+    roc = st.phases.per_model[model].np_rate_of_change
+    assert roc is not None and roc.peak_step == held["np_rate_of_change"]["peak_step"]
+    assert len(roc.changes) == len(held["np_rate_of_change"]["changes"])
+    damaged = raw | {"phases": {model: {"piecewise_log_step": {"rankme": {"slopes": "up"}}}}}
+    with pytest.raises(StatisticsError, match="phases of .* fit of rankme: slopes is 'up'"):
+        Statistics.from_json(damaged)

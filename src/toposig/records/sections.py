@@ -4,9 +4,11 @@ Each section's class is built with ``from_json`` from the section's JSON (as
 :func:`toposig.analysis.compute.compute_statistics` writes it), which refuses a damaged
 section with a :class:`SectionError` naming what is wrong; the summary turns that into a
 note, so one damaged section never hides the others. Typed so far: ``stability``
-(:class:`Stability`, per model and feature a :class:`FeatureStability`) and ``scaling``
-(:class:`Scaling` of :class:`PowerLawFit`). The other sections are still read as
-mappings of their JSON (:attr:`toposig.records.statistics.Statistics.sections`).
+(:class:`Stability`, per model and feature a :class:`FeatureStability`), ``scaling``
+(:class:`Scaling` of :class:`PowerLawFit`) and ``phases`` (:class:`Phases`, per model a
+:class:`ModelPhases`: :class:`PiecewiseFit`, :class:`Collapse`, :class:`RateOfChange`).
+The other sections are still read as mappings of their JSON
+(:attr:`toposig.records.statistics.Statistics.sections`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from typing import Any
 
 from toposig.records.vocabulary import is_number
 
-__all__ = ["SectionError", "FeatureStability", "Stability", "PowerLawFit", "Scaling"]
+__all__ = ["SectionError", "FeatureStability", "Stability", "PowerLawFit", "Scaling",
+           "PiecewiseFit", "Collapse", "StepChange", "RateOfChange", "ModelPhases", "Phases"]
 
 
 class SectionError(ValueError):
@@ -48,6 +51,14 @@ def _text(obj: Mapping[str, Any], key: str, where: str) -> str | None:
     if value is not None and not isinstance(value, str):
         raise SectionError(f"{where}: {key} is {value!r}, not text")
     return value
+
+
+def _numbers(obj: Mapping[str, Any], key: str, where: str) -> tuple[float | None, ...]:
+    values = obj.get(key) or ()
+    if not isinstance(values, list | tuple) or not all(v is None or is_number(v)
+                                                       for v in values):
+        raise SectionError(f"{where}: {key} is {values!r}, not a list of numbers")
+    return tuple(None if v is None else float(v) for v in values)
 
 
 def _mapping(obj: object, where: str) -> Mapping[str, Any]:
@@ -172,3 +183,152 @@ class Scaling:
                 name: PowerLawFit.from_json(fit, f"scaling fit of {name}")
                 for name, fit in _mapping(obj.get("fits") or {}, "scaling fits").items()}),
             reason=_text(obj, "reason", "scaling"))
+
+
+@dataclass(frozen=True)
+class PiecewiseFit:
+    """A continuous three-segment least-squares fit of a feature against log(1 + step)
+    (:func:`toposig.analysis.phases.piecewise_linear_fit`).
+
+    Attributes:
+        breakpoints: where the slope changes, in log(1 + step).
+        breakpoint_steps: the same, as training steps.
+        slopes: per segment, per unit log(1 + step).
+        intercept: the value at log(1 + step) = 0.
+        sse: the residual sum of squares.
+        r2: R².
+        n: the checkpoints fitted.
+        reason: why there is no fit, or ``None``.
+    """
+
+    breakpoints: tuple[float | None, ...] = ()
+    breakpoint_steps: tuple[float | None, ...] = ()
+    slopes: tuple[float | None, ...] = ()
+    intercept: float | None = None
+    sse: float | None = None
+    r2: float | None = None
+    n: int | None = None
+    reason: str | None = None
+
+    @property
+    def usable(self) -> bool:
+        """Whether the fit can be drawn: an intercept, and one slope more than breakpoints,
+        all numbers."""
+        return (self.intercept is not None and bool(self.slopes)
+                and len(self.slopes) == len(self.breakpoints) + 1
+                and None not in self.slopes and None not in self.breakpoints)
+
+    @classmethod
+    def from_json(cls, obj: object, where: str = "phase fit") -> PiecewiseFit:
+        obj = _mapping(obj, where)
+        return cls(breakpoints=_numbers(obj, "breakpoints", where),
+                   breakpoint_steps=_numbers(obj, "breakpoint_steps", where),
+                   slopes=_numbers(obj, "slopes", where),
+                   intercept=_number(obj, "intercept", where), sse=_number(obj, "sse", where),
+                   r2=_number(obj, "r2", where), n=_count(obj, "n", where),
+                   reason=_text(obj, "reason", where))
+
+
+@dataclass(frozen=True)
+class Collapse:
+    """A feature's dip and regrowth across training: its first value, its minimum and the
+    step of it, its last value, depth = minimum / first, regrowth = last / minimum."""
+
+    first: float | None = None
+    min: float | None = None
+    min_step: float | None = None
+    last: float | None = None
+    depth: float | None = None
+    regrowth: float | None = None
+
+    @classmethod
+    def from_json(cls, obj: object, where: str = "collapse") -> Collapse:
+        obj = _mapping(obj, where)
+        return cls(**{f.name: _number(obj, f.name, where) for f in fields(cls)})
+
+
+@dataclass(frozen=True)
+class StepChange:
+    """A value's change between two consecutive checkpoints."""
+
+    step_from: float | None
+    step_to: float | None
+    change: float | None
+
+    @classmethod
+    def from_json(cls, obj: object, where: str = "change") -> StepChange:
+        obj = _mapping(obj, where)
+        return cls(**{f.name: _number(obj, f.name, where) for f in fields(cls)})
+
+
+@dataclass(frozen=True)
+class RateOfChange:
+    """Peak and diminishing-returns points of a value's change between checkpoints
+    (:func:`toposig.analysis.phases.rate_of_change_phases`), fractions of the final step.
+
+    Attributes:
+        feature: the value (``np_mean`` or ``np_seed_mean``).
+        peak_step, peak_change, peak_fraction: the pair with the largest |Δ|.
+        diminishing_step, diminishing_fraction: the first later pair with |Δ| below
+            ``threshold`` × the peak's.
+        threshold: that fraction.
+        changes: every consecutive change.
+    """
+
+    feature: str | None = None
+    peak_step: float | None = None
+    peak_change: float | None = None
+    peak_fraction: float | None = None
+    diminishing_step: float | None = None
+    diminishing_fraction: float | None = None
+    threshold: float | None = None
+    changes: tuple[StepChange, ...] = ()
+
+    @classmethod
+    def from_json(cls, obj: object, where: str = "rate of change") -> RateOfChange:
+        obj = _mapping(obj, where)
+        changes = obj.get("changes") or []
+        if not isinstance(changes, list):
+            raise SectionError(f"{where}: changes is {changes!r}, not a list")
+        numbers = {k: _number(obj, k, where) for k in (
+            "peak_step", "peak_change", "peak_fraction", "diminishing_step",
+            "diminishing_fraction", "threshold")}
+        return cls(feature=_text(obj, "feature", where), **numbers,
+                   changes=tuple(StepChange.from_json(c, f"{where} change") for c in changes))
+
+
+@dataclass(frozen=True)
+class ModelPhases:
+    """One model's phases: the three-segment fit of each feature, each feature's collapse
+    and regrowth, and neural persistence's rate of change (``None`` without weights)."""
+
+    piecewise: Mapping[str, PiecewiseFit] = field(default_factory=dict)
+    collapse: Mapping[str, Collapse] = field(default_factory=dict)
+    np_rate_of_change: RateOfChange | None = None
+
+    @classmethod
+    def from_json(cls, obj: object, where: str = "phases") -> ModelPhases:
+        obj = _mapping(obj, where)
+        roc = obj.get("np_rate_of_change")
+        return cls(
+            piecewise=MappingProxyType({
+                f: PiecewiseFit.from_json(fit, f"{where} fit of {f}") for f, fit in _mapping(
+                    obj.get("piecewise_log_step") or {}, f"{where} fits").items()}),
+            collapse=MappingProxyType({
+                f: Collapse.from_json(c, f"{where} collapse of {f}") for f, c in _mapping(
+                    obj.get("collapse") or {}, f"{where} collapse").items()}),
+            np_rate_of_change=(RateOfChange.from_json(roc, f"{where} rate of change")
+                               if roc else None))
+
+
+@dataclass(frozen=True)
+class Phases:
+    """The ``phases`` section: model label -> :class:`ModelPhases`."""
+
+    per_model: Mapping[str, ModelPhases] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, obj: object) -> Phases:
+        obj = _mapping(obj, "phases")
+        return cls(MappingProxyType({m: ModelPhases.from_json(v, f"phases of {m}")
+                                     for m, v in obj.items()}))

@@ -8,8 +8,8 @@ refuses a damaged file's content with a :class:`StatisticsError` that says what 
 Typed here: which records and settings they come from, the target, the per-model summary
 (:class:`ModelSummary`), the features by family, the correlations with the target
 (:class:`Correlations` of :class:`Correlation`), and the sections of
-:mod:`toposig.records.sections` (``stability``, ``scaling``). The other sections
-(``controlled``, ``phases``, ``prediction``, ``prediction_by_feature``,
+:mod:`toposig.records.sections` (``stability``, ``scaling``, ``phases``). The other
+sections (``controlled``, ``prediction``, ``prediction_by_feature``,
 ``wasserstein``, ``weight_wasserstein``, ``ensembles`` (a study with seed ensembles only),
 ``positive_controls`` (a study whose checkpoints state a ground truth only),
 ``notes``) are read-only mappings of their JSON,
@@ -27,11 +27,11 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from toposig.records.sections import Scaling, SectionError, Stability
+from toposig.records.sections import Phases, Scaling, SectionError, Stability
 from toposig.records.vocabulary import FeatureFamily, JsonView, is_number
 
 __all__ = ["StatisticsError", "Correlation", "Correlations", "ModelSummary", "Statistics",
-           "SECTIONS", "statistics_problem", "scaling_of", "stability_of"]
+           "SECTIONS", "statistics_problem", "scaling_of", "stability_of", "phases_of"]
 
 
 SECTIONS = ("controlled", "phases", "stability", "scaling", "prediction",
@@ -223,7 +223,7 @@ def statistics_problem(obj: object) -> str | None:
     damaged = [k for k in SECTIONS if k in obj and not isinstance(obj[k], dict)]
     if damaged:
         return f"have sections {', '.join(damaged)} that are not objects"
-    for parse in (Stability, Scaling):
+    for parse in (Stability, Scaling, Phases):
         name = parse.__name__.lower()
         if name in obj:
             try:
@@ -258,6 +258,8 @@ class Statistics(JsonView):
             empty without bootstrap resamples).
         scaling: the ``scaling`` section (:class:`~toposig.records.sections.Scaling`), or
             ``None`` when the statistics have none.
+        phases: the ``phases`` section (:class:`~toposig.records.sections.Phases`), or
+            ``None`` when the statistics have none.
         sections: the other sections (:data:`SECTIONS`) as mappings of their JSON.
     """
 
@@ -271,6 +273,7 @@ class Statistics(JsonView):
     settings_hashes: tuple[str, ...] = ()
     stability: Stability = field(default_factory=Stability)
     scaling: Scaling | None = None
+    phases: Phases | None = None
     sections: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     json: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
@@ -308,6 +311,7 @@ class Statistics(JsonView):
             settings_hashes=tuple(data.get("settings_hash", ())),
             stability=Stability.from_json(data.get("stability", {})),
             scaling=Scaling.from_json(data["scaling"]) if "scaling" in data else None,
+            phases=Phases.from_json(data["phases"]) if "phases" in data else None,
             sections=MappingProxyType({k: MappingProxyType(data[k]) for k in SECTIONS
                                        if k in data}),
             json=MappingProxyType(data),
@@ -358,3 +362,15 @@ def scaling_of(statistics: Statistics | Mapping[str, Any]) -> Scaling | None:
     if isinstance(statistics, Statistics):
         return statistics.scaling
     return Scaling.from_json(statistics["scaling"]) if "scaling" in statistics else None
+
+
+def phases_of(statistics: Statistics | Mapping[str, Any]) -> Phases | None:
+    """The ``phases`` section of ``statistics`` (as :func:`stability_of`), typed;
+    ``None`` when they have none.
+
+    Raises:
+        SectionError: the section is damaged.
+    """
+    if isinstance(statistics, Statistics):
+        return statistics.phases
+    return Phases.from_json(statistics["phases"]) if "phases" in statistics else None

@@ -35,8 +35,8 @@ from toposig.analysis.correlations import by_model, feature_family
 from toposig.features.homology import betti_curve
 from toposig.records import FeatureFamily
 from toposig.records.rounding import round_floats
-from toposig.records.sections import PowerLawFit
-from toposig.records.statistics import scaling_of
+from toposig.records.sections import Phases, PiecewiseFit, PowerLawFit
+from toposig.records.statistics import phases_of, scaling_of
 from toposig.report.panels import (
     FEATURE_LABELS,
     SIGNIFICANCE,
@@ -371,27 +371,27 @@ def plot_controls_summary(records: list[dict], statistics: dict,
 # ------------------------------------------------------------------------ phase fits
 
 
-def piecewise_line(fit: dict, x: np.ndarray) -> np.ndarray:
+def piecewise_line(fit: PiecewiseFit, x: np.ndarray) -> np.ndarray:
     """The continuous piecewise-linear fit of ``phases.piecewise_linear_fit`` at ``x``:
-    ``intercept + s1·x + Σⱼ (sⱼ₊₁ − sⱼ)·max(0, x − bⱼ)``."""
+    ``intercept + s1·x + Σⱼ (sⱼ₊₁ − sⱼ)·max(0, x − bⱼ)`` (a usable fit:
+    :attr:`~toposig.records.sections.PiecewiseFit.usable`)."""
     x = np.asarray(x, dtype=np.float64)
-    slopes = [float(s) for s in fit["slopes"]]
-    y = float(fit["intercept"]) + slopes[0] * x
-    for j, b in enumerate(fit.get("breakpoints") or []):
-        y = y + (slopes[j + 1] - slopes[j]) * np.maximum(0.0, x - float(b))
+    slopes = [float(s) for s in fit.slopes if s is not None]
+    y = float(fit.intercept or 0.0) + slopes[0] * x
+    for j, b in enumerate(fit.breakpoints):
+        y = y + (slopes[j + 1] - slopes[j]) * np.maximum(0.0, x - float(b or 0.0))
     return y
 
 
-def _usable_fit(fit: object) -> bool:
-    return (isinstance(fit, dict) and finite_or_none(fit.get("intercept")) is not None
-            and bool(fit.get("slopes"))
-            and len(fit["slopes"]) == len(fit.get("breakpoints") or []) + 1)
+def _usable_fit(fit: PiecewiseFit | None) -> bool:
+    return (fit is not None and fit.usable
+            and finite_or_none(fit.intercept) is not None)
 
 
-def _phase_features(phases: dict) -> list[str]:
+def _phase_features(phases: Phases) -> list[str]:
     present: list[str] = []
-    for model in phases.values():
-        for f, fit in ((model or {}).get("piecewise_log_step") or {}).items():
+    for model in phases.per_model.values():
+        for f, fit in model.piecewise.items():
             if _usable_fit(fit) and f not in present:
                 present.append(f)
     chosen = [f for f in PHASE_PREFERRED if f in present]
@@ -417,17 +417,17 @@ def plot_phase_fits(records: list[dict], statistics: dict,
                     ax: Target | None = None) -> Drawn | None:
     """Three-segment continuous fits of features against log(1 + step), per model.
 
-    Points are the checkpoints, lines the fits of ``statistics["phases"]`` (reconstructed
+    Points are the checkpoints, lines the fits of the statistics' phases (reconstructed
     from intercept, slopes and breakpoints), dotted verticals the breakpoints; shaded bands
     the bootstrap over texts where records carry ``features_resampled``.
     """
-    phases = statistics.get("phases") or {}
+    phases = phases_of(statistics) or Phases()
     features = _phase_features(phases)
     title = "Training phases: three-segment fits against log(1 + step)"
     if not features:
         return _empty_figure(title, "no piecewise fits in the statistics", target=ax)
     groups = by_model(records)
-    labels = list(dict.fromkeys([*groups, *phases]))
+    labels = list(dict.fromkeys([*groups, *phases.per_model]))
     styles = model_styles(labels)
     max_step = max([step_of(r) for r in records] or [0.0])
     ncols = 1 if len(features) == 1 else 2
@@ -445,25 +445,25 @@ def plot_phase_fits(records: list[dict], statistics: dict,
                 x, y = zip(*pts, strict=True)
                 ax.scatter(x, y, color=st.color, marker=st.marker, s=26, zorder=3,
                            edgecolors="white", linewidths=0.4)
-            fit = (((phases.get(label) or {}).get("piecewise_log_step") or {})
-                   .get(feature))
+            model = phases.per_model.get(label)
+            fit = model.piecewise.get(feature) if model is not None else None
             text = label
-            if _usable_fit(fit):
+            if fit is not None and _usable_fit(fit):
+                breaks = [float(b) for b in fit.breakpoints if b is not None]
                 lo = min([p[0] for p in pts], default=0.0)
-                hi = max([p[0] for p in pts], default=max(fit["breakpoints"] or [1.0]))
+                hi = max([p[0] for p in pts], default=max(breaks or [1.0]))
                 grid = np.linspace(lo, hi, 200)
                 ax.plot(grid, piecewise_line(fit, grid), color=st.color, linewidth=1.6,
                         zorder=2)
-                for b in fit.get("breakpoints") or []:
-                    ax.axvline(float(b), color=st.color, linestyle=":", linewidth=1.3,
-                               alpha=0.9)
-                r2 = finite_or_none(fit.get("r2"))
-                b_steps = fit.get("breakpoint_steps") or [math.expm1(float(b))
-                                                          for b in fit["breakpoints"]]
+                for b in breaks:
+                    ax.axvline(b, color=st.color, linestyle=":", linewidth=1.3, alpha=0.9)
+                r2 = finite_or_none(fit.r2)
+                b_steps = ([s for s in fit.breakpoint_steps if s is not None]
+                           or [math.expm1(b) for b in breaks])
                 text = legend_label(label, (f"R² = {r2:.2f}" if r2 is not None else "") + (
                     ", breaks at step " + ", ".join(_step_label(round(s)) for s in b_steps)
                     if b_steps else ""), len(labels))
-            elif isinstance(fit, dict) and fit.get("reason"):
+            elif fit is not None and fit.reason:
                 text = legend_label(label, "no fit", len(labels))
             if pts or _usable_fit(fit):
                 handles.append(Line2D([], [], color=st.color, marker=st.marker,

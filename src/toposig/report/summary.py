@@ -42,7 +42,8 @@ from toposig.analysis.controls import sign_against_raw
 from toposig.analysis.correlations import by_model, feature_family
 from toposig.analysis.inference import CALIBRATED, UNCALIBRATED
 from toposig.records import FeatureFamily
-from toposig.records.statistics import scaling_of, stability_of
+from toposig.records.sections import Phases
+from toposig.records.statistics import phases_of, scaling_of, stability_of
 
 DASH = "—"
 
@@ -498,14 +499,11 @@ def _prediction(statistics: dict, records: list[dict]) -> list[str]:
     return [caption, "", *_table(headers, rows)]
 
 
-def _collapse_table(phases: dict) -> list[str]:
+def _collapse_table(phases: Phases) -> list[str]:
     """The embedding cloud's dip and regrowth per model, its scale beside it."""
-    rows = []
-    for m, v in phases.items():
-        for f, d in ((v or {}).get("collapse") or {}).items():
-            rows.append([m, _code(f), fmt_value(d.get("first")), fmt_value(d.get("min")),
-                         fmt_step(d.get("min_step")), fmt_value(d.get("last")),
-                         fmt_value(d.get("depth")), fmt_value(d.get("regrowth"))])
+    rows = [[m, _code(f), fmt_value(d.first), fmt_value(d.min), fmt_step(d.min_step),
+             fmt_value(d.last), fmt_value(d.depth), fmt_value(d.regrowth)]
+            for m, v in phases.per_model.items() for f, d in v.collapse.items()]
     if not rows:
         return []
     caption = ("Collapse and regrowth of the embedding cloud, with its scale beside it: each "
@@ -518,42 +516,41 @@ def _collapse_table(phases: dict) -> list[str]:
                                   "Depth", "Regrowth"], rows), ""]
 
 
-def _phases(statistics: dict, records: list[dict]) -> list[str]:
-    phases = _section(statistics, "phases")
+def _phases(statistics: Mapping, records: list[dict]) -> list[str]:
+    phases = phases_of(statistics)
+    if phases is None:
+        raise _Absent("the statistics have no `phases` section")
+    if not phases.per_model:
+        raise _Absent("the statistics' `phases` section is empty")
     out: list[str] = []
-    roc = {m: v["np_rate_of_change"] for m, v in phases.items()
-           if isinstance(v, dict) and v.get("np_rate_of_change")}
+    roc = {m: v.np_rate_of_change for m, v in phases.per_model.items()
+           if v.np_rate_of_change is not None}
     if roc:
-        threshold = next(iter(roc.values())).get("threshold")
+        first = next(iter(roc.values()))
         headers = ["Model", "Peak |ΔNP| step", "Peak fraction", "Diminishing-returns step",
                    "Diminishing fraction"]
-        rows = [[m, fmt_step(r.get("peak_step")), fmt_percent(r.get("peak_fraction")),
-                 fmt_step(r.get("diminishing_step")), fmt_percent(r.get("diminishing_fraction"))]
+        rows = [[m, fmt_step(r.peak_step), fmt_percent(r.peak_fraction),
+                 fmt_step(r.diminishing_step), fmt_percent(r.diminishing_fraction)]
                 for m, r in roc.items()]
-        np_feature = next(iter(roc.values())).get("feature", "np_mean")
-        out += [f"Change of `{np_feature}` between consecutive checkpoints "
+        out += [f"Change of `{first.feature or 'np_mean'}` between consecutive checkpoints "
                 f"({_count(len(roc), 'model')}): "
                 "the step with the largest |ΔNP|, and the first later step where |ΔNP| < "
-                f"{fmt_value(threshold)} × the peak; fractions of the final step; no test.", "",
-                *_table(headers, rows), ""]
+                f"{fmt_value(first.threshold)} × the peak; fractions of the final step; no "
+                "test.", "", *_table(headers, rows), ""]
     else:
         out += ["Neural-persistence rate of change: " + _absent(
             "no model has `np_mean` or `np_seed_mean` (the weight stage did not run)")[0], ""]
     rows = []
-    for m, v in phases.items():
-        fits = (v or {}).get("piecewise_log_step") or {}
-        for f, fit in fits.items():
-            if fit.get("reason"):
-                rows.append([m, _code(f), DASH, DASH, DASH, DASH, fit["reason"]])
+    for m, v in phases.per_model.items():
+        for f, fit in v.piecewise.items():
+            if fit.reason:
+                rows.append([m, _code(f), DASH, DASH, DASH, DASH, fit.reason])
                 continue
-            rows.append([m, _code(f), ", ".join(fmt_step(b) for b in fit.get("breakpoint_steps")
-                                                or []),
-                         ", ".join(f"{s:+.3g}" if _finite(s) else DASH
-                                   for s in fit.get("slopes") or []),
-                         fmt_r2(fit.get("r2")), fmt_count(fit.get("n")), ""])
+            rows.append([m, _code(f), ", ".join(fmt_step(b) for b in fit.breakpoint_steps),
+                         ", ".join(f"{s:+.3g}" if _finite(s) else DASH for s in fit.slopes),
+                         fmt_r2(fit.r2), fmt_count(fit.n), ""])
     if rows:
-        ns = [(f or {}).get("n") for v in phases.values()
-              for f in ((v or {}).get("piecewise_log_step") or {}).values()]
+        ns = [fit.n for v in phases.per_model.values() for fit in v.piecewise.values()]
         out += [f"Continuous three-segment least-squares fit of each feature against log(1 + "
                 f"step) per model ({_n_text(ns)} checkpoints; exhaustive breakpoint search), "
                 "breakpoints converted back to steps, slopes per unit log(1 + step); no test.",
