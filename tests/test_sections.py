@@ -72,3 +72,21 @@ def test_the_phases_read_by_attribute_and_a_damaged_fit_is_named():
     damaged = raw | {"phases": {model: {"piecewise_log_step": {"rankme": {"slopes": "up"}}}}}
     with pytest.raises(StatisticsError, match="phases of .* fit of rankme: slopes is 'up'"):
         Statistics.from_json(damaged)
+
+
+def test_the_predictions_read_by_attribute_and_a_damaged_forecast_is_named():
+    raw = committed()
+    st = Statistics.from_json(raw)
+    held = raw["prediction"]["fractions"]["0.2"]
+    fr = st.prediction.fractions["0.2"]
+    assert fr.mae == held["mae"] and fr.n_models == held["n_models"]
+    model = next(iter(held["per_model"]))
+    assert fr.per_model[model]["loss_only"].prediction == \
+        held["per_model"][model]["loss_only"]["prediction"]
+    assert st.prediction.methods == tuple(raw["prediction"]["methods"])
+    feature = next(iter(raw["prediction_by_feature"]))
+    assert st.prediction_by_feature.per_feature[feature]["0.5"].mae == \
+        raw["prediction_by_feature"][feature]["0.5"]["mae"]
+    damaged = raw | {"prediction": {"fractions": {"0.2": {"n_models": {"ridge": 0.5}}}}}
+    with pytest.raises(StatisticsError, match="prediction at 0.2 n_models: ridge is 0.5"):
+        Statistics.from_json(damaged)

@@ -5,8 +5,10 @@ Each section's class is built with ``from_json`` from the section's JSON (as
 section with a :class:`SectionError` naming what is wrong; the summary turns that into a
 note, so one damaged section never hides the others. Typed so far: ``stability``
 (:class:`Stability`, per model and feature a :class:`FeatureStability`), ``scaling``
-(:class:`Scaling` of :class:`PowerLawFit`) and ``phases`` (:class:`Phases`, per model a
-:class:`ModelPhases`: :class:`PiecewiseFit`, :class:`Collapse`, :class:`RateOfChange`).
+(:class:`Scaling` of :class:`PowerLawFit`), ``phases`` (:class:`Phases`, per model a
+:class:`ModelPhases`: :class:`PiecewiseFit`, :class:`Collapse`, :class:`RateOfChange`),
+``prediction`` (:class:`Prediction` of :class:`FractionPrediction` and
+:class:`Forecast`) and ``prediction_by_feature`` (:class:`PredictionByFeature`).
 The other sections are still read as mappings of their JSON
 (:attr:`toposig.records.statistics.Statistics.sections`).
 """
@@ -21,7 +23,8 @@ from typing import Any
 from toposig.records.vocabulary import is_number
 
 __all__ = ["SectionError", "FeatureStability", "Stability", "PowerLawFit", "Scaling",
-           "PiecewiseFit", "Collapse", "StepChange", "RateOfChange", "ModelPhases", "Phases"]
+           "PiecewiseFit", "Collapse", "StepChange", "RateOfChange", "ModelPhases", "Phases",
+           "Forecast", "FractionPrediction", "Prediction", "PredictionByFeature"]
 
 
 class SectionError(ValueError):
@@ -59,6 +62,22 @@ def _numbers(obj: Mapping[str, Any], key: str, where: str) -> tuple[float | None
                                                        for v in values):
         raise SectionError(f"{where}: {key} is {values!r}, not a list of numbers")
     return tuple(None if v is None else float(v) for v in values)
+
+
+def _texts(obj: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
+    values = obj.get(key) or ()
+    if not isinstance(values, list | tuple) or not all(isinstance(v, str) for v in values):
+        raise SectionError(f"{where}: {key} is {values!r}, not a list of names")
+    return tuple(values)
+
+
+def _by_name(obj: Mapping[str, Any], key: str, where: str,
+             read: Any = None) -> Mapping[str, Any]:
+    """``obj[key]``, a mapping of name -> number (``read``: the reader of each value,
+    ``_number`` by default), read-only."""
+    table = _mapping(obj.get(key) or {}, f"{where} {key}")
+    read = read or _number
+    return MappingProxyType({name: read(table, name, f"{where} {key}") for name in table})
 
 
 def _mapping(obj: object, where: str) -> Mapping[str, Any]:
@@ -332,3 +351,111 @@ class Phases:
         obj = _mapping(obj, "phases")
         return cls(MappingProxyType({m: ModelPhases.from_json(v, f"phases of {m}")
                                      for m, v in obj.items()}))
+
+
+@dataclass(frozen=True)
+class Forecast:
+    """One method's prediction of one model's final loss, and its absolute error (nats)."""
+
+    prediction: float | None = None
+    abs_error: float | None = None
+
+    @classmethod
+    def from_json(cls, obj: object, where: str = "forecast") -> Forecast:
+        obj = _mapping(obj, where)
+        return cls(_number(obj, "prediction", where), _number(obj, "abs_error", where))
+
+
+@dataclass(frozen=True)
+class FractionPrediction:
+    """The predictions from the checkpoints up to one fraction of training.
+
+    Attributes:
+        per_model: model label -> method -> :class:`Forecast` (empty in
+            ``prediction_by_feature``).
+        mae: method -> mean absolute error over the models where it is defined (nats).
+        n_models: method -> those models.
+        improvement_over_loss_only: method -> (MAE_loss_only − MAE) / MAE_loss_only.
+        ridge_alpha: the ridge's cross-validated penalty, by name.
+    """
+
+    per_model: Mapping[str, Mapping[str, Forecast]] = field(default_factory=dict)
+    mae: Mapping[str, float | None] = field(default_factory=dict)
+    n_models: Mapping[str, int | None] = field(default_factory=dict)
+    improvement_over_loss_only: Mapping[str, float | None] = field(default_factory=dict)
+    ridge_alpha: Mapping[str, float | None] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, obj: object, where: str = "prediction") -> FractionPrediction:
+        obj = _mapping(obj, where)
+        per_model = _mapping(obj.get("per_model") or {}, f"{where} per_model")
+        return cls(
+            per_model=MappingProxyType({
+                m: MappingProxyType({
+                    method: Forecast.from_json(f, f"{where} of {m} by {method}")
+                    for method, f in _mapping(methods, f"{where} of {m}").items()})
+                for m, methods in per_model.items()}),
+            mae=_by_name(obj, "mae", where),
+            n_models=_by_name(obj, "n_models", where, _count),
+            improvement_over_loss_only=_by_name(obj, "improvement_over_loss_only", where),
+            ridge_alpha=_by_name(obj, "ridge_alpha", where))
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """The ``prediction`` section: the final loss predicted from early checkpoints.
+
+    Attributes:
+        fractions: training fraction (``"0.2"``) -> :class:`FractionPrediction`.
+        methods: the predictors, in order (``loss_only`` first).
+        feature: the topology feature predicted from (``np_mean``, or an H1 feature).
+        ridge_features: what the ridge is fitted on.
+        ridge_reason: why there is no ridge (fewer than 6 models), or ``None``.
+        true_final_loss: model label -> the stored loss at its last checkpoint.
+        final_step: model label -> its last step.
+        notes: how to read the section.
+        reason: why nothing was predicted, or ``None``.
+    """
+
+    fractions: Mapping[str, FractionPrediction] = field(default_factory=dict)
+    methods: tuple[str, ...] = ()
+    feature: str | None = None
+    ridge_features: tuple[str, ...] = ()
+    ridge_reason: str | None = None
+    true_final_loss: Mapping[str, float | None] = field(default_factory=dict)
+    final_step: Mapping[str, float | None] = field(default_factory=dict)
+    notes: str | None = None
+    reason: str | None = None
+
+    @classmethod
+    def from_json(cls, obj: object) -> Prediction:
+        where = "prediction"
+        obj = _mapping(obj, where)
+        return cls(
+            fractions=MappingProxyType({
+                k: FractionPrediction.from_json(fr, f"prediction at {k}")
+                for k, fr in _mapping(obj.get("fractions") or {}, "prediction fractions")
+                .items()}),
+            methods=_texts(obj, "methods", where), feature=_text(obj, "feature", where),
+            ridge_features=_texts(obj, "ridge_features", where),
+            ridge_reason=_text(obj, "ridge_reason", where),
+            true_final_loss=_by_name(obj, "true_final_loss", where),
+            final_step=_by_name(obj, "final_step", where),
+            notes=_text(obj, "notes", where), reason=_text(obj, "reason", where))
+
+
+@dataclass(frozen=True)
+class PredictionByFeature:
+    """The ``prediction_by_feature`` section: feature -> training fraction ->
+    :class:`FractionPrediction` (each feature in place of neural persistence)."""
+
+    per_feature: Mapping[str, Mapping[str, FractionPrediction]] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, obj: object) -> PredictionByFeature:
+        obj = _mapping(obj, "prediction_by_feature")
+        return cls(MappingProxyType({
+            f: MappingProxyType({
+                k: FractionPrediction.from_json(fr, f"prediction_by_feature of {f} at {k}")
+                for k, fr in _mapping(fractions, f"prediction_by_feature of {f}").items()})
+            for f, fractions in obj.items()}))

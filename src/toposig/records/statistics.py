@@ -8,8 +8,8 @@ refuses a damaged file's content with a :class:`StatisticsError` that says what 
 Typed here: which records and settings they come from, the target, the per-model summary
 (:class:`ModelSummary`), the features by family, the correlations with the target
 (:class:`Correlations` of :class:`Correlation`), and the sections of
-:mod:`toposig.records.sections` (``stability``, ``scaling``, ``phases``). The other
-sections (``controlled``, ``prediction``, ``prediction_by_feature``,
+:mod:`toposig.records.sections` (``stability``, ``scaling``, ``phases``, ``prediction``,
+``prediction_by_feature``). The other sections (``controlled``,
 ``wasserstein``, ``weight_wasserstein``, ``ensembles`` (a study with seed ensembles only),
 ``positive_controls`` (a study whose checkpoints state a ground truth only),
 ``notes``) are read-only mappings of their JSON,
@@ -27,11 +27,19 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from toposig.records.sections import Phases, Scaling, SectionError, Stability
+from toposig.records.sections import (
+    Phases,
+    Prediction,
+    PredictionByFeature,
+    Scaling,
+    SectionError,
+    Stability,
+)
 from toposig.records.vocabulary import FeatureFamily, JsonView, is_number
 
 __all__ = ["StatisticsError", "Correlation", "Correlations", "ModelSummary", "Statistics",
-           "SECTIONS", "statistics_problem", "scaling_of", "stability_of", "phases_of"]
+           "SECTIONS", "statistics_problem", "scaling_of", "stability_of", "phases_of",
+           "prediction_of", "prediction_by_feature_of"]
 
 
 SECTIONS = ("controlled", "phases", "stability", "scaling", "prediction",
@@ -42,6 +50,12 @@ SECTIONS = ("controlled", "phases", "stability", "scaling", "prediction",
 _FAMILY_NAMES = frozenset(f.value for f in FeatureFamily)
 _COEFFICIENTS = ("spearman_r", "spearman_p", "pearson_r", "pearson_p", "pearson_log_r",
                  "pearson_log_p")
+
+
+_TYPED: dict[str, Any] = {"stability": Stability, "scaling": Scaling, "phases": Phases,
+                          "prediction": Prediction,
+                          "prediction_by_feature": PredictionByFeature}
+"""The sections read into the classes of :mod:`toposig.records.sections`, by name."""
 
 
 class StatisticsError(ValueError):
@@ -223,8 +237,7 @@ def statistics_problem(obj: object) -> str | None:
     damaged = [k for k in SECTIONS if k in obj and not isinstance(obj[k], dict)]
     if damaged:
         return f"have sections {', '.join(damaged)} that are not objects"
-    for parse in (Stability, Scaling, Phases):
-        name = parse.__name__.lower()
+    for name, parse in _TYPED.items():
         if name in obj:
             try:
                 parse.from_json(obj[name])
@@ -260,6 +273,10 @@ class Statistics(JsonView):
             ``None`` when the statistics have none.
         phases: the ``phases`` section (:class:`~toposig.records.sections.Phases`), or
             ``None`` when the statistics have none.
+        prediction: the ``prediction`` section
+            (:class:`~toposig.records.sections.Prediction`), or ``None``.
+        prediction_by_feature: the ``prediction_by_feature`` section
+            (:class:`~toposig.records.sections.PredictionByFeature`), or ``None``.
         sections: the other sections (:data:`SECTIONS`) as mappings of their JSON.
     """
 
@@ -274,6 +291,8 @@ class Statistics(JsonView):
     stability: Stability = field(default_factory=Stability)
     scaling: Scaling | None = None
     phases: Phases | None = None
+    prediction: Prediction | None = None
+    prediction_by_feature: PredictionByFeature | None = None
     sections: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     json: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
@@ -312,6 +331,10 @@ class Statistics(JsonView):
             stability=Stability.from_json(data.get("stability", {})),
             scaling=Scaling.from_json(data["scaling"]) if "scaling" in data else None,
             phases=Phases.from_json(data["phases"]) if "phases" in data else None,
+            prediction=(Prediction.from_json(data["prediction"]) if "prediction" in data
+                        else None),
+            prediction_by_feature=(PredictionByFeature.from_json(data["prediction_by_feature"])
+                                   if "prediction_by_feature" in data else None),
             sections=MappingProxyType({k: MappingProxyType(data[k]) for k in SECTIONS
                                        if k in data}),
             json=MappingProxyType(data),
@@ -374,3 +397,30 @@ def phases_of(statistics: Statistics | Mapping[str, Any]) -> Phases | None:
     if isinstance(statistics, Statistics):
         return statistics.phases
     return Phases.from_json(statistics["phases"]) if "phases" in statistics else None
+
+
+def prediction_of(statistics: Statistics | Mapping[str, Any]) -> Prediction | None:
+    """The ``prediction`` section of ``statistics`` (as :func:`stability_of`), typed;
+    ``None`` when they have none.
+
+    Raises:
+        SectionError: the section is damaged.
+    """
+    if isinstance(statistics, Statistics):
+        return statistics.prediction
+    return Prediction.from_json(statistics["prediction"]) if "prediction" in statistics else None
+
+
+def prediction_by_feature_of(statistics: Statistics | Mapping[str, Any]
+                             ) -> PredictionByFeature | None:
+    """The ``prediction_by_feature`` section of ``statistics`` (as :func:`stability_of`),
+    typed; ``None`` when they have none.
+
+    Raises:
+        SectionError: the section is damaged.
+    """
+    if isinstance(statistics, Statistics):
+        return statistics.prediction_by_feature
+    if "prediction_by_feature" not in statistics:
+        return None
+    return PredictionByFeature.from_json(statistics["prediction_by_feature"])

@@ -36,7 +36,7 @@ from toposig.features.homology import betti_curve
 from toposig.records import FeatureFamily
 from toposig.records.rounding import round_floats
 from toposig.records.sections import Phases, PiecewiseFit, PowerLawFit
-from toposig.records.statistics import phases_of, scaling_of
+from toposig.records.statistics import phases_of, prediction_of, scaling_of
 from toposig.report.panels import (
     FEATURE_LABELS,
     SIGNIFICANCE,
@@ -601,7 +601,7 @@ def plot_scaling_relationships(records: list[dict], statistics: dict,
 # -------------------------------------------------------------------------- prediction
 
 
-def _fraction_order(fractions: dict) -> list[str]:
+def _fraction_order(fractions: Mapping[str, object]) -> list[str]:
     def key(k) -> float:
         value = finite_or_none(k)
         return value if value is not None else math.inf
@@ -621,29 +621,30 @@ def plot_prediction_comparison(records: list[dict], statistics: dict,
     """Early prediction of the final loss (1 × 2): MAE over models per method and early
     fraction, annotated with the MAE reduction against the loss-only power law; and each
     model's predictions next to its true final loss."""
-    prediction = statistics.get("prediction") or {}
-    fractions = prediction.get("fractions") or {}
+    prediction = prediction_of(statistics)
     title = "Predicting the final loss from early checkpoints"
-    if prediction.get("reason") or not fractions:
-        return _empty_figure(title, "no predictions: " + prediction.get(
-            "reason", "no prediction section in the statistics"), target=ax)
-    methods = [m for m in prediction.get("methods") or PREDICTION_METHODS]
+    if prediction is None or prediction.reason or not prediction.fractions:
+        why = (prediction.reason if prediction is not None and prediction.reason
+               else "no prediction section in the statistics")
+        return _empty_figure(title, f"no predictions: {why}", target=ax)
+    fractions = prediction.fractions
+    methods = list(prediction.methods or PREDICTION_METHODS)
     colors = {m: METHOD_COLORS.get(m, "0.5") for m in methods}
     keys = _fraction_order(fractions)
-    truth = {k: v for k, v in (prediction.get("true_final_loss") or {}).items()
+    truth = {k: v for k, v in prediction.true_final_loss.items()
              if finite_or_none(v) is not None}
     fig, (left, right) = subplots(1, 2, figsize=(14.0, 6.0), layout="constrained",
                                       gridspec_kw={"width_ratios": [1.0, 1.25]}, target=ax)
 
     # MAE bars
     width = 0.8 / max(1, len(methods))
-    tops = [v for k in keys for v in ((fractions[k].get("mae") or {}).values())
+    tops = [v for k in keys for v in fractions[k].mae.values()
             if finite_or_none(v) is not None]
     top = max(tops, default=1.0) or 1.0
     for j, method in enumerate(methods):
         for i, key in enumerate(keys):
-            entry = fractions[key] or {}
-            mae = finite_or_none((entry.get("mae") or {}).get(method))
+            entry = fractions[key]
+            mae = finite_or_none(entry.mae.get(method))
             x = i - 0.4 + (j + 0.5) * width
             if mae is None:
                 left.text(x, 0.01 * top, "n/a", ha="center", va="bottom", fontsize=8,
@@ -651,8 +652,8 @@ def plot_prediction_comparison(records: list[dict], statistics: dict,
                 continue
             left.bar(x, mae, width=width * 0.92, color=colors[method],
                      label=METHOD_LABELS.get(method, method) if i == 0 else None)
-            imp = finite_or_none((entry.get("improvement_over_loss_only") or {}).get(method))
-            n_used = (entry.get("n_models") or {}).get(method)
+            imp = finite_or_none(entry.improvement_over_loss_only.get(method))
+            n_used = entry.n_models.get(method)
             note = f"{mae:.2f}"
             if method != "loss_only" and imp is not None:
                 note += f"\n{imp:+.0%}"
@@ -668,8 +669,7 @@ def plot_prediction_comparison(records: list[dict], statistics: dict,
     left.grid(True, axis="y", alpha=0.3)
 
     # per-model predictions vs truth
-    models = list(dict.fromkeys([*truth, *(m for k in keys
-                                           for m in (fractions[k].get("per_model") or {}))]))
+    models = list(dict.fromkeys([*truth, *(m for k in keys for m in fractions[k].per_model)]))
     if not models:
         no_data(right)
     span = 0.8
@@ -681,8 +681,8 @@ def plot_prediction_comparison(records: list[dict], statistics: dict,
         for j, method in enumerate(methods):
             x0 = i - span / 2 + (j + 0.5) * span / len(methods)
             for f_index, key in enumerate(keys):
-                row = ((fractions[key].get("per_model") or {}).get(model) or {}).get(method)
-                value = finite_or_none((row or {}).get("prediction"))
+                row = fractions[key].per_model.get(model, {}).get(method)
+                value = finite_or_none(row.prediction if row is not None else None)
                 if value is None:
                     continue
                 dx = (f_index - (len(keys) - 1) / 2) * span / len(methods) / (len(keys) + 1)
@@ -703,7 +703,7 @@ def plot_prediction_comparison(records: list[dict], statistics: dict,
     handles += [Patch(facecolor=colors[m], label=METHOD_LABELS.get(m, m)) for m in methods]
     fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 4),
                fontsize=9, framealpha=0.9)
-    feature = prediction.get("feature")
+    feature = prediction.feature
     fig.suptitle(f"{title}" + (f" (topology feature: {feature})" if feature else ""))
     return fig
 

@@ -43,7 +43,13 @@ from toposig.analysis.correlations import by_model, feature_family
 from toposig.analysis.inference import CALIBRATED, UNCALIBRATED
 from toposig.records import FeatureFamily
 from toposig.records.sections import Phases
-from toposig.records.statistics import phases_of, scaling_of, stability_of
+from toposig.records.statistics import (
+    phases_of,
+    prediction_by_feature_of,
+    prediction_of,
+    scaling_of,
+    stability_of,
+)
 
 DASH = "—"
 
@@ -468,32 +474,34 @@ def _fraction_label(key: str) -> str:
         return key
 
 
-def _prediction(statistics: dict, records: list[dict]) -> list[str]:
-    pred = _section(statistics, "prediction")
-    fractions = pred.get("fractions") or {}
-    if not fractions:
+def _prediction(statistics: Mapping, records: list[dict]) -> list[str]:
+    pred = prediction_of(statistics)
+    if pred is None:
+        raise _Absent("the statistics have no `prediction` section")
+    if pred.reason:
+        raise _Absent(f"`prediction` was not computed: {pred.reason}")
+    if not pred.fractions:
         raise _Absent("the prediction section holds no training fraction")
-    methods = list(pred.get("methods") or next(iter(fractions.values())).get("mae") or {})
+    methods = list(pred.methods or next(iter(pred.fractions.values())).mae)
     if not methods:
         raise _Absent("the prediction section names no method")
     others = [m for m in methods if m != "loss_only"]
     headers = ["Train fraction", *(f"{m} MAE" for m in methods),
                *(f"{m} vs loss_only" for m in others), "Models"]
     rows = []
-    for key, fr in fractions.items():
-        mae = fr.get("mae") or {}
-        imp = fr.get("improvement_over_loss_only") or {}
-        n = fr.get("n_models") or {}
+    for key, fr in pred.fractions.items():
+        n = fr.n_models
         n_vals = sorted({v for v in n.values() if _finite(v)})
         n_text = (str(n_vals[0]) if len(n_vals) == 1
                   else ", ".join(f"{m}: {n.get(m, DASH)}" for m in methods))
-        rows.append([_fraction_label(key), *(fmt_loss(mae.get(m)) for m in methods),
-                     *(fmt_improvement(imp.get(m)) for m in others), n_text])
-    truth = pred.get("true_final_loss") or {}
+        rows.append([_fraction_label(key), *(fmt_loss(fr.mae.get(m)) for m in methods),
+                     *(fmt_improvement(fr.improvement_over_loss_only.get(m)) for m in others),
+                     n_text])
     caption = (f"Mean absolute error (nats) of each model's predicted final loss from the "
-               f"checkpoints with step ≤ fraction × final step ({_count(len(truth), 'model')}; "
+               f"checkpoints with step ≤ fraction × final step "
+               f"({_count(len(pred.true_final_loss), 'model')}; "
                f"true final loss: the stored loss at the last checkpoint); topology feature "
-               f"{_code(pred.get('feature', '?'))}; ridge is leave-one-model-out with a "
+               f"{_code(pred.feature or '?')}; ridge is leave-one-model-out with a "
                "cross-validated penalty (— with fewer than 6 models); improvement "
                "= (MAE_loss_only − MAE) / MAE_loss_only; no significance test.")
     return [caption, "", *_table(headers, rows)]
@@ -931,24 +939,23 @@ def _probe_correlations(statistics: dict, records: list[dict]) -> list[str]:
     return [caption, "", *_table(headers, rows)]
 
 
-def _prediction_by_feature(statistics: dict, records: list[dict]) -> list[str]:
-    table = statistics.get("prediction_by_feature")
-    if not isinstance(table, dict) or not table:
+def _prediction_by_feature(statistics: Mapping, records: list[dict]) -> list[str]:
+    table = prediction_by_feature_of(statistics)
+    if table is None or not table.per_feature:
         raise _Absent("no feature to predict from (statistics.prediction_by_feature)")
     headers = ["Feature", "Train fraction", "loss_only MAE", "topology_only MAE",
                "combined MAE", "ridge MAE", "topology_only vs loss_only",
                "combined vs loss_only", "Models"]
     rows = []
-    for f, fractions in table.items():
+    for f, fractions in table.per_feature.items():
         for key, fr in fractions.items():
-            mae = fr.get("mae") or {}
-            imp = fr.get("improvement_over_loss_only") or {}
-            n = (fr.get("n_models") or {}).get("topology_only")
+            imp = fr.improvement_over_loss_only
             rows.append([_code(f), _fraction_label(key),
-                         *(fmt_loss(mae.get(m)) for m in
+                         *(fmt_loss(fr.mae.get(m)) for m in
                            ("loss_only", "topology_only", "combined", "ridge")),
                          fmt_improvement(imp.get("topology_only")),
-                         fmt_improvement(imp.get("combined")), fmt_count(n)])
+                         fmt_improvement(imp.get("combined")),
+                         fmt_count(fr.n_models.get("topology_only"))])
     caption = ("Table 5's predictors with each feature in place of neural persistence: "
                "topology_only extrapolates the feature's early log-step trend through its "
                "coupling to the loss, combined is its mean with loss_only, ridge uses the "
