@@ -154,14 +154,14 @@ def has_correlations(records: Sequence[dict], statistics: dict | None = None,
 @figure("summary_figure", has_embedding)
 def plot_summary_figure(records: Sequence[dict], statistics: dict,
                         arrays: ArraysOf | None = None,
-                        ax: Target | None = None) -> Drawn | None:
+                        on: Target | None = None) -> Drawn | None:
     """Perplexity, H1 total persistence (with its bootstrap band), RankMe and the H1
     Wasserstein distance to the previous checkpoint (per step of gap when gaps differ) vs
     step (2 × 2)."""
     groups = by_model(records)
     styles = model_styles(groups)
     steps = all_steps(records)
-    fig, axes = panel_grid(4, 2, target=ax)
+    fig, axes = panel_grid(4, 2, target=on)
     feature_panel(axes[0], groups, styles, "perplexity", steps, logy=True)
     feature_panel(axes[1], groups, styles, "h1_total_persistence", steps)
     feature_panel(axes[2], groups, styles, "rankme", steps)
@@ -179,20 +179,20 @@ def plot_summary_figure(records: Sequence[dict], statistics: dict,
 @figure("topological_evolution", has_embedding, overlay=True)
 def plot_topological_evolution(records: Sequence[dict], statistics: dict,
                                arrays: ArraysOf | None = None,
-                               ax: Target | None = None) -> Drawn | None:
+                               on: Target | None = None) -> Drawn | None:
     """Six persistent-homology features of the hidden states vs step (2 × 3)."""
     return feature_grid(records, TOPOLOGICAL_EVOLUTION,
-                         "Persistent-homology features across training", target=ax)
+                         "Persistent-homology features across training", target=on)
 
 
 @figure("spectral_evolution", has_embedding, overlay=True)
 def plot_spectral_evolution(records: Sequence[dict], statistics: dict,
                             arrays: ArraysOf | None = None,
-                            ax: Target | None = None) -> Drawn | None:
+                            on: Target | None = None) -> Drawn | None:
     """RankMe, covariance effective rank, participation ratio, decay α, stable rank vs step."""
     return feature_grid(records, SPECTRAL_NAMES,
                          "Spectral features of the hidden states across training",
-                         note=SPECTRAL_NOTE, target=ax)
+                         note=SPECTRAL_NOTE, target=on)
 
 
 def _correlation_text(corr: dict | None) -> str:
@@ -207,7 +207,7 @@ def _correlation_text(corr: dict | None) -> str:
 @figure("topology_vs_perplexity", has_embedding)
 def plot_topology_vs_perplexity(records: Sequence[dict], statistics: dict,
                                 arrays: ArraysOf | None = None,
-                                ax: Target | None = None) -> Drawn | None:
+                                on: Target | None = None) -> Drawn | None:
     """H1 features against perplexity (log x), one colour per model, pooled Spearman noted.
 
     Each model's points are joined thinly in training order, so the trajectory shows; the
@@ -218,7 +218,7 @@ def plot_topology_vs_perplexity(records: Sequence[dict], statistics: dict,
     pooled = ((statistics or {}).get("correlations") or {}).get("pooled") or {}
     present = {k for r in records for k in (r.get("features") or {})}
     keys = [k for k in H1_VS_PERPLEXITY if k in present] or list(H1_VS_PERPLEXITY[:4])
-    fig, axes = panel_grid(len(keys), 3 if len(keys) > 4 else 2, target=ax)
+    fig, axes = panel_grid(len(keys), 3 if len(keys) > 4 else 2, target=on)
     for ax, key in zip(axes, keys, strict=True):
         title, ylabel = FEATURE_LABELS.get(key, (key, key))
         drawn = []
@@ -282,7 +282,7 @@ def _family_bands(ax: Axes, n_topo: int, n_spectral: int) -> None:
 @figure("topo_vs_spectral_correlations", has_embedding)
 def plot_topo_vs_spectral_correlations(records: Sequence[dict], statistics: dict,
                                        arrays: ArraysOf | None = None,
-                                       ax: Target | None = None) -> Drawn | None:
+                                       on: Target | None = None) -> Drawn | None:
     """|Spearman ρ| of each feature with perplexity, one bar per model, grouped by feature.
 
     Topological and spectral features sit on differently shaded bands; hatched, faded bars
@@ -301,7 +301,7 @@ def plot_topo_vs_spectral_correlations(records: Sequence[dict], statistics: dict
               if any(_spearman(per_model.get(lb) or {}, f)[0] is not None for f in features)]
     height = 2.0 + len(features) * 0.13 * max(2.0, len(labels))
     fig, ax = subplots(figsize=(12.0, min(max(height, 4.5), 13.0)), layout="constrained",
-                       figure_artists=True, target=ax)
+                       figure_artists=True, target=on)
     target = correlations.get("target", "perplexity")
     ax.set_title(f"Strength of the rank correlation of each feature with {_target_name(target)}")
     if not features or not labels:
@@ -355,13 +355,13 @@ def plot_topo_vs_spectral_correlations(records: Sequence[dict], statistics: dict
 @figure("wasserstein_rate", has_embedding)
 def plot_wasserstein_rate(records: Sequence[dict], statistics: dict,
                           arrays: ArraysOf | None = None,
-                          ax: Target | None = None) -> Drawn | None:
+                          on: Target | None = None) -> Drawn | None:
     """H0 and H1 Wasserstein distance to the previous checkpoint vs step (L∞ solid, L2
     dashed); per step of gap when checkpoints are unevenly spaced."""
     groups = by_model(records)
     labels = list(dict.fromkeys([*groups, *((statistics or {}).get("wasserstein") or {})]))
     styles = model_styles(labels)
-    fig, axes = panel_grid(2, 2, figsize=(12.0, 5.5), target=ax)
+    fig, axes = panel_grid(2, 2, figsize=(12.0, 5.5), target=on)
     per_step = _gaps_differ(statistics, labels)
     for ax, q in zip(axes, (0, 1), strict=True):
         solid = _wasserstein_series(statistics, labels, f"h{q}_wasserstein", per_step)
@@ -383,10 +383,10 @@ def plot_wasserstein_rate(records: Sequence[dict], statistics: dict,
 @figure("perplexity_curves", has_embedding, overlay=True)
 def plot_perplexity_curves(records: Sequence[dict], statistics: dict,
                            arrays: ArraysOf | None = None,
-                           ax: Target | None = None) -> Drawn | None:
+                           on: Target | None = None) -> Drawn | None:
     """Perplexity vs step per model, log y."""
     groups = by_model(records)
-    fig, ax = subplots(figsize=(9.0, 5.5), layout="constrained", target=ax)
+    fig, ax = subplots(figsize=(9.0, 5.5), layout="constrained", target=on)
     line_panel(ax, record_series(groups, "perplexity"), model_styles(groups),
                 title="Perplexity across training", ylabel="perplexity (log scale)",
                 steps=all_steps(records), logy=True)
@@ -431,7 +431,7 @@ def _band_panel(ax: Axes, groups: dict[str, list[dict]], styles: dict[str, Style
 @figure("neural_persistence_evolution", has_weight, overlay=True)
 def plot_neural_persistence_evolution(records: Sequence[dict], statistics: dict,
                                       arrays: ArraysOf | None = None,
-                                      ax: Target | None = None) -> Drawn | None:
+                                      on: Target | None = None) -> Drawn | None:
     """Neural persistence vs step (1 × 2): Rieck et al.'s normalised NP, the seed's variant.
 
     Lines are the mean over the checkpoint's weight matrices, shaded bands ± one standard
@@ -440,7 +440,7 @@ def plot_neural_persistence_evolution(records: Sequence[dict], statistics: dict,
     groups = by_model(records)
     styles = model_styles(groups)
     steps = all_steps(records)
-    fig, axes = panel_grid(2, 2, figsize=(12.0, 5.0), target=ax)
+    fig, axes = panel_grid(2, 2, figsize=(12.0, 5.0), target=on)
     _band_panel(axes[0], groups, styles, "np", steps, title=FEATURE_LABELS["np_mean"][0],
                 ylabel=FEATURE_LABELS["np_mean"][1])
     _band_panel(axes[1], groups, styles, "np_seed", steps,
@@ -454,7 +454,7 @@ def plot_neural_persistence_evolution(records: Sequence[dict], statistics: dict,
 @figure("vr_persistence_evolution", has_weight, overlay=True)
 def plot_vr_persistence_evolution(records: Sequence[dict], statistics: dict,
                                   arrays: ArraysOf | None = None,
-                                  ax: Target | None = None) -> Drawn | None:
+                                  on: Target | None = None) -> Drawn | None:
     """Weight-row Vietoris–Rips homology vs step (2 × 2), summed over weight matrices.
 
     H0 and H1 total persistence, the H1 bar count, and the mean persistence entropy (H0
@@ -463,7 +463,7 @@ def plot_vr_persistence_evolution(records: Sequence[dict], statistics: dict,
     groups = by_model(records)
     styles = model_styles(groups)
     steps = all_steps(records)
-    fig, axes = panel_grid(4, 2, target=ax)
+    fig, axes = panel_grid(4, 2, target=on)
     for ax, key in zip(axes, ("weight_h0_total", "weight_h1_total", "weight_h1_count"),
                        strict=False):
         feature_panel(ax, groups, styles, key, steps)
@@ -561,7 +561,7 @@ def _quality_scatter(ax: Axes, groups: dict[str, list[dict]], styles: dict[str, 
 @figure("np_vs_loss_scatter", has_weight)
 def plot_np_vs_loss_scatter(records: Sequence[dict], statistics: dict,
                             arrays: ArraysOf | None = None,
-                            ax: Target | None = None) -> Drawn | None:
+                            on: Target | None = None) -> Drawn | None:
     """The quality target (loss or perplexity) against neural persistence and against
     weight-row H0 total persistence (1 × 2), one colour per model, Spearman ρ noted.
 
@@ -572,7 +572,7 @@ def plot_np_vs_loss_scatter(records: Sequence[dict], statistics: dict,
     styles = model_styles(groups)
     target = _target(records, statistics)
     correlations = (statistics or {}).get("correlations") or {}
-    fig, axes = panel_grid(2, 2, figsize=(12.0, 6.0), target=ax)
+    fig, axes = panel_grid(2, 2, figsize=(12.0, 6.0), target=on)
     for ax, key in zip(axes, ("np_mean", "weight_h0_total"), strict=True):
         _quality_scatter(ax, groups, styles, key, target, correlations)
     fig.suptitle(f"Model quality ({target}) against weight-space topology")
@@ -596,7 +596,7 @@ def _heatmap_features(correlations: dict) -> list[tuple[str, list[str]]]:
 @figure("correlation_heatmap", has_correlations)
 def plot_correlation_heatmap(records: Sequence[dict], statistics: dict,
                              arrays: ArraysOf | None = None,
-                             ax: Target | None = None) -> Drawn | None:
+                             on: Target | None = None) -> Drawn | None:
     """Spearman ρ of every feature with the quality target: rows features, grouped by
     family (weight space first), columns each model and the pooled series.
 
@@ -618,7 +618,7 @@ def plot_correlation_heatmap(records: Sequence[dict], statistics: dict,
     width = min(max(7.0, 4.5 + 1.15 * len(columns)), 16.0)
     height = max(4.0, 2.4 + 0.3 * len(features))
     fig, ax = subplots(figsize=(width, height), layout="constrained",
-                       figure_artists=True, target=ax)
+                       figure_artists=True, target=on)
     ax.set_title(f"Spearman ρ of each feature with {_target_name(target)}\n"
                  f"bold: Holm-adjusted p < {SIGNIFICANCE:g} over the tests shown, as in "
                  "the tables", fontsize=11)

@@ -198,7 +198,7 @@ def _heat_ticks(ax: Axes, steps: Sequence[float], axis: str = "y") -> None:
 @figure("training_curves", has_quality, overlay=True)
 def plot_training_curves(records: list[dict], statistics: dict,
                          arrays: ArraysOf | None = None,
-                         ax: Target | None = None) -> Drawn | None:
+                         on: Target | None = None) -> Drawn | None:
     """The quality target per model across training (1 × 2): the validation loss stored
     with each checkpoint, and the perplexity measured on the analysed texts (log y), or
     for encoders their masked-LM loss on the same texts.
@@ -209,7 +209,7 @@ def plot_training_curves(records: list[dict], statistics: dict,
     groups = by_model(records)
     styles = model_styles(groups)
     steps = [step_of(r) for r in records]
-    fig, axes = panel_grid(2, 2, figsize=(12.0, 5.0), target=ax)
+    fig, axes = panel_grid(2, 2, figsize=(12.0, 5.0), target=on)
     measured = (("mlm_loss", "Masked-LM loss on the analysed texts (an encoder's)",
                  "masked-LM loss (nats / masked token)", False, "no masked-LM loss")
                 if any(finite_or_none(r.get("mlm_loss")) is not None for r in records)
@@ -290,7 +290,7 @@ def _targets_text(controlled: dict) -> str:
 @figure("controls_summary", has_section("controlled"))
 def plot_controls_summary(records: list[dict], statistics: dict,
                           arrays: ArraysOf | None = None,
-                          ax: Target | None = None) -> Drawn | None:
+                          on: Target | None = None) -> Drawn | None:
     """Which feature–quality correlations survive the controls: rows features (grouped by
     family), columns each model and the pooled series × raw Spearman, partial Spearman and
     Spearman of first differences.
@@ -309,7 +309,7 @@ def plot_controls_summary(records: list[dict], statistics: dict,
     title = ("Correlation with model quality under three controls "
              f"(filled: Holm-adjusted p < {SIGNIFICANCE:g})")
     if not features or not columns:
-        return _empty_figure(title, "no controlled correlations in the statistics", target=ax)
+        return _empty_figure(title, "no controlled correlations in the statistics", target=on)
 
     gap = 0.6
     xs = [g * (len(CONTROLS) + gap) + k for g in range(len(columns))
@@ -317,7 +317,7 @@ def plot_controls_summary(records: list[dict], statistics: dict,
     width = min(max(8.0, 4.8 + 0.62 * len(xs)), 18.0)
     height = max(4.5, 3.4 + 0.26 * len(features))
     fig, ax = subplots(figsize=(width, height), layout="constrained",
-                       figure_artists=True, target=ax)
+                       figure_artists=True, target=on)
     cmap = plt.get_cmap("RdBu_r")
     norm = Normalize(-1.0, 1.0)
     for i, feature in enumerate(features):
@@ -414,7 +414,7 @@ def _add_step_axis(ax: Axes, max_step: float) -> None:
 @figure("phase_fits", has_section("phases"))
 def plot_phase_fits(records: list[dict], statistics: dict,
                     arrays: ArraysOf | None = None,
-                    ax: Target | None = None) -> Drawn | None:
+                    on: Target | None = None) -> Drawn | None:
     """Three-segment continuous fits of features against log(1 + step), per model.
 
     Points are the checkpoints, lines the fits of the statistics' phases (reconstructed
@@ -425,7 +425,7 @@ def plot_phase_fits(records: list[dict], statistics: dict,
     features = _phase_features(phases)
     title = "Training phases: three-segment fits against log(1 + step)"
     if not features:
-        return _empty_figure(title, "no piecewise fits in the statistics", target=ax)
+        return _empty_figure(title, "no piecewise fits in the statistics", target=on)
     groups = by_model(records)
     labels = list(dict.fromkeys([*groups, *phases.per_model]))
     styles = model_styles(labels)
@@ -433,7 +433,7 @@ def plot_phase_fits(records: list[dict], statistics: dict,
     ncols = 1 if len(features) == 1 else 2
     fig, axes = panel_grid(len(features), ncols,
                       figsize=(12.0 if ncols == 2 else 7.5,
-                               4.6 * math.ceil(len(features) / ncols) + 0.6), target=ax)
+                               4.6 * math.ceil(len(features) / ncols) + 0.6), target=on)
     for ax, feature in zip(axes, features, strict=True):
         band = draw_bootstrap_bands(ax, groups, styles, feature, _log_step)
         handles: list = []
@@ -560,7 +560,7 @@ def _scaling_panel(ax: Axes, name: str, fit: PowerLawFit, groups: dict[str, list
 @figure("scaling_relationships", has_section("scaling"))
 def plot_scaling_relationships(records: list[dict], statistics: dict,
                                arrays: ArraysOf | None = None,
-                               ax: Target | None = None) -> Drawn | None:
+                               on: Target | None = None) -> Drawn | None:
     """Final loss and up to five final-checkpoint features against parameter count
     (log–log), one point per model, with the power law a·N^b (+ c) of
     the statistics' :class:`~toposig.records.sections.Scaling` fits, its exponent, R² and
@@ -570,7 +570,7 @@ def plot_scaling_relationships(records: list[dict], statistics: dict,
     if scaling is None or scaling.reason or not scaling.fits:
         why = ("no scaling section in the statistics" if scaling is None
                else scaling.reason or "no scaling section in the statistics")
-        return _empty_figure(title, f"no scaling fits: {why}", target=ax)
+        return _empty_figure(title, f"no scaling fits: {why}", target=on)
     fits = scaling.fits
     features = [f for f in fits if f not in ("final_loss", "final_perplexity")]
     features.sort(key=lambda f: finite_or_none(fits[f].b) is None)  # fitted first
@@ -583,7 +583,7 @@ def plot_scaling_relationships(records: list[dict], statistics: dict,
     ncols = min(3, len(names))
     fig, axes = panel_grid(len(names), ncols, figsize=(4.4 * ncols + 0.6,
                                                   4.1 * math.ceil(len(names) / ncols) + 1.0),
-                                                  target=ax)
+                                                  target=on)
     for ax, name in zip(axes, names, strict=True):
         _scaling_panel(ax, name, fits[name], groups, sizes, styles)
     handles = [Line2D([], [], color=styles[lb].color, marker=styles[lb].marker,
@@ -617,7 +617,7 @@ def _fraction_label(key: str) -> str:
 @figure("prediction_comparison", has_section("prediction"))
 def plot_prediction_comparison(records: list[dict], statistics: dict,
                                arrays: ArraysOf | None = None,
-                               ax: Target | None = None) -> Drawn | None:
+                               on: Target | None = None) -> Drawn | None:
     """Early prediction of the final loss (1 × 2): MAE over models per method and early
     fraction, annotated with the MAE reduction against the loss-only power law; and each
     model's predictions next to its true final loss."""
@@ -626,7 +626,7 @@ def plot_prediction_comparison(records: list[dict], statistics: dict,
     if prediction is None or prediction.reason or not prediction.fractions:
         why = (prediction.reason if prediction is not None and prediction.reason
                else "no prediction section in the statistics")
-        return _empty_figure(title, f"no predictions: {why}", target=ax)
+        return _empty_figure(title, f"no predictions: {why}", target=on)
     fractions = prediction.fractions
     methods = list(prediction.methods or PREDICTION_METHODS)
     colors = {m: METHOD_COLORS.get(m, "0.5") for m in methods}
@@ -634,7 +634,7 @@ def plot_prediction_comparison(records: list[dict], statistics: dict,
     truth = {k: v for k, v in prediction.true_final_loss.items()
              if finite_or_none(v) is not None}
     fig, (left, right) = subplots(1, 2, figsize=(14.0, 6.0), layout="constrained",
-                                      gridspec_kw={"width_ratios": [1.0, 1.25]}, target=ax)
+                                      gridspec_kw={"width_ratios": [1.0, 1.25]}, target=on)
 
     # MAE bars
     width = 0.8 / max(1, len(methods))
@@ -750,7 +750,7 @@ def _scale_max(series: dict, q: int) -> float:
 @figure("betti_curves", has_arrays)
 def plot_betti_curves(records: list[dict], statistics: dict,
                       arrays: ArraysOf | None = None,
-                      ax: Target | None = None) -> Drawn | None:
+                      on: Target | None = None) -> Drawn | None:
     """CROCKER plot: Betti numbers of the hidden-state diagrams over filtration scale (x)
     and checkpoint (y), one column per model (up to four), rows H0 and H1; the scale grid
     is shared per dimension (0 to the 99th percentile of finite deaths)."""
@@ -758,13 +758,14 @@ def plot_betti_curves(records: list[dict], statistics: dict,
     title = "Betti curves across training (CROCKER plot)"
     if not series:
         why = "no arrays given" if arrays is None else "no diagram arrays found"
-        return _empty_figure(title, f"no data: {why}", target=ax)
+        return _empty_figure(title, f"no data: {why}", target=on)
     all_groups = by_model(records)
     labels = _spread_models({lb: all_groups[lb] for lb in series})
     dims = sorted({q for rows in series.values() for _, dgms in rows for q in dgms
                    if q <= 1}) or [0]
     fig, axes = subplots(len(dims), len(labels), squeeze=False, layout="constrained",
-                             figsize=(3.6 * len(labels) + 1.6, 4.3 * len(dims) + 0.6), target=ax)
+                             figsize=(3.6 * len(labels) + 1.6, 4.3 * len(dims) + 0.6),
+                             target=on)
     for row, q in enumerate(dims):
         tmax = _scale_max(series, q)
         grid = np.linspace(0.0, tmax, BETTI_GRID)
@@ -811,7 +812,7 @@ def select_checkpoints(steps: Sequence[float], k: int = MAX_DIAGRAM_CHECKPOINTS)
 @figure("persistence_diagrams", has_arrays)
 def plot_persistence_diagrams(records: list[dict], statistics: dict,
                               arrays: ArraysOf | None = None,
-                              ax: Target | None = None) -> Drawn | None:
+                              on: Target | None = None) -> Drawn | None:
     """H0 and H1 persistence diagrams (rows) of the largest model at up to five
     checkpoints (columns: first, last and log-spaced ones between); infinite bars sit on
     a dashed line at the top."""
@@ -819,14 +820,15 @@ def plot_persistence_diagrams(records: list[dict], statistics: dict,
     title = "Persistence diagrams of the hidden states across training"
     if not series:
         why = "no arrays given" if arrays is None else "no diagram arrays found"
-        return _empty_figure(title, f"no data: {why}", target=ax)
+        return _empty_figure(title, f"no data: {why}", target=on)
     groups = by_model(records)
     label = max(series, key=lambda lb: _num_parameters(groups[lb]) or 0.0)
     rows = series[label]
     picked = [rows[i] for i in select_checkpoints([s for s, _ in rows])]
     dims = sorted({q for _, dgms in picked for q in dgms if q <= 1}) or [0]
     fig, axes = subplots(len(dims), len(picked), squeeze=False, layout="constrained",
-                             figsize=(2.9 * len(picked) + 1.0, 3.1 * len(dims) + 1.2), target=ax)
+                             figsize=(2.9 * len(picked) + 1.0, 3.1 * len(dims) + 1.2),
+                             target=on)
     for r_i, q in enumerate(dims):
         finite = [d[np.isfinite(d).all(axis=1)] for _, dgms in picked
                   if (d := dgms.get(q)) is not None]
@@ -918,7 +920,7 @@ def _layered(records: Sequence[dict]) -> bool:
 @figure("layer_heatmaps", has_layer_features)
 def plot_layer_heatmaps(records: list[dict], statistics: dict,
                         arrays: ArraysOf | None = None,
-                        ax: Target | None = None) -> Drawn | None:
+                        on: Target | None = None) -> Drawn | None:
     """Per model (columns, up to four), a layer × checkpoint heatmap of H1 total
     persistence and of RankMe (rows), from ``layer_features`` (runs with ``--layers
     all``), each row labelled with what that hidden state is (:func:`layer_tick_labels`:
@@ -933,7 +935,7 @@ def plot_layer_heatmaps(records: list[dict], statistics: dict,
     fig, axes = subplots(len(LAYER_FEATURES), len(labels), squeeze=False,
                              layout="constrained",
                              figsize=(4.2 * len(labels) + 0.8, 4.0 * len(LAYER_FEATURES) + 0.6),
-                             target=ax)
+                             target=on)
     cmap = plt.get_cmap("magma").with_extremes(bad="0.85")
     for row, feature in enumerate(LAYER_FEATURES):
         name, unit = FEATURE_LABELS.get(feature, (feature, feature))

@@ -143,7 +143,7 @@ def _curves_panel(ax: Axes, records: Sequence[dict], section: Mapping, feature: 
 @figure("positive_control", has_positive_controls)
 def plot_positive_control(records: list[dict], statistics: dict,
                           arrays: ArraysOf | None = None,
-                          ax: Target | None = None) -> Drawn | None:
+                          on: Target | None = None) -> Drawn | None:
     """A positive control: the ground-truth signal of every run across training with its
     events; for the signal itself, the held-out loss and the features whose change-points
     fall nearest the first event most often, each run's distance from it in checkpoints;
@@ -155,10 +155,10 @@ def plot_positive_control(records: list[dict], statistics: dict,
     best = ([f for f in _ranked(section, events[0]) if f not in references][:CURVES]
             if events and section.get("alignment") else [])
     if not best:
-        fig, (left, right) = panel_grid(2, 2, figsize=(14.0, 6.5), target=ax)
+        fig, (left, right) = panel_grid(2, 2, figsize=(14.0, 6.5), target=on)
     else:
         fig, axes = subplots(2, CURVES, figsize=(16.0, 10.0), layout="constrained",
-                             squeeze=False, height_ratios=[1.6, 1.0], target=ax)
+                             squeeze=False, height_ratios=[1.6, 1.0], target=on)
         grid = axes[0, 0].get_gridspec()
         for ax in axes[0]:
             ax.remove()

@@ -98,7 +98,7 @@ def _forest_panel(ax: Axes, section: Mapping, groups: Sequence[str], styles) -> 
 @figure("seed_ensemble", has_ensembles)
 def plot_seed_ensemble(records: list[dict], statistics: dict,
                        arrays: ArraysOf | None = None,
-                       ax: Target | None = None) -> Drawn | None:
+                       on: Target | None = None) -> Drawn | None:
     """A seed ensemble (1 × 2): the held-out loss of every seed across training,
     coloured by size; and for the headline features the partial Spearman r across seeds
     of the value at 20/30/50 % of training with the final loss, given the loss there and
@@ -107,7 +107,7 @@ def plot_seed_ensemble(records: list[dict], statistics: dict,
     section = statistics.get("ensembles") or {}
     groups = list(section.get("groups") or {})
     styles = model_styles(groups)
-    fig, (left, right) = panel_grid(2, 2, figsize=(13.0, 5.5), target=ax)
+    fig, (left, right) = panel_grid(2, 2, figsize=(13.0, 5.5), target=on)
     _loss_panel(left, records, groups, styles)
     _forest_panel(right, section, groups, styles)
     fig.suptitle("Seed ensemble: does a feature tell the seeds apart beyond the loss?")

@@ -47,14 +47,14 @@ def has_probe_features(records: Sequence[dict], statistics: dict | None = None,
 @figure("loss_probe_evolution", has_probe_features, overlay=True)
 def plot_loss_probe_evolution(records: list[dict], statistics: dict,
                               arrays: ArraysOf | None = None,
-                              ax: Target | None = None) -> Drawn | None:
+                              on: Target | None = None) -> Drawn | None:
     """Curvature, loss-surface and gradient features vs step (up to 3 × 3 panels)."""
     keys = _present(records, EVOLUTION_FEATURES)
     return feature_grid(records, keys,
                          "Curvature, loss surface and per-example gradients across training",
                          note=("probe batch: fixed seeded token windows;\nλ₁: top Hessian "
                                "eigenvalue (Lanczos);\ngradients: projected, Vietoris–Rips"),
-                               target=ax)
+                               target=on)
 
 
 def _surface_panels(records: Sequence[dict], arrays: ArraysOf
@@ -82,7 +82,7 @@ def _surface_panels(records: Sequence[dict], arrays: ArraysOf
 @figure("loss_landscapes", has_probe_features)
 def plot_loss_landscapes(records: list[dict], statistics: dict,
                          arrays: ArraysOf | None = None,
-                         ax: Target | None = None) -> Drawn | None:
+                         on: Target | None = None) -> Drawn | None:
     """Filled contours of the loss surface of up to five models at three checkpoints."""
     if arrays is None:
         return None
@@ -91,7 +91,7 @@ def plot_loss_landscapes(records: list[dict], statistics: dict,
         return None
     ncols = max(len(p) for _, p in rows)
     fig, axes = subplots(len(rows), ncols, figsize=(4.2 * ncols, 3.6 * len(rows)),
-                             layout="constrained", squeeze=False, target=ax)
+                             layout="constrained", squeeze=False, target=on)
     dirs = None
     for (label, panels), ax_row in zip(rows, axes, strict=True):
         for ax in ax_row[len(panels):]:

@@ -2,18 +2,18 @@
 
 A figure is a :class:`Figure`: a file name, a test of whether it applies to a results
 folder, and a drawing function with one signature,
-``draw(records, statistics, arrays, ax) -> Figure | SubFigure | None``: the records (one
+``draw(records, statistics, arrays, on) -> Figure | SubFigure | None``: the records (one
 dict per model and checkpoint, as the store writes them), the statistics of
 :func:`toposig.analysis.compute.compute_statistics`, the arrays saved beside the
 records (an :data:`~toposig.analysis.compute.ArraysOf`: a record -> its arrays;
-``None`` when the caller has none) and where to draw (``ax``: the caller's Axes, Figure
-or SubFigure, or ``None`` for a new figure); it reads nothing else, makes its panels
-with :func:`subplots` (``target=ax``) and returns the figure holding them, writing
-nothing. :func:`figure` makes one from a drawing function. :meth:`Figure.plot` draws it
-under :data:`RC_PARAMS` (without touching global rcParams); :meth:`Figure.save` draws it and writes
-the file, the one place a figure is written. Each figure module lists its figures in a
-:func:`registry`, and :func:`toposig.report.figures.plot_all` saves, in registry order,
-those that apply.
+``None`` when the caller has none) and where to draw (``on``: the caller's Axes, Figure
+or SubFigure, given to :meth:`Figure.plot` as ``ax``; ``None`` for a new figure); it
+reads nothing else, makes its panels with :func:`subplots` (``target=on``) and returns
+the figure holding them, writing nothing. :func:`figure` makes one from a drawing
+function. :meth:`Figure.plot` draws it under :data:`RC_PARAMS` (without touching global
+rcParams); :meth:`Figure.save` draws it and writes the file, the one place a figure is
+written. Each figure module lists its figures in a :func:`registry`, and
+:func:`toposig.report.figures.plot_all` saves, in registry order, those that apply.
 
 :func:`save_figure` writes a figure in the formats and resolution of the current
 :class:`FigureOutput` (PNG at :data:`DPI` unless a caller sets another with
