@@ -340,12 +340,12 @@ def test_a_read_only_results_folder_is_refused_naming_it(folder, capsys, monkeyp
 def test_a_write_refused_midway_is_an_error_naming_the_file(folder, capsys, monkeypatch):
     """A write the permission check could not foresee (root, a read-only mount, a full
     disk): before, a PermissionError traceback."""
-    import toposig.report.summary as summary
+    import toposig.analyze as stage3
 
     def refuse(path, data) -> None:
         raise PermissionError(13, "Permission denied", str(path))
 
-    monkeypatch.setattr(summary, "atomic_write_bytes", refuse)
+    monkeypatch.setattr(stage3, "atomic_write_bytes", refuse)
     assert analyse(folder) == 2
     err = assert_clean_error(capsys, folder / "summary.md")
     assert "Permission denied" in err and str(folder) in err
