@@ -80,6 +80,23 @@ def _by_name(obj: Mapping[str, Any], key: str, where: str,
     return MappingProxyType({name: read(table, name, f"{where} {key}") for name in table})
 
 
+def _nested(obj: object, where: str, read: Any) -> Mapping[str, Mapping[str, Any]]:
+    """``obj`` (outer name -> inner name -> value) with each value read by
+    ``read(value, where)``, read-only."""
+    return MappingProxyType({
+        outer: MappingProxyType({
+            inner: read(value, f"{where} of {outer} {inner}")
+            for inner, value in _mapping(table, f"{where} of {outer}").items()})
+        for outer, table in _mapping(obj, where).items()})
+
+
+def _of_numbers(cls: Any, obj: object, where: str) -> Any:
+    """An instance of the dataclass ``cls`` whose every field is a number (or ``None``),
+    read from the object ``obj``."""
+    obj = _mapping(obj, where)
+    return cls(**{f.name: _number(obj, f.name, where) for f in fields(cls)})
+
+
 def _mapping(obj: object, where: str) -> Mapping[str, Any]:
     if not isinstance(obj, Mapping):
         raise SectionError(f"{where} is {type(obj).__name__}, not an object")
@@ -124,12 +141,7 @@ class Stability:
 
     @classmethod
     def from_json(cls, obj: object) -> Stability:
-        obj = _mapping(obj, "stability")
-        return cls(MappingProxyType({
-            model: MappingProxyType({
-                feature: FeatureStability.from_json(e, f"stability of {model} {feature}")
-                for feature, e in _mapping(table, f"stability of {model}").items()})
-            for model, table in obj.items()}))
+        return cls(_nested(obj, "stability", FeatureStability.from_json))
 
 
 @dataclass(frozen=True)
@@ -262,8 +274,7 @@ class Collapse:
 
     @classmethod
     def from_json(cls, obj: object, where: str = "collapse") -> Collapse:
-        obj = _mapping(obj, where)
-        return cls(**{f.name: _number(obj, f.name, where) for f in fields(cls)})
+        return _of_numbers(cls, obj, where)
 
 
 @dataclass(frozen=True)
@@ -276,8 +287,7 @@ class StepChange:
 
     @classmethod
     def from_json(cls, obj: object, where: str = "change") -> StepChange:
-        obj = _mapping(obj, where)
-        return cls(**{f.name: _number(obj, f.name, where) for f in fields(cls)})
+        return _of_numbers(cls, obj, where)
 
 
 @dataclass(frozen=True)
@@ -388,13 +398,9 @@ class FractionPrediction:
     @classmethod
     def from_json(cls, obj: object, where: str = "prediction") -> FractionPrediction:
         obj = _mapping(obj, where)
-        per_model = _mapping(obj.get("per_model") or {}, f"{where} per_model")
         return cls(
-            per_model=MappingProxyType({
-                m: MappingProxyType({
-                    method: Forecast.from_json(f, f"{where} of {m} by {method}")
-                    for method, f in _mapping(methods, f"{where} of {m}").items()})
-                for m, methods in per_model.items()}),
+            per_model=_nested(obj.get("per_model") or {}, f"{where} per_model",
+                              Forecast.from_json),
             mae=_by_name(obj, "mae", where),
             n_models=_by_name(obj, "n_models", where, _count),
             improvement_over_loss_only=_by_name(obj, "improvement_over_loss_only", where),
@@ -453,9 +459,4 @@ class PredictionByFeature:
 
     @classmethod
     def from_json(cls, obj: object) -> PredictionByFeature:
-        obj = _mapping(obj, "prediction_by_feature")
-        return cls(MappingProxyType({
-            f: MappingProxyType({
-                k: FractionPrediction.from_json(fr, f"prediction_by_feature of {f} at {k}")
-                for k, fr in _mapping(fractions, f"prediction_by_feature of {f}").items()})
-            for f, fractions in obj.items()}))
+        return cls(_nested(obj, "prediction_by_feature", FractionPrediction.from_json))

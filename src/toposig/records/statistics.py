@@ -268,7 +268,7 @@ class Statistics(JsonView):
         correlations_by_target: the same with the other quality measures the records
             hold, by measure.
         stability: the ``stability`` section (:class:`~toposig.records.sections.Stability`;
-            empty without bootstrap resamples).
+            empty without bootstrap resamples), or ``None`` when the statistics have none.
         scaling: the ``scaling`` section (:class:`~toposig.records.sections.Scaling`), or
             ``None`` when the statistics have none.
         phases: the ``phases`` section (:class:`~toposig.records.sections.Phases`), or
@@ -288,7 +288,7 @@ class Statistics(JsonView):
     target_better: str | None = None
     records_sha256: str | None = None
     settings_hashes: tuple[str, ...] = ()
-    stability: Stability = field(default_factory=Stability)
+    stability: Stability | None = None
     scaling: Scaling | None = None
     phases: Phases | None = None
     prediction: Prediction | None = None
@@ -328,7 +328,7 @@ class Statistics(JsonView):
             target_better=data.get("target_better"),
             records_sha256=data.get("records_sha256"),
             settings_hashes=tuple(data.get("settings_hash", ())),
-            stability=Stability.from_json(data.get("stability", {})),
+            stability=Stability.from_json(data["stability"]) if "stability" in data else None,
             scaling=Scaling.from_json(data["scaling"]) if "scaling" in data else None,
             phases=Phases.from_json(data["phases"]) if "phases" in data else None,
             prediction=(Prediction.from_json(data["prediction"]) if "prediction" in data
@@ -363,64 +363,40 @@ class Statistics(JsonView):
                 f"{self.target}{best})")
 
 
-def stability_of(statistics: Statistics | Mapping[str, Any]) -> Stability | None:
-    """The ``stability`` section of ``statistics`` (typed, or the JSON of statistics,
-    whole or partial), typed; ``None`` when they have none.
+
+def _typed_section(statistics: Statistics | Mapping[str, Any], name: str) -> Any:
+    """Section ``name`` (one of :data:`_TYPED`) of typed statistics or of their JSON
+    (whole or partial), typed; ``None`` when they have none.
 
     Raises:
         SectionError: the section is damaged.
     """
     if isinstance(statistics, Statistics):
-        return statistics.stability if "stability" in statistics.sections else None
-    return Stability.from_json(statistics["stability"]) if "stability" in statistics else None
+        return getattr(statistics, name)
+    return _TYPED[name].from_json(statistics[name]) if name in statistics else None
+
+
+def stability_of(statistics: Statistics | Mapping[str, Any]) -> Stability | None:
+    """The ``stability`` section, typed (see :func:`_typed_section`)."""
+    return _typed_section(statistics, "stability")
 
 
 def scaling_of(statistics: Statistics | Mapping[str, Any]) -> Scaling | None:
-    """The ``scaling`` section of ``statistics`` (as :func:`stability_of`), typed;
-    ``None`` when they have none.
-
-    Raises:
-        SectionError: the section is damaged.
-    """
-    if isinstance(statistics, Statistics):
-        return statistics.scaling
-    return Scaling.from_json(statistics["scaling"]) if "scaling" in statistics else None
+    """The ``scaling`` section, typed (see :func:`_typed_section`)."""
+    return _typed_section(statistics, "scaling")
 
 
 def phases_of(statistics: Statistics | Mapping[str, Any]) -> Phases | None:
-    """The ``phases`` section of ``statistics`` (as :func:`stability_of`), typed;
-    ``None`` when they have none.
-
-    Raises:
-        SectionError: the section is damaged.
-    """
-    if isinstance(statistics, Statistics):
-        return statistics.phases
-    return Phases.from_json(statistics["phases"]) if "phases" in statistics else None
+    """The ``phases`` section, typed (see :func:`_typed_section`)."""
+    return _typed_section(statistics, "phases")
 
 
 def prediction_of(statistics: Statistics | Mapping[str, Any]) -> Prediction | None:
-    """The ``prediction`` section of ``statistics`` (as :func:`stability_of`), typed;
-    ``None`` when they have none.
-
-    Raises:
-        SectionError: the section is damaged.
-    """
-    if isinstance(statistics, Statistics):
-        return statistics.prediction
-    return Prediction.from_json(statistics["prediction"]) if "prediction" in statistics else None
+    """The ``prediction`` section, typed (see :func:`_typed_section`)."""
+    return _typed_section(statistics, "prediction")
 
 
 def prediction_by_feature_of(statistics: Statistics | Mapping[str, Any]
                              ) -> PredictionByFeature | None:
-    """The ``prediction_by_feature`` section of ``statistics`` (as :func:`stability_of`),
-    typed; ``None`` when they have none.
-
-    Raises:
-        SectionError: the section is damaged.
-    """
-    if isinstance(statistics, Statistics):
-        return statistics.prediction_by_feature
-    if "prediction_by_feature" not in statistics:
-        return None
-    return PredictionByFeature.from_json(statistics["prediction_by_feature"])
+    """The ``prediction_by_feature`` section, typed (see :func:`_typed_section`)."""
+    return _typed_section(statistics, "prediction_by_feature")

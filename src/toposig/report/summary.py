@@ -37,6 +37,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar
 
 from toposig.analysis.controls import sign_against_raw
 from toposig.analysis.correlations import by_model, feature_family
@@ -218,8 +219,21 @@ def _mapping(value) -> dict:
     return value if isinstance(value, dict) else {}
 
 
+_S = TypeVar("_S")
+
+
 class _Absent(Exception):
     """A table cannot be drawn; the message says why."""
+
+
+def _computed(section: _S | None, name: str) -> _S:
+    """A typed section of the statistics (``name``), or :class:`_Absent` when there is
+    none or it holds only the reason it was not computed."""
+    if section is None:
+        raise _Absent(f"the statistics have no `{name}` section")
+    if getattr(section, "reason", None):
+        raise _Absent(f"`{name}` was not computed: {section.reason}")
+    return section
 
 
 def _section(statistics: dict, name: str) -> dict:
@@ -475,11 +489,7 @@ def _fraction_label(key: str) -> str:
 
 
 def _prediction(statistics: Mapping, records: list[dict]) -> list[str]:
-    pred = prediction_of(statistics)
-    if pred is None:
-        raise _Absent("the statistics have no `prediction` section")
-    if pred.reason:
-        raise _Absent(f"`prediction` was not computed: {pred.reason}")
+    pred = _computed(prediction_of(statistics), "prediction")
     if not pred.fractions:
         raise _Absent("the prediction section holds no training fraction")
     methods = list(pred.methods or next(iter(pred.fractions.values())).mae)
@@ -525,9 +535,7 @@ def _collapse_table(phases: Phases) -> list[str]:
 
 
 def _phases(statistics: Mapping, records: list[dict]) -> list[str]:
-    phases = phases_of(statistics)
-    if phases is None:
-        raise _Absent("the statistics have no `phases` section")
+    phases = _computed(phases_of(statistics), "phases")
     if not phases.per_model:
         raise _Absent("the statistics' `phases` section is empty")
     out: list[str] = []
@@ -572,11 +580,7 @@ def _phases(statistics: Mapping, records: list[dict]) -> list[str]:
 
 
 def _scaling(statistics: Mapping, records: list[dict]) -> list[str]:
-    sc = scaling_of(statistics)
-    if sc is None:
-        raise _Absent("the statistics have no `scaling` section")
-    if sc.reason:
-        raise _Absent(f"`scaling` was not computed: {sc.reason}")
+    sc = _computed(scaling_of(statistics), "scaling")
     if not sc.fits:
         raise _Absent("the scaling section holds no fit")
     headers = ["Feature", "Exponent b", "R²", "Spearman ρ", "p", "n", "Model", "Note"]
