@@ -4,8 +4,8 @@
 each took in a full run on a 2-core machine; ``conftest.py`` marks them ``slow``. To make
 the list again from a full run::
 
-    python -m pytest --junitxml=/tmp/junit.xml
-    python tests/slow_list.py /tmp/junit.xml --fast-budget 150
+    python -m pytest --junitxml=/tmp/junit.xml      # one process: the times a test takes alone
+    python tests/slow_list.py /tmp/junit.xml --fast-budget 130
 
 which keeps the fastest tests, up to ``--fast-budget`` seconds in all, in the fast set and
 lists the rest. A test's time in a JUnit report includes the set-up of the fixtures it
@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("junit", type=Path, nargs="+",
                    help="JUnit reports: a full run's, and a fast run's (see above)")
-    p.add_argument("--fast-budget", type=float, default=150.0,
+    p.add_argument("--fast-budget", type=float, default=130.0,
                    help="seconds the fast set's tests may take in all (default: %(default)s)")
     args = p.parse_args(argv)
     times = {node: t for node, t in durations(*args.junit).items() if exists(node)}
