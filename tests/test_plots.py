@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from toposig.analysis import correlations
+from toposig.records.sections import Distances
 from toposig.report import figures, panels, plots, style
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -315,9 +316,9 @@ def test_heatmap_marks_significance_by_holm_over_the_cells_shown(tmp_path, monke
 def test_diagram_distances_are_per_step_of_gap_where_gaps_differ(steps, per_step):
     rows = [{"step_from": a, "step_to": b, "h1_wasserstein": 2.0 * (b - a)}
             for a, b in zip(steps, steps[1:], strict=False)]
-    statistics = {"wasserstein": {"m": rows}}
-    assert plots._gaps_differ(statistics, ["m"]) is per_step
-    x, y = plots._wasserstein_series(statistics, ["m"], "h1_wasserstein", per_step)["m"]
+    distances = Distances.from_json({"m": rows})
+    assert distances.gaps_differ(["m"]) is per_step
+    x, y = plots._wasserstein_series(distances, ["m"], 1, per_step=per_step)["m"]
     assert list(x) == list(steps[1:])
     assert list(y) == ([2.0] * len(rows) if per_step else [r["h1_wasserstein"] for r in rows])
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from toposig.records import Statistics, StatisticsError
-from toposig.records.sections import Scaling, SectionError, Stability
+from toposig.records.sections import Distances, Scaling, SectionError, Stability
 from toposig.records.statistics import scaling_of, stability_of
 from toposig.report.summary import summary_markdown
 
@@ -90,3 +90,18 @@ def test_the_predictions_read_by_attribute_and_a_damaged_forecast_is_named():
     damaged = raw | {"prediction": {"fractions": {"0.2": {"n_models": {"ridge": 0.5}}}}}
     with pytest.raises(StatisticsError, match="prediction at 0.2 n_models: ridge is 0.5"):
         Statistics.from_json(damaged)
+
+
+def test_the_distances_read_by_dimension_and_an_unknown_key_is_named():
+    raw = committed()
+    st = Statistics.from_json(raw)
+    model, rows = next(iter(raw["wasserstein"].items()))
+    first = st.wasserstein.per_model[model][0]
+    assert first.linf[1] == rows[0]["h1_wasserstein"]
+    assert first.l2[0] == rows[0]["h0_wasserstein_persim_l2"]
+    assert first.gap == rows[0]["step_to"] - rows[0]["step_from"]
+    weights = st.weight_wasserstein.per_model[model][0]
+    assert weights.linf[0] == raw["weight_wasserstein"][model][0]["weight_h0_wasserstein"]
+    assert weights.l2 == {}
+    with pytest.raises(SectionError, match="'h1_wasserstein_l3' is not a distance"):
+        Distances.from_json({"m": [{"step_from": 0, "step_to": 1, "h1_wasserstein_l3": 1}]})

@@ -8,14 +8,18 @@ note, so one damaged section never hides the others. Typed so far: ``stability``
 (:class:`Scaling` of :class:`PowerLawFit`), ``phases`` (:class:`Phases`, per model a
 :class:`ModelPhases`: :class:`PiecewiseFit`, :class:`Collapse`, :class:`RateOfChange`),
 ``prediction`` (:class:`Prediction` of :class:`FractionPrediction` and
-:class:`Forecast`) and ``prediction_by_feature`` (:class:`PredictionByFeature`).
+:class:`Forecast`), ``prediction_by_feature`` (:class:`PredictionByFeature`), and
+``wasserstein`` and ``weight_wasserstein`` (:class:`Distances` of
+:class:`DiagramDistance`: the distance of each homology dimension is read from its key
+here, ``h1_wasserstein`` -> ``linf[1]``, so no reader builds a key).
 The other sections are still read as mappings of their JSON
 (:attr:`toposig.records.statistics.Statistics.sections`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any
@@ -24,7 +28,8 @@ from toposig.records.vocabulary import is_number
 
 __all__ = ["SectionError", "FeatureStability", "Stability", "PowerLawFit", "Scaling",
            "PiecewiseFit", "Collapse", "StepChange", "RateOfChange", "ModelPhases", "Phases",
-           "Forecast", "FractionPrediction", "Prediction", "PredictionByFeature"]
+           "Forecast", "FractionPrediction", "Prediction", "PredictionByFeature",
+           "DiagramDistance", "Distances"]
 
 
 class SectionError(ValueError):
@@ -460,3 +465,71 @@ class PredictionByFeature:
     @classmethod
     def from_json(cls, obj: object) -> PredictionByFeature:
         return cls(_nested(obj, "prediction_by_feature", FractionPrediction.from_json))
+
+
+_DISTANCE_KEY = re.compile(r"^(?:weight_)?h(\d+)_wasserstein(_persim_l2)?$")
+
+
+@dataclass(frozen=True)
+class DiagramDistance:
+    """The order-1 Wasserstein distance between the persistence diagrams of two
+    consecutive checkpoints of a model, per homology dimension.
+
+    Attributes:
+        step_from, step_to: the two checkpoints' steps.
+        linf: dimension -> the distance with the L∞ ground metric (Hera, GUDHI).
+        l2: dimension -> the distance with the L2 ground metric (persim); empty for the
+            weight-row diagrams.
+    """
+
+    step_from: float | None = None
+    step_to: float | None = None
+    linf: Mapping[int, float | None] = field(default_factory=dict)
+    l2: Mapping[int, float | None] = field(default_factory=dict)
+
+    @property
+    def gap(self) -> float:
+        """Training steps between the two checkpoints (0 when a step is unknown)."""
+        if self.step_from is None or self.step_to is None:
+            return 0.0
+        return self.step_to - self.step_from
+
+    @classmethod
+    def from_json(cls, obj: object, where: str = "distance") -> DiagramDistance:
+        obj = _mapping(obj, where)
+        linf: dict[int, float | None] = {}
+        l2: dict[int, float | None] = {}
+        for key in obj:
+            if key in ("step_from", "step_to"):
+                continue
+            match = _DISTANCE_KEY.match(key)
+            if match is None:
+                raise SectionError(f"{where}: {key!r} is not a distance of a dimension")
+            (l2 if match.group(2) else linf)[int(match.group(1))] = _number(obj, key, where)
+        return cls(_number(obj, "step_from", where), _number(obj, "step_to", where),
+                   MappingProxyType(linf), MappingProxyType(l2))
+
+
+@dataclass(frozen=True)
+class Distances:
+    """The ``wasserstein`` (hidden-state diagrams) or ``weight_wasserstein`` (weight-row
+    diagrams, summed over matrices) section: model label -> its consecutive checkpoints'
+    :class:`DiagramDistance`, in step order."""
+
+    per_model: Mapping[str, tuple[DiagramDistance, ...]] = field(default_factory=dict)
+
+    def gaps_differ(self, labels: Iterable[str]) -> bool:
+        """Whether consecutive checkpoints of ``labels`` are unevenly spaced (1-step and
+        100-step gaps): then distances are only comparable per step of gap."""
+        return len({d.gap for label in labels for d in self.per_model.get(label, ())}) > 1
+
+    @classmethod
+    def from_json(cls, obj: object, where: str = "wasserstein") -> Distances:
+        obj = _mapping(obj, where)
+        out = {}
+        for model, rows in obj.items():
+            if not isinstance(rows, list):
+                raise SectionError(f"{where} of {model} is {type(rows).__name__}, not a list")
+            out[model] = tuple(DiagramDistance.from_json(r, f"{where} of {model}")
+                               for r in rows)
+        return cls(MappingProxyType(out))

@@ -9,7 +9,8 @@ Typed here: which records and settings they come from, the target, the per-model
 (:class:`ModelSummary`), the features by family, the correlations with the target
 (:class:`Correlations` of :class:`Correlation`), and the sections of
 :mod:`toposig.records.sections` (``stability``, ``scaling``, ``phases``, ``prediction``,
-``prediction_by_feature``). The other sections (``controlled``,
+``prediction_by_feature``, ``wasserstein``, ``weight_wasserstein``). The other sections
+(``controlled``,
 ``wasserstein``, ``weight_wasserstein``, ``ensembles`` (a study with seed ensembles only),
 ``positive_controls`` (a study whose checkpoints state a ground truth only),
 ``notes``) are read-only mappings of their JSON,
@@ -28,6 +29,7 @@ from types import MappingProxyType
 from typing import Any
 
 from toposig.records.sections import (
+    Distances,
     Phases,
     Prediction,
     PredictionByFeature,
@@ -39,7 +41,7 @@ from toposig.records.vocabulary import FeatureFamily, JsonView, is_number
 
 __all__ = ["StatisticsError", "Correlation", "Correlations", "ModelSummary", "Statistics",
            "SECTIONS", "statistics_problem", "scaling_of", "stability_of", "phases_of",
-           "prediction_of", "prediction_by_feature_of"]
+           "prediction_of", "prediction_by_feature_of", "wasserstein_of"]
 
 
 SECTIONS = ("controlled", "phases", "stability", "scaling", "prediction",
@@ -54,7 +56,8 @@ _COEFFICIENTS = ("spearman_r", "spearman_p", "pearson_r", "pearson_p", "pearson_
 
 _TYPED: dict[str, Any] = {"stability": Stability, "scaling": Scaling, "phases": Phases,
                           "prediction": Prediction,
-                          "prediction_by_feature": PredictionByFeature}
+                          "prediction_by_feature": PredictionByFeature,
+                          "wasserstein": Distances, "weight_wasserstein": Distances}
 """The sections read into the classes of :mod:`toposig.records.sections`, by name."""
 
 
@@ -277,6 +280,8 @@ class Statistics(JsonView):
             (:class:`~toposig.records.sections.Prediction`), or ``None``.
         prediction_by_feature: the ``prediction_by_feature`` section
             (:class:`~toposig.records.sections.PredictionByFeature`), or ``None``.
+        wasserstein, weight_wasserstein: the distances between consecutive checkpoints'
+            diagrams (:class:`~toposig.records.sections.Distances`), or ``None``.
         sections: the other sections (:data:`SECTIONS`) as mappings of their JSON.
     """
 
@@ -293,6 +298,8 @@ class Statistics(JsonView):
     phases: Phases | None = None
     prediction: Prediction | None = None
     prediction_by_feature: PredictionByFeature | None = None
+    wasserstein: Distances | None = None
+    weight_wasserstein: Distances | None = None
     sections: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     json: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
@@ -335,6 +342,11 @@ class Statistics(JsonView):
                         else None),
             prediction_by_feature=(PredictionByFeature.from_json(data["prediction_by_feature"])
                                    if "prediction_by_feature" in data else None),
+            wasserstein=(Distances.from_json(data["wasserstein"]) if "wasserstein" in data
+                         else None),
+            weight_wasserstein=(Distances.from_json(data["weight_wasserstein"],
+                                                    "weight_wasserstein")
+                                if "weight_wasserstein" in data else None),
             sections=MappingProxyType({k: MappingProxyType(data[k]) for k in SECTIONS
                                        if k in data}),
             json=MappingProxyType(data),
@@ -400,3 +412,9 @@ def prediction_by_feature_of(statistics: Statistics | Mapping[str, Any]
                              ) -> PredictionByFeature | None:
     """The ``prediction_by_feature`` section, typed (see :func:`_typed_section`)."""
     return _typed_section(statistics, "prediction_by_feature")
+
+
+def wasserstein_of(statistics: Statistics | Mapping[str, Any]) -> Distances | None:
+    """The ``wasserstein`` section (hidden-state diagrams), typed (see
+    :func:`_typed_section`)."""
+    return _typed_section(statistics, "wasserstein")

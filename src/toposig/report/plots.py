@@ -42,6 +42,8 @@ from toposig.analysis.correlations import (
 )
 from toposig.features.spectral import SPECTRAL_NAMES
 from toposig.records import FeatureFamily
+from toposig.records.sections import Distances
+from toposig.records.statistics import wasserstein_of
 from toposig.report.panels import (
     FEATURE_LABELS,
     SIGNIFICANCE,
@@ -95,32 +97,19 @@ SPECTRAL_NOTE = (
 NO_PAIRS = "no consecutive checkpoints"
 
 
-def _wasserstein_series(statistics: dict, labels: Iterable[str], key: str,
-                        per_step: bool = False) -> Series:
-    """Per model, a consecutive-checkpoint distance plotted at its ``step_to``; with
+def _wasserstein_series(distances: Distances, labels: Iterable[str], dim: int,
+                        l2: bool = False, per_step: bool = False) -> Series:
+    """Per model, the distance of homology dimension ``dim`` between consecutive
+    checkpoints (L∞ ground metric, or L2 with ``l2``) plotted at its ``step_to``; with
     ``per_step``, divided by the gap ``step_to - step_from`` (distance per training step)."""
-    table = (statistics or {}).get("wasserstein") or {}
     out: Series = {}
     for label in labels:
-        pts = sorted((finite_or_none(row.get("step_to")) or 0.0, v / (_gap(row) if per_step else 1))
-                     for row in table.get(label) or []
-                     if (v := finite_or_none(row.get(key))) is not None
-                     and (not per_step or _gap(row) > 0))
+        pts = sorted((finite_or_none(d.step_to) or 0.0, v / (d.gap if per_step else 1))
+                     for d in distances.per_model.get(label, ())
+                     if (v := finite_or_none((d.l2 if l2 else d.linf).get(dim))) is not None
+                     and (not per_step or d.gap > 0))
         out[label] = (np.array([p[0] for p in pts]), np.array([p[1] for p in pts]))
     return out
-
-
-def _gap(row: dict) -> float:
-    """Training steps between the two checkpoints of a distance row (0 when unknown)."""
-    a, b = finite_or_none(row.get("step_from")), finite_or_none(row.get("step_to"))
-    return b - a if a is not None and b is not None else 0.0
-
-
-def _gaps_differ(statistics: dict, labels: Iterable[str]) -> bool:
-    """Whether consecutive checkpoints are unevenly spaced in some model (1-step and
-    100-step gaps): then distances are only comparable per step of gap."""
-    table = (statistics or {}).get("wasserstein") or {}
-    return len({_gap(row) for label in labels for row in table.get(label) or []}) > 1
 
 
 # ----------------------------------------------------------------------------- figures
@@ -165,8 +154,9 @@ def plot_summary_figure(records: Sequence[dict], statistics: dict,
     feature_panel(axes[0], groups, styles, "perplexity", steps, logy=True)
     feature_panel(axes[1], groups, styles, "h1_total_persistence", steps)
     feature_panel(axes[2], groups, styles, "rankme", steps)
-    per_step = _gaps_differ(statistics, groups)
-    line_panel(axes[3], _wasserstein_series(statistics, groups, "h1_wasserstein", per_step),
+    distances = wasserstein_of(statistics or {}) or Distances()
+    per_step = distances.gaps_differ(groups)
+    line_panel(axes[3], _wasserstein_series(distances, groups, 1, per_step=per_step),
                 styles, title="H1 Wasserstein distance to previous checkpoint"
                 + (", per step of gap" if per_step else ""),
                 ylabel="W₁ (L∞ ground metric)" + (" / steps between checkpoints"
@@ -359,14 +349,14 @@ def plot_wasserstein_rate(records: Sequence[dict], statistics: dict,
     """H0 and H1 Wasserstein distance to the previous checkpoint vs step (L∞ solid, L2
     dashed); per step of gap when checkpoints are unevenly spaced."""
     groups = by_model(records)
-    labels = list(dict.fromkeys([*groups, *((statistics or {}).get("wasserstein") or {})]))
+    distances = wasserstein_of(statistics or {}) or Distances()
+    labels = list(dict.fromkeys([*groups, *distances.per_model]))
     styles = model_styles(labels)
     fig, axes = panel_grid(2, 2, figsize=(12.0, 5.5), target=on)
-    per_step = _gaps_differ(statistics, labels)
+    per_step = distances.gaps_differ(labels)
     for ax, q in zip(axes, (0, 1), strict=True):
-        solid = _wasserstein_series(statistics, labels, f"h{q}_wasserstein", per_step)
-        dashed = _wasserstein_series(statistics, labels, f"h{q}_wasserstein_persim_l2",
-                                     per_step)
+        solid = _wasserstein_series(distances, labels, q, per_step=per_step)
+        dashed = _wasserstein_series(distances, labels, q, l2=True, per_step=per_step)
         steps = [x for xs, _ in [*solid.values(), *dashed.values()] for x in xs]
         line_panel(ax, solid, styles, title=f"H{q}: distance to the previous checkpoint",
                     ylabel=f"H{q} W₁ (diagram units)"
