@@ -23,7 +23,8 @@ back unchanged.
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+import functools
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -54,11 +55,13 @@ _COEFFICIENTS = ("spearman_r", "spearman_p", "pearson_r", "pearson_p", "pearson_
                  "pearson_log_p")
 
 
-_TYPED: dict[str, Any] = {"stability": Stability, "scaling": Scaling, "phases": Phases,
-                          "prediction": Prediction,
-                          "prediction_by_feature": PredictionByFeature,
-                          "wasserstein": Distances, "weight_wasserstein": Distances}
-"""The sections read into the classes of :mod:`toposig.records.sections`, by name."""
+_TYPED: dict[str, Callable[[object], Any]] = {
+    "stability": Stability.from_json, "scaling": Scaling.from_json,
+    "phases": Phases.from_json, "prediction": Prediction.from_json,
+    "prediction_by_feature": PredictionByFeature.from_json,
+    "wasserstein": Distances.from_json,
+    "weight_wasserstein": functools.partial(Distances.from_json, where="weight_wasserstein")}
+"""The readers of the sections typed by :mod:`toposig.records.sections`, by name."""
 
 
 class StatisticsError(ValueError):
@@ -210,8 +213,20 @@ def _model_problem(summary: object) -> str | None:
 def statistics_problem(obj: object) -> str | None:
     """What makes parsed statistics unusable, or ``None`` when they are sound: an object
     whose ``models``, ``features``, ``correlations`` (and ``correlations_by_target``) have
-    the shapes :class:`Statistics` reads, whose target is named, and whose other
-    sections (:data:`SECTIONS`) are objects."""
+    the shapes :class:`Statistics` reads, whose target is named, whose other sections
+    (:data:`SECTIONS`) are objects and whose typed sections read."""
+    return _checked(obj)[0]
+
+
+def _checked(obj: object) -> tuple[str | None, dict[str, Any]]:
+    """:func:`statistics_problem`'s answer, and the typed sections read on the way (by
+    name; each read once)."""
+    typed: dict[str, Any] = {}
+    problem = _problem(obj, typed)
+    return problem, typed
+
+
+def _problem(obj: object, typed: dict[str, Any]) -> str | None:
     if not isinstance(obj, dict):
         return f"hold a {type(obj).__name__}, not a JSON object"
     if not isinstance(obj.get("target"), str):
@@ -240,10 +255,10 @@ def statistics_problem(obj: object) -> str | None:
     damaged = [k for k in SECTIONS if k in obj and not isinstance(obj[k], dict)]
     if damaged:
         return f"have sections {', '.join(damaged)} that are not objects"
-    for name, parse in _TYPED.items():
+    for name, read in _TYPED.items():
         if name in obj:
             try:
-                parse.from_json(obj[name])
+                typed[name] = read(obj[name])
             except SectionError as exc:
                 return f"have a {name} section that does not read: {exc}"
     hashes = obj.get("settings_hash", [])
@@ -317,7 +332,7 @@ class Statistics(JsonView):
         """
         if isinstance(obj, Statistics):
             return obj
-        problem = statistics_problem(obj)
+        problem, typed = _checked(obj)
         if problem:
             raise StatisticsError(f"{where + ': ' if where else ''}the statistics {problem}")
         assert isinstance(obj, dict)
@@ -335,18 +350,7 @@ class Statistics(JsonView):
             target_better=data.get("target_better"),
             records_sha256=data.get("records_sha256"),
             settings_hashes=tuple(data.get("settings_hash", ())),
-            stability=Stability.from_json(data["stability"]) if "stability" in data else None,
-            scaling=Scaling.from_json(data["scaling"]) if "scaling" in data else None,
-            phases=Phases.from_json(data["phases"]) if "phases" in data else None,
-            prediction=(Prediction.from_json(data["prediction"]) if "prediction" in data
-                        else None),
-            prediction_by_feature=(PredictionByFeature.from_json(data["prediction_by_feature"])
-                                   if "prediction_by_feature" in data else None),
-            wasserstein=(Distances.from_json(data["wasserstein"]) if "wasserstein" in data
-                         else None),
-            weight_wasserstein=(Distances.from_json(data["weight_wasserstein"],
-                                                    "weight_wasserstein")
-                                if "weight_wasserstein" in data else None),
+            **typed,
             sections=MappingProxyType({k: MappingProxyType(data[k]) for k in SECTIONS
                                        if k in data}),
             json=MappingProxyType(data),
@@ -385,7 +389,7 @@ def _typed_section(statistics: Statistics | Mapping[str, Any], name: str) -> Any
     """
     if isinstance(statistics, Statistics):
         return getattr(statistics, name)
-    return _TYPED[name].from_json(statistics[name]) if name in statistics else None
+    return _TYPED[name](statistics[name]) if name in statistics else None
 
 
 def stability_of(statistics: Statistics | Mapping[str, Any]) -> Stability | None:
