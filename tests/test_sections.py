@@ -4,11 +4,13 @@ damaged ones refused with a message naming what is wrong."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 from toposig.records import Statistics, StatisticsError
+from toposig.records.controlled import CONTROLS, TREND_KINDS
 from toposig.records.sections import Distances, Scaling, SectionError, Stability
 from toposig.records.statistics import scaling_of, stability_of
 from toposig.report.summary import summary_markdown
@@ -105,3 +107,92 @@ def test_the_distances_read_by_dimension_and_an_unknown_key_is_named():
     assert weights.l2 == {}
     with pytest.raises(SectionError, match="'h1_wasserstein_l3' is not a distance"):
         Distances.from_json({"m": [{"step_from": 0, "step_to": 1, "h1_wasserstein_l3": 1}]})
+
+
+# --- controlled -----------------------------------------------------------------------
+
+def _every_test(raw_controlled: dict):
+    for label, tests in raw_controlled["per_model"].items():
+        for feature, test in tests.items():
+            yield label, feature, test
+    for feature, test in raw_controlled["pooled"].items():
+        yield "pooled", feature, test
+
+
+@pytest.mark.parametrize("folder", ["", "seed004", "ensemble", "grokking", "induction"])
+def test_every_controlled_test_reads_its_own_keys(folder):
+    """Each typed field is the JSON key it names (checked key by key against the file, not
+    against the reader), so a grouping mistake in the reader fails here."""
+    raw = json.loads((RESULTS / folder / "data" / "statistics.json").read_text())["controlled"]
+    typed = Statistics.from_json(json.loads(
+        (RESULTS / folder / "data" / "statistics.json").read_text())).controlled
+    assert typed is not None and typed.level == raw["alpha"]
+    assert dict(typed.n_tests_by_control or {}) == raw["n_tests_by_control"]
+    assert list(typed.controls) == list(CONTROLS) == raw["controls"]
+    n = 0
+    for label, feature, j in _every_test(raw):
+        t = (typed.pooled if label == "pooled" else typed.per_model[label])[feature]
+        assert (t.scope, t.target, t.n, t.baseline) == (j["scope"], j["target"], j["n"],
+                                                        j["baseline"])
+        assert t.under("raw") == (j["spearman_r"], j["holm_p"])
+        assert t.under("partial_log_step") == (j["partial_r"], j["partial_holm_p"])
+        assert t.under("first_differences") == (j["diff_r"], j["diff_holm_p"])
+        assert t.under("beyond_baseline") == (j["beyond_r"], j["beyond_holm_p"])
+        for kind, control in TREND_KINDS.items():
+            trend = t.trend(kind)
+            assert t.under(control) == (j[f"{kind}_r"], j[f"{kind}_holm_p"])
+            assert (trend.p, trend.ci_low, trend.ci_high, trend.undefined) == (
+                j[f"{kind}_p"], j[f"{kind}_ci_low"], j[f"{kind}_ci_high"],
+                j[f"{kind}_undefined"])
+            assert list(trend.edf) == j.get(f"{kind}_edf", [])
+            assert trend.models == j.get(f"{kind}_models")
+        assert dict(t.significant) == j["significant"]
+        assert dict(t.calibration) == j["calibration"]
+        assert list(t.partial_controls) == j["partial_controls"]
+        assert {b: dict(v) for b, v in t.beyond_by_baseline.items()} == j["beyond_by_baseline"]
+        assert (t.design is None) == ("design" not in j)
+        for control, check in (t.design or {}).items():
+            want = j["design"][control]
+            assert (check.status, check.null_rate, check.mdc, check.mdc_holm,
+                    dict(check.power)) == (want["status"], want["null_rate"], want["mdc"],
+                                           want["mdc_holm"], want["power"])
+        n += 1
+    assert n == sum(len(v) for v in raw["per_model"].values()) + len(raw["pooled"]) > 50
+    for feature, s in raw["summary"].items():
+        summary = typed.summary[feature]
+        assert {c: summary.significant[c] for c in CONTROLS} == {
+            c: s[f"significant_{c}"] for c in CONTROLS}
+        assert dict(summary.pooled) == s["pooled"]
+        assert summary.in_every_model("raw") == (s["n_models"] > 0
+                                                 and s["significant_raw"] == s["n_models"])
+
+
+@pytest.mark.parametrize(("damage", "message"), [
+    (lambda c: c["per_model"]["tiny-h16-l1"]["rankme"].update(detrended_r="-0.4"),
+     "controlled test of tiny-h16-l1 rankme: detrended_r is '-0.4', not a number"),
+    (lambda c: c["pooled"]["rankme"].update(significant={"raw": "yes"}),
+     "pooled controlled test of rankme significant: raw is 'yes', not true or false"),
+    (lambda c: c["pooled"]["rankme"]["design"].update(detrended=[0.05]),
+     "design of detrended is list, not an object"),
+    (lambda c: c["summary"]["rankme"].update(significant_raw=-1),
+     "controlled summary of rankme: significant_raw is -1, not a count"),
+    (lambda c: c.update(n_tests_by_control="many"), "n_tests_by_control is str"),
+])
+def test_a_damaged_controlled_section_is_refused_and_named(damage, message):
+    raw = committed()
+    damage(raw["controlled"])
+    with pytest.raises(StatisticsError, match="controlled section that does not read: .*"
+                                              + re.escape(message)):
+        Statistics.from_json(raw)
+    md = summary_markdown(raw, [])  # the summary notes it and draws the rest
+    assert re.search(r"its statistics are malformed \(SectionError: [^)]*"
+                     + re.escape(message), md)
+    assert "Median bootstrap s.e." in md
+
+
+def test_an_unknown_control_is_named():
+    test = Statistics.from_json(committed()).controlled.pooled["rankme"]
+    with pytest.raises(KeyError, match="no control 'partial'; these are raw, "):
+        test.under("partial")
+    with pytest.raises(KeyError, match="no trend-level control 'partial'"):
+        test.trend("partial")

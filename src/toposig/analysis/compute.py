@@ -540,16 +540,14 @@ def summary_lines(statistics: Statistics | Mapping, top: int = 8) -> list[str]:
             lines.append(f"  {f:<32} rho={c.spearman_r:+.3f}  p={p}  n={c.n}")
     else:
         lines.append("no correlation is defined (fewer than 3 checkpoints, or constant values)")
-    summary = st.sections.get("controlled", {}).get("summary", {})
-    robust = [f for f, s in summary.items() if s["n_models"] and s["all_controls"] == s["n_models"]]
+    summary = st.controlled.summary if st.controlled else {}
+    robust = [f for f, s in summary.items() if s.n_models and s.all_controls == s.n_models]
     lines.append(f"significant in every model under every control (Holm; partial on log step; "
                  f"first differences; beyond the baseline; detrended; partial first "
                  f"differences; above the noise floor): {', '.join(robust) if robust else 'none'}")
     trend = ("detrended", "partial_first_differences")
-    calibrated = [f for f, s in summary.items()
-                  if any(s.get(f"significant_{c}") for c in trend)]
-    pooled = [f for f, s in summary.items()
-              if s.get("pooled") and any(s["pooled"].get(c) for c in trend)]
+    calibrated = [f for f, s in summary.items() if any(s.significant.get(c) for c in trend)]
+    pooled = [f for f, s in summary.items() if any(s.pooled.get(c) for c in trend)]
     lines.append("significant under a control calibrated for its design (detrended or partial "
                  f"first differences, Holm): in some model: {', '.join(calibrated) or 'none'}; "
                  f"pooled over models: {', '.join(pooled) or 'none'} (summary.md, C4)")

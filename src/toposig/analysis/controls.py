@@ -566,17 +566,6 @@ def _significance(e: dict) -> dict[str, bool | None]:
     }
 
 
-def sign_against_raw(e: dict, kind: str) -> str | None:
-    """``"same"`` or ``"opposite"``: the sign of a detrended (``kind="detrended"``) or
-    partial-first-difference (``"pfd"``) correlation against the raw ρ's, where both are
-    defined and non-zero. An opposite sign means the fluctuations run against the trend
-    association: the two are different findings."""
-    r, raw = e.get(f"{kind}_r"), e.get("spearman_r")
-    if r is None or raw is None or r == 0 or raw == 0:
-        return None
-    return "same" if (r > 0) == (raw > 0) else "opposite"
-
-
 def _summary(per_model: dict[str, dict[str, dict]], pooled: dict[str, dict],
              targets: dict[str, str]) -> dict:
     """Per feature: in how many models it is significant under each control."""

@@ -11,9 +11,9 @@ note, so one damaged section never hides the others. Typed so far: ``stability``
 :class:`Forecast`), ``prediction_by_feature`` (:class:`PredictionByFeature`), and
 ``wasserstein`` and ``weight_wasserstein`` (:class:`Distances` of
 :class:`DiagramDistance`: the distance of each homology dimension is read from its key
-here, ``h1_wasserstein`` -> ``linf[1]``, so no reader builds a key).
-The other sections are still read as mappings of their JSON
-(:attr:`toposig.records.statistics.Statistics.sections`).
+here, ``h1_wasserstein`` -> ``linf[1]``, so no reader builds a key). The ``controlled``
+section has its own module (:mod:`toposig.records.controlled`); the readers both use are
+in :mod:`toposig.records.reading`.
 """
 
 from __future__ import annotations
@@ -22,90 +22,14 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
-from typing import Any
 
-from toposig.records.vocabulary import is_number
+from toposig.records import reading as rd
+from toposig.records.reading import SectionError
 
 __all__ = ["SectionError", "FeatureStability", "Stability", "PowerLawFit", "Scaling",
            "PiecewiseFit", "Collapse", "StepChange", "RateOfChange", "ModelPhases", "Phases",
            "Forecast", "FractionPrediction", "Prediction", "PredictionByFeature",
            "DiagramDistance", "Distances"]
-
-
-class SectionError(ValueError):
-    """A section of the statistics that does not have the shape its class reads."""
-
-
-def _number(obj: Mapping[str, Any], key: str, where: str) -> float | None:
-    value = obj.get(key)
-    if value is None:
-        return None
-    if not is_number(value):
-        raise SectionError(f"{where}: {key} is {value!r}, not a number")
-    return float(value)
-
-
-def _count(obj: Mapping[str, Any], key: str, where: str) -> int | None:
-    value = obj.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise SectionError(f"{where}: {key} is {value!r}, not a count")
-    return value
-
-
-def _text(obj: Mapping[str, Any], key: str, where: str) -> str | None:
-    value = obj.get(key)
-    if value is not None and not isinstance(value, str):
-        raise SectionError(f"{where}: {key} is {value!r}, not text")
-    return value
-
-
-def _numbers(obj: Mapping[str, Any], key: str, where: str) -> tuple[float | None, ...]:
-    values = obj.get(key) or ()
-    if not isinstance(values, list | tuple) or not all(v is None or is_number(v)
-                                                       for v in values):
-        raise SectionError(f"{where}: {key} is {values!r}, not a list of numbers")
-    return tuple(None if v is None else float(v) for v in values)
-
-
-def _texts(obj: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
-    values = obj.get(key) or ()
-    if not isinstance(values, list | tuple) or not all(isinstance(v, str) for v in values):
-        raise SectionError(f"{where}: {key} is {values!r}, not a list of names")
-    return tuple(values)
-
-
-def _by_name(obj: Mapping[str, Any], key: str, where: str,
-             read: Any = None) -> Mapping[str, Any]:
-    """``obj[key]``, a mapping of name -> number (``read``: the reader of each value,
-    ``_number`` by default), read-only."""
-    table = _mapping(obj.get(key) or {}, f"{where} {key}")
-    read = read or _number
-    return MappingProxyType({name: read(table, name, f"{where} {key}") for name in table})
-
-
-def _nested(obj: object, where: str, read: Any) -> Mapping[str, Mapping[str, Any]]:
-    """``obj`` (outer name -> inner name -> value) with each value read by
-    ``read(value, where)``, read-only."""
-    return MappingProxyType({
-        outer: MappingProxyType({
-            inner: read(value, f"{where} of {outer} {inner}")
-            for inner, value in _mapping(table, f"{where} of {outer}").items()})
-        for outer, table in _mapping(obj, where).items()})
-
-
-def _of_numbers(cls: Any, obj: object, where: str) -> Any:
-    """An instance of the dataclass ``cls`` whose every field is a number (or ``None``),
-    read from the object ``obj``."""
-    obj = _mapping(obj, where)
-    return cls(**{f.name: _number(obj, f.name, where) for f in fields(cls)})
-
-
-def _mapping(obj: object, where: str) -> Mapping[str, Any]:
-    if not isinstance(obj, Mapping):
-        raise SectionError(f"{where} is {type(obj).__name__}, not an object")
-    return obj
 
 
 @dataclass(frozen=True)
@@ -131,10 +55,10 @@ class FeatureStability:
 
     @classmethod
     def from_json(cls, obj: object, where: str = "stability") -> FeatureStability:
-        obj = _mapping(obj, where)
-        numbers = {f.name: _number(obj, f.name, where) for f in fields(cls)
+        obj = rd.mapping(obj, where)
+        numbers = {f.name: rd.number(obj, f.name, where) for f in fields(cls)
                    if f.name != "n_pairs"}
-        return cls(**numbers, n_pairs=_count(obj, "n_pairs", where))
+        return cls(**numbers, n_pairs=rd.count(obj, "n_pairs", where))
 
 
 @dataclass(frozen=True)
@@ -146,7 +70,7 @@ class Stability:
 
     @classmethod
     def from_json(cls, obj: object) -> Stability:
-        return cls(_nested(obj, "stability", FeatureStability.from_json))
+        return cls(rd.nested(obj, "stability", FeatureStability.from_json))
 
 
 @dataclass(frozen=True)
@@ -179,16 +103,16 @@ class PowerLawFit:
 
     @classmethod
     def from_json(cls, obj: object, where: str = "scaling fit") -> PowerLawFit:
-        obj = _mapping(obj, where)
+        obj = rd.mapping(obj, where)
         models = obj.get("models") or ()
         if not isinstance(models, list | tuple) or not all(isinstance(m, str) for m in models):
             raise SectionError(f"{where}: models is {models!r}, not a list of labels")
-        return cls(**{k: _number(obj, k, where) for k in ("a", "b", "c", "r2", "spearman_r",
+        return cls(**{k: rd.number(obj, k, where) for k in ("a", "b", "c", "r2", "spearman_r",
                                                           "spearman_p")},
-                   spearman_p_method=_text(obj, "spearman_p_method", where),
-                   n=_count(obj, "n", where), model=_text(obj, "model", where),
-                   models=tuple(models), reason=_text(obj, "reason", where),
-                   note=_text(obj, "note", where))
+                   spearman_p_method=rd.text(obj, "spearman_p_method", where),
+                   n=rd.count(obj, "n", where), model=rd.text(obj, "model", where),
+                   models=tuple(models), reason=rd.text(obj, "reason", where),
+                   note=rd.text(obj, "note", where))
 
 
 @dataclass(frozen=True)
@@ -209,16 +133,16 @@ class Scaling:
 
     @classmethod
     def from_json(cls, obj: object) -> Scaling:
-        obj = _mapping(obj, "scaling")
-        sizes = _mapping(obj.get("num_parameters") or {}, "scaling num_parameters")
+        obj = rd.mapping(obj, "scaling")
+        sizes = rd.mapping(obj.get("num_parameters") or {}, "scaling num_parameters")
         return cls(
-            n_models=_count(obj, "n_models", "scaling"),
-            num_parameters=MappingProxyType({m: _number(sizes, m, "scaling num_parameters")
+            n_models=rd.count(obj, "n_models", "scaling"),
+            num_parameters=MappingProxyType({m: rd.number(sizes, m, "scaling num_parameters")
                                              for m in sizes}),
             fits=MappingProxyType({
                 name: PowerLawFit.from_json(fit, f"scaling fit of {name}")
-                for name, fit in _mapping(obj.get("fits") or {}, "scaling fits").items()}),
-            reason=_text(obj, "reason", "scaling"))
+                for name, fit in rd.mapping(obj.get("fits") or {}, "scaling fits").items()}),
+            reason=rd.text(obj, "reason", "scaling"))
 
 
 @dataclass(frozen=True)
@@ -256,13 +180,13 @@ class PiecewiseFit:
 
     @classmethod
     def from_json(cls, obj: object, where: str = "phase fit") -> PiecewiseFit:
-        obj = _mapping(obj, where)
-        return cls(breakpoints=_numbers(obj, "breakpoints", where),
-                   breakpoint_steps=_numbers(obj, "breakpoint_steps", where),
-                   slopes=_numbers(obj, "slopes", where),
-                   intercept=_number(obj, "intercept", where), sse=_number(obj, "sse", where),
-                   r2=_number(obj, "r2", where), n=_count(obj, "n", where),
-                   reason=_text(obj, "reason", where))
+        obj = rd.mapping(obj, where)
+        return cls(breakpoints=rd.numbers(obj, "breakpoints", where),
+                   breakpoint_steps=rd.numbers(obj, "breakpoint_steps", where),
+                   slopes=rd.numbers(obj, "slopes", where),
+                   intercept=rd.number(obj, "intercept", where), sse=rd.number(obj, "sse", where),
+                   r2=rd.number(obj, "r2", where), n=rd.count(obj, "n", where),
+                   reason=rd.text(obj, "reason", where))
 
 
 @dataclass(frozen=True)
@@ -279,7 +203,7 @@ class Collapse:
 
     @classmethod
     def from_json(cls, obj: object, where: str = "collapse") -> Collapse:
-        return _of_numbers(cls, obj, where)
+        return rd.of_numbers(cls, obj, where)
 
 
 @dataclass(frozen=True)
@@ -292,7 +216,7 @@ class StepChange:
 
     @classmethod
     def from_json(cls, obj: object, where: str = "change") -> StepChange:
-        return _of_numbers(cls, obj, where)
+        return rd.of_numbers(cls, obj, where)
 
 
 @dataclass(frozen=True)
@@ -320,14 +244,14 @@ class RateOfChange:
 
     @classmethod
     def from_json(cls, obj: object, where: str = "rate of change") -> RateOfChange:
-        obj = _mapping(obj, where)
+        obj = rd.mapping(obj, where)
         changes = obj.get("changes") or []
         if not isinstance(changes, list):
             raise SectionError(f"{where}: changes is {changes!r}, not a list")
-        numbers = {k: _number(obj, k, where) for k in (
+        numbers = {k: rd.number(obj, k, where) for k in (
             "peak_step", "peak_change", "peak_fraction", "diminishing_step",
             "diminishing_fraction", "threshold")}
-        return cls(feature=_text(obj, "feature", where), **numbers,
+        return cls(feature=rd.text(obj, "feature", where), **numbers,
                    changes=tuple(StepChange.from_json(c, f"{where} change") for c in changes))
 
 
@@ -342,14 +266,14 @@ class ModelPhases:
 
     @classmethod
     def from_json(cls, obj: object, where: str = "phases") -> ModelPhases:
-        obj = _mapping(obj, where)
+        obj = rd.mapping(obj, where)
         roc = obj.get("np_rate_of_change")
         return cls(
             piecewise=MappingProxyType({
-                f: PiecewiseFit.from_json(fit, f"{where} fit of {f}") for f, fit in _mapping(
+                f: PiecewiseFit.from_json(fit, f"{where} fit of {f}") for f, fit in rd.mapping(
                     obj.get("piecewise_log_step") or {}, f"{where} fits").items()}),
             collapse=MappingProxyType({
-                f: Collapse.from_json(c, f"{where} collapse of {f}") for f, c in _mapping(
+                f: Collapse.from_json(c, f"{where} collapse of {f}") for f, c in rd.mapping(
                     obj.get("collapse") or {}, f"{where} collapse").items()}),
             np_rate_of_change=(RateOfChange.from_json(roc, f"{where} rate of change")
                                if roc else None))
@@ -363,7 +287,7 @@ class Phases:
 
     @classmethod
     def from_json(cls, obj: object) -> Phases:
-        obj = _mapping(obj, "phases")
+        obj = rd.mapping(obj, "phases")
         return cls(MappingProxyType({m: ModelPhases.from_json(v, f"phases of {m}")
                                      for m, v in obj.items()}))
 
@@ -377,8 +301,8 @@ class Forecast:
 
     @classmethod
     def from_json(cls, obj: object, where: str = "forecast") -> Forecast:
-        obj = _mapping(obj, where)
-        return cls(_number(obj, "prediction", where), _number(obj, "abs_error", where))
+        obj = rd.mapping(obj, where)
+        return cls(rd.number(obj, "prediction", where), rd.number(obj, "abs_error", where))
 
 
 @dataclass(frozen=True)
@@ -402,14 +326,14 @@ class FractionPrediction:
 
     @classmethod
     def from_json(cls, obj: object, where: str = "prediction") -> FractionPrediction:
-        obj = _mapping(obj, where)
+        obj = rd.mapping(obj, where)
         return cls(
-            per_model=_nested(obj.get("per_model") or {}, f"{where} per_model",
+            per_model=rd.nested(obj.get("per_model") or {}, f"{where} per_model",
                               Forecast.from_json),
-            mae=_by_name(obj, "mae", where),
-            n_models=_by_name(obj, "n_models", where, _count),
-            improvement_over_loss_only=_by_name(obj, "improvement_over_loss_only", where),
-            ridge_alpha=_by_name(obj, "ridge_alpha", where))
+            mae=rd.by_name(obj, "mae", where),
+            n_models=rd.by_name(obj, "n_models", where, rd.count),
+            improvement_over_loss_only=rd.by_name(obj, "improvement_over_loss_only", where),
+            ridge_alpha=rd.by_name(obj, "ridge_alpha", where))
 
 
 @dataclass(frozen=True)
@@ -441,18 +365,18 @@ class Prediction:
     @classmethod
     def from_json(cls, obj: object) -> Prediction:
         where = "prediction"
-        obj = _mapping(obj, where)
+        obj = rd.mapping(obj, where)
         return cls(
             fractions=MappingProxyType({
                 k: FractionPrediction.from_json(fr, f"prediction at {k}")
-                for k, fr in _mapping(obj.get("fractions") or {}, "prediction fractions")
+                for k, fr in rd.mapping(obj.get("fractions") or {}, "prediction fractions")
                 .items()}),
-            methods=_texts(obj, "methods", where), feature=_text(obj, "feature", where),
-            ridge_features=_texts(obj, "ridge_features", where),
-            ridge_reason=_text(obj, "ridge_reason", where),
-            true_final_loss=_by_name(obj, "true_final_loss", where),
-            final_step=_by_name(obj, "final_step", where),
-            notes=_text(obj, "notes", where), reason=_text(obj, "reason", where))
+            methods=rd.texts(obj, "methods", where), feature=rd.text(obj, "feature", where),
+            ridge_features=rd.texts(obj, "ridge_features", where),
+            ridge_reason=rd.text(obj, "ridge_reason", where),
+            true_final_loss=rd.by_name(obj, "true_final_loss", where),
+            final_step=rd.by_name(obj, "final_step", where),
+            notes=rd.text(obj, "notes", where), reason=rd.text(obj, "reason", where))
 
 
 @dataclass(frozen=True)
@@ -464,7 +388,7 @@ class PredictionByFeature:
 
     @classmethod
     def from_json(cls, obj: object) -> PredictionByFeature:
-        return cls(_nested(obj, "prediction_by_feature", FractionPrediction.from_json))
+        return cls(rd.nested(obj, "prediction_by_feature", FractionPrediction.from_json))
 
 
 _DISTANCE_KEY = re.compile(r"^(?:weight_)?h(\d+)_wasserstein(_persim_l2)?$")
@@ -496,7 +420,7 @@ class DiagramDistance:
 
     @classmethod
     def from_json(cls, obj: object, where: str = "distance") -> DiagramDistance:
-        obj = _mapping(obj, where)
+        obj = rd.mapping(obj, where)
         linf: dict[int, float | None] = {}
         l2: dict[int, float | None] = {}
         for key in obj:
@@ -505,8 +429,8 @@ class DiagramDistance:
             match = _DISTANCE_KEY.match(key)
             if match is None:
                 raise SectionError(f"{where}: {key!r} is not a distance of a dimension")
-            (l2 if match.group(2) else linf)[int(match.group(1))] = _number(obj, key, where)
-        return cls(_number(obj, "step_from", where), _number(obj, "step_to", where),
+            (l2 if match.group(2) else linf)[int(match.group(1))] = rd.number(obj, key, where)
+        return cls(rd.number(obj, "step_from", where), rd.number(obj, "step_to", where),
                    MappingProxyType(linf), MappingProxyType(l2))
 
 
@@ -525,7 +449,7 @@ class Distances:
 
     @classmethod
     def from_json(cls, obj: object, where: str = "wasserstein") -> Distances:
-        obj = _mapping(obj, where)
+        obj = rd.mapping(obj, where)
         out = {}
         for model, rows in obj.items():
             if not isinstance(rows, list):

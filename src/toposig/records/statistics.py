@@ -7,16 +7,15 @@ refuses a damaged file's content with a :class:`StatisticsError` that says what 
 
 Typed here: which records and settings they come from, the target, the per-model summary
 (:class:`ModelSummary`), the features by family, the correlations with the target
-(:class:`Correlations` of :class:`Correlation`), and the sections of
-:mod:`toposig.records.sections` (``stability``, ``scaling``, ``phases``, ``prediction``,
-``prediction_by_feature``, ``wasserstein``, ``weight_wasserstein``). The other sections
-(``controlled``,
-``wasserstein``, ``weight_wasserstein``, ``ensembles`` (a study with seed ensembles only),
-``positive_controls`` (a study whose checkpoints state a ground truth only),
-``notes``) are read-only mappings of their JSON,
-checked to be objects; ``notes`` says what each holds. Like a :class:`Record`, the
-statistics are also the read-only mapping of their JSON
-(:class:`toposig.records.vocabulary.JsonView`), and :meth:`Statistics.to_json` gives it
+(:class:`Correlations` of :class:`Correlation`), the controlled tests
+(:mod:`toposig.records.controlled`), and the sections of :mod:`toposig.records.sections`
+(``stability``, ``scaling``, ``phases``, ``prediction``, ``prediction_by_feature``,
+``wasserstein``, ``weight_wasserstein``). The other sections (``ensembles``, in a study
+with seed ensembles only; ``positive_controls``, in a study whose checkpoints state a
+ground truth only; ``notes``, which says what each section holds) are read-only mappings
+of their JSON, checked to be objects. Like a :class:`Record`, the statistics are also the
+read-only mapping of their JSON (:class:`toposig.records.vocabulary.JsonView`), and
+:meth:`Statistics.to_json` gives it
 back unchanged.
 """
 
@@ -29,6 +28,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from toposig.records.controlled import Controlled
 from toposig.records.sections import (
     Distances,
     Phases,
@@ -42,7 +42,7 @@ from toposig.records.vocabulary import FeatureFamily, JsonView, is_number
 
 __all__ = ["StatisticsError", "Correlation", "Correlations", "ModelSummary", "Statistics",
            "SECTIONS", "statistics_problem", "scaling_of", "stability_of", "phases_of",
-           "prediction_of", "prediction_by_feature_of", "wasserstein_of"]
+           "prediction_of", "prediction_by_feature_of", "wasserstein_of", "controlled_of"]
 
 
 SECTIONS = ("controlled", "phases", "stability", "scaling", "prediction",
@@ -56,6 +56,7 @@ _COEFFICIENTS = ("spearman_r", "spearman_p", "pearson_r", "pearson_p", "pearson_
 
 
 _TYPED: dict[str, Callable[[object], Any]] = {
+    "controlled": Controlled.from_json,
     "stability": Stability.from_json, "scaling": Scaling.from_json,
     "phases": Phases.from_json, "prediction": Prediction.from_json,
     "prediction_by_feature": PredictionByFeature.from_json,
@@ -285,6 +286,9 @@ class Statistics(JsonView):
         correlations: every feature's correlation with ``target``.
         correlations_by_target: the same with the other quality measures the records
             hold, by measure.
+        controlled: the ``controlled`` section
+            (:class:`~toposig.records.controlled.Controlled`), or ``None`` when the
+            statistics have none.
         stability: the ``stability`` section (:class:`~toposig.records.sections.Stability`;
             empty without bootstrap resamples), or ``None`` when the statistics have none.
         scaling: the ``scaling`` section (:class:`~toposig.records.sections.Scaling`), or
@@ -308,6 +312,7 @@ class Statistics(JsonView):
     target_better: str | None = None
     records_sha256: str | None = None
     settings_hashes: tuple[str, ...] = ()
+    controlled: Controlled | None = None
     stability: Stability | None = None
     scaling: Scaling | None = None
     phases: Phases | None = None
@@ -390,6 +395,11 @@ def _typed_section(statistics: Statistics | Mapping[str, Any], name: str) -> Any
     if isinstance(statistics, Statistics):
         return getattr(statistics, name)
     return _TYPED[name](statistics[name]) if name in statistics else None
+
+
+def controlled_of(statistics: Statistics | Mapping[str, Any]) -> Controlled | None:
+    """The ``controlled`` section, typed (see :func:`_typed_section`)."""
+    return _typed_section(statistics, "controlled")
 
 
 def stability_of(statistics: Statistics | Mapping[str, Any]) -> Stability | None:

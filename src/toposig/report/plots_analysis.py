@@ -34,9 +34,10 @@ from toposig.analysis.compute import ArraysOf, layer_diagrams
 from toposig.analysis.correlations import by_model, feature_family
 from toposig.features.homology import betti_curve
 from toposig.records import FeatureFamily
+from toposig.records.controlled import Controlled, ControlledTest
 from toposig.records.rounding import round_floats
 from toposig.records.sections import Phases, PiecewiseFit, PowerLawFit
-from toposig.records.statistics import phases_of, prediction_of, scaling_of
+from toposig.records.statistics import controlled_of, phases_of, prediction_of, scaling_of
 from toposig.report.panels import (
     FEATURE_LABELS,
     SIGNIFICANCE,
@@ -242,31 +243,23 @@ def stored_loss_title(records: Sequence[dict]) -> str:
 # -------------------------------------------------------------- controlled summary
 
 
-def _control_cell(entry: dict | None, control: str) -> tuple[str, float | None]:
+def _control_cell(entry: ControlledTest | None, control: str) -> tuple[str, float | None]:
     """``("sig" | "ns" | "undefined", r)`` of one feature × column × control."""
-    if not entry:
+    if entry is None:
         return "undefined", None
-    if control == "raw":
-        r, p = finite_or_none(entry.get("spearman_r")), finite_or_none(entry.get("holm_p"))
-    elif control == "partial_log_step":
-        r, p = finite_or_none(entry.get("partial_r")), finite_or_none(entry.get("partial_holm_p"))
-        if entry.get("partial_undefined") is not None:
-            return "undefined", None
-    elif control == "first_differences":
-        r, p = finite_or_none(entry.get("diff_r")), finite_or_none(entry.get("diff_holm_p"))
-    else:
-        r, p = finite_or_none(entry.get("beyond_r")), finite_or_none(entry.get("beyond_holm_p"))
+    r, p = (finite_or_none(x) for x in entry.under(control))
+    if control == "partial_log_step" and entry.partial_undefined is not None:
+        return "undefined", None
     if r is None or p is None:
         return "undefined", r
-    flags = entry.get("significant") or {}
+    flags = entry.significant
     significant = bool(flags[control]) if control in flags else p < SIGNIFICANCE
     return ("sig" if significant else "ns"), r
 
 
-def _control_rows(controlled: dict) -> list[tuple[str, list[str]]]:
+def _control_rows(controlled: Controlled) -> list[tuple[str, list[str]]]:
     names: list[str] = []
-    for table in [*(controlled.get("per_model") or {}).values(),
-                  controlled.get("pooled") or {}]:
+    for table in [*controlled.per_model.values(), controlled.pooled]:
         names.extend(k for k in table if k not in names)
     groups = []
     for family in FeatureFamily:  # the controlled table's rows, in table order
@@ -276,10 +269,10 @@ def _control_rows(controlled: dict) -> list[tuple[str, list[str]]]:
     return groups
 
 
-def _targets_text(controlled: dict) -> str:
+def _targets_text(controlled: Controlled) -> str:
     """``embedding features vs perplexity; weight features vs loss``."""
     by_side: dict[str, set[str]] = {}
-    for feature, target in (controlled.get("targets") or {}).items():
+    for feature, target in controlled.targets.items():
         side = feature_family(feature).split("_")[0]
         side = {"other": "embedding", "curvature": "landscape"}.get(side, side)
         by_side.setdefault(side, set()).add(str(target))
@@ -299,9 +292,8 @@ def plot_controls_summary(records: list[dict], statistics: dict,
     the raw ρ), coloured by r; empty cells are not; grey cells are undefined (no p, or no
     variation left after the control). Every defined cell states its r.
     """
-    controlled = statistics.get("controlled") or {}
-    per_model = controlled.get("per_model") or {}
-    pooled = controlled.get("pooled") or {}
+    controlled = controlled_of(statistics) or Controlled()
+    per_model, pooled = controlled.per_model, controlled.pooled
     columns = [*per_model, *(["pooled"] if pooled else [])]
     tables = [*per_model.values(), *([pooled] if pooled else [])]
     groups = _control_rows(controlled)

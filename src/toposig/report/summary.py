@@ -39,12 +39,13 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
-from toposig.analysis.controls import sign_against_raw
 from toposig.analysis.correlations import by_model, feature_family
 from toposig.analysis.inference import CALIBRATED, UNCALIBRATED
 from toposig.records import FeatureFamily
-from toposig.records.sections import Phases
+from toposig.records.controlled import TREND_KINDS, Controlled, ControlledTest, FeatureSummary
+from toposig.records.sections import Phases, SectionError
 from toposig.records.statistics import (
+    controlled_of,
     phases_of,
     prediction_by_feature_of,
     prediction_of,
@@ -317,9 +318,7 @@ def _topo_vs_spectral(statistics: dict, records: list[dict]) -> list[str]:
         raise _Absent("the run has no embedding-space topological or spectral feature "
                       "(weights-only run)")
     feats.sort(key=lambda f: list(fams).index(feature_family(f)))
-    controlled = _mapping(statistics.get("controlled"))
-    summary = controlled.get("summary") or {}
-    ctargets = controlled.get("targets") or {}
+    controlled = controlled_of(statistics) or Controlled()
     models = list(per_model)
     headers = ["Feature", "Family", *(f"{m} ρ (p)" for m in models)]
     if pooled:
@@ -336,17 +335,26 @@ def _topo_vs_spectral(statistics: dict, records: list[dict]) -> list[str]:
         if pooled:
             c = pooled.get(f) or {}
             cells.append(f"{fmt_rho(c.get('spearman_r'))} ({fmt_p(c.get('spearman_p'))})")
-        s = summary.get(f)
-        sig = (f"{s['significant_raw']}/{s['n_models']}"
-               if s and ctargets.get(f, target) == target else DASH)
+        s = controlled.summary.get(f)
+        sig = (f"{s.significant['raw']}/{s.n_models}"
+               if s and controlled.targets.get(f, target) == target else DASH)
         rows.append([_code(f), fams[feature_family(f)], *cells, sig])
     pooled_n = _n_text([(pooled.get(f) or {}).get("n") for f in feats]) if pooled else None
     caption = (f"Spearman ρ (two-sided p, uncorrected) of each embedding feature with {target} "
                f"across checkpoints, per model ({_n_text(ns)} each)"
                + (f" and pooled over models ({pooled_n})" if pooled_n else "")
                + "; last column: models where the Holm-adjusted p < "
-               + f"{controlled.get('alpha', 0.05)} (C1).")
+               + f"{controlled.level} (C1).")
     return [caption, "", *_table(headers, rows)]
+
+
+def _controlled(statistics: Mapping) -> Controlled:
+    """The ``controlled`` section, or :class:`_Absent` saying why there is none."""
+    controlled = _computed(controlled_of(statistics), "controlled")
+    if not (controlled.targets or controlled.per_model or controlled.pooled
+            or controlled.summary):
+        raise _Absent("the statistics' `controlled` section is empty")
+    return controlled
 
 
 # ---------------------------------------------------------------------------- part B
@@ -376,54 +384,54 @@ def _configurations(statistics: dict, records: list[dict]) -> list[str]:
             *_table(headers, rows)]
 
 
-def _controlled_entries(statistics: dict, feature: str) -> list[tuple[str, dict]]:
-    """``[(model or "pooled", entry), ...]`` of one feature's controlled tests."""
-    controlled = _section(statistics, "controlled")
-    rows = [(m, fs[feature]) for m, fs in (controlled.get("per_model") or {}).items()
-            if feature in fs]
-    if feature in (controlled.get("pooled") or {}):
-        rows.append(("pooled", controlled["pooled"][feature]))
+def _controlled_entries(statistics: Mapping, feature: str) -> list[tuple[str, ControlledTest]]:
+    """``[(model or "pooled", test), ...]`` of one feature's controlled tests."""
+    rows = _controlled(statistics).entries(feature)
     if not rows:
         raise _Absent(f"no record has `{feature}` (the weight stage did not run, or its "
                       "feature was not computed)")
     return rows
 
 
-def _holm_text(c: dict) -> str:
+def _holm_text(c: Controlled) -> str:
     """How many tests each Holm family holds (statistics from before the families were
     counted say the number of feature × model entries)."""
-    by = c.get("n_tests_by_control")
-    if not isinstance(by, dict):
-        return f"Holm over all {c.get('n_tests', '?')} feature × model tests"
+    by = c.n_tests_by_control
+    if by is None:
+        return f"Holm over all {_or_unknown(c.n_tests)} feature × model tests"
     names = ", ".join(f"{CONTROL_NAMES.get(k, k)} {v}" for k, v in by.items())
     return f"Holm within each control over its defined feature × model tests ({names})"
 
 
-def _bootstrap_text(statistics: dict) -> str:
-    c = _mapping(statistics.get("controlled"))
+def _or_unknown(value: object) -> object:
+    return "?" if value is None else value
+
+
+def _bootstrap_text(statistics: Mapping) -> str:
+    c = controlled_of(statistics) or Controlled()
     return f"{_interval_text(c)}; {_holm_text(c)}"
 
 
-def _interval_text(c: dict) -> str:
+def _interval_text(c: Controlled) -> str:
     """How the 95% intervals were made (statistics from before the surrogate intervals
     say the percentile bootstrap)."""
-    if c.get("ci_method"):
-        return (f"95% CI from {c.get('n_surrogates', '?')} phase-randomised surrogates "
+    if c.ci_method:
+        return (f"95% CI from {_or_unknown(c.n_surrogates)} phase-randomised surrogates "
                 "(respects autocorrelation; none pooled over checkpoints)")
-    return (f"95% percentile bootstrap CI over checkpoints ({c.get('n_bootstrap', '?')} "
+    return (f"95% percentile bootstrap CI over checkpoints ({_or_unknown(c.n_bootstrap)} "
             "resamples)")
 
 
-def _feature_vs_target(statistics: dict, feature: str, what: str) -> list[str]:
+def _feature_vs_target(statistics: Mapping, feature: str, what: str) -> list[str]:
     entries = _controlled_entries(statistics, feature)
-    targets = sorted({e.get("target") for _, e in entries if e.get("target")})
+    targets = sorted({e.target for _, e in entries if e.target})
     headers = ["Model", "n", "Spearman ρ", "p", "95% CI", "Holm p"]
-    rows = [[m, fmt_count(e.get("n")), fmt_rho(e.get("spearman_r")), fmt_p(e.get("spearman_p")),
-             fmt_ci(e.get("ci_low"), e.get("ci_high")), fmt_p(e.get("holm_p"))]
+    rows = [[m, fmt_count(e.n), fmt_rho(e.spearman_r), fmt_p(e.spearman_p),
+             fmt_ci(e.ci_low, e.ci_high), fmt_p(e.holm_p)]
             for m, e in entries]
     caption = (f"Spearman ρ between {what}, {_code(feature)}, and {' / '.join(targets) or '?'} "
                f"across checkpoints, per model and pooled "
-               f"({_n_text([e.get('n') for _, e in entries])}); two-sided p; "
+               f"({_n_text([e.n for _, e in entries])}); two-sided p; "
                f"{_bootstrap_text(statistics)}.")
     return [caption, "", *_table(headers, rows)]
 
@@ -440,20 +448,20 @@ def _weight_h1(statistics: dict, records: list[dict]) -> list[str]:
                               "summed over matrices)")
 
 
-def _direction(entry: dict) -> str:
-    target = entry.get("target") or "target"
-    rho = entry.get("spearman_r")
+def _direction(entry: ControlledTest) -> str:
+    target = entry.target or "target"
+    rho = entry.spearman_r
     if not _finite(rho):
         return "undefined"
-    if not (entry.get("significant") or {}).get("raw"):
+    if not entry.significant.get("raw"):
         return "not significant (Holm)"
     if rho < 0:
         return f"NP ↑ as {target} ↓"
     return f"NP ↓ as {target} ↓" if rho > 0 else "flat"
 
 
-def _neural_persistence(statistics: dict, records: list[dict]) -> list[str]:
-    _section(statistics, "controlled")
+def _neural_persistence(statistics: Mapping, records: list[dict]) -> list[str]:
+    _controlled(statistics)
     rows = []
     ns = []
     targets = set()
@@ -463,12 +471,11 @@ def _neural_persistence(statistics: dict, records: list[dict]) -> list[str]:
         except _Absent:
             continue
         for m, e in entries:
-            ns.append(e.get("n"))
-            targets.add(e.get("target"))
-            rows.append([m, f"{_code(feature)} ({name})", fmt_count(e.get("n")),
-                         fmt_rho(e.get("spearman_r")), fmt_p(e.get("spearman_p")),
-                         fmt_ci(e.get("ci_low"), e.get("ci_high")), fmt_p(e.get("holm_p")),
-                         _direction(e)])
+            ns.append(e.n)
+            targets.add(e.target)
+            rows.append([m, f"{_code(feature)} ({name})", fmt_count(e.n),
+                         fmt_rho(e.spearman_r), fmt_p(e.spearman_p),
+                         fmt_ci(e.ci_low, e.ci_high), fmt_p(e.holm_p), _direction(e)])
     if not rows:
         raise _Absent("no record has neural persistence (`np_mean` / `np_seed_mean`)")
     headers = ["Model", "NP variant", "n", "Spearman ρ", "p", "95% CI", "Holm p",
@@ -637,8 +644,8 @@ def short_reason(reason: str | None) -> str:
     return reason.split(":")[0][:40]
 
 
-def _survives(entry: dict) -> str:
-    sig = entry.get("significant") or {}
+def _survives(entry: ControlledTest) -> str:
+    sig = entry.significant
     applicable = [key for key in CONTROL_NAMES if sig.get(key) is not None]
     kept = [CONTROL_NAMES[key] for key in applicable if sig.get(key)]
     if kept and len(kept) == len(applicable):
@@ -646,76 +653,58 @@ def _survives(entry: dict) -> str:
     return ", ".join(kept) or "none"
 
 
-def _trend_cells(e: dict) -> list[str]:
+def _trend_cells(e: ControlledTest) -> list[str]:
     """Detrended and partial-first-difference ρ and Holm p (within a model; a dash pooled)
     and the noise floor (below / above / a dash without resamples)."""
-    floor = e.get("below_noise_floor")
-    return [*_trend_pair(e, "detrended", "detrended"),
-            *_trend_pair(e, "pfd", "partial_first_differences"),
+    floor = e.below_noise_floor
+    return [*_trend_pair(e, "detrended"), *_trend_pair(e, "pfd"),
             DASH if floor is None else ("below" if floor else "above")]
 
 
-def _trend_pair(e: dict, kind: str, control: str) -> list[str]:
+def _trend_pair(e: ControlledTest, kind: str) -> list[str]:
     """A calibrated control's ρ (marked where its sign is opposite to the raw ρ's) and
     Holm p (marked where the test is uncalibrated for its design)."""
-    rho = fmt_rho(e.get(f"{kind}_r"))
-    if sign_against_raw(e, kind) == "opposite":
+    test = e.trend(kind)
+    rho = fmt_rho(test.r)
+    if e.sign_against_raw(kind) == "opposite":
         rho += " (opposite to raw)"
-    p = fmt_p(e.get(f"{kind}_holm_p"))
-    status = (e.get("calibration") or {}).get(control)
-    if status == UNCALIBRATED and p != DASH:
+    p = fmt_p(test.holm_p)
+    if e.calibration.get(TREND_KINDS[kind]) == UNCALIBRATED and p != DASH:
         p += " (uncalibrated)"
     return [rho, p]
 
 
-def _rho_ci(entry: dict) -> str:
+def _rho_ci(entry: ControlledTest) -> str:
     """``ρ [lo, hi]``, or whichever part is defined, or a dash."""
-    parts = [fmt_rho(entry.get("spearman_r")), fmt_ci(entry.get("ci_low"), entry.get("ci_high"))]
+    parts = [fmt_rho(entry.spearman_r), fmt_ci(entry.ci_low, entry.ci_high)]
     parts = [x for x in parts if x != DASH]
     return " ".join(parts) or DASH
 
 
-def _every_entry(per_model: dict, pooled: dict, features: Sequence[str]
-                 ) -> list[tuple[str, str, dict]]:
-    """``(feature, model or "pooled", entry)`` of every controlled test, feature by
-    feature, the models in order and the pooled entry last."""
-    out = []
-    for f in features:
-        out += [(f, m, fs[f]) for m, fs in per_model.items() if f in fs]
-        if f in pooled:
-            out.append((f, "pooled", pooled[f]))
-    return out
-
-
-def _robustness(statistics: dict, records: list[dict]) -> list[str]:
-    controlled = _section(statistics, "controlled")
-    per_model = controlled.get("per_model") or {}
-    pooled = controlled.get("pooled") or {}
-    features = list(controlled.get("targets") or {})
-    for fs in [*per_model.values(), pooled]:
-        features += [f for f in fs if f not in features]
+def _robustness(statistics: Mapping, records: list[dict]) -> list[str]:
+    controlled = _controlled(statistics)
+    features = controlled.features()
     if not features:
         raise _Absent("no feature was tested")
-    trend = "n_tests_by_control" in controlled  # statistics with the detrended controls
+    trend = controlled.n_tests_by_control is not None  # with the detrended controls
     headers = ["Feature", "Model", "Target", "n", "ρ [95% CI]", "Holm p", "Partial r",
                "Partial Holm p", "First-diff ρ", "First-diff Holm p", "Baseline",
                "Beyond-baseline r", "Beyond-baseline Holm p",
                *(["Detrended ρ", "Detrended Holm p", "Partial-diff ρ", "Partial-diff Holm p",
                   "Noise floor"] if trend else []), "Survives"]
     rows = []
-    for f, m, e in _every_entry(per_model, pooled, features):
-        if _finite(e.get("partial_r")):
-            partial = fmt_rho(e["partial_r"])
+    for f, m, e in controlled.every_entry(features):
+        if _finite(e.partial_r):
+            partial = fmt_rho(e.partial_r)
         else:
-            partial = f"undefined: {short_reason(e.get('partial_undefined'))}"
-        rows.append([_code(f), m, e.get("target") or DASH, fmt_count(e.get("n")),
-                     _rho_ci(e), fmt_p(e.get("holm_p")), partial,
-                     fmt_p(e.get("partial_holm_p")),
-                     fmt_rho(e.get("diff_r")), fmt_p(e.get("diff_holm_p")),
-                     _code(e["baseline"]) if e.get("baseline") else DASH,
-                     fmt_rho(e.get("beyond_r")), fmt_p(e.get("beyond_holm_p")),
+            partial = f"undefined: {short_reason(e.partial_undefined)}"
+        rows.append([_code(f), m, e.target or DASH, fmt_count(e.n),
+                     _rho_ci(e), fmt_p(e.holm_p), partial, fmt_p(e.partial_holm_p),
+                     fmt_rho(e.diff_r), fmt_p(e.diff_holm_p),
+                     _code(e.baseline) if e.baseline else DASH,
+                     fmt_rho(e.beyond_r), fmt_p(e.beyond_holm_p),
                      *(_trend_cells(e) if trend else []), _survives(e)])
-    ns = [e.get("n") for fs in per_model.values() for e in fs.values()]
+    ns = [e.n for tests in controlled.per_model.values() for e in tests.values()]
     caption = (f"Every feature × model (and pooled) against its target "
                f"({_targets_text(controlled)}; per model {_n_text(ns)} checkpoints): "
                f"Spearman ρ with {_bootstrap_text(statistics)} (separately for each test); "
@@ -729,14 +718,14 @@ def _robustness(statistics: dict, records: list[dict]) -> list[str]:
                "`mean_norm`, `effective_rank_cov`, `rankme`; the loss surface's merge tree: "
                "`hessian_trace`; gradient topology: `grad_norm_mean`; — where not "
                "applicable); a "
-               f"control is survived when its Holm p < {controlled.get('alpha', 0.05)} with "
+               f"control is survived when its Holm p < {controlled.level} with "
                "the raw ρ's sign.")
     if trend:
         caption += (" Within each model, the two controls tried on simulated runs "
                     "(`toposig.analysis.trend_controls`): detrended ρ, of each series' "
                     "deviation from its own REML smoothing spline in log(1 + step), and "
                     "partial-diff ρ, of first differences regressed on a smooth function of "
-                    f"log step, each with a p from {controlled.get('n_surrogates', '?')} "
+                    f"log step, each with a p from {_or_unknown(controlled.n_surrogates)} "
                     "phase-randomised surrogates (Holm as above; survived at either sign); "
                     "noise floor: below when fewer than half the feature's consecutive "
                     "changes exceed 1.96 × their bootstrap-resample standard errors (then it "
@@ -746,26 +735,23 @@ def _robustness(statistics: dict, records: list[dict]) -> list[str]:
     return [caption, "", *_table(headers, rows)]
 
 
-def _survivors(statistics: dict, records: list[dict]) -> list[str]:
-    controlled = _section(statistics, "controlled")
-    summary = controlled.get("summary") or {}
+def _survivors(statistics: Mapping, records: list[dict]) -> list[str]:
+    summary = _controlled(statistics).summary
     if not summary:
         raise _Absent("the controlled analysis holds no per-feature summary")
 
-    def names(pred: Callable[[dict], bool]) -> str:
+    def names(pred: Callable[[FeatureSummary], bool]) -> str:
         hits = [_code(f) for f, s in summary.items() if pred(s)]
         return ", ".join(hits) if hits else "none"
 
-    every = names(lambda s: bool(s.get("n_models")) and s.get("all_controls") == s["n_models"])
-    raw = names(lambda s: bool(s.get("n_models")) and s.get("significant_raw") == s["n_models"])
-    pooled = names(lambda s: bool(s.get("pooled"))
-                   and any(s["pooled"].get(c) for c in ("detrended",
-                                                         "partial_first_differences")))
-    within = names(lambda s: bool(s.get("n_models"))
-                   and s.get("significant_first_differences") == s["n_models"]
-                   and s.get("significant_beyond_baseline") == s["n_models"])
-    undefined = names(lambda s: bool(s.get("partial_undefined")))
-    if len(summary) > 1 and all(s.get("partial_undefined") for s in summary.values()):
+    every = names(lambda s: bool(s.n_models) and s.all_controls == s.n_models)
+    raw = names(lambda s: s.in_every_model("raw"))
+    pooled = names(lambda s: any(s.pooled.get(c) for c in ("detrended",
+                                                           "partial_first_differences")))
+    within = names(lambda s: s.in_every_model("first_differences")
+                   and s.in_every_model("beyond_baseline"))
+    undefined = names(lambda s: bool(s.partial_undefined))
+    if len(summary) > 1 and all(s.partial_undefined for s in summary.values()):
         undefined = f"all {len(summary)} features"
     text = (f"Features significant in every model under all controls: {every}. "
             f"Features significant in every model on the raw test (Holm) alone: {raw}. "
@@ -815,103 +801,97 @@ def _stability(statistics: Mapping, records: list[dict]) -> list[str]:
 
 # ---------------------------------------------------------------------------- document
 
-def _interval_cell(e: dict, kind: str) -> str:
-    parts = [fmt_rho(e.get(f"{kind}_r")), fmt_ci(e.get(f"{kind}_ci_low"), e.get(f"{kind}_ci_high"))]
+def _interval_cell(e: ControlledTest, kind: str) -> str:
+    test = e.trend(kind)
+    parts = [fmt_rho(test.r), fmt_ci(test.ci_low, test.ci_high)]
     parts = [x for x in parts if x != DASH]
     text = " ".join(parts) or DASH
-    if sign_against_raw(e, kind) == "opposite":
+    if e.sign_against_raw(kind) == "opposite":
         text += " (opposite to raw)"
     return text
 
 
-def _design_cells(e: dict, control: str) -> list[str]:
+def _design_cells(e: ControlledTest, control: str) -> list[str]:
     """Null rate (with the status where uncalibrated) and the minimum detectable
     coupling at alpha and at Holm's strictest level."""
-    check = (e.get("design") or {}).get(control)
-    if not check:
+    check = (e.design or {}).get(control)
+    if check is None:
         return [DASH, DASH]
-    if check.get("status") not in (CALIBRATED, UNCALIBRATED):  # no simulation was run
+    if check.status not in (CALIBRATED, UNCALIBRATED):  # no simulation was run
         return ["not checked", DASH]
-    rate = f"{check['null_rate']:.3f}" if _finite(check.get("null_rate")) else DASH
-    if check.get("status") != CALIBRATED:
+    rate = f"{check.null_rate:.3f}" if _finite(check.null_rate) else DASH
+    if check.status != CALIBRATED:
         rate += " (uncalibrated)"
-    return [rate, f"{_mdc(check.get('mdc'))} ({_mdc(check.get('mdc_holm'))})"]
+    return [rate, f"{_mdc(check.mdc)} ({_mdc(check.mdc_holm)})"]
 
 
 def _mdc(value) -> str:
     return f"{value:.2f}" if _finite(value) else "> 0.9"
 
 
-def reading(e: dict) -> str:
+def reading(e: ControlledTest) -> str:
     """What a test row says, in words: an association under a calibrated control, or
     "no association above X" (X the smallest coupling a calibrated control would have
     found with 80 % power at Holm's strictest level), or why it says nothing."""
-    sig = e.get("significant") or {}
-    calib = e.get("calibration") or {}
-    design = e.get("design") or {}
-    found = [CONTROL_NAMES[c] for c in ("detrended", "partial_first_differences")
-             if sig.get(c)]
+    sig, calib, design = e.significant, e.calibration, e.design or {}
+    found = [kind for kind, control in TREND_KINDS.items() if sig.get(control)]
     if found:
-        opposite = [CONTROL_NAMES[c] for c, k in (("detrended", "detrended"),
-                                                  ("partial_first_differences", "pfd"))
-                    if sig.get(c) and sign_against_raw(e, k) == "opposite"]
-        text = f"association ({', '.join(found)})"
+        opposite = [CONTROL_NAMES[TREND_KINDS[k]] for k in found
+                    if e.sign_against_raw(k) == "opposite"]
+        text = f"association ({', '.join(CONTROL_NAMES[TREND_KINDS[k]] for k in found)})"
         return text + (f", opposite in sign to the raw ρ ({', '.join(opposite)})"
                        if opposite else "")
-    usable = [design[c] for c in ("detrended", "partial_first_differences")
+    usable = [design[c] for c in TREND_KINDS.values()
               if c in design and calib.get(c) == CALIBRATED]
     if not usable:
         if any(calib.get(c) == UNCALIBRATED for c in design):
             return "no calibrated test for this design"
-        if e.get("scope") == "pooled" and e.get("detrended_models") is not None:
-            n = max(e.get("detrended_models") or 0, e.get("pfd_models") or 0)
+        if e.scope == "pooled" and e.detrended.models is not None:
+            n = max(e.detrended.models or 0, e.pfd.models or 0)
             return f"no pooled test: calibrated in {n} model(s)"
         return "not tested"
-    mdcs = [c.get("mdc_holm") for c in usable if _finite(c.get("mdc_holm"))]
+    mdcs = [c.mdc_holm for c in usable if _finite(c.mdc_holm)]
     if not mdcs:
         return "none found; below 80 % power even at coupling 0.9"
-    return f"no association above {min(mdcs):.2f}"
+    return f"no association above {min(m for m in mdcs if m is not None):.2f}"
 
 
-def _calibrated_tests(statistics: dict, records: list[dict]) -> list[str]:
-    controlled = _section(statistics, "controlled")
-    per_model = controlled.get("per_model") or {}
-    pooled = controlled.get("pooled") or {}
-    if not any("design" in e for fs in [*per_model.values(), pooled] for e in fs.values()):
+def _calibrated_tests(statistics: Mapping, records: list[dict]) -> list[str]:
+    controlled = _controlled(statistics)
+    tests = [*controlled.per_model.values(), controlled.pooled]
+    if not any(e.design is not None for table in tests for e in table.values()):
         raise _Absent("these statistics carry no design checks (computed before they "
                       "existed, or with design_runs=0)")
-    features = list(controlled.get("targets") or {})
     headers = ["Feature", "Model", "n", "Detrended ρ [95% CI]", "Detrended Holm p",
                "Detrended null rate", "Detrended MDC (Holm)", "Partial-diff ρ [95% CI]",
                "Partial-diff Holm p", "Partial-diff null rate", "Partial-diff MDC (Holm)",
                "Reads as"]
     rows = []
-    for f, m, e in _every_entry(per_model, pooled, features):
-        rows.append([_code(f), m, fmt_count(e.get("n")),
-                     _interval_cell(e, "detrended"), fmt_p(e.get("detrended_holm_p")),
+    for f, m, e in controlled.every_entry(list(controlled.targets)):
+        rows.append([_code(f), m, fmt_count(e.n),
+                     _interval_cell(e, "detrended"), fmt_p(e.detrended.holm_p),
                      *_design_cells(e, "detrended"),
-                     _interval_cell(e, "pfd"), fmt_p(e.get("pfd_holm_p")),
+                     _interval_cell(e, "pfd"), fmt_p(e.pfd.holm_p),
                      *_design_cells(e, "partial_first_differences"), reading(e)])
     caption = ("The two controls that hold their size where simulations say so, per feature "
                "× model and pooled over models (a fixed-effect meta-analysis of the models' "
                "own statistics against their own surrogates). Interval: "
                f"{_interval_text(controlled)}. Null rate: the share of simulated null runs "
                "of this test's own design (its fitted trends and noise) with p < "
-               f"{controlled.get('alpha', 0.05)}; uncalibrated when it exceeds alpha beyond "
+               f"{controlled.level}; uncalibrated when it exceeds alpha beyond "
                "chance (binomial p < 0.01), and then the test is not counted as significant. "
                "MDC: the smallest coupling between the two series' fluctuations that the "
                "test finds with 80 % power on that design, at alpha and (in brackets) at "
                "alpha / the Holm family's size; > 0.9 when even a coupling of 0.9 is found "
                "less often. Reads as: an association where a calibrated control survives "
                "Holm, else no association above the smallest calibrated MDC (Holm). "
-               f"{controlled.get('design_method') or ''}")
+               f"{controlled.design_method or ''}")
     return [caption.strip(), "", *_table(headers, rows)]
 
 
-def _probe_correlations(statistics: dict, records: list[dict]) -> list[str]:
-    controlled = _section(statistics, "controlled")
-    per_model = controlled.get("per_model") or {}
-    pooled = controlled.get("pooled") or {}
+def _probe_correlations(statistics: Mapping, records: list[dict]) -> list[str]:
+    controlled = _controlled(statistics)
+    per_model, pooled = controlled.per_model, controlled.pooled
     names = list(pooled) or list(next(iter(per_model.values()), {}))
     fams = [fam for fam in FeatureFamily if fam.is_probe]
     feats = sorted((f for f in names if feature_family(f) in fams),
@@ -925,13 +905,14 @@ def _probe_correlations(statistics: dict, records: list[dict]) -> list[str]:
         headers.append("pooled ρ (Holm p)")
     headers.append("Survives (pooled)")
     rows, ns = [], []
+    absent = ControlledTest()
     for f in feats:
         cells, target = [], DASH
-        for e in [*(per_model[m].get(f) or {} for m in models),
-                  *([pooled.get(f) or {}] if pooled else [])]:
-            ns.append(e.get("n"))
-            target = e.get("target") or target
-            cells.append(f"{fmt_rho(e.get('spearman_r'))} ({fmt_p(e.get('holm_p'))})")
+        for e in [*(per_model[m].get(f, absent) for m in models),
+                  *([pooled.get(f, absent)] if pooled else [])]:
+            ns.append(e.n)
+            target = e.target or target
+            cells.append(f"{fmt_rho(e.spearman_r)} ({fmt_p(e.holm_p)})")
         rows.append([_code(f), feature_family(f).label, target, *cells,
                      _survives(pooled[f]) if f in pooled else DASH])
     caption = (f"Spearman ρ (Holm-adjusted p, as in C1) of each feature of the landscape and "
@@ -1213,9 +1194,12 @@ _PARTS: tuple[tuple[str, str, tuple[Callable[[dict, list[dict]], list[str]], ...
 )
 
 
-def _header(statistics: dict, records: list[dict]) -> list[str]:
+def _header(statistics: Mapping, records: list[dict]) -> list[str]:
     models = _mapping(statistics.get("models"))
-    controlled = _mapping(statistics.get("controlled"))
+    try:
+        controlled = controlled_of(statistics) or Controlled()
+    except SectionError:  # the section's own table says so
+        controlled = Controlled()
     hashes = [str(h) for h in statistics.get("settings_hash") or [] if h]
     digest = statistics.get("records_sha256")
     about = [f"records SHA-256 {digest[:12]}"] if digest else []
@@ -1234,13 +1218,13 @@ def _header(statistics: dict, records: list[dict]) -> list[str]:
         lines.append(f"Correlation target of `correlations`: "
                      f"{TARGET_WORDS.get(statistics['target'], statistics['target'])}"
                      f"{better}; in the controlled tests {_targets_text(controlled)}.")
-    if controlled.get("n_tests"):
-        lines.append(f"Significance: Holm-adjusted p < {controlled.get('alpha', 0.05)}, "
+    if controlled.n_tests:
+        lines.append(f"Significance: Holm-adjusted p < {controlled.level}, "
                      f"{_holm_text(controlled)}; {_interval_text(controlled)}.")
-        if controlled.get("pooled_method"):
-            lines.append(f"Pooled over models: {controlled['pooled_method']}.")
-        if controlled.get("design_method"):
-            lines.append(f"Calibration and power: {controlled['design_method']} (C4).")
+        if controlled.pooled_method:
+            lines.append(f"Pooled over models: {controlled.pooled_method}.")
+        if controlled.design_method:
+            lines.append(f"Calibration and power: {controlled.design_method} (C4).")
     if seeds_note := _mapping(statistics.get("notes")).get("controlled_seeds"):
         lines.append(f"Within-model controls (parts A to C): {seeds_note}.")
     lines.append("Not reproduced: the seeds' software-version and hyperparameter tables "
@@ -1253,18 +1237,18 @@ TARGET_WORDS = {"perplexity": "perplexity (on the analysed texts)",
                 "mlm_loss": "the masked-LM loss (on the analysed texts)"}
 
 
-def _targets_text(controlled: dict) -> str:
+def _targets_text(controlled: Controlled) -> str:
     """Which quality measure each kind of feature was tested against, from the tests'
     own targets (an encoder's are its masked-LM loss)."""
-    groups: dict[str, list[str]] = {}
-    for feature, target in (controlled.get("targets") or {}).items():
+    groups: dict[str | None, list[str]] = {}
+    for feature, target in controlled.targets.items():
         label = feature_family(feature).label
         if label not in groups.setdefault(target, []):
             groups[target].append(label)
     if not groups:
         return "no feature was tested"
     return "; ".join(f"{', '.join(labels)} features are tested against "
-                     f"{TARGET_WORDS.get(t, t)}" for t, labels in groups.items())
+                     f"{TARGET_WORDS.get(t, t) if t else t}" for t, labels in groups.items())
 
 
 def _built(build: Callable[[dict, list[dict]], list[str]], statistics: dict,
