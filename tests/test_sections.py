@@ -13,6 +13,8 @@ from toposig.records import Statistics, StatisticsError
 from toposig.records.controlled import CONTROLS, TREND_KINDS
 from toposig.records.sections import Distances, Scaling, SectionError, Stability
 from toposig.records.statistics import scaling_of, stability_of
+from toposig.report.plots_controls import has_positive_controls
+from toposig.report.plots_ensembles import has_ensembles
 from toposig.report.summary import summary_markdown
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
@@ -196,3 +198,102 @@ def test_an_unknown_control_is_named():
         test.under("partial")
     with pytest.raises(KeyError, match="no trend-level control 'partial'"):
         test.trend("partial")
+
+
+# --- seed ensembles and positive controls ----------------------------------------------
+
+def _statistics(folder: str) -> tuple[dict, Statistics]:
+    raw = json.loads((RESULTS / folder / "data" / "statistics.json").read_text())
+    return raw, Statistics.from_json(json.loads(json.dumps(raw)))
+
+
+@pytest.mark.parametrize("folder", ["ensemble", "grokking", "induction"])
+def test_the_ensembles_read_their_own_keys(folder):
+    raw, st = _statistics(folder)
+    j, ens = raw["ensembles"], st.ensembles
+    assert ens is not None and list(ens.fractions) == j["fractions"]
+    assert (ens.level, ens.n_bootstrap, ens.calibrated_seeds, ens.expected_by_chance) == (
+        j["level"], j["n_bootstrap"], j["calibrated_seeds"], j["expected_by_chance"])
+    for g, info in j["groups"].items():
+        group = ens.groups[g]
+        assert (list(group.labels), list(group.seeds), group.n_seeds, list(group.steps),
+                group.final_step, dict(group.fraction_steps), group.final_loss.sd) == (
+            info["labels"], info["seeds"], info["n_seeds"], info["steps"],
+            info["final_step"], info["fraction_steps"], info["final_loss"]["sd"])
+    cells = 0
+    for feature, by_fraction in j["across_seeds"].items():
+        for key, by_group in by_fraction.items():
+            for g, c in by_group.items():
+                t = ens.across_seeds[feature][key][g]
+                assert (t.r, t.ci_low, t.ci_high, t.baseline, t.advantage_low, t.n_seeds,
+                        t.beyond_loss, t.calibrated) == (
+                    c["r"], c["ci_low"], c["ci_high"], c["baseline"], c["advantage_low"],
+                    c["n_seeds"], c["beyond_loss"], c["calibrated"])
+                cells += 1
+            v = j["verdict"][feature][key]
+            verdict = ens.verdict[feature][key]
+            assert (verdict.sizes_tested, verdict.sizes_beyond,
+                    verdict.predicts_beyond_loss) == (v["sizes_tested"], v["sizes_beyond"],
+                                                      v["predicts_beyond_loss"])
+    assert cells > 50
+    for q, pairs in j["between_sizes"].items():
+        assert [(d.smaller, d.larger, d.difference, d.within_spread)
+                for d in ens.between_sizes[q]] == [
+            (p["from"], p["to"], p["difference"], p["within_spread"]) for p in pairs]
+    for q, by_group in j["seed_spread"].items():
+        for g, s in by_group.items():
+            assert (ens.seed_spread[q][g].mean, ens.seed_spread[q][g].text_sd) == (
+                s["mean"], s["text_sd"])
+
+
+@pytest.mark.parametrize("folder", ["grokking", "induction"])
+def test_the_positive_controls_read_their_own_keys(folder):
+    raw, st = _statistics(folder)
+    j, pc = raw["positive_controls"], st.positive_controls
+    assert pc is not None and (pc.signal, pc.event, list(pc.events)) == (
+        j["signal"], j["event"], j["events"])
+    assert (None if pc.levels is None else list(pc.levels)) == j["levels"]
+    for label, run in j["runs"].items():
+        got = pc.runs[label]
+        assert (got.seed, got.seed_group, list(got.steps), list(got.signal),
+                dict(got.event_steps)) == (run["seed"], run["seed_group"], run["steps"],
+                                           run["signal"], run["event_steps"])
+    for feature, by_event in j["alignment"].items():
+        for event, a in by_event.items():
+            got = pc.alignment[feature][event]
+            assert (list(got.leads), list(got.apart), list(got.hits), got.n_runs,
+                    got.hit_rate, got.hit_p, got.hit_holm_p, got.permutation_p,
+                    got.median_lead) == (a["leads"], a["apart"], a["hits"], a["n_runs"],
+                                         a["hit_rate"], a["hit_p"], a.get("hit_holm_p"),
+                                         a["permutation_p"], a["median_lead"])
+            assert got.n_hits == sum(1 for h in a["hits"] if h)
+
+
+@pytest.mark.parametrize(("folder", "section", "damage", "message"), [
+    ("ensemble", "ensembles",
+     lambda s: s["groups"]["ens-h8-l1"].update(seeds=[0, "one"]),
+     "seed group ens-h8-l1: seeds is [0, 'one'], not a list of whole numbers"),
+    ("ensemble", "ensembles",
+     lambda s: s["across_seeds"]["rankme"]["0.2"]["ens-h8-l1"].update(beyond_loss="no"),
+     "across seeds of rankme of 0.2 ens-h8-l1: beyond_loss is 'no', not true or false"),
+    ("ensemble", "ensembles", lambda s: s["between_sizes"].update(loss={"from": "a"}),
+     "between sizes of loss is dict, not a list"),
+    ("grokking", "positive_controls",
+     lambda s: s["alignment"]["rankme"]["0.5"].update(hits=[1, 0]),
+     "alignment of rankme 0.5: hits is [1, 0], not a list of true or false"),
+    ("grokking", "positive_controls",
+     lambda s: s["runs"]["grokking-seed0"].update(event_steps={"0.5": -3}),
+     "ground-truth run grokking-seed0 event_steps: 0.5 is -3, not a count"),
+])
+def test_a_damaged_ensemble_or_positive_control_is_refused_and_named(folder, section, damage,
+                                                                     message):
+    raw, _ = _statistics(folder)
+    damage(raw[section])
+    with pytest.raises(StatisticsError, match=f"{section} section that does not read: "
+                                              + re.escape(message)):
+        Statistics.from_json(raw)
+    md = summary_markdown(raw, [])  # the summary notes it and draws the rest
+    assert f"its statistics are malformed (SectionError: {message})" in md
+    applies = {"ensembles": has_ensembles, "positive_controls": has_positive_controls}
+    assert not applies[section]([], raw, None)  # and draws no figure of it
+    assert applies[section]([], _statistics(folder)[1], None)

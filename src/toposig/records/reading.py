@@ -12,8 +12,8 @@ from typing import Any
 
 from toposig.records.vocabulary import is_number
 
-__all__ = ["SectionError", "number", "count", "text", "flag", "numbers", "texts", "by_name",
-           "nested", "of_numbers", "mapping"]
+__all__ = ["SectionError", "number", "count", "text", "flag", "numbers", "integers", "flags",
+           "texts", "by_name", "nested", "of_numbers", "mapping"]
 
 
 class SectionError(ValueError):
@@ -97,3 +97,21 @@ def mapping(obj: object, where: str) -> Mapping[str, Any]:
     if not isinstance(obj, Mapping):
         raise SectionError(f"{where} is {type(obj).__name__}, not an object")
     return obj
+
+
+def integers(obj: Mapping[str, Any], key: str, where: str) -> tuple[int | None, ...]:
+    """``obj[key]``, a list of whole numbers (``None`` allowed), as a tuple."""
+    values = obj.get(key) or ()
+    if not isinstance(values, list | tuple) or not all(
+            v is None or (isinstance(v, int) and not isinstance(v, bool)) for v in values):
+        raise SectionError(f"{where}: {key} is {values!r}, not a list of whole numbers")
+    return tuple(values)
+
+
+def flags(obj: Mapping[str, Any], key: str, where: str) -> tuple[bool | None, ...]:
+    """``obj[key]``, a list of true/false (``None`` allowed), as a tuple."""
+    values = obj.get(key) or ()
+    if not isinstance(values, list | tuple) or not all(v is None or isinstance(v, bool)
+                                                       for v in values):
+        raise SectionError(f"{where}: {key} is {values!r}, not a list of true or false")
+    return tuple(values)

@@ -8,14 +8,14 @@ refuses a damaged file's content with a :class:`StatisticsError` that says what 
 Typed here: which records and settings they come from, the target, the per-model summary
 (:class:`ModelSummary`), the features by family, the correlations with the target
 (:class:`Correlations` of :class:`Correlation`), the controlled tests
-(:mod:`toposig.records.controlled`), and the sections of :mod:`toposig.records.sections`
-(``stability``, ``scaling``, ``phases``, ``prediction``, ``prediction_by_feature``,
-``wasserstein``, ``weight_wasserstein``). The other sections (``ensembles``, in a study
-with seed ensembles only; ``positive_controls``, in a study whose checkpoints state a
-ground truth only; ``notes``, which says what each section holds) are read-only mappings
-of their JSON, checked to be objects. Like a :class:`Record`, the statistics are also the
-read-only mapping of their JSON (:class:`toposig.records.vocabulary.JsonView`), and
-:meth:`Statistics.to_json` gives it
+(:mod:`toposig.records.controlled`), the seed ensembles (:mod:`toposig.records.ensembles`,
+a study with seeds only), the positive controls (:mod:`toposig.records.positive_controls`,
+a study whose checkpoints state a ground truth only), and the sections of
+:mod:`toposig.records.sections` (``stability``, ``scaling``, ``phases``, ``prediction``,
+``prediction_by_feature``, ``wasserstein``, ``weight_wasserstein``). ``notes``, which says
+what each section holds, is a read-only mapping of its JSON. Like a :class:`Record`, the
+statistics are also the read-only mapping of their JSON
+(:class:`toposig.records.vocabulary.JsonView`), and :meth:`Statistics.to_json` gives it
 back unchanged.
 """
 
@@ -29,6 +29,8 @@ from types import MappingProxyType
 from typing import Any
 
 from toposig.records.controlled import Controlled
+from toposig.records.ensembles import Ensembles
+from toposig.records.positive_controls import PositiveControls
 from toposig.records.sections import (
     Distances,
     Phases,
@@ -42,7 +44,8 @@ from toposig.records.vocabulary import FeatureFamily, JsonView, is_number
 
 __all__ = ["StatisticsError", "Correlation", "Correlations", "ModelSummary", "Statistics",
            "SECTIONS", "statistics_problem", "scaling_of", "stability_of", "phases_of",
-           "prediction_of", "prediction_by_feature_of", "wasserstein_of", "controlled_of"]
+           "prediction_of", "prediction_by_feature_of", "wasserstein_of", "controlled_of",
+           "ensembles_of", "positive_controls_of"]
 
 
 SECTIONS = ("controlled", "phases", "stability", "scaling", "prediction",
@@ -56,7 +59,8 @@ _COEFFICIENTS = ("spearman_r", "spearman_p", "pearson_r", "pearson_p", "pearson_
 
 
 _TYPED: dict[str, Callable[[object], Any]] = {
-    "controlled": Controlled.from_json,
+    "controlled": Controlled.from_json, "ensembles": Ensembles.from_json,
+    "positive_controls": PositiveControls.from_json,
     "stability": Stability.from_json, "scaling": Scaling.from_json,
     "phases": Phases.from_json, "prediction": Prediction.from_json,
     "prediction_by_feature": PredictionByFeature.from_json,
@@ -301,7 +305,11 @@ class Statistics(JsonView):
             (:class:`~toposig.records.sections.PredictionByFeature`), or ``None``.
         wasserstein, weight_wasserstein: the distances between consecutive checkpoints'
             diagrams (:class:`~toposig.records.sections.Distances`), or ``None``.
-        sections: the other sections (:data:`SECTIONS`) as mappings of their JSON.
+        ensembles: the across-seeds tests of a study with seed ensembles
+            (:class:`~toposig.records.ensembles.Ensembles`), or ``None``.
+        positive_controls: the alignment with a stated ground truth
+            (:class:`~toposig.records.positive_controls.PositiveControls`), or ``None``.
+        sections: every section (:data:`SECTIONS`) as the mapping of its JSON.
     """
 
     target: str
@@ -320,6 +328,8 @@ class Statistics(JsonView):
     prediction_by_feature: PredictionByFeature | None = None
     wasserstein: Distances | None = None
     weight_wasserstein: Distances | None = None
+    ensembles: Ensembles | None = None
+    positive_controls: PositiveControls | None = None
     sections: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     json: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
@@ -400,6 +410,17 @@ def _typed_section(statistics: Statistics | Mapping[str, Any], name: str) -> Any
 def controlled_of(statistics: Statistics | Mapping[str, Any]) -> Controlled | None:
     """The ``controlled`` section, typed (see :func:`_typed_section`)."""
     return _typed_section(statistics, "controlled")
+
+
+def ensembles_of(statistics: Statistics | Mapping[str, Any]) -> Ensembles | None:
+    """The ``ensembles`` section, typed (see :func:`_typed_section`)."""
+    return _typed_section(statistics, "ensembles")
+
+
+def positive_controls_of(statistics: Statistics | Mapping[str, Any]
+                         ) -> PositiveControls | None:
+    """The ``positive_controls`` section, typed (see :func:`_typed_section`)."""
+    return _typed_section(statistics, "positive_controls")
 
 
 def stability_of(statistics: Statistics | Mapping[str, Any]) -> Stability | None:

@@ -16,6 +16,9 @@ from matplotlib.lines import Line2D
 
 from toposig.analysis.compute import ArraysOf
 from toposig.analysis.correlations import by_model
+from toposig.records.positive_controls import Alignment, PositiveControls
+from toposig.records.reading import SectionError
+from toposig.records.statistics import positive_controls_of
 from toposig.report.panels import finite_or_none, no_data, panel_grid, record_series
 from toposig.report.style import Drawn, Figure, Target, figure, registry, subplots
 
@@ -29,64 +32,67 @@ def run_colours(runs: Sequence[str]) -> dict[str, str]:
     return {r: f"C{i % 10}" for i, r in enumerate(runs)}
 
 
-def has_positive_controls(records: Sequence[dict], statistics: dict,
+def has_positive_controls(records: Sequence[dict], statistics: Mapping,
                           arrays: ArraysOf | None) -> bool:
-    """The statistics hold a positive-control section with at least one run."""
-    section = statistics.get("positive_controls")
-    return isinstance(section, Mapping) and bool(section.get("runs"))
+    """The statistics hold a positive-control section with at least one run (a damaged
+    section draws nothing; the summary says what is wrong with it)."""
+    try:
+        section = positive_controls_of(statistics)
+    except SectionError:
+        return False
+    return section is not None and bool(section.runs)
 
 
-def _signal_panel(ax: Axes, section: Mapping) -> None:
+def _signal_panel(ax: Axes, section: PositiveControls) -> None:
     """The ground-truth signal of every run across training, its first event marked."""
-    runs = section.get("runs") or {}
-    events = list(section.get("events") or [])
-    colours = run_colours(list(runs))
-    for label, run in runs.items():
-        steps, values = run.get("steps") or [], run.get("signal") or []
-        ax.plot(steps, [finite_or_none(v) for v in values], color=colours[label],
-                linewidth=1.0, label=label)
-        for k, event in enumerate(events):
-            step = (run.get("event_steps") or {}).get(event)
+    colours = run_colours(list(section.runs))
+    for label, run in section.runs.items():
+        ax.plot(list(run.steps), [finite_or_none(v) for v in run.signal],
+                color=colours[label], linewidth=1.0, label=label)
+        for k, event in enumerate(section.events):
+            step = run.event_steps.get(event)
             if step is not None:
                 ax.axvline(step, color=colours[label], linewidth=0.6,
                            linestyle=("--", ":")[k % 2], alpha=0.7)
-    for level in section.get("levels") or []:
+    for level in section.levels or ():
         ax.axhline(level, color="0.5", linewidth=0.6)
     ax.set_xlabel("training step")
-    ax.set_ylabel(str(section.get("signal")))
+    ax.set_ylabel(str(section.signal))
     ax.set_title("The ground truth of every run (dashed: its events)")
     ax.legend(fontsize=7)
 
 
-def _ranked(section: Mapping, event: str) -> list[str]:
-    alignment = section.get("alignment") or {}
+def _ranked(section: PositiveControls, event: str) -> list[str]:
+    alignment = section.alignment
 
-    def key(feature: str):
-        a = (alignment[feature] or {}).get(event) or {}
-        rate = finite_or_none(a.get("hit_rate"))
+    def key(feature: str) -> tuple[float, str]:
+        rate = finite_or_none(_at(section, feature, event).hit_rate)
         return (-(rate if rate is not None else -1.0), feature)
 
-    references = [f for f in (section.get("signal"), "loss") if f in alignment]
+    references = [f for f in section.references if f in alignment]
     ranked = sorted((f for f in alignment if f not in references), key=key)
-    return references + ranked[: MAX_FEATURES - len(references)]
+    return [f for f in references if f is not None] + ranked[: MAX_FEATURES - len(references)]
 
 
-def _alignment_panel(ax: Axes, section: Mapping) -> None:
+def _at(section: PositiveControls, feature: str, event: str) -> Alignment:
+    """The feature's alignment with ``event`` (an empty one where there is none)."""
+    return section.alignment.get(feature, {}).get(event) or Alignment()
+
+
+def _alignment_panel(ax: Axes, section: PositiveControls) -> None:
     """Per feature: every run's distance from its change-point
     (:func:`toposig.analysis.ground_truth.change_point`) to the first event, in
     checkpoints (signed: left of 0 the feature moves first); the band is a hit."""
-    events = list(section.get("events") or [])
-    if not events or not section.get("alignment"):
+    if not section.events or not section.alignment:
         no_data(ax, "no run reaches the ground truth's event")
         return
-    event = events[0]
+    event = section.events[0]
     features = _ranked(section, event)
-    runs = list(section.get("runs") or {})
+    runs = list(section.runs)
     colours = run_colours(runs)
     for i, feature in enumerate(features):
-        a = (section["alignment"][feature] or {}).get(event) or {}
-        leads, apart = a.get("leads") or [], a.get("apart") or []
-        for k, (lead, n) in enumerate(zip(leads, apart, strict=False)):
+        a = _at(section, feature, event)
+        for k, (lead, n) in enumerate(zip(a.leads, a.apart, strict=False)):
             if lead is None or n is None:
                 continue
             signed = -n if lead > 0 else n  # checkpoints before (-) or after (+) the event
@@ -95,8 +101,7 @@ def _alignment_panel(ax: Axes, section: Mapping) -> None:
                     color=colours[runs[k]] if k < len(runs) else "0.3")
     ax.axvspan(-1.5, 1.5, color="0.9", zorder=0)
     ax.axvline(0.0, color="0.3", linewidth=0.8)
-    labels = [f"{f}  ({(section['alignment'][f].get(event) or {}).get('hit_rate', 0) or 0:.0%})"
-              for f in features]
+    labels = [f"{f}  ({_at(section, f, event).hit_rate or 0:.0%})" for f in features]
     ax.set_yticks(np.arange(len(features)), labels, fontsize=7)
     ax.invert_yaxis()
     ax.set_xlabel(f"change-point − event ({event}), in checkpoints (negative: the feature "
@@ -106,15 +111,15 @@ def _alignment_panel(ax: Axes, section: Mapping) -> None:
                               label=r) for r in runs], fontsize=7, loc="lower right")
 
 
-def _curves_panel(ax: Axes, records: Sequence[dict], section: Mapping, feature: str,
+def _curves_panel(ax: Axes, records: Sequence[dict], section: PositiveControls, feature: str,
                   event: str) -> None:
     """One feature across training, every run scaled to its own range (0: its lowest
     value, 1: its highest), with the run's event (dashed) and the feature's change-point
     (a dot) in the run's colour."""
-    runs = list(section.get("runs") or {})
+    runs = list(section.runs)
     colours = run_colours(runs)
-    a = ((section.get("alignment") or {}).get(feature) or {}).get(event) or {}
-    leads = list(a.get("leads") or [])
+    a = _at(section, feature, event)
+    leads = a.leads
     series = record_series(by_model(records), feature)
     for k, label in enumerate(runs):
         steps, values = series.get(label, (np.array([]), np.array([])))
@@ -124,7 +129,7 @@ def _curves_panel(ax: Axes, records: Sequence[dict], section: Mapping, feature: 
         scaled = (values - values.min()) / span if span > 0 else np.zeros_like(values)
         colour = colours[label]
         ax.plot(steps, scaled, color=colour, linewidth=0.9)
-        step = (section["runs"][label].get("event_steps") or {}).get(event)
+        step = section.runs[label].event_steps.get(event)
         if step is None:
             continue
         ax.axvline(step, color=colour, linewidth=0.7, linestyle="--", alpha=0.8)
@@ -133,7 +138,7 @@ def _curves_panel(ax: Axes, records: Sequence[dict], section: Mapping, feature: 
             at = step - lead
             ax.plot([at], [float(np.interp(at, steps, scaled))], marker="o", markersize=5,
                     color=colour, markeredgecolor="black", markeredgewidth=0.5)
-    rate = finite_or_none(a.get("hit_rate"))
+    rate = finite_or_none(a.hit_rate)
     ax.set_title(f"{feature}" + (f" (hits {rate:.0%})" if rate is not None else ""),
                  fontsize=9)
     ax.set_xlabel("training step")
@@ -141,7 +146,7 @@ def _curves_panel(ax: Axes, records: Sequence[dict], section: Mapping, feature: 
 
 
 @figure("positive_control", has_positive_controls)
-def plot_positive_control(records: list[dict], statistics: dict,
+def plot_positive_control(records: list[dict], statistics: Mapping,
                           arrays: ArraysOf | None = None,
                           on: Target | None = None) -> Drawn | None:
     """A positive control: the ground-truth signal of every run across training with its
@@ -149,11 +154,10 @@ def plot_positive_control(records: list[dict], statistics: dict,
     fall nearest the first event most often, each run's distance from it in checkpoints;
     and below, the curves of the best placed features (up to :data:`CURVES`), every run's
     event and the feature's change-point marked."""
-    section = statistics.get("positive_controls") or {}
-    events = list(section.get("events") or [])
-    references = (section.get("signal"), "loss")
-    best = ([f for f in _ranked(section, events[0]) if f not in references][:CURVES]
-            if events and section.get("alignment") else [])
+    section = positive_controls_of(statistics) or PositiveControls()
+    events = section.events
+    best = ([f for f in _ranked(section, events[0]) if f not in section.references][:CURVES]
+            if events and section.alignment else [])
     if not best:
         fig, (left, right) = panel_grid(2, 2, figsize=(14.0, 6.5), target=on)
     else:

@@ -15,6 +15,9 @@ from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 
 from toposig.analysis.compute import ArraysOf
+from toposig.records.ensembles import AcrossSeeds, Ensembles
+from toposig.records.reading import SectionError
+from toposig.records.statistics import ensembles_of
 from toposig.report.panels import finite_or_none, model_styles, no_data, panel_grid
 from toposig.report.style import Drawn, Figure, Target, figure, registry
 
@@ -25,11 +28,15 @@ HEADLINE_FEATURES = ("h0_total_persistence", "h1_total_persistence", "h1_n_featu
 FRACTION_MARKERS = ("o", "s", "^")
 
 
-def has_ensembles(records: Sequence[dict], statistics: dict, arrays: ArraysOf | None
+def has_ensembles(records: Sequence[dict], statistics: Mapping, arrays: ArraysOf | None
                   ) -> bool:
-    """The statistics hold an across-seeds analysis with at least one seed group."""
-    section = statistics.get("ensembles")
-    return isinstance(section, Mapping) and bool(section.get("groups"))
+    """The statistics hold an across-seeds analysis with at least one seed group (a
+    damaged section draws nothing; the summary says what is wrong with it)."""
+    try:
+        section = ensembles_of(statistics)
+    except SectionError:
+        return False
+    return section is not None and bool(section.groups)
 
 
 def _loss_panel(ax: Axes, records: Sequence[Mapping], groups: Sequence[str], styles) -> None:
@@ -55,11 +62,11 @@ def _loss_panel(ax: Axes, records: Sequence[Mapping], groups: Sequence[str], sty
               fontsize=8)
 
 
-def _forest_panel(ax: Axes, section: Mapping, groups: Sequence[str], styles) -> None:
+def _forest_panel(ax: Axes, section: Ensembles, groups: Sequence[str], styles) -> None:
     """Partial r across seeds with its interval, per headline feature, size and fraction."""
-    across = section.get("across_seeds") or {}
+    across = section.across_seeds
     features = [f for f in HEADLINE_FEATURES if f in across]
-    fractions = list(section.get("fractions") or [])
+    fractions = list(section.fractions)
     if not features:
         no_data(ax, "no headline feature was tested across seeds")
         return
@@ -69,17 +76,17 @@ def _forest_panel(ax: Axes, section: Mapping, groups: Sequence[str], styles) -> 
         slot = 0
         for g in groups:
             for k, key in enumerate(fractions):
-                c = (across[feature].get(key) or {}).get(g) or {}
+                c = across[feature].get(key, {}).get(g) or AcrossSeeds()
                 y = fi + offsets[slot]
                 slot += 1
-                r, lo, hi = (finite_or_none(c.get(x)) for x in ("r", "ci_low", "ci_high"))
+                r, lo, hi = (finite_or_none(x) for x in (c.r, c.ci_low, c.ci_high))
                 if r is None:
                     continue
                 if lo is not None and hi is not None:
                     ax.plot([lo, hi], [y, y], color=styles[g].color, linewidth=1.0)
                 ax.plot([r], [y], linestyle="none", color=styles[g].color,
                         marker=FRACTION_MARKERS[k % len(FRACTION_MARKERS)], markersize=4,
-                        markerfacecolor=styles[g].color if c.get("beyond_loss") else "white")
+                        markerfacecolor=styles[g].color if c.beyond_loss else "white")
     ax.axvline(0.0, color="0.3", linewidth=0.8)
     ax.set_yticks(range(len(features)), features, fontsize=8)
     ax.invert_yaxis()
@@ -96,7 +103,7 @@ def _forest_panel(ax: Axes, section: Mapping, groups: Sequence[str], styles) -> 
 
 
 @figure("seed_ensemble", has_ensembles)
-def plot_seed_ensemble(records: list[dict], statistics: dict,
+def plot_seed_ensemble(records: list[dict], statistics: Mapping,
                        arrays: ArraysOf | None = None,
                        on: Target | None = None) -> Drawn | None:
     """A seed ensemble (1 × 2): the held-out loss of every seed across training,
@@ -104,8 +111,8 @@ def plot_seed_ensemble(records: list[dict], statistics: dict,
     of the value at 20/30/50 % of training with the final loss, given the loss there and
     the best baseline, with its bootstrap interval over seeds (filled: the interval
     excludes 0)."""
-    section = statistics.get("ensembles") or {}
-    groups = list(section.get("groups") or {})
+    section = ensembles_of(statistics) or Ensembles()
+    groups = list(section.groups)
     styles = model_styles(groups)
     fig, (left, right) = panel_grid(2, 2, figsize=(13.0, 5.5), target=on)
     _loss_panel(left, records, groups, styles)

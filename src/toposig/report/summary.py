@@ -43,10 +43,14 @@ from toposig.analysis.correlations import by_model, feature_family
 from toposig.analysis.inference import CALIBRATED, UNCALIBRATED
 from toposig.records import FeatureFamily
 from toposig.records.controlled import TREND_KINDS, Controlled, ControlledTest, FeatureSummary
+from toposig.records.ensembles import AcrossSeeds, Verdict
+from toposig.records.positive_controls import Alignment
 from toposig.records.sections import Phases, SectionError
 from toposig.records.statistics import (
     controlled_of,
+    ensembles_of,
     phases_of,
+    positive_controls_of,
     prediction_by_feature_of,
     prediction_of,
     scaling_of,
@@ -953,63 +957,64 @@ def _prediction_by_feature(statistics: Mapping, records: list[dict]) -> list[str
 
 # ---------------------------------------------------------------------------- part E
 
-def _group_cell(c: dict) -> str:
+def _group_cell(c: AcrossSeeds | None) -> str:
     """``r [lo, hi]`` with the baseline controlled for, or the reason there is none."""
-    if not c:
+    if c is None:
         return DASH
-    if c.get("r") is None:
-        return f"undefined (n = {c.get('n_seeds')})"
-    text = f"{fmt_rho(c['r'])} {fmt_ci(c.get('ci_low'), c.get('ci_high'))}"
-    if c.get("baseline"):
-        text += f" given {c['baseline']}"
-    if c.get("calibrated") is False:  # too few seeds for the interval to hold its size
-        return text + f" (uncalibrated: {c.get('n_seeds')} seeds)"
-    return text + (" *" if c.get("beyond_loss") else "")
+    if c.r is None:
+        return f"undefined (n = {c.n_seeds})"
+    text = f"{fmt_rho(c.r)} {fmt_ci(c.ci_low, c.ci_high)}"
+    if c.baseline:
+        text += f" given {c.baseline}"
+    if c.calibrated is False:  # too few seeds for the interval to hold its size
+        return text + f" (uncalibrated: {c.n_seeds} seeds)"
+    return text + (" *" if c.beyond_loss else "")
 
 
-def _advantage_cell(c: dict) -> str:
-    if not c or c.get("advantage") is None:
+def _advantage_cell(c: AcrossSeeds | None) -> str:
+    if c is None or c.advantage is None:
         return DASH
-    return f"{fmt_rho(c['advantage'])} {fmt_ci(c.get('advantage_low'), c.get('advantage_high'))}"
+    return f"{fmt_rho(c.advantage)} {fmt_ci(c.advantage_low, c.advantage_high)}"
 
 
-def _across_seeds(statistics: dict, records: list[dict]) -> list[str]:
-    ens = _section(statistics, "ensembles")
-    groups = list(_mapping(ens.get("groups")))
+def _across_seeds(statistics: Mapping, records: list[dict]) -> list[str]:
+    ens = _computed(ensembles_of(statistics), "ensembles")
+    groups = list(ens.groups)
     headers = ["Feature", "Fraction",
                *(f"{g}: partial r [95% CI] given the baseline" for g in groups),
                *(f"{g}: advantage over the baseline [95% CI]" for g in groups),
                "Sizes beyond the loss", "Predicts beyond the loss"]
     rows = []
-    for feature, per_fraction in _mapping(ens.get("across_seeds")).items():
+    for feature, per_fraction in ens.across_seeds.items():
         for key, cells in per_fraction.items():
-            v = _mapping(_mapping(ens.get("verdict")).get(feature)).get(key) or {}
+            v = ens.verdict.get(feature, {}).get(key) or Verdict()
             rows.append([_code(feature), fmt_percent(float(key)),
-                         *(_group_cell(_mapping(cells.get(g))) for g in groups),
-                         *(_advantage_cell(_mapping(cells.get(g))) for g in groups),
-                         f"{v.get('sizes_beyond', 0)} of {v.get('sizes_tested', 0)}",
-                         "yes" if v.get("predicts_beyond_loss") else "no"])
-    info = _mapping(ens.get("groups"))
+                         *(_group_cell(cells.get(g)) for g in groups),
+                         *(_advantage_cell(cells.get(g)) for g in groups),
+                         f"{v.sizes_beyond or 0} of {v.sizes_tested or 0}",
+                         "yes" if v.predicts_beyond_loss else "no"])
     sizes = "; ".join(
-        f"`{g}`: {i.get('n_seeds')} seeds ({', '.join(str(x) for x in i.get('seeds', []))}), "
-        f"{fmt_params(i.get('num_parameters'))} parameters, fractions at steps "
-        + ", ".join(fmt_step(x) for x in _mapping(i.get("fraction_steps")).values())
-        + f" of {fmt_step(i.get('final_step'))}" for g, i in info.items())
-    found = sorted({f for f, per in _mapping(ens.get("verdict")).items()
-                    for v in per.values() if v.get("predicts_beyond_loss")})
-    chance = ens.get("expected_by_chance")
+        f"`{g}`: {i.n_seeds} seeds ({', '.join(str(x) for x in i.seeds)}), "
+        f"{fmt_params(i.num_parameters)} parameters, fractions at steps "
+        + ", ".join(fmt_step(x) for x in i.fraction_steps.values())
+        + f" of {fmt_step(i.final_step)}" for g, i in ens.groups.items())
+    found = sorted({f for f, per in ens.verdict.items()
+                    for v in per.values() if v.predicts_beyond_loss})
+    chance = ens.expected_by_chance
+    level = 0.95 if ens.level is None else ens.level
+    calibrated = 12 if ens.calibrated_seeds is None else ens.calibrated_seeds
     caption = (
         "Across seeds at a fixed point of training, where no shared trend can make an "
         "association: per size, the partial Spearman r, over seeds, of the feature's "
         "value at the fraction with the final held-out loss, given the loss at the "
         "fraction and the best baseline of its space there (named after 'given'; none for "
         "the baselines and spectral features, which are given the loss alone), with a "
-        f"{round(100 * ens.get('level', 0.95))} % percentile bootstrap interval over seeds "
-        f"({ens.get('n_bootstrap')} resamples); * = the interval excludes 0. Advantage: "
+        f"{round(100 * level)} % percentile bootstrap interval over seeds "
+        f"({ens.n_bootstrap} resamples); * = the interval excludes 0. Advantage: "
         "|r given the loss| of the feature minus that of the baseline, paired bootstrap. "
         "A feature predicts beyond the loss at a fraction when its interval excludes 0 in "
         "more than half of the sizes tested; a size with fewer than "
-        f"{ens.get('calibrated_seeds', 12)} seeds, where the interval does not hold its "
+        f"{calibrated} seeds, where the interval does not hold its "
         "size on simulated ensembles, is shown but not tested. Sizes: " + sizes + ". "
         + (f"Features that do at some fraction: {', '.join(_code(f) for f in found)}; "
            if found else "No feature does at any fraction; ")
@@ -1019,32 +1024,30 @@ def _across_seeds(statistics: dict, records: list[dict]) -> list[str]:
     return [caption, "", *_table(headers, rows)]
 
 
-def _seed_spread(statistics: dict, records: list[dict]) -> list[str]:
-    ens = _section(statistics, "ensembles")
-    spread = _mapping(ens.get("seed_spread"))
-    groups = list(_mapping(ens.get("groups")))
-    between = _mapping(ens.get("between_sizes"))
-    pairs = [(b.get("from"), b.get("to")) for b in next(iter(between.values()), [])]
+def _seed_spread(statistics: Mapping, records: list[dict]) -> list[str]:
+    ens = _computed(ensembles_of(statistics), "ensembles")
+    groups = list(ens.groups)
+    between = ens.between_sizes
+    pairs = [(b.smaller, b.larger) for b in next(iter(between.values()), ())]
     headers = ["Quantity", *(f"{g} final mean ± seed SD (text SD)" for g in groups),
                *(f"{a} → {b}: first seeds' difference" for a, b in pairs)]
     rows = []
-    for q, per_group in spread.items():
+    for q, per_group in ens.seed_spread.items():
         cells = []
         for g in groups:
-            s = _mapping(per_group.get(g))
-            cell = (f"{fmt_value(s.get('mean'))} ± {fmt_value(s.get('sd'))}"
-                    if s else DASH)
-            if s.get("text_sd") is not None:
-                cell += f" ({fmt_value(s['text_sd'])})"
+            s = per_group.get(g)
+            cell = f"{fmt_value(s.mean)} ± {fmt_value(s.sd)}" if s else DASH
+            if s and s.text_sd is not None:
+                cell += f" ({fmt_value(s.text_sd)})"
             cells.append(cell)
-        by_pair = {(b.get("from"), b.get("to")): b for b in between.get(q, [])}
+        by_pair = {(b.smaller, b.larger): b for b in between.get(q, ())}
         for pair in pairs:
             b = by_pair.get(pair)
-            cells.append(DASH if not b else f"{fmt_value(b.get('difference'))} ("
-                         + ("within" if b.get("within_spread") else "outside")
+            cells.append(DASH if not b else f"{fmt_value(b.difference)} ("
+                         + ("within" if b.within_spread else "outside")
                          + " the seed spread)")
         rows.append(["loss" if q == "loss" else _code(q), *cells])
-    inside = sorted({q for q, bs in between.items() for b in bs if b.get("within_spread")})
+    inside = sorted({q for q, bs in between.items() for b in bs if b.within_spread})
     caption = (
         "The seed-to-seed spread at the final checkpoint, a noise floor of its own next to "
         "the text-resampling one (in brackets, the median over seeds of the standard "
@@ -1067,79 +1070,77 @@ ENSEMBLE_PART = ("Part E. Seed ensembles",
                   ("E2. The seed-to-seed spread as a noise floor", _seed_spread)))
 
 
-def _control_runs(statistics: dict, records: list[dict]) -> list[str]:
-    pc = _section(statistics, "positive_controls")
-    events = list(pc.get("events") or [])
-    headers = ["Run", "Seed", *(_event_heading(pc, e) for e in events),
-               f"Final {pc.get('signal')}"]
-    rows = [[_code(label), run.get("seed", DASH),
-             *(fmt_step(_mapping(run.get("event_steps")).get(e)) for e in events),
-             fmt_value((run.get("signal") or [None])[-1])]
-            for label, run in _mapping(pc.get("runs")).items()]
-    never = sum(_mapping(run.get("event_steps")).get(events[0]) is None
-                for run in _mapping(pc.get("runs")).values()) if events else 0
+def _control_runs(statistics: Mapping, records: list[dict]) -> list[str]:
+    pc = _computed(positive_controls_of(statistics), "positive_controls")
+    events = list(pc.events)
+    headers = ["Run", "Seed", *(_event_heading(e) for e in events), f"Final {pc.signal}"]
+    rows = [[_code(label), DASH if run.seed is None else run.seed,
+             *(fmt_step(run.event_steps.get(e)) for e in events),
+             fmt_value((run.signal or (None,))[-1])]
+            for label, run in pc.runs.items()]
+    never = sum(run.event_steps.get(events[0]) is None
+                for run in pc.runs.values()) if events else 0
     caption = (
-        f"The ground truth of each run, measured without any topology: `{pc.get('signal')}`, "
+        f"The ground truth of each run, measured without any topology: `{pc.signal}`, "
         f"stored with every checkpoint by the task that trained it; its event is the first "
         "checkpoint at which it "
-        + (f"{'reaches' if pc.get('event') == 'rise' else 'comes down to'} each level"
-           if pc.get("levels") else "has covered half its way from first to last value")
+        + (f"{'reaches' if pc.event == 'rise' else 'comes down to'} each level"
+           if pc.levels else "has covered half its way from first to last value")
         + " (— = never within the run)."
         + (f" {never} run(s) never reach the first event, and count in no alignment."
            if never else "")
         + (" Left out, as they state another ground truth: "
-           + ", ".join(_code(r) for r in pc["runs_left_out"]) + "."
-           if pc.get("runs_left_out") else ""))
+           + ", ".join(_code(r) for r in pc.runs_left_out) + "."
+           if pc.runs_left_out else ""))
     return [caption, "", *_table(headers, rows)]
 
 
-def _event_heading(pc: dict, event: str) -> str:
+def _event_heading(event: str) -> str:
     if event == "halfway":
         return "Halfway step"
     return f"Step reaching {fmt_value(float(event))}"
 
 
-def _control_alignment(statistics: dict, records: list[dict]) -> list[str]:
-    pc = _section(statistics, "positive_controls")
-    events = list(pc.get("events") or [])
+def _control_alignment(statistics: Mapping, records: list[dict]) -> list[str]:
+    pc = _computed(positive_controls_of(statistics), "positive_controls")
+    events = list(pc.events)
     if not events:
         raise _Absent("the ground truth defines no event")
-    alignment = _mapping(pc.get("alignment"))
+    alignment = pc.alignment
     first = events[0]
+    absent = Alignment()
 
-    def order(item):
-        e = _mapping(item[1].get(first))
-        rate, apart = e.get("hit_rate"), e.get("median_apart")
+    def order(item: tuple[str, Mapping[str, Alignment]]) -> tuple:
+        e = item[1].get(first, absent)
+        rate, apart = e.hit_rate, e.median_apart
         return (-(rate if _finite(rate) else -1), apart if _finite(apart) else math.inf,
                 item[0])
 
     headers = ["Feature", "Family",
                *(h for e in events for h in (
-                   f"{_event_heading(pc, e)}: hits (rate; chance; p; Holm p)",
+                   f"{_event_heading(e)}: hits (rate; chance; p; Holm p)",
                    "at other runs' events (rate; permutation p)",
                    "median lead, steps", "median checkpoints apart"))]
     rows = []
-    references = (pc.get("signal"), "loss")  # placed first; no test
+    references = pc.references  # placed first; no test
     ranked = [*(f for f in references if f in alignment),
               *(f for f, _ in sorted(alignment.items(), key=order) if f not in references)]
     for feature in ranked:
         per_event = alignment[feature]
         cells = []
         for e in events:
-            a = _mapping(per_event.get(e))
-            hits = sum(1 for h in a.get("hits") or [] if h)
-            cells += [f"{hits} of {a.get('n_runs', 0)} ({fmt_value(a.get('hit_rate'))}; "
-                      f"{fmt_value(a.get('chance'))}; {fmt_p(a.get('hit_p'))}; "
-                      f"{fmt_p(a.get('hit_holm_p'))})",
-                      f"{fmt_value(a.get('swapped_hit_rate'))}; {fmt_p(a.get('permutation_p'))}",
-                      fmt_step(a.get("median_lead")), fmt_count(a.get("median_apart"))]
-        family = ("the ground truth itself" if feature == pc.get("signal")
+            a = per_event.get(e, absent)
+            cells += [f"{a.n_hits} of {a.n_runs or 0} ({fmt_value(a.hit_rate)}; "
+                      f"{fmt_value(a.chance)}; {fmt_p(a.hit_p)}; {fmt_p(a.hit_holm_p)})",
+                      f"{fmt_value(a.swapped_hit_rate)}; {fmt_p(a.permutation_p)}",
+                      fmt_step(a.median_lead), fmt_count(a.median_apart)]
+        family = ("the ground truth itself" if feature == pc.signal
                   else "quality (held-out loss)" if feature == "loss"
                   else feature_family(feature))
         rows.append([_code(feature), family, *cells])
     better = [f for f, per in alignment.items()
-              if _finite(_mapping(per.get(first)).get("hit_holm_p"))
-              and _mapping(per.get(first))["hit_holm_p"] < 0.05]
+              if (p := per.get(first, absent).hit_holm_p) is not None and _finite(p)
+              and p < 0.05]
     caption = (
         "Where each feature's level shifts (its change-point: the single change in mean "
         "that best splits its series, at least three checkpoints a side) against the "
@@ -1153,7 +1154,7 @@ def _control_alignment(statistics: dict, records: list[dict]) -> list[str]:
         "of the ways to hand the events to the runs that give at least as many hits "
         "(one-sided, not adjusted over the features; with n runs at least 1/n!). "
         "References that need no topology, placed first: "
-        f"`{pc.get('signal')}`, the ground truth's own change-point (the method's check), "
+        f"`{pc.signal}`, the ground truth's own change-point (the method's check), "
         "and `loss`, the held-out loss the task stores. Then sorted by the hit rate at the "
         "first event. "
         + (f"Features with hits above chance (Holm p < 0.05) at the first event: "
