@@ -45,7 +45,7 @@ from toposig.records.vocabulary import FeatureFamily, JsonView, is_number
 __all__ = ["StatisticsError", "Correlation", "Correlations", "ModelSummary", "Statistics",
            "SECTIONS", "statistics_problem", "scaling_of", "stability_of", "phases_of",
            "prediction_of", "prediction_by_feature_of", "wasserstein_of", "controlled_of",
-           "ensembles_of", "positive_controls_of"]
+           "ensembles_of", "positive_controls_of", "models_of", "correlations_of"]
 
 
 SECTIONS = ("controlled", "phases", "stability", "scaling", "prediction",
@@ -453,3 +453,40 @@ def wasserstein_of(statistics: Statistics | Mapping[str, Any]) -> Distances | No
     """The ``wasserstein`` section (hidden-state diagrams), typed (see
     :func:`_typed_section`)."""
     return _typed_section(statistics, "wasserstein")
+
+
+def models_of(statistics: Statistics | Mapping[str, Any]) -> Mapping[str, ModelSummary] | None:
+    """The per-model summaries (label -> :class:`ModelSummary`) of typed statistics or of
+    their JSON (whole or partial); ``None`` when they have none.
+
+    Raises:
+        StatisticsError: the JSON's ``models`` are damaged.
+    """
+    if isinstance(statistics, Statistics):
+        return statistics.models
+    if "models" not in statistics:
+        return None
+    models = statistics["models"]
+    if not isinstance(models, dict):
+        raise StatisticsError("the statistics have models that are not an object")
+    for label, summary in models.items():
+        if problem := _model_problem(summary):
+            raise StatisticsError(f"the statistics have a model {label!r} that {problem}")
+    return MappingProxyType({label: ModelSummary.from_json(m) for label, m in models.items()})
+
+
+def correlations_of(statistics: Statistics | Mapping[str, Any]) -> Correlations | None:
+    """The correlations with the target of typed statistics or of their JSON (whole or
+    partial); ``None`` when they have none.
+
+    Raises:
+        StatisticsError: the JSON's ``correlations`` are damaged.
+    """
+    if isinstance(statistics, Statistics):
+        return statistics.correlations
+    if "correlations" not in statistics:
+        return None
+    if problem := _correlations_problem(statistics["correlations"]):
+        raise StatisticsError(f"the statistics have correlations with the target: they "
+                              f"{problem}")
+    return Correlations.from_json(statistics["correlations"])

@@ -47,8 +47,12 @@ from toposig.records.ensembles import AcrossSeeds, Verdict
 from toposig.records.positive_controls import Alignment
 from toposig.records.sections import Phases, SectionError
 from toposig.records.statistics import (
+    Correlation,
+    ModelSummary,
     controlled_of,
+    correlations_of,
     ensembles_of,
+    models_of,
     phases_of,
     positive_controls_of,
     prediction_by_feature_of,
@@ -241,20 +245,6 @@ def _computed(section: _S | None, name: str) -> _S:
     return section
 
 
-def _section(statistics: dict, name: str) -> dict:
-    """``statistics[name]`` as a dict with results, or :class:`_Absent` saying why not."""
-    value = statistics.get(name)
-    if value is None:
-        raise _Absent(f"the statistics have no `{name}` section")
-    if not isinstance(value, dict):
-        raise _Absent(f"the statistics' `{name}` section is not a mapping")
-    if value.get("reason"):
-        raise _Absent(f"`{name}` was not computed: {value['reason']}")
-    if not value:
-        raise _Absent(f"the statistics' `{name}` section is empty")
-    return value
-
-
 # ---------------------------------------------------------------------------- part A
 
 def _ok_records(records: Sequence[dict] | None) -> list[dict]:
@@ -290,30 +280,45 @@ def _trajectories(statistics: dict, records: list[dict]) -> list[str]:
     return out[:-1]
 
 
-def _final_comparison(statistics: dict, records: list[dict]) -> list[str]:
-    models = _section(statistics, "models")
-    finals = [m.get("final_features") or {} for m in models.values()]
-    feats = [f for f in FINAL_FEATURES if any(_finite(x.get(f)) for x in finals)]
+def _final_comparison(statistics: Mapping, records: list[dict]) -> list[str]:
+    models = _models(statistics)
+    feats = [f for f in FINAL_FEATURES
+             if any(_finite(m.final_features.get(f)) for m in models.values())]
     quality = [q for q in QUALITY
-               if any(_finite(m.get(f"final_{q}")) for m in models.values())]
+               if any(_finite(m.final_quality.get(q)) for m in models.values())]
     headers = ["Model", "Parameters", "Final step", *(_label(f"final_{q}") for q in quality),
                *(_label(f) for f in feats)]
     rows = []
     for label, m in models.items():
-        ff = m.get("final_features") or {}
-        rows.append([label, fmt_params(m.get("num_parameters")), fmt_step(m.get("final_step")),
-                     *(fmt_loss(m.get("final_loss")) if q == "loss"
-                       else fmt_value(m.get(f"final_{q}")) for q in quality),
-                     *(fmt_value(ff.get(f)) for f in feats)])
+        rows.append([label, fmt_params(m.num_parameters), fmt_step(m.final_step),
+                     *(_quality_cell(m, q) for q in quality),
+                     *(fmt_value(m.final_features.get(f)) for f in feats)])
     return [f"Each model's last analysed checkpoint ({_count(len(models), 'model')}; values from "
             "`statistics.models`); descriptive, no test.", "", *_table(headers, rows)]
 
 
-def _topo_vs_spectral(statistics: dict, records: list[dict]) -> list[str]:
-    corr = _section(statistics, "correlations")
-    target = corr.get("target") or statistics.get("target") or "the target"
-    per_model = corr.get("per_model") or {}
-    pooled = corr.get("pooled") or {}
+def _models(statistics: Mapping) -> Mapping[str, ModelSummary]:
+    """The per-model summaries, or :class:`_Absent` saying why there are none."""
+    models = models_of(statistics)
+    if models is None:
+        raise _Absent("the statistics have no `models` section")
+    if not models:
+        raise _Absent("the statistics' `models` section is empty")
+    return models
+
+
+def _quality_cell(model: ModelSummary, measure: str) -> str:
+    """A model's final quality ``measure``, the loss to its own precision."""
+    value = model.final_quality.get(measure)
+    return fmt_loss(value) if measure == "loss" else fmt_value(value)
+
+
+def _topo_vs_spectral(statistics: Mapping, records: list[dict]) -> list[str]:
+    corr = correlations_of(statistics)
+    if corr is None:
+        raise _Absent("the statistics have no `correlations` section")
+    target = corr.target or statistics.get("target") or "the target"
+    per_model, pooled = corr.per_model, corr.pooled
     names = list(pooled) or list(next(iter(per_model.values()), {}))
     fams = {FeatureFamily.EMBEDDING_TOPOLOGICAL: "topological",
             FeatureFamily.EMBEDDING_SPECTRAL: "spectral"}
@@ -331,25 +336,26 @@ def _topo_vs_spectral(statistics: dict, records: list[dict]) -> list[str]:
     rows = []
     ns: list = []
     for f in feats:
-        cells = []
-        for m in models:
-            c = per_model[m].get(f) or {}
-            ns.append(c.get("n"))
-            cells.append(f"{fmt_rho(c.get('spearman_r'))} ({fmt_p(c.get('spearman_p'))})")
-        if pooled:
-            c = pooled.get(f) or {}
-            cells.append(f"{fmt_rho(c.get('spearman_r'))} ({fmt_p(c.get('spearman_p'))})")
+        tests = [per_model[m].get(f) for m in models]
+        ns += [c.n if c else None for c in tests]
+        cells = [_rho_p(c) for c in [*tests, *([pooled.get(f)] if pooled else [])]]
         s = controlled.summary.get(f)
         sig = (f"{s.significant['raw']}/{s.n_models}"
                if s and controlled.targets.get(f, target) == target else DASH)
         rows.append([_code(f), fams[feature_family(f)], *cells, sig])
-    pooled_n = _n_text([(pooled.get(f) or {}).get("n") for f in feats]) if pooled else None
+    pooled_n = _n_text([c.n if (c := pooled.get(f)) else None for f in feats]) if pooled else None
     caption = (f"Spearman ρ (two-sided p, uncorrected) of each embedding feature with {target} "
                f"across checkpoints, per model ({_n_text(ns)} each)"
                + (f" and pooled over models ({pooled_n})" if pooled_n else "")
                + "; last column: models where the Holm-adjusted p < "
                + f"{controlled.level} (C1).")
     return [caption, "", *_table(headers, rows)]
+
+
+def _rho_p(c: Correlation | None) -> str:
+    """``ρ (p)`` of a correlation, dashes where it is undefined or absent."""
+    return (f"{fmt_rho(c.spearman_r if c else None)} "
+            f"({fmt_p(c.spearman_p if c else None)})")
 
 
 def _controlled(statistics: Mapping) -> Controlled:
@@ -363,25 +369,24 @@ def _controlled(statistics: Mapping) -> Controlled:
 
 # ---------------------------------------------------------------------------- part B
 
-def _configurations(statistics: dict, records: list[dict]) -> list[str]:
-    models = _section(statistics, "models")
+def _configurations(statistics: Mapping, records: list[dict]) -> list[str]:
+    models = _models(statistics)
     groups = by_model(_ok_records(records))
     arch = [("hidden_size", "Hidden"), ("num_layers", "Layers"),
             ("num_attention_heads", "Heads")]
     last = {label: (recs[-1] if recs else {}) for label, recs in groups.items()}
     arch = [(k, h) for k, h in arch if any(_finite(r.get(k)) for r in last.values())]
     quality = [q for q in ("loss", "perplexity")
-               if any(_finite(m.get(f"final_{q}")) for m in models.values())]
+               if any(_finite(m.final_quality.get(q)) for m in models.values())]
     headers = ["Model", "Parameters", *(h for _, h in arch), "Checkpoints", "Final step",
                *(_label(f"final_{q}") for q in quality)]
     rows = []
     for label, m in models.items():
         r = last.get(label, {})
-        rows.append([label, fmt_params(m.get("num_parameters")),
+        rows.append([label, fmt_params(m.num_parameters),
                      *(fmt_count(r.get(k)) for k, _ in arch),
-                     fmt_count(m.get("n_checkpoints")), fmt_step(m.get("final_step")),
-                     *(fmt_loss(m.get("final_loss")) if q == "loss"
-                       else fmt_value(m.get(f"final_{q}")) for q in quality)])
+                     fmt_count(m.n_checkpoints), fmt_step(m.final_step),
+                     *(_quality_cell(m, q) for q in quality)])
     return [f"Models analysed (n = {len(models)}; sizes and final quality from "
             "`statistics.models`, architecture from the last record of each model; final "
             "loss is the checkpoint's stored loss); descriptive, no test.", "",
@@ -607,12 +612,12 @@ def _scaling(statistics: Mapping, records: list[dict]) -> list[str]:
     return [caption, "", *_table(headers, rows)]
 
 
-def _largest_model(statistics: dict, records: list[dict]) -> list[str]:
+def _largest_model(statistics: Mapping, records: list[dict]) -> list[str]:
     groups = by_model(_ok_records(records))
     if not groups:
         raise _Absent("no finished per-checkpoint record was given")
-    models = _mapping(statistics.get("models"))
-    sizes = {label: (models.get(label) or {}).get("num_parameters")
+    models = models_of(statistics) or {}
+    sizes = {label: (models[label].num_parameters if label in models else None)
              or recs[-1].get("num_parameters") for label, recs in groups.items()}
     known = {k: v for k, v in sizes.items() if _finite(v)}
     label = max(known, key=lambda k: known[k]) if known else list(groups)[-1]
