@@ -9,6 +9,7 @@ import pytest
 
 from toposig.analysis import correlations
 from toposig.records.sections import Distances
+from toposig.records.statistics import Correlations
 from toposig.report import figures, panels, plots, style
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -192,7 +193,8 @@ def test_heatmap_rows_put_weight_families_first():
     weights = {(r["model_label"], r["step"]): r for r in synthetic_weight_records(steps=steps)}
     for r in records:
         r["features"] |= weights[r["model_label"], r["step"]]["features"]
-    groups = plots._heatmap_features(correlations.correlations_with_target(records))
+    groups = plots._heatmap_features(Correlations.from_json(
+        correlations.correlations_with_target(records)))
     assert [label for label, _ in groups] == ["weight topology", "weight statistics",
                                               "embedding topology", "embedding spectrum",
                                               "other"]

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from types import MappingProxyType
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -43,7 +44,13 @@ from toposig.analysis.correlations import (
 from toposig.features.spectral import SPECTRAL_NAMES
 from toposig.records import FeatureFamily
 from toposig.records.sections import Distances
-from toposig.records.statistics import wasserstein_of
+from toposig.records.statistics import (
+    Correlation,
+    Correlations,
+    StatisticsError,
+    correlations_of,
+    wasserstein_of,
+)
 from toposig.report.panels import (
     FEATURE_LABELS,
     SIGNIFICANCE,
@@ -132,12 +139,24 @@ def has_weight(records: Sequence[dict], statistics: dict | None = None,
                for r in records for k, v in (r.get("features") or {}).items())
 
 
-def has_correlations(records: Sequence[dict], statistics: dict | None = None,
+def has_correlations(records: Sequence[dict], statistics: Mapping | None = None,
                      arrays: ArraysOf | None = None) -> bool:
     """The statistics hold a correlation of some feature with the target."""
-    correlations = (statistics or {}).get("correlations") or {}
-    return bool(correlations.get("pooled")) or any(
-        (correlations.get("per_model") or {}).values())
+    correlations = correlations_in(statistics)
+    return bool(correlations.pooled) or any(correlations.per_model.values())
+
+
+NO_CORRELATIONS = Correlations(target="", per_model=MappingProxyType({}),
+                               pooled=MappingProxyType({}))
+
+
+def correlations_in(statistics: Mapping | None) -> Correlations:
+    """The statistics' correlations with the target (:data:`NO_CORRELATIONS` where they
+    have none, or damaged ones: the summary says what is wrong with them)."""
+    try:
+        return correlations_of(statistics or {}) or NO_CORRELATIONS
+    except StatisticsError:
+        return NO_CORRELATIONS
 
 
 @figure("summary_figure", has_embedding)
@@ -185,9 +204,8 @@ def plot_spectral_evolution(records: Sequence[dict], statistics: dict,
                          note=SPECTRAL_NOTE, target=on)
 
 
-def _correlation_text(corr: dict | None) -> str:
-    corr = corr or {}
-    r, p, n = corr.get("spearman_r"), corr.get("spearman_p"), corr.get("n")
+def _correlation_text(corr: Correlation | None) -> str:
+    r, p, n = (corr.spearman_r, corr.spearman_p, corr.n) if corr else (None, None, None)
     if r is None:
         return f"pooled Spearman ρ undefined (n = {n if n is not None else 0})"
     p_text = "n/a" if p is None else f"{p:.2g}"
@@ -205,7 +223,7 @@ def plot_topology_vs_perplexity(records: Sequence[dict], statistics: dict,
     """
     groups = by_model(records)
     styles = model_styles(groups)
-    pooled = ((statistics or {}).get("correlations") or {}).get("pooled") or {}
+    pooled = correlations_in(statistics).pooled
     present = {k for r in records for k in (r.get("features") or {})}
     keys = [k for k in H1_VS_PERPLEXITY if k in present] or list(H1_VS_PERPLEXITY[:4])
     fig, axes = panel_grid(len(keys), 3 if len(keys) > 4 else 2, target=on)
@@ -238,20 +256,22 @@ def plot_topology_vs_perplexity(records: Sequence[dict], statistics: dict,
     return fig
 
 
-def _correlation_features(correlations: dict) -> tuple[list[str], list[str]]:
+def _correlation_features(correlations: Correlations) -> tuple[list[str], list[str]]:
     """Topological and spectral features that have a correlation entry, in display order."""
     names: list[str] = []
-    for table in [correlations.get("pooled") or {},
-                  *(correlations.get("per_model") or {}).values()]:
+    for table in [correlations.pooled, *correlations.per_model.values()]:
         names.extend(k for k in table if k not in names)
     topo = sorted((k for k in names if is_topological(k)), key=topological_order)
     spectral = [k for k in SPECTRAL_NAMES if k in names]
     return topo, spectral
 
 
-def _spearman(table: dict, feature: str) -> tuple[float | None, float | None]:
-    corr = table.get(feature) or {}
-    return finite_or_none(corr.get("spearman_r")), finite_or_none(corr.get("spearman_p"))
+def _spearman(table: Mapping[str, Correlation], feature: str
+              ) -> tuple[float | None, float | None]:
+    corr = table.get(feature)
+    if corr is None:
+        return None, None
+    return finite_or_none(corr.spearman_r), finite_or_none(corr.spearman_p)
 
 
 def _family_bands(ax: Axes, n_topo: int, n_spectral: int) -> None:
@@ -279,20 +299,19 @@ def plot_topo_vs_spectral_correlations(records: Sequence[dict], statistics: dict
     are not significant (p ≥ 0.05 or p undefined); a missing bar means ρ is undefined
     (fewer than three checkpoints, or a constant series). A black tick marks the pooled ρ.
     """
-    correlations = (statistics or {}).get("correlations") or {}
-    per_model = correlations.get("per_model") or {}
-    pooled = correlations.get("pooled") or {}
+    correlations = correlations_in(statistics)
+    per_model, pooled = correlations.per_model, correlations.pooled
     all_labels = list(dict.fromkeys([*by_model(records), *per_model]))
     styles = model_styles(all_labels)
     topo, spectral = _correlation_features(correlations)
     features = topo + spectral
     # models without a single defined ρ (e.g. one checkpoint) get no bar slot
     labels = [lb for lb in all_labels
-              if any(_spearman(per_model.get(lb) or {}, f)[0] is not None for f in features)]
+              if any(_spearman(per_model.get(lb, {}), f)[0] is not None for f in features)]
     height = 2.0 + len(features) * 0.13 * max(2.0, len(labels))
     fig, ax = subplots(figsize=(12.0, min(max(height, 4.5), 13.0)), layout="constrained",
                        figure_artists=True, target=on)
-    target = correlations.get("target", "perplexity")
+    target = correlations.target if correlations is not NO_CORRELATIONS else "perplexity"
     ax.set_title(f"Strength of the rank correlation of each feature with {_target_name(target)}")
     if not features or not labels:
         no_data(ax, "no correlation is defined (fewer than 3 checkpoints per model?)")
@@ -302,7 +321,7 @@ def plot_topo_vs_spectral_correlations(records: Sequence[dict], statistics: dict
     group_h = 0.8
     bar_h = group_h / len(labels)
     for i, label in enumerate(labels):
-        table = per_model.get(label) or {}
+        table = per_model.get(label, {})
         for j, feature in enumerate(features):
             r, p = _spearman(table, feature)
             if r is None:
@@ -318,7 +337,7 @@ def plot_topo_vs_spectral_correlations(records: Sequence[dict], statistics: dict
         if r is not None:
             ax.plot([abs(r)] * 2, [j - group_h / 2, j + group_h / 2], color="black",
                     linewidth=2.0, solid_capstyle="butt", zorder=4)
-        elif all(_spearman(per_model.get(lb) or {}, feature)[0] is None for lb in labels):
+        elif all(_spearman(per_model.get(lb, {}), feature)[0] is None for lb in labels):
             ax.text(0.01, j, "undefined (constant or < 3 points)", va="center", fontsize=9,
                     color="0.4")
     _family_bands(ax, len(topo), len(spectral))
@@ -470,9 +489,9 @@ def plot_vr_persistence_evolution(records: Sequence[dict], statistics: dict,
 def _target(records: Sequence[dict], statistics: dict) -> str:
     """The quality measure the correlations were computed against (``perplexity``,
     ``loss`` or ``mlm_loss``); without statistics, the first that some record has."""
-    target = ((statistics or {}).get("correlations") or {}).get("target")
+    target = correlations_in(statistics).target
     if target:
-        return str(target)
+        return target
     return next((t for t in ("perplexity", "loss", "mlm_loss")
                  if any(value_of(r, t) is not None for r in records)), "loss")
 
@@ -489,11 +508,11 @@ def _target_label(target: str, log: bool) -> str:
     return f"{name}{unit}{' (log scale)' if log else ''}"
 
 
-def _rho_text(corr: dict | None) -> str:
+def _rho_text(corr: Correlation | None) -> str:
     """Short per-model Spearman annotation: ``ρ = +0.83, p = 0.012 (n = 8)``."""
-    corr = corr or {}
-    r, p = finite_or_none(corr.get("spearman_r")), finite_or_none(corr.get("spearman_p"))
-    n = corr.get("n")
+    r, p = (finite_or_none(corr.spearman_r), finite_or_none(corr.spearman_p)) if corr \
+        else (None, None)
+    n = corr.n if corr else None
     n_text = f"n = {n if n is not None else 0}"
     if r is None:
         return f"ρ n/a ({n_text})"
@@ -501,14 +520,13 @@ def _rho_text(corr: dict | None) -> str:
 
 
 def _quality_scatter(ax: Axes, groups: dict[str, list[dict]], styles: dict[str, Style],
-                     key: str, target: str, correlations: dict) -> None:
+                     key: str, target: str, correlations: Correlations) -> None:
     """``target`` against feature ``key``, one colour per model, joined in step order.
 
     Markers grow and darken with training progress (log step); the legend gives each
     model's Spearman ρ, the title the pooled one.
     """
-    per_model = correlations.get("per_model") or {}
-    pooled = correlations.get("pooled") or {}
+    per_model, pooled = correlations.per_model, correlations.pooled
     all_steps = [step_of(r) for recs in groups.values() for r in recs]
     top = math.log1p(max([*all_steps, 0.0]))
     handles: list[Line2D] = []
@@ -526,9 +544,9 @@ def _quality_scatter(ax: Axes, groups: dict[str, list[dict]], styles: dict[str, 
         ax.scatter(xs, ys, s=12 + 48 * progress, c=colors, marker=st.marker,
                    edgecolors="white", linewidths=0.4, zorder=3)
         ys_drawn.extend(ys)
+        rho = _rho_text(per_model.get(label, {}).get(key))
         handles.append(Line2D([], [], color=st.color, marker=st.marker, linewidth=0.8,
-                              label=legend_label(label, _rho_text((per_model.get(label) or {})
-                                                                  .get(key)), len(groups))))
+                              label=legend_label(label, rho, len(groups))))
     title, xlabel = FEATURE_LABELS.get(key, (key, key))
     ax.set_title(f"{_target_name(target)} vs {title[0].lower()}{title[1:]}\n"
                  f"{_correlation_text(pooled.get(key))}", fontsize=10)
@@ -561,7 +579,7 @@ def plot_np_vs_loss_scatter(records: Sequence[dict], statistics: dict,
     groups = by_model(records)
     styles = model_styles(groups)
     target = _target(records, statistics)
-    correlations = (statistics or {}).get("correlations") or {}
+    correlations = correlations_in(statistics)
     fig, axes = panel_grid(2, 2, figsize=(12.0, 6.0), target=on)
     for ax, key in zip(axes, ("np_mean", "weight_h0_total"), strict=True):
         _quality_scatter(ax, groups, styles, key, target, correlations)
@@ -569,11 +587,10 @@ def plot_np_vs_loss_scatter(records: Sequence[dict], statistics: dict,
     return fig
 
 
-def _heatmap_features(correlations: dict) -> list[tuple[str, list[str]]]:
+def _heatmap_features(correlations: Correlations) -> list[tuple[str, list[str]]]:
     """Features with a correlation entry, as (family label, names) groups in display order."""
     names: list[str] = []
-    for table in [correlations.get("pooled") or {},
-                  *(correlations.get("per_model") or {}).values()]:
+    for table in [correlations.pooled, *correlations.per_model.values()]:
         names.extend(k for k in table if k not in names)
     groups = []
     for family in HEATMAP_FAMILIES:
@@ -595,16 +612,16 @@ def plot_correlation_heatmap(records: Sequence[dict], statistics: dict,
     p value. Faded, hatched cells are not significant (or have no p); grey "n/a" cells
     have no ρ (fewer than three checkpoints, or a constant series).
     """
-    correlations = (statistics or {}).get("correlations") or {}
-    per_model = correlations.get("per_model") or {}
+    correlations = correlations_in(statistics)
+    per_model = correlations.per_model
     target = _target(records, statistics)
     groups = _heatmap_features(correlations)
     features = [f for _, members in groups for f in members]
     columns = list(dict.fromkeys([*by_model(records), *per_model]))
-    tables = [per_model.get(label) or {} for label in columns]
+    tables = [per_model.get(label, {}) for label in columns]
     if columns:  # pooled only means something next to at least one model
         columns.append("pooled")
-        tables.append(correlations.get("pooled") or {})
+        tables.append(correlations.pooled)
     width = min(max(7.0, 4.5 + 1.15 * len(columns)), 16.0)
     height = max(4.0, 2.4 + 0.3 * len(features))
     fig, ax = subplots(figsize=(width, height), layout="constrained",
