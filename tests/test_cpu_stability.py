@@ -26,6 +26,7 @@ RESULTS = ROOT / "results"
 PERTURBED_FIELDS = ("features", "perplexity", "loss", "mean_nll")
 RELATIVE = 1e-12
 N_BOOTSTRAP = 200  # the committed statistics use controls.N_BOOTSTRAP; fewer keep this fast
+DESIGN_RUNS = 20  # and controls.DESIGN_RUNS simulated runs per test; fewer run the same code
 
 # ------------------------------------------------------------------- round_floats
 
@@ -152,9 +153,9 @@ def statistics_pair():
     records = load_entries(RESULTS)
     perturbed, n_moved = _perturb_records(records, seed=20240)
     original = compute_statistics(records, seed=0, n_bootstrap=N_BOOTSTRAP,
-                                  arrays=arrays_reader(RESULTS))
+                                  arrays=arrays_reader(RESULTS), design_runs=DESIGN_RUNS)
     moved = compute_statistics(perturbed, seed=0, n_bootstrap=N_BOOTSTRAP,
-                               arrays=arrays_reader(RESULTS))
+                               arrays=arrays_reader(RESULTS), design_runs=DESIGN_RUNS)
     return records, n_moved, original, moved
 
 

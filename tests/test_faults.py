@@ -397,7 +397,7 @@ def test_a_run_killed_at_random_points_finishes_as_an_uninterrupted_one(tmp_path
         f"rc = run_experiments.main(['--preset', {str(preset)!r}, '--suite-dir', suite,\n"
         "                            '--out', out, '--n-texts', '20', '--max-length', '32',\n"
         "                            '--no-progress'])\n"
-        "sys.exit(rc or analyze_results.main(['--results', out]))\n")
+        "sys.exit(rc or analyze_results.main(['--results', out, '--design-runs', '10']))\n")
     env = env_for(wikitext_dir)
 
     kills = []

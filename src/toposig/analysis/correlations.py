@@ -5,6 +5,8 @@ Pure functions on NumPy arrays and lists of records (dicts as written by the sto
 
 from __future__ import annotations
 
+import functools
+import itertools
 import math
 from collections.abc import Sequence
 
@@ -78,14 +80,21 @@ def spearman_exact_p(x: np.ndarray, y: np.ndarray) -> float:
     gives the same p without ties (tested) but defines the two-sided p as twice the
     smaller one-sided one, which differs under ties, and is about 400x slower here.
     """
-    from itertools import permutations
-
     rx = sps.rankdata(x) - (x.size + 1) / 2
     ry = sps.rankdata(y) - (y.size + 1) / 2
-    perms = np.array(list(permutations(range(y.size))))
+    perms = _orderings(y.size)
     rhos = (ry[perms] @ rx) / np.sqrt((rx @ rx) * (ry @ ry))
     observed = float(rx @ ry) / np.sqrt((rx @ rx) * (ry @ ry))
     return float(np.mean(np.abs(rhos) >= abs(observed) - 1e-12))
+
+
+@functools.lru_cache(maxsize=EXACT_SPEARMAN_MAX_N + 1)
+def _orderings(n: int) -> np.ndarray:
+    """Every ordering of ``range(n)``, (n!, n), read-only (built once per n: building it
+    took 20 ms of each exact p for n = 8)."""
+    out = np.array(list(itertools.permutations(range(n))))
+    out.flags.writeable = False
+    return out
 
 
 def feature_names(records: Sequence[dict]) -> list[str]:
