@@ -17,7 +17,7 @@ import run_experiments
 from toposig.analysis import ground_truth as G
 from toposig.model import induction as I  # noqa: E741 - the task's module, as M is grokking's
 from toposig.model import training as T
-from toposig.model.presets import is_task, load_preset, task_weight_exclude
+from toposig.model.presets import is_task, load_preset
 
 
 def small(**kw) -> I.InductionConfig:
@@ -127,7 +127,7 @@ def test_the_config_refuses_nonsense_and_the_preset_is_a_task():
         I.InductionConfig.from_dict({"name": "x", "p": 59})
     c = load_preset("induction")
     assert isinstance(c, I.InductionConfig) and is_task(c) and c.seeds >= 5
-    assert task_weight_exclude(c) == [I.WEIGHT_EXCLUDE]
+    assert list(c.WEIGHT_EXCLUDE) == [I.WEIGHT_EXCLUDE] and c.SIGNAL == I.SIGNAL
     assert not is_task(load_preset("tiny"))
     with pytest.raises(T.TrainingConfigError, match="induction task"):
         T.load_suite_config("induction")
@@ -140,10 +140,10 @@ def test_the_inputs_are_text_spans_written_twice(wikitext_dir, tmp_path):
     assert len(lines) == c.n_texts and lines == I.task_texts(small(seed=5))
     half = I.INPUT_SPAN
     assert all(len(t) == 2 * half and t[:half] == t[half:] and t == t.strip() for t in lines)
-    path = I.write_inputs(c, tmp_path / "suite")
+    path = c.write_inputs(tmp_path / "suite")
     assert path.read_text().splitlines() == lines
     with pytest.raises(T.TrainingConfigError, match="other inputs"):
-        I.write_inputs(small(n_texts=21), tmp_path / "suite")
+        small(n_texts=21).write_inputs(tmp_path / "suite")
 
 
 def test_a_small_induction_run_trains_measures_and_analyses(wikitext_dir, tmp_path, capsys):

@@ -225,11 +225,11 @@ def test_the_task_splits_tokenises_and_refuses_nonsense(tmp_path):
                      (dict(name="../x"), "name"), (dict(lr="fast"), "lr")]:
         with pytest.raises(T.TrainingConfigError, match=why):
             small(**bad)
-    path = M.write_inputs(c, tmp_path / "suite")
+    path = c.write_inputs(tmp_path / "suite")
     assert path.read_text().splitlines() == M.task_texts(c)
-    assert M.write_inputs(c, tmp_path / "suite") == path  # the same lines: left as is
+    assert c.write_inputs(tmp_path / "suite") == path  # the same lines: left as is
     with pytest.raises(T.TrainingConfigError, match="other inputs"):
-        M.write_inputs(small(n_texts=30), tmp_path / "suite")
+        small(n_texts=30).write_inputs(tmp_path / "suite")
 
 
 def test_the_grokking_preset_loads_and_suites_say_what_it_is():

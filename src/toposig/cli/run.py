@@ -52,14 +52,7 @@ from toposig.cli.options import (
 from toposig.files.locks import exclusive
 from toposig.in_memory import measure_inputs
 from toposig.model.placement import Placement
-from toposig.model.presets import (
-    is_task,
-    load_preset,
-    run_names,
-    task_weight_exclude,
-    train_preset,
-    write_task_inputs,
-)
+from toposig.model.presets import is_task, load_preset, run_names, train_preset
 from toposig.model.training import preset_names, with_seeds
 from toposig.run.pipeline import execute, summary_lines
 from toposig.run.plan import fit_study, plan_run
@@ -191,10 +184,10 @@ def _main(args: argparse.Namespace, argv: list[str], prog: str | None) -> int:
             if args.texts is not None:
                 raise ValueError(f"--preset {args.preset} measures the task's own inputs "
                                  "(inputs.txt of its suite folder); leave out --texts")
-            args.texts = str(write_task_inputs(preset, Path(args.suite_dir) / preset.name))
+            args.texts = str(preset.write_inputs(Path(args.suite_dir) / preset.name))
             args.n_texts = preset.n_texts
             if not args.weight_include and not args.weight_exclude:
-                args.weight_exclude = task_weight_exclude(preset)
+                args.weight_exclude = list(preset.WEIGHT_EXCLUDE)
         settings = settings_from_args(args)
         given = family_settings_from_args(args)
         signatures = signatures_from_args(args)

@@ -27,7 +27,7 @@ from toposig.cli.run import interrupted_status, sigterm_as_interrupt
 from toposig.config import SettingsError, parse_signatures
 from toposig.files.locks import FolderLockedError
 from toposig.live.monitor import LIVE_DIR, LiveRunExistsError, TopologyMonitor
-from toposig.model.presets import Task, load_preset, task_signal, train_task
+from toposig.model.presets import Task, load_preset
 from toposig.model.training import (
     INPUTS_FILE,
     ModelSpec,
@@ -163,8 +163,8 @@ def _train_task(config: Task, args: argparse.Namespace) -> int:
                                   f"it trains; --preset {args.preset} is a task: train it, "
                                   f"then run python src/run_experiments.py --preset "
                                   f"{args.preset}")
-    suite_dir, results = train_task(config, args.suite_dir, progress=not args.no_progress)
-    signal = task_signal(config)
+    suite_dir, results = config.train(args.suite_dir, progress=not args.no_progress)
+    signal = config.SIGNAL
     print(f"suite {config.name}: {suite_dir}")
     print(f"{'run':<24} {'seed':>5} {'parameters':>10} {'checkpoints':>11} "
           f"{'final ' + signal:>24}")

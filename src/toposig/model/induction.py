@@ -58,7 +58,6 @@ from toposig.model.training import (
     load_training_text,
     remove_partial_writes,
     save_checkpoint,
-    write_inputs_file,
 )
 from toposig.sources import corpus
 
@@ -120,9 +119,18 @@ class InductionConfig(TaskConfig):
     description: str = ""
 
     TASK: ClassVar[str] = TASK
+    SIGNAL: ClassVar[str] = SIGNAL
+    WEIGHT_EXCLUDE: ClassVar[tuple[str, ...]] = (WEIGHT_EXCLUDE,)
 
     def __post_init__(self) -> None:
         validate(self)
+
+    def texts(self) -> list[str]:
+        return task_texts(self)
+
+    def train(self, root: str | Path = "runs", *, progress: bool = True
+              ) -> tuple[Path, list[dict]]:
+        return train_induction(self, root, progress=progress)
 
 
 def validate(c: InductionConfig) -> None:
@@ -343,7 +351,7 @@ def train_induction(c: InductionConfig, root: str | Path = "runs", *, progress: 
     }
     fingerprint = {"config": c.to_dict(), "corpus_split": text.split}
     with task_suite(c, root, fingerprint, about) as suite_dir:
-        write_inputs(c, suite_dir)
+        c.write_inputs(suite_dir)
         tok = byte_tokenizer()
         results = []
         for k, name in enumerate(c.run_names()):
@@ -354,12 +362,3 @@ def train_induction(c: InductionConfig, root: str | Path = "runs", *, progress: 
         return suite_dir, results
 
 
-def write_inputs(c: InductionConfig, suite_dir: str | Path) -> Path:
-    """Write ``inputs.txt`` (:func:`task_texts`) into the suite folder (made if missing);
-    returns its path. A file that is already there with these lines is left as it is.
-
-    Raises:
-        TrainingConfigError: the folder's ``inputs.txt`` holds other lines (another
-            suite's); nothing is written.
-    """
-    return write_inputs_file(suite_dir, task_texts(c), c.name)

@@ -41,7 +41,6 @@ from toposig.model.training import (
     DONE_FILE,
     remove_partial_writes,
     save_checkpoint,
-    write_inputs_file,
 )
 
 logger = logging.getLogger(__name__)
@@ -88,9 +87,17 @@ class ModularConfig(TaskConfig):
     description: str = ""
 
     TASK: ClassVar[str] = TASK
+    SIGNAL: ClassVar[str] = SIGNAL
 
     def __post_init__(self) -> None:
         validate(self)
+
+    def texts(self) -> list[str]:
+        return task_texts(self)
+
+    def train(self, root: str | Path = "runs", *, progress: bool = True
+              ) -> tuple[Path, list[dict]]:
+        return train_modular(self, root, progress=progress)
 
 
 def validate(c: ModularConfig) -> None:
@@ -264,7 +271,7 @@ def train_modular(c: ModularConfig, root: str | Path = "runs", *, progress: bool
         "torch": torch.__version__,
     }
     with task_suite(c, root, {"config": c.to_dict()}, about) as suite_dir:
-        write_inputs(c, suite_dir)
+        c.write_inputs(suite_dir)
         tok = tokenizer(c.p)
         results = []
         for k, name in enumerate(c.run_names()):
@@ -275,12 +282,3 @@ def train_modular(c: ModularConfig, root: str | Path = "runs", *, progress: bool
         return suite_dir, results
 
 
-def write_inputs(c: ModularConfig, suite_dir: str | Path) -> Path:
-    """Write ``inputs.txt`` (:func:`task_texts`) into the suite folder (made if missing);
-    returns its path. A file that is already there with these lines is left as it is.
-
-    Raises:
-        TrainingConfigError: the folder's ``inputs.txt`` holds other lines (another
-            suite's); nothing is written.
-    """
-    return write_inputs_file(suite_dir, task_texts(c), c.name)

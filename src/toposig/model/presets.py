@@ -2,17 +2,19 @@
 positive-control task, a preset whose JSON names its ``"task"``:
 ``"modular_addition"`` (:class:`toposig.model.modular_addition.ModularConfig`, grokking)
 or ``"induction"`` (:class:`toposig.model.induction.InductionConfig`, induction heads).
-Read from ``toposig/presets/<name>.json`` or a JSON file, and trained by the function
-that belongs to each."""
+Read from ``toposig/presets/<name>.json`` or a JSON file. A task
+(:class:`toposig.model.task.TaskConfig`) trains itself (``train``), writes the texts it
+is measured on (``write_inputs``) and names its signal and the weights left out of its
+weight family (``SIGNAL``, ``WEIGHT_EXCLUDE``)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import TypeGuard
 
-from toposig.model import induction, modular_addition
 from toposig.model.induction import InductionConfig
 from toposig.model.modular_addition import ModularConfig
+from toposig.model.task import TaskConfig
 from toposig.model.training import (
     SuiteConfig,
     TrainingConfigError,
@@ -23,9 +25,8 @@ from toposig.model.training import (
 
 Task = ModularConfig | InductionConfig
 Preset = SuiteConfig | Task
-TASKS: dict[str, type[ModularConfig] | type[InductionConfig]] = {
-    modular_addition.TASK: ModularConfig, induction.TASK: InductionConfig}
-_MODULES = {ModularConfig: modular_addition, InductionConfig: induction}
+TASKS: dict[str, type[Task]] = {cls.TASK: cls for cls in (ModularConfig, InductionConfig)}
+"""Every positive-control task, by the name a preset's JSON gives it."""
 
 
 def load_preset(name_or_path: str) -> Preset:
@@ -47,7 +48,7 @@ def load_preset(name_or_path: str) -> Preset:
 
 def is_task(preset: Preset | None) -> TypeGuard[Task]:
     """Whether the preset is a positive-control task (measured on its own inputs)."""
-    return isinstance(preset, ModularConfig | InductionConfig)
+    return isinstance(preset, TaskConfig)
 
 
 def run_names(preset: Preset) -> list[str]:
@@ -57,34 +58,8 @@ def run_names(preset: Preset) -> list[str]:
     return preset.run_names()
 
 
-def task_signal(task: Task) -> str:
-    """The name of the task's ground-truth signal (``trainer_state.json`` holds it)."""
-    return str(_MODULES[type(task)].SIGNAL)
-
-
-def write_task_inputs(task: Task, suite_dir: str | Path) -> Path:
-    """Write the task's ``inputs.txt`` into ``suite_dir`` (the texts its checkpoints are
-    measured on); returns its path."""
-    return _MODULES[type(task)].write_inputs(task, suite_dir)  # type: ignore[arg-type]
-
-
-def task_weight_exclude(task: Task) -> list[str]:
-    """The weight names the weight family leaves out of a task's checkpoints by default:
-    the induction task's zero MLP matrices, nothing of the others."""
-    return [induction.WEIGHT_EXCLUDE] if isinstance(task, InductionConfig) else []
-
-
-def train_task(task: Task, root: str | Path, *, progress: bool = True
-               ) -> tuple[Path, list[dict]]:
-    """Train every seed of a task under ``root``; returns the suite folder and each run's
-    ``done.json``."""
-    if isinstance(task, InductionConfig):
-        return induction.train_induction(task, root, progress=progress)
-    return modular_addition.train_modular(task, root, progress=progress)
-
-
 def train_preset(preset: Preset, root: str | Path, *, progress: bool = True) -> Path:
     """Train every run of the preset under ``root``; returns the suite folder."""
     if isinstance(preset, SuiteConfig):
         return train_suite(preset, root, progress=progress)[0]
-    return train_task(preset, root, progress=progress)[0]
+    return preset.train(root, progress=progress)[0]

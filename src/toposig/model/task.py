@@ -14,14 +14,23 @@ from typing import Any, ClassVar
 from toposig.files.atomic import atomic_write_json, read_json
 from toposig.files.locks import exclusive
 from toposig.files.names import UnsafeNameError, check_name
-from toposig.model.training import TrainingConfigError, check_field_types
+from toposig.model.training import TrainingConfigError, check_field_types, write_inputs_file
 
 
 class TaskConfig:
     """A mixin for a task's frozen dataclass of settings with ``name`` and ``seeds``: its
-    run ``k`` is ``<name>-seed<k>``, and its JSON form names the task (``"task"``)."""
+    run ``k`` is ``<name>-seed<k>``, and its JSON form names the task (``"task"``).
+
+    Class attributes:
+        TASK: the task's name in a preset's JSON.
+        SIGNAL: the name of its ground-truth signal (``trainer_state.json`` holds it).
+        WEIGHT_EXCLUDE: the weight names the weight family leaves out of its checkpoints
+            by default (regular expressions).
+    """
 
     TASK: ClassVar[str]
+    SIGNAL: ClassVar[str]
+    WEIGHT_EXCLUDE: ClassVar[tuple[str, ...]] = ()
     name: str
     hidden: int
     layers: int
@@ -50,6 +59,26 @@ class TaskConfig:
 
     def run_names(self) -> list[str]:
         return [f"{self.name}-seed{k}" for k in range(self.seeds)]
+
+    def texts(self) -> list[str]:
+        """The lines its checkpoints are measured on (its suite's ``inputs.txt``)."""
+        raise NotImplementedError
+
+    def write_inputs(self, suite_dir: str | Path) -> Path:
+        """Write ``inputs.txt`` (:meth:`texts`) into the suite folder (made if missing);
+        returns its path. A file that is already there with these lines is left as it is.
+
+        Raises:
+            TrainingConfigError: the folder's ``inputs.txt`` holds other lines (another
+                suite's); nothing is written.
+        """
+        return write_inputs_file(suite_dir, self.texts(), self.name)
+
+    def train(self, root: str | Path = "runs", *, progress: bool = True
+              ) -> tuple[Path, list[dict]]:
+        """Train every seed under ``root``; returns the suite folder and each run's
+        ``done.json``."""
+        raise NotImplementedError
 
 
 def check_task_fields(c: TaskConfig) -> None:
