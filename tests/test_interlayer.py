@@ -83,6 +83,13 @@ def test_it_is_analysed_with_the_other_families(measured):
     assert "zigzag_h0_n_bars" in json.dumps(stats)
     summary = (measured / "summary.md").read_text()
     assert "inter-layer topology" in summary
+    # drawn: its rows in the correlation heatmap and the controls figure
+    from toposig.records import Statistics
+    from toposig.report.plots import _heatmap_features
+
+    rows = dict(_heatmap_features(Statistics.from_json(stats).correlations))
+    assert "zigzag_h0_n_bars" in rows["inter-layer topology"]
+    assert (measured / "plots" / "correlation_heatmap.png").is_file()
 
 
 def test_the_live_monitor_measures_it_while_training(tmp_path):

@@ -80,11 +80,11 @@ from toposig.report.style import Drawn, Figure, Target, figure, registry, subplo
 logger = logging.getLogger(__name__)
 EMBEDDING_FEATURE_FAMILIES = (FeatureFamily.EMBEDDING_TOPOLOGICAL, FeatureFamily.EMBEDDING_SPECTRAL)
 # heatmap row groups, weight space first
-HEATMAP_FAMILIES = (FeatureFamily.WEIGHT_TOPOLOGICAL, FeatureFamily.WEIGHT_STATISTICS,
-                    FeatureFamily.EMBEDDING_TOPOLOGICAL, FeatureFamily.EMBEDDING_SPECTRAL,
-                    FeatureFamily.CURVATURE, FeatureFamily.LANDSCAPE_TOPOLOGICAL,
-                    FeatureFamily.GRADIENT_TOPOLOGICAL, FeatureFamily.GRADIENT_STATISTICS,
-                    FeatureFamily.OTHER)
+_WEIGHT_FAMILIES = (FeatureFamily.WEIGHT_TOPOLOGICAL, FeatureFamily.WEIGHT_STATISTICS)
+HEATMAP_FAMILIES = (*_WEIGHT_FAMILIES,
+                    *(f for f in FeatureFamily if f not in _WEIGHT_FAMILIES))
+"""The heatmap's row groups: the weight families first, then every other family in table
+order (a family added to :class:`~toposig.records.FeatureFamily` gets its rows)."""
 NP_SEED_NOTE = "per-matrix max normalisation, p = 1, divided by max · (n − 1)"
 
 TOPOLOGICAL_EVOLUTION = ("h1_n_features", "h1_total_persistence", "h1_persistence_entropy",
