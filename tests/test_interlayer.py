@@ -120,6 +120,30 @@ def test_measure_runs_it_on_another_architecture():
     assert m.records["interlayer"]["n_layers"] >= 2
 
 
+def test_it_shares_the_embeddings_forward_pass(monkeypatch):
+    """With the embedding family, the texts run through the model once per checkpoint,
+    and both families' numbers are those each computes alone."""
+    from toposig.model import embedding
+
+    model, texts = causal_lm("gpt2", seed=0), [f"text number {i} " * (1 + i % 4)
+                                               for i in range(8)]
+    alone = {f: toposig.measure(model, byte_tokenizer(), texts, families=(f,), layers="all",
+                                progress=False) for f in ("embedding", "interlayer")}
+    calls = []
+    real = embedding.forward_pass
+    monkeypatch.setattr(embedding, "forward_pass",
+                        lambda *a, **k: calls.append(1) or real(*a, **k))
+    both = toposig.measure(model, byte_tokenizer(), texts, families=("embedding", "interlayer"),
+                           layers="all", progress=False)
+    assert len(calls) == 1
+    for family in ("embedding", "interlayer"):
+        mine, own = both.records[family], alone[family].records[family]
+        assert {k: v for k, v in mine.items() if k not in ("timings_s", "finished_at")} == \
+            {k: v for k, v in own.items() if k not in ("timings_s", "finished_at")}
+        for name, array in alone[family].arrays[family].items():
+            np.testing.assert_array_equal(both.arrays[family][name], array)
+
+
 # The files the fifth family owns; in any other file of src/, the commit that added it
 # may only add lines that register it (naming it).
 OWN = {"src/toposig/features/zigzag.py", "src/toposig/stages/interlayer.py"}

@@ -20,7 +20,13 @@ from toposig.config import (
     resolve_layers,
 )
 from toposig.features import homology, spectral
-from toposig.model.forward import MaskedLM, forward_pass, masked_positions, tokenize
+from toposig.model.forward import (
+    ForwardResult,
+    MaskedLM,
+    forward_pass,
+    masked_positions,
+    tokenize,
+)
 from toposig.model.placement import Placement
 from toposig.records import CheckpointOutput, Family, now_iso, record_header
 from toposig.sources.checkpoints import (
@@ -154,6 +160,44 @@ def analysed_layers(n_hidden_states: int, layers: Layers) -> list[int]:
     return resolve_layers(layers, n_hidden_states)
 
 
+@dataclass(frozen=True)
+class TextsForward:
+    """The analysed texts' one forward pass through a checkpoint's model, which the
+    embedding and interlayer families share.
+
+    Attributes:
+        result: the pooled hidden states and the loss (:class:`ForwardResult`).
+        masked_lm: the masked-LM objective it was scored on (an encoder), else ``None``.
+        seconds: how long it took, tokenizing included.
+    """
+
+    result: ForwardResult
+    masked_lm: MaskedLM | None
+    seconds: float
+
+
+def texts_forward(model, tokenizer, texts: list[str], max_length: int, placement: Placement,
+                  batch_size: int | str) -> TextsForward:
+    """Tokenize ``texts`` (``max_length`` tokens each) and run them through ``model``
+    once, on ``placement``'s device and precision, ``batch_size`` texts a batch (at most;
+    ``"auto"``: :meth:`~toposig.model.placement.Placement.batch_size`):
+    the next-token loss, or for an encoder the masked-LM loss, and every hidden state
+    mean-pooled over each text's tokens.
+
+    Raises:
+        ValueError: a token id beyond the model's vocabulary (:func:`check_vocab`).
+        NonFiniteError: a hidden state or the loss is NaN or inf.
+    """
+    t0 = time.perf_counter()
+    ids, mask = tokenize(tokenizer, texts, max_length)
+    check_vocab(model, ids)
+    masked_lm = masked_lm_objective(model, tokenizer, ids, mask)
+    result = forward_pass(model, ids, mask, device=placement.device,
+                          batch_size=placement.batch_size(batch_size, len(texts)),
+                          autocast_bf16=placement.autocast_bf16, masked_lm=masked_lm)
+    return TextsForward(result, masked_lm, time.perf_counter() - t0)
+
+
 def analyse_checkpoint(
     ckpt: Checkpoint,
     texts: list[str],
@@ -164,6 +208,7 @@ def analyse_checkpoint(
     model=None,
     tokenizer=None,
     load_s: float = 0.0,
+    forward: TextsForward | None = None,
 ) -> CheckpointOutput:
     """Load one checkpoint once, run one forward pass, compute every feature.
 
@@ -174,6 +219,8 @@ def analyse_checkpoint(
         tokenizer: the checkpoint's tokenizer already loaded (with the override of
             ``settings.tokenizer``), or ``None`` to load it.
         load_s: seconds already spent loading ``model`` (for the record's timings).
+        forward: the texts' forward pass through ``model`` (:func:`texts_forward`) when
+            another family of the checkpoint already ran it, or ``None`` to run it.
 
     The record's ``layer`` and the keys of its ``layer_features`` are indices into the
     model's ``hidden_states``; its ``layer_names`` says what each index is, one label per
@@ -200,12 +247,10 @@ def analyse_checkpoint(
                            trust_remote_code=settings.trust_remote_code)
     t_load = time.perf_counter()
 
-    ids, mask = tokenize(tokenizer, texts, settings.max_length)
-    check_vocab(model, ids)
-    masked_lm = masked_lm_objective(model, tokenizer, ids, mask)
-    fwd = forward_pass(model, ids, mask, device=placement.device,
-                       batch_size=placement.batch_size(settings.batch_size, len(texts)),
-                       autocast_bf16=placement.autocast_bf16, masked_lm=masked_lm)
+    if forward is None:
+        forward = texts_forward(model, tokenizer, texts, settings.max_length, placement,
+                                settings.batch_size)
+    fwd, masked_lm = forward.result, forward.masked_lm
     t_fwd = time.perf_counter()
 
     layers = analysed_layers(len(fwd.pooled), settings.layers)
@@ -249,9 +294,9 @@ def analyse_checkpoint(
         "batch_size": fwd.batch_size,
         "timings_s": {
             "load": t_load - t0,
-            "forward": t_fwd - t_load,
+            "forward": forward.seconds,  # where it ran for another family too, its time there
             "features": t_feat - t_fwd,
-            "total": t_feat - t0,
+            "total": (t_load - t0) + forward.seconds + (t_feat - t_fwd),
         },
         "finished_at": now_iso(),
     }

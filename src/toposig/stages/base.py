@@ -25,6 +25,7 @@ from toposig.config import EmbeddingSettings
 from toposig.records import CheckpointOutput, Family
 
 if TYPE_CHECKING:
+    from toposig.model.embedding import TextsForward
     from toposig.model.placement import Placement
     from toposig.sources.checkpoints import Checkpoint
 
@@ -104,6 +105,17 @@ class Loaded(Protocol):
 
     def tokenizer(self):
         """Its tokenizer (loaded once; a failure is raised to every stage that asks)."""
+
+
+class Session(Loaded, Protocol):
+    """A :class:`Loaded` checkpoint as the stages get it
+    (:class:`toposig.stages.runner.CheckpointSession`): with the work several families
+    share done once."""
+
+    def texts_forward(self, texts: list[str], max_length: int, batch_size: int | str
+                      ) -> TextsForward:
+        """The texts' forward pass through the model in the run's precision
+        (:func:`toposig.model.embedding.texts_forward`), run once per checkpoint."""
 
 
 @dataclass(frozen=True)
@@ -206,7 +218,7 @@ class Stage(ABC):
         return {}
 
     @abstractmethod
-    def run(self, loaded: Loaded, settings: Any, inputs: StageInputs) -> CheckpointOutput:
+    def run(self, loaded: Session, settings: Any, inputs: StageInputs) -> CheckpointOutput:
         """Its record and arrays for one loaded checkpoint.
 
         Raises:

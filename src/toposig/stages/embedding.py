@@ -15,7 +15,7 @@ from toposig.config import (
 )
 from toposig.records import CheckpointOutput, Family
 from toposig.sources.corpus import texts_fingerprint
-from toposig.stages.base import Column, Loaded, Stage, StageInputs, Texts, Widening
+from toposig.stages.base import Column, Session, Stage, StageInputs, Texts, Widening
 
 
 class EmbeddingStage(Stage):
@@ -59,16 +59,18 @@ class EmbeddingStage(Stage):
                 "n_texts": len(texts),
                 "dtype": dtype if hashed else None}  # in its hash
 
-    def run(self, loaded: Loaded, settings: EmbeddingSettings,
+    def run(self, loaded: Session, settings: EmbeddingSettings,
             inputs: StageInputs) -> CheckpointOutput:
         from toposig.model.embedding import analyse_checkpoint
 
         tokenizer = loaded.tokenizer()
         model = loaded.model(float32=False)
+        load_s = loaded.load_s
+        forward = loaded.texts_forward(inputs.texts, settings.max_length, settings.batch_size)
         return analyse_checkpoint(
             loaded.ckpt, inputs.texts, settings, placement=loaded.placement,
             local_files_only=loaded.local_files_only, model=model, tokenizer=tokenizer,
-            load_s=loaded.load_s)
+            load_s=load_s, forward=forward)
 
     def describe(self, settings: EmbeddingSettings, settings_hash: str | None,
                  inputs: StageInputs) -> str:

@@ -4,7 +4,8 @@ one layer to the next, as the H0 zigzag barcode over every hidden state
 (``--signatures ...,interlayer``).
 
 One forward pass over the analysed texts gives every hidden state, mean-pooled over each
-text's tokens as the embedding family pools them; each layer's cloud becomes its
+text's tokens as the embedding family pools them (the same pass as the embedding's, run
+once when both families are measured); each layer's cloud becomes its
 ``k``-nearest-neighbour graph, and the graphs of neighbouring layers are joined through
 their union. The record holds the barcode's scalars (``zigzag_h0_*``) and its arrays the
 bars (``h0_bars``: birth and death zigzag positions, inclusive; position ``2l`` is hidden
@@ -25,7 +26,7 @@ import numpy as np
 from toposig.config import SCHEMA_VERSION, EmbeddingSettings, SettingsError
 from toposig.records import CheckpointOutput, Family, now_iso, record_header
 from toposig.sources.corpus import texts_fingerprint
-from toposig.stages.base import Column, Loaded, Stage, StageInputs, Texts
+from toposig.stages.base import Column, Session, Stage, StageInputs, Texts
 
 
 @dataclass(frozen=True)
@@ -72,24 +73,15 @@ class InterlayerStage(Stage):
         blob = json.dumps(keyed, sort_keys=True).encode()
         return "i" + hashlib.sha256(blob).hexdigest()[:11]
 
-    def run(self, loaded: Loaded, settings: InterlayerSettings,
+    def run(self, loaded: Session, settings: InterlayerSettings,
             inputs: StageInputs) -> CheckpointOutput:
         from toposig.features.zigzag import knn_graph, summarize, zigzag_h0
-        from toposig.model.embedding import check_vocab, masked_lm_objective
-        from toposig.model.forward import forward_pass, tokenize
         from toposig.sources.checkpoints import checkpoint_identity
 
-        t0 = time.perf_counter()
-        tokenizer = loaded.tokenizer()
         model = loaded.model(float32=False)
-        ids, mask = tokenize(tokenizer, inputs.texts, settings.max_length)
-        check_vocab(model, ids)
-        placement = loaded.placement
-        fwd = forward_pass(model, ids, mask, device=placement.device,
-                           batch_size=placement.batch_size(
-                               inputs.run_settings.batch_size, len(inputs.texts)),
-                           autocast_bf16=placement.autocast_bf16,
-                           masked_lm=masked_lm_objective(model, tokenizer, ids, mask))
+        forward = loaded.texts_forward(inputs.texts, settings.max_length,
+                                       inputs.run_settings.batch_size)
+        fwd, placement = forward.result, loaded.placement
         t_fwd = time.perf_counter()
         graphs = [knn_graph(cloud, settings.k) for cloud in fwd.pooled]
         bars = zigzag_h0(graphs)
@@ -104,9 +96,9 @@ class InterlayerStage(Stage):
             "features": summary.features(),
             "settings": settings.to_dict(),
             "dtype": placement.dtype,
-            "timings_s": {"load": loaded.load_s, "forward": t_fwd - t0,
+            "timings_s": {"load": loaded.load_s, "forward": forward.seconds,
                           "features": t_feat - t_fwd,
-                          "total": loaded.load_s + t_feat - t0},
+                          "total": loaded.load_s + forward.seconds + t_feat - t_fwd},
             "finished_at": now_iso(),
         }
         return CheckpointOutput(record, {"h0_bars": bars.astype(np.int64)})

@@ -17,7 +17,7 @@ from toposig.config import (
 )
 from toposig.records import CheckpointOutput, Family
 from toposig.sources.corpus import texts_fingerprint
-from toposig.stages.base import Column, Loaded, Stage, StageInputs, Texts
+from toposig.stages.base import Column, Session, Stage, StageInputs, Texts
 
 
 class ProbeStage(Stage):
@@ -34,7 +34,7 @@ class ProbeStage(Stage):
     def analyzer(self) -> Callable[..., CheckpointOutput]:
         raise NotImplementedError
 
-    def run(self, loaded: Loaded, settings: Any, inputs: StageInputs) -> CheckpointOutput:
+    def run(self, loaded: Session, settings: Any, inputs: StageInputs) -> CheckpointOutput:
         tokenizer = loaded.tokenizer()
         model = loaded.model(float32=True)
         result = self.analyzer()(loaded.ckpt, model, tokenizer, inputs.probe_texts,

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 from toposig.config import EmbeddingSettings, WeightSettings, weights_hash
 from toposig.records import CheckpointOutput, Family
-from toposig.stages.base import Column, Loaded, Stage, StageInputs
+from toposig.stages.base import Column, Session, Stage, StageInputs
 
 
 class WeightStage(Stage):
@@ -33,7 +33,7 @@ class WeightStage(Stage):
         """Always, as config.json has always kept them."""
         return settings.to_dict()
 
-    def run(self, loaded: Loaded, settings: WeightSettings,
+    def run(self, loaded: Session, settings: WeightSettings,
             inputs: StageInputs) -> CheckpointOutput:
         from toposig.model.weight_stage import analyse_weights
 
