@@ -66,7 +66,9 @@ _TYPED: dict[str, Callable[[object], Any]] = {
     "prediction_by_feature": PredictionByFeature.from_json,
     "wasserstein": Distances.from_json,
     "weight_wasserstein": functools.partial(Distances.from_json, where="weight_wasserstein")}
-"""The readers of the sections typed by :mod:`toposig.records.sections`, by name."""
+"""The readers of the typed sections, by name (:mod:`toposig.records.sections`,
+:mod:`~toposig.records.controlled`, :mod:`~toposig.records.ensembles`,
+:mod:`~toposig.records.positive_controls`)."""
 
 
 class StatisticsError(ValueError):
@@ -215,6 +217,16 @@ def _model_problem(summary: object) -> str | None:
     return None
 
 
+def _models_problem(models: object) -> str | None:
+    """Why the per-model summaries are unusable (``have ...``), or ``None``."""
+    if not isinstance(models, dict):
+        return "have models that are not an object"
+    for label, summary in models.items():
+        if problem := _model_problem(summary):
+            return f"have a model {label!r} that {problem}"
+    return None
+
+
 def statistics_problem(obj: object) -> str | None:
     """What makes parsed statistics unusable, or ``None`` when they are sound: an object
     whose ``models``, ``features``, ``correlations`` (and ``correlations_by_target``) have
@@ -238,12 +250,8 @@ def _problem(obj: object, typed: dict[str, Any]) -> str | None:
         return "name no target"
     if obj.get("target_better") not in (None, "lower", "higher"):
         return f"say the target is better {obj['target_better']!r}, not lower or higher"
-    models = obj.get("models")
-    if not isinstance(models, dict):
-        return "have models that are not an object"
-    for label, summary in models.items():
-        if problem := _model_problem(summary):
-            return f"have a model {label!r} that {problem}"
+    if problem := _models_problem(obj.get("models")):
+        return problem
     families = obj.get("features")
     if not isinstance(families, dict) or not all(
             k in _FAMILY_NAMES and isinstance(v, list)
@@ -467,11 +475,8 @@ def models_of(statistics: Statistics | Mapping[str, Any]) -> Mapping[str, ModelS
     if "models" not in statistics:
         return None
     models = statistics["models"]
-    if not isinstance(models, dict):
-        raise StatisticsError("the statistics have models that are not an object")
-    for label, summary in models.items():
-        if problem := _model_problem(summary):
-            raise StatisticsError(f"the statistics have a model {label!r} that {problem}")
+    if problem := _models_problem(models):
+        raise StatisticsError(f"the statistics {problem}")
     return MappingProxyType({label: ModelSummary.from_json(m) for label, m in models.items()})
 
 

@@ -34,6 +34,7 @@ summary and the figures) is :func:`toposig.analyze.analyze`.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -49,6 +50,8 @@ from toposig.records.sections import Phases, SectionError
 from toposig.records.statistics import (
     Correlation,
     ModelSummary,
+    Statistics,
+    StatisticsError,
     controlled_of,
     correlations_of,
     ensembles_of,
@@ -1282,6 +1285,10 @@ def summary_markdown(statistics: Mapping, records: Sequence[Mapping]) -> str:
         The document, ending with a newline. Pure: reads and writes no file.
     """
     statistics = statistics or {}
+    # sound JSON is read once here, not once per table; partial or damaged JSON stays as
+    # it is, and each table reads what it needs and says what is missing
+    with contextlib.suppress(StatisticsError):
+        statistics = Statistics.from_json(statistics)
     records = list(records or [])
     lines = _header(statistics, records)
     builders = iter(HEADINGS)
