@@ -280,3 +280,14 @@ def causal_lm(arch: str, seed: int = 0, **kw):
 
     torch.manual_seed(seed)
     return AutoModelForCausalLM.from_config(causal_lm_config(arch, **kw)).eval()
+
+
+def records_of(entries) -> list:
+    """Typed records (:class:`toposig.records.Record`) of synthetic aggregate entries,
+    the fields a test leaves out filled in as a run writes them: ``status`` ``ok``, the
+    ``model`` named as its label, empty ``features``, ``step`` ``None``. Each entry's
+    dict is not changed."""
+    from toposig.records import Record
+
+    return [Record.from_json({"status": "ok", "model": e.get("model_label"), "step": None,
+                              "features": {}, **e}) for e in entries]

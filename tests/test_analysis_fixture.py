@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import records_of
 from test_report import HEADINGS, ci, pval, rho, table
 
 import analyze_results
@@ -95,7 +96,8 @@ def test_stability_counts_changes_beyond_the_resampling_noise():
     recs = [{"model_label": "m", "step": i, "features": {"h1_total_persistence": v},
              "features_resampled": {"h1_total_persistence": {"std": 1.0}}}
             for i, v in enumerate(values)]
-    e = stability_analysis(recs)["m"]["h1_total_persistence"]
+    e = stability_analysis(records_of(recs))["m"]["h1_total_persistence"]
     assert e["resolved_share"] == 0.5  # 1.96 * sqrt(2) = 2.77: two of four changes exceed it
     assert e["median_se"] == 1.0 and e["range_to_se"] == 30.0 and e["n_pairs"] == 4
-    assert stability_analysis([{**r, "features_resampled": None} for r in recs]) == {}
+    assert stability_analysis(records_of([{**r, "features_resampled": None}
+                                          for r in recs])) == {}

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from conftest import records_of
 from scipy import stats as sps
 
 from toposig.analysis import controls
@@ -107,7 +108,7 @@ def records_for(models=("a", "b", "c"), n=40, seed=0):
                          "features": {"driven": float(loss[i] + rng.normal(scale=0.05)),
                                       "trend": float(trend[i]),
                                       "noise": float(rng.normal())}})
-    return recs
+    return records_of(recs)
 
 
 def test_controlled_correlations_sort_features_by_what_survives():
@@ -203,6 +204,7 @@ def test_the_noise_floor_flags_changes_within_the_remeasurement_spread():
         recs.append({"model_label": "a", "step": i * 10, "perplexity": 10.0 - i,
                      "features": {"quiet": 1.0 + 0.001 * i, "loud": float(i)},
                      "features_resampled": {"quiet": {"std": 0.01}, "loud": {"std": 0.01}}})
+    recs = records_of(recs)
     assert controls.noise_floor(recs, "quiet") is True
     assert controls.noise_floor(recs, "loud") is False
     assert controls.noise_floor(recs, "absent") is None
@@ -227,6 +229,7 @@ def test_a_feature_must_beat_the_best_baseline_of_its_space():
                          "perplexity": float(np.exp(loss[i] / 20)),
                          "features": {"mean_norm": float(rng.normal()),
                                       "rankme": float(rank[i]), "h1_total_persistence": h1}})
+    recs = records_of(recs)
     out = controls.controlled_correlations(recs, {"h1_total_persistence": "perplexity"},
                                            n_resamples=50, n_surrogates=49)
     e = out["per_model"]["a"]["h1_total_persistence"]
@@ -247,6 +250,7 @@ def test_a_baseline_too_sparse_to_test_is_not_the_hardest():
             features["rankme"] = 1.0
         recs.append({"model_label": "a", "step": i * 10, "perplexity": float(np.exp(loss)),
                      "features": features})
+    recs = records_of(recs)
     out = controls.controlled_correlations(recs, {"h1_total_persistence": "perplexity"},
                                            n_resamples=20, n_surrogates=19)
     e = out["per_model"]["a"]["h1_total_persistence"]

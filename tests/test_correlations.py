@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import records_of
 from scipy import stats as sps
 
 from toposig.analysis import correlations
@@ -52,7 +53,7 @@ def test_undefined_correlations_are_none():
     assert c["n"] == 4 and c["spearman_r"] == pytest.approx(1.0)
 
 
-def _records():
+def _entries():
     out = []
     for label, offset in (("a", 0.0), ("b", 1.0)):
         for step, ppl in zip((0, 10, 100, 1000), (1000.0, 300.0, 50.0, 20.0), strict=True):
@@ -60,6 +61,10 @@ def _records():
                         "features": {"h1_total_persistence": 1.0 / ppl, "rankme": 5.0,
                                      "h0_n_features": 199.0}})
     return out
+
+
+def _records():
+    return records_of(_entries())
 
 
 def test_correlations_with_target_per_model_and_pooled():
@@ -74,7 +79,7 @@ def test_correlations_with_target_per_model_and_pooled():
 
 def test_by_model_sorts_steps():
     groups = correlations.by_model(list(reversed(_records())))
-    assert [r["step"] for r in groups["a"]] == [0, 10, 100, 1000]
+    assert [r.step for r in groups["a"]] == [0, 10, 100, 1000]
 
 
 def test_consecutive_distances():
@@ -112,14 +117,14 @@ def test_the_exact_spearman_p_equals_scipys_permutation_test_without_ties():
 def test_a_target_missing_from_some_checkpoints_is_passed_over_with_a_warning(caplog):
     from toposig.analysis.compute import choose_target
 
-    records = [dict(r, loss=r["perplexity"] / 100) for r in _records()]
-    assert choose_target(records) == "perplexity"
-    records[5]["perplexity"] = None  # one damaged or partial checkpoint
+    entries = [dict(r, loss=r["perplexity"] / 100) for r in _entries()]
+    assert choose_target(records_of(entries)) == "perplexity"
+    entries[5]["perplexity"] = None  # one damaged or partial checkpoint
     with caplog.at_level("WARNING"):
-        assert choose_target(records) == "loss"
+        assert choose_target(records_of(entries)) == "loss"
     assert ("correlating with loss, not perplexity: 1 of 8 checkpoints have no perplexity "
             "(the first: b step 10); pass --target perplexity") in caplog.text
     caplog.clear()
     with caplog.at_level("WARNING"):
-        assert choose_target([dict(r, perplexity=None) for r in records]) == "loss"
+        assert choose_target(records_of([dict(r, perplexity=None) for r in entries])) == "loss"
     assert caplog.text == ""  # no record has it: nothing passed over

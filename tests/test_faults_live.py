@@ -88,7 +88,7 @@ def test_a_second_monitor_in_this_process_is_refused_before_it_removes_anything(
     with pytest.raises(FolderLockedError, match=BUSY):  # nor may it append to the series
         live_monitor(out).start(2)
     assert snapshot(out) == before  # byte for byte, the figure and signal included
-    assert first(model, 3).entry["step"] == 3  # the first goes on writing
+    assert first(model, 3).entry.step == 3  # the first goes on writing
     assert steps_of(out) == [0, 1, 2, 3]
 
 
@@ -126,7 +126,7 @@ def test_a_label_held_by_another_process_is_refused_until_that_process_is_killed
         assert f"process {proc.pid}" in str(refused.value)
         assert snapshot(out) == before
         other = live_monitor(out, label="other", extend=True)  # another label: measured
-        assert other(tiny_model(2), 0).entry["step"] == 0
+        assert other(tiny_model(2), 0).entry.step == 0
         other.finish()
         assert label_records(out) == records_before
     finally:

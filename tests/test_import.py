@@ -200,8 +200,8 @@ def test_the_analysis_runs_on_an_imported_folder(tmp_path):
     out = tmp_path / "out"
     assert import_main([str(csv), "--out", str(out)]) == 0
     statistics, _ = analyze(out, plots=False, seed=0)
-    assert statistics["target"] == "loss"
-    assert statistics["correlations"]["per_model"]["a"]["np_mean"]["spearman_r"] == -1.0
+    assert statistics.target == "loss"
+    assert statistics.correlations.per_model["a"]["np_mean"].spearman_r == -1.0
     assert (out / "summary.md").is_file()
 
 
@@ -225,12 +225,14 @@ def test_a_quality_other_than_the_loss_with_its_direction(tmp_path, capsys):
     config = json.loads((out / "data" / "config.json").read_text())
     assert config["imported"]["quality"]["column"] == "accuracy"
     statistics, _ = analyze(out, plots=False, seed=0)
-    assert statistics["target"] == "accuracy" and statistics["target_better"] == "higher"
-    assert statistics["models"]["a"]["final_accuracy"] == pytest.approx(0.9 - 0.6 * 641 ** -0.5)
-    assert set(statistics["controlled"]["targets"].values()) == {"accuracy"}
-    per_model = statistics["correlations"]["per_model"]["a"]
-    assert per_model["np_mean"]["spearman_r"] > 0.9  # rises as the model improves
-    assert per_model["h1_total_persistence"]["spearman_r"] == -1.0
+    assert statistics.target == "accuracy" and statistics.target_better == "higher"
+    assert statistics.models["a"].final_quality["accuracy"] == pytest.approx(
+        0.9 - 0.6 * 641 ** -0.5)
+    assert statistics.controlled is not None
+    assert set(statistics.controlled.targets.values()) == {"accuracy"}
+    per_model = statistics.correlations.per_model["a"]
+    assert per_model["np_mean"].spearman_r > 0.9  # rises as the model improves
+    assert per_model["h1_total_persistence"].spearman_r == -1.0
     assert "higher is better" in (out / "summary.md").read_text()
     assert backtest_main([str(out), "--out", str(tmp_path / "b.json")]) == 2
     assert "no loss to forecast (its quality is 'accuracy')" in capsys.readouterr().err

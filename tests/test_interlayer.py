@@ -45,7 +45,7 @@ def test_records_hold_the_barcode_and_its_scalars(measured):
     for r in recs:
         assert r["families"] == ["embedding", "interlayer"]
         assert set(FEATURE_NAMES) <= set(r["features"])
-        bars = load_arrays(measured, r["interlayer"])["h0_bars"]
+        bars = load_arrays(measured, r["interlayer"]["arrays_file"])["h0_bars"]
         n_layers = len(r["layer_names"])  # the embedding's hidden states: the same ones
         assert bars.shape[1] == 2 and bars.max() <= 2 * n_layers - 2
         assert summarize(bars, n_layers).features() == {
@@ -102,7 +102,7 @@ def test_the_live_monitor_measures_it_while_training(tmp_path):
                               family_settings={"interlayer": InterlayerSettings(k=1)})
     entry = monitor.measure(model, 0).entry
     monitor.finish()
-    assert entry["families"] == ["interlayer"] and entry["features"]["zigzag_h0_n_bars"] >= 1
+    assert entry.families == ("interlayer",) and entry.features["zigzag_h0_n_bars"] >= 1
     config = json.loads((tmp_path / "live" / "data" / "config.json").read_text())
     assert config["interlayer_settings"]["k"] == 1
 

@@ -18,6 +18,7 @@ from toposig.model.forward import (
     tokenize,
 )
 from toposig.model.training import byte_tokenizer
+from toposig.records import Record
 from toposig.report import plots_analysis as pa
 
 STATE_SPACE = ("mamba", "falcon_mamba", "rwkv")
@@ -192,23 +193,29 @@ def test_records_and_the_layer_heatmap_label_what_each_index_is(arch, tmp_path, 
     plt.close(figs[0])
 
 
+def record(**fields) -> Record:
+    """A finished embedding record with ``fields``."""
+    return Record.from_json({"model": "m", "model_label": "m", "step": 0, "status": "ok",
+                             "features": {}, **fields})
+
+
 def test_older_records_are_labelled_from_their_model_type():
     old = {"num_layers": 3, "layer": 3}
-    assert pa.layer_names({**old, "model_type": "mamba"}) == ["block 1", "block 2",
-                                                              "block 3", FINAL_NORM]
-    assert pa.layer_names({**old, "model_type": "rwkv"})[0] == "block 1"
-    assert pa.layer_names({**old, "model_type": "gpt_neox"}) == [
+    assert pa.layer_names(record(**old, model_type="mamba")) == ["block 1", "block 2",
+                                                                 "block 3", FINAL_NORM]
+    assert pa.layer_names(record(**old, model_type="rwkv"))[0] == "block 1"
+    assert pa.layer_names(record(**old, model_type="gpt_neox")) == [
         EMBEDDINGS, "block 1", "block 2", "last hidden state"]
-    assert pa.layer_names(old) is None
-    assert pa.layer_tick_labels([old], [0, 2]) == ["0", "2"]  # unknown: the index
-    own = {**old, "model_type": "mamba", "layer_names": ["a", "b", "c", "d"]}
-    assert pa.layer_tick_labels([old, own], [3, 0, 7]) == ["d", "a", "7"]
+    assert pa.layer_names(record(**old)) is None
+    assert pa.layer_tick_labels([record(**old)], [0, 2]) == ["0", "2"]  # unknown: the index
+    own = record(**old, model_type="mamba", layer_names=["a", "b", "c", "d"])
+    assert pa.layer_tick_labels([record(**old), own], [3, 0, 7]) == ["d", "a", "7"]
 
 
 def test_the_fallback_agrees_with_the_probe():
     for arch in (*STATE_SPACE, "gpt_neox", "llama"):
         model = any_lm(arch)
         probed = hidden_state_layout(model)
-        derived = pa.layer_names({"model_type": model.config.model_type,
-                                  "num_layers": len(probed) - 1})
+        derived = pa.layer_names(record(model_type=model.config.model_type,
+                                        num_layers=len(probed) - 1))
         assert derived[:-1] == probed[:-1]

@@ -48,10 +48,10 @@ def test_records_hold_both_families(probed):
         assert f["grad_h0_n_features"] == 5  # 6 points: 5 finite H0 bars
         assert f["grad_norm_mean"] > 0 and -1 <= f["grad_cosine_mean"] <= 1
         assert r["landscape"]["lanczos"]["n_hvp"] > 0
-        grid = load_arrays(out, r["landscape"])["grid"]
+        grid = load_arrays(out, r["landscape"]["arrays_file"])["grid"]
         assert grid.shape == (5, 5)
         assert grid[2, 2] == pytest.approx(r["landscape"]["probe_loss"])
-        g = load_arrays(out, r["gradients"])
+        g = load_arrays(out, r["gradients"]["arrays_file"])
         assert g["projected"].shape == (6, 8) and g["h0"].shape == (6, 2)  # one bar infinite
 
 

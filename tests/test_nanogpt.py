@@ -11,9 +11,11 @@ import shutil
 
 import pytest
 import torch
+from conftest import records_of
 from torch import nn
 
 from toposig.analysis.quality import series_without_quality, warn_series_without_quality
+from toposig.records import RecordError
 from toposig.sources import checkpoint_files as cf
 from toposig.sources.checkpoints import resolve_series
 
@@ -194,7 +196,7 @@ def test_a_folder_of_nanogpt_checkpoints_named_by_step_end_to_end(tmp_path):
         [m["name"] for m in by_label["compiled"][0]["weights"]["matrices"]]
     assert [e["features"] for e in by_label["plain"]] == \
         [e["features"] for e in by_label["compiled"]]  # the same weights, the same numbers
-    assert series_without_quality(entries) == []
+    assert series_without_quality(records_of(entries)) == []
 
 
 def test_nanogpts_live_ckpt_pt_end_to_end(tmp_path):
@@ -222,9 +224,9 @@ def test_a_series_without_any_quality_measure_is_named(tmp_path, caplog):
         torch.save(nanogpt_checkpoint(step, None), tmp_path / "noloss" / f"ckpt_{step}.pt")
     entries = run([str(tmp_path / "noloss")], tmp_path / "out")
     assert all(e.get("loss") is None for e in entries)
-    assert series_without_quality(entries) == ["noloss"]
+    assert series_without_quality(records_of(entries)) == ["noloss"]
     with caplog.at_level(logging.WARNING, logger="toposig.analysis.quality"):
-        assert warn_series_without_quality(entries) == ["noloss"]
+        assert warn_series_without_quality(records_of(entries)) == ["noloss"]
     warnings = [r for r in caplog.records if r.name == "toposig.analysis.quality"]
     assert len(warnings) == 1  # once per series, not per checkpoint
     assert "'noloss' has no quality measure" in warnings[0].getMessage()
@@ -241,8 +243,10 @@ def test_series_without_quality_counts_any_measure_and_skips_failures():
         {"model_label": "d", "step": 0, "status": "ok", "loss": None},
         {"model_label": "d", "step": 1, "status": "failed", "loss": 3.0},  # not counted
         {"model_label": "e", "step": 0, "status": "failed"},  # nothing finished
-        {"model_label": "f", "step": 0, "loss": True},  # not a number
-        {"step": 0, "loss": None},  # no label
     ]
-    assert series_without_quality(records) == ["d", "f"]
+    assert series_without_quality(records_of(records)) == ["d"]
     assert series_without_quality([]) == []
+    for unsound in ({"model_label": "f", "step": 0, "loss": True},  # not a number
+                    {"step": 0, "loss": None}):  # no label
+        with pytest.raises(RecordError):  # refused where records are read, not here
+            records_of([unsound])

@@ -36,12 +36,12 @@ def results():
 
 
 def test_open_gives_the_folders_records_statistics_and_table(results):
-    assert results.records == entries()
+    assert [r.to_json() for r in results.records] == entries()
     stored = json.loads((RESULTS / "data" / "statistics.json").read_text())
-    assert results.statistics == stored  # the analysis' file, since it fits the records
+    assert results.statistics.to_json() == stored  # the analysis' file: it fits the records
     table = results.table()
     assert len(table) > len(results.records)
-    assert set(table["model"]) == {r["model_label"] for r in results.records}
+    assert set(table["model"]) == {r.model_label for r in results.records}
     text = repr(results)
     assert "54 checkpoints of 3 model(s)" in text and len(text) < 200
 
@@ -63,8 +63,8 @@ def test_statistics_are_computed_in_memory_when_the_file_does_not_fit(tmp_path, 
     assert "records have changed" in caplog.text
     from toposig.analysis.compute import records_digest
 
-    assert stats["records_sha256"] == records_digest(records)
-    assert set(stats["models"]) == {"tiny-h16-l1"}
+    assert stats.records_sha256 == records_digest(records)
+    assert set(stats.models) == {"tiny-h16-l1"}
     assert sorted((folder / "data").iterdir()) == sorted(  # nothing written
         [folder / "data" / "all_results.json", folder / "data" / "statistics.json"])
     from toposig.analyze import analyze
@@ -340,7 +340,7 @@ def test_the_pages_typed_example_runs(in_a_copy_of_the_quick_start, capsys):
         entry["layer_features"]["0"]["h1_total_persistence"]
     assert rec.parts["weights"].settings_hash == entry["weights"]["settings_hash"]
     strongest = [line.split()[0] for line in out[2:5]]
-    pooled = namespace["st"]["correlations"]["pooled"]
+    pooled = namespace["st"].to_json()["correlations"]["pooled"]
     assert strongest == sorted((f for f in pooled if pooled[f]["spearman_r"] is not None),
                                key=lambda f: -abs(pooled[f]["spearman_r"]))[:3]
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from toposig.analysis import correlations
+from toposig.records import Record
 from toposig.records.sections import Distances
 from toposig.records.statistics import Correlations
 from toposig.report import figures, panels, plots, style
@@ -21,9 +22,15 @@ WEIGHT = ("neural_persistence_evolution", "vr_persistence_evolution", "np_vs_los
           "correlation_heatmap")
 
 
+def as_records(entries: list[dict]) -> list[Record]:
+    """The entries (the JSON the synthetic runs write) as Records."""
+    return [Record.from_json(e) for e in entries]
+
+
 def synthetic_records(models: tuple[str, ...] = ("pythia-70m", "pythia-160m", "pythia-410m"),
                       steps: tuple[int, ...] = STEPS, seed: int = 0) -> list[dict]:
-    """Records shaped like the store's: perplexity falls and H1 grows with training."""
+    """Records (their JSON) shaped like the store's: perplexity falls and H1 grows with
+    training."""
     rng = np.random.default_rng(seed)
     records = []
     for m, label in enumerate(models):
@@ -59,7 +66,8 @@ def synthetic_records(models: tuple[str, ...] = ("pythia-70m", "pythia-160m", "p
             }
             records.append({
                 "model": f"EleutherAI/{label}", "model_label": label, "step": step,
-                "perplexity": ppl, "mean_nll": float(np.log(ppl)), "num_parameters": 70426624,
+                "status": "ok", "perplexity": ppl, "mean_nll": float(np.log(ppl)),
+                "num_parameters": 70426624,
                 "features": features,
             })
     order = rng.permutation(len(records))  # unsorted and mixed across models
@@ -69,8 +77,9 @@ def synthetic_records(models: tuple[str, ...] = ("pythia-70m", "pythia-160m", "p
 def synthetic_weight_records(models: tuple[str, ...] = ("pythia-70m", "pythia-160m",
                                                        "pythia-410m"),
                              steps: tuple[int, ...] = STEPS, seed: int = 0) -> list[dict]:
-    """Weight-space records with a checkpoint ``loss``, no perplexity and no embedding
-    features: loss falls while neural persistence and weight-row H0 persistence grow."""
+    """Weight-space records (their JSON) with a checkpoint ``loss``, no perplexity and no
+    embedding features: loss falls while neural persistence and weight-row H0 persistence
+    grow."""
     rng = np.random.default_rng(seed)
     records = []
     for m, label in enumerate(models):
@@ -95,20 +104,22 @@ def synthetic_weight_records(models: tuple[str, ...] = ("pythia-70m", "pythia-16
                 "weight_alpha_weighted_mean": 1.0 + t + noise(0.05),
             }
             records.append({"model": f"EleutherAI/{label}", "model_label": label,
-                            "step": step, "loss": float(10.8 - (7.0 + 0.4 * m) * t + noise(0.05)),
+                            "step": step, "status": "ok",
+                            "loss": float(10.8 - (7.0 + 0.4 * m) * t + noise(0.05)),
                             "features": features})
     order = rng.permutation(len(records))
     return [records[i] for i in order]
 
 
-def synthetic_statistics(records: list[dict], seed: int = 1) -> dict:
+def synthetic_statistics(entries: list[dict], seed: int = 1) -> dict:
     rng = np.random.default_rng(seed)
+    records = as_records(entries)
     wasserstein = {}
     for label, recs in correlations.by_model(records).items():
         rows = []
         for a, b in zip(recs[:-1], recs[1:], strict=True):
             h0, h1 = rng.uniform(5, 40), rng.uniform(0.5, 4)
-            rows.append({"step_from": a["step"], "step_to": b["step"],
+            rows.append({"step_from": a.step, "step_to": b.step,
                          "h0_wasserstein": h0, "h1_wasserstein": h1,
                          "h0_wasserstein_persim_l2": 1.3 * h0,
                          "h1_wasserstein_persim_l2": 1.3 * h1})
@@ -137,7 +148,7 @@ def test_plot_all_writes_the_seven_figures_and_the_heatmap_for_an_embedding_run(
 
 
 def test_plot_all_writes_only_the_four_weight_figures_for_a_weights_only_run(tmp_path):
-    records = synthetic_weight_records()
+    records = as_records(synthetic_weight_records())
     statistics = {"correlations": correlations.correlations_with_target(records, "loss")}
     assert statistics["correlations"]["target"] == "loss"
     paths = figures.plot_all(records, statistics, tmp_path)
@@ -150,7 +161,7 @@ def stubbed(figs: dict[str, style.Figure], draw) -> dict[str, style.Figure]:
     return {name: style.Figure(name, draw, f.applies) for name, f in figs.items()}
 
 
-def _stub(records: list[dict], statistics: dict, arrays=None, ax=None):
+def _stub(records: list[Record], statistics: dict, arrays=None, ax=None):
     from matplotlib.figure import Figure as MplFigure
 
     return MplFigure(figsize=(0.5, 0.5), dpi=10)
@@ -174,14 +185,16 @@ def test_plot_all_selects_figures_by_the_features_present(tmp_path, monkeypatch,
     if kind == "weight":
         records = list(weights.values())
     elif kind == "none":  # an unrelated feature, and weight keys without values
-        records = [{"model_label": "m", "step": 0, "loss": 2.0,
-                    "features": {"mean_norm": 1.0, "np_mean": None, "weight_std": "nan"}}]
+        records = [{"model": "m", "model_label": "m", "step": 0, "status": "ok", "loss": 2.0,
+                    "features": {"mean_norm": 1.0, "np_mean": None,
+                                 "weight_std": float("nan")}}]
     else:
         records = synthetic_records(steps=steps)
         if kind == "both":
             for r in records:
                 r["features"] |= weights[r["model_label"], r["step"]]["features"]
-    statistics = ({"correlations": correlations.correlations_with_target(records, "loss")}
+    statistics = ({"correlations": correlations.correlations_with_target(as_records(records),
+                                                                          "loss")}
                   if with_correlations else {})
     paths = figures.plot_all(records, statistics, tmp_path)
     assert [p.stem for p in paths] == list(expected)
@@ -194,7 +207,7 @@ def test_heatmap_rows_put_weight_families_first():
     for r in records:
         r["features"] |= weights[r["model_label"], r["step"]]["features"]
     groups = plots._heatmap_features(Correlations.from_json(
-        correlations.correlations_with_target(records)))
+        correlations.correlations_with_target(as_records(records))))
     assert [label for label, _ in groups] == ["weight topology", "weight statistics",
                                               "embedding topology", "embedding spectrum",
                                               "other"]
@@ -211,12 +224,13 @@ def test_scatter_and_heatmap_follow_a_perplexity_target(tmp_path):
     records = synthetic_weight_records()
     for r in records:
         r["perplexity"] = float(np.exp(r.pop("loss")))
+    records = as_records(records)
     features = ["np_mean", "weight_h0_total", "weight_l2_norm"]
     statistics = {"correlations": correlations.correlations_with_target(records, "perplexity",
                                                                  features)}
     assert plots._target(records, statistics) == "perplexity"
     assert plots._target(records, {}) == "perplexity"
-    assert plots._target(synthetic_weight_records(steps=(0, 10)), {}) == "loss"
+    assert plots._target(as_records(synthetic_weight_records(steps=(0, 10))), {}) == "loss"
     for plot in (plots.plot_np_vs_loss_scatter, plots.plot_correlation_heatmap):
         path = plot(records, statistics, tmp_path / f"{plot.__name__}.png")
         assert path.read_bytes()[:8] == PNG_SIGNATURE
@@ -230,7 +244,7 @@ def test_missing_values_and_a_single_checkpoint_model_do_not_crash(tmp_path):
         r["features"]["eigenspectrum_decay_alpha"] = None
     records[0]["perplexity"] = None
     records.append({"model": "local/final", "model_label": "final-only", "step": None,
-                    "perplexity": 25.0, "features": {"h1_total_persistence": 30.0,
+                    "status": "ok", "perplexity": 25.0, "features": {"h1_total_persistence": 30.0,
                                                      "h1_n_features": None}})
     statistics = synthetic_statistics(records)
     statistics["wasserstein"]["final-only"] = []
@@ -249,9 +263,11 @@ def test_missing_weight_values_and_a_single_checkpoint_model_do_not_crash(tmp_pa
         del r["features"]["weight_h1_total"]
         del r["features"]["np_seed_mean"]
     records.append({"model": "local/final", "model_label": "final-only", "step": None,
-                    "loss": 3.1, "features": {"np_mean": 0.5, "weight_h0_total": None}})
+                    "status": "ok", "loss": 3.1,
+                    "features": {"np_mean": 0.5, "weight_h0_total": None}})
     features = ["np_mean", "np_std", "weight_h0_total", "weight_h1_count", "weight_std"]
-    statistics = {"correlations": correlations.correlations_with_target(records, "loss", features)}
+    statistics = {"correlations": correlations.correlations_with_target(as_records(records),
+                                                                        "loss", features)}
     statistics["correlations"]["pooled"]["np_mean"]["spearman_p"] = None
     assert_pngs(figures.plot_all(records, statistics, tmp_path), WEIGHT)
 
@@ -264,8 +280,9 @@ def test_missing_weight_values_and_a_single_checkpoint_model_do_not_crash(tmp_pa
                                   plots.plot_np_vs_loss_scatter,
                                   plots.plot_correlation_heatmap])
 def test_a_lone_checkpoint_and_empty_statistics_do_not_crash(tmp_path, plot):
-    records = [{"model": "m", "model_label": "m", "step": None, "perplexity": 12.0,
-                "features": {"h1_total_persistence": 3.0, "rankme": 9.0}}]
+    records = [Record.from_json({"model": "m", "model_label": "m", "step": None,
+                                 "status": "ok", "perplexity": 12.0,
+                                 "features": {"h1_total_persistence": 3.0, "rankme": 9.0}})]
     path = plot(records, {}, tmp_path / "figure.png")
     assert path.read_bytes()[:8] == PNG_SIGNATURE
 
@@ -329,6 +346,8 @@ def test_summary_and_topological_evolution_draw_the_bootstrap_bands(tmp_path, mo
     records = synthetic_records(models=("a",))
     for r in records:
         r["features_resampled"] = {"h1_total_persistence": {"std": 0.5}}
+    records = as_records(records)
+    assert records[0].resampled["h1_total_persistence"].std == 0.5
     drawn = [plots.plot_summary_figure.plot(records, {}),
              plots.plot_topological_evolution.plot(records, {})]
     for fig in drawn:
@@ -362,7 +381,7 @@ def test_figures_in_vector_formats_keep_text_and_repeat_byte_for_byte(tmp_path):
 
 
 def test_plot_all_removes_its_figures_in_formats_it_did_not_write(tmp_path):
-    records = synthetic_records(models=("a",))
+    records = as_records(synthetic_records(models=("a",)))
     statistics = {"correlations": correlations.correlations_with_target(records)}
     figures.plot_all(records, statistics, tmp_path, output=style.FigureOutput(("pdf",)))
     assert (tmp_path / "summary_figure.pdf").is_file()

@@ -12,6 +12,7 @@ import pytest
 
 from toposig.analysis import phases
 from toposig.analysis.compute import compute_statistics
+from toposig.records import Record, Statistics
 from toposig.records.sections import PiecewiseFit
 from toposig.report import figures, plots, style
 from toposig.report import plots_analysis as pa
@@ -37,8 +38,8 @@ def _diagrams(rng: np.random.Generator, t: float, n: int = 40) -> tuple[np.ndarr
 def make_run(root: Path, models=MODELS, steps=STEPS, embedding: bool = True,
              weights: bool = True, loss: bool = True, layers: bool = False,
              resampled: bool = False, seed: int = 0) -> list[dict]:
-    """Records shaped like the store's, with diagram arrays under ``root`` when
-    ``embedding``: loss falls, topology and spectrum grow with training and size."""
+    """Records (their JSON) shaped like the store's, with diagram arrays under ``root``
+    when ``embedding``: loss falls, topology and spectrum grow with training and size."""
     rng = np.random.default_rng(seed)
     records = []
     for m, (label, n_params) in enumerate(models):
@@ -92,11 +93,16 @@ def make_run(root: Path, models=MODELS, steps=STEPS, embedding: bool = True,
     return records
 
 
+def as_records(entries: list[dict]) -> list[Record]:
+    """The entries (the JSON :func:`make_run` writes) as Records."""
+    return [Record.from_json(e) for e in entries]
+
+
 @pytest.fixture(scope="module")
-def full_run(tmp_path_factory) -> tuple[Path, list[dict], dict]:
+def full_run(tmp_path_factory) -> tuple[Path, list[Record], Statistics]:
     """Three model sizes, embedding and weight features, diagrams on disk."""
     root = tmp_path_factory.mktemp("results")
-    records = make_run(root)
+    records = as_records(make_run(root))
     return root, records, compute_statistics(records, n_bootstrap=50, arrays=arrays_reader(root))
 
 
@@ -113,8 +119,8 @@ def wanted(records, statistics, root: Path | None) -> list[str]:
 
 def test_every_analysis_figure_is_drawn_for_a_full_run(full_run, tmp_path):
     root, records, statistics = full_run
-    assert not statistics["scaling"].get("reason")
-    assert statistics["prediction"]["feature"] == "np_mean"
+    assert statistics.scaling is not None and not statistics.scaling.reason
+    assert statistics.prediction is not None and statistics.prediction.feature == "np_mean"
     assert wanted(records, statistics, root) == list(ALWAYS)
     paths = [pa.ANALYSIS_FIGURES[n](records, statistics, tmp_path / "plots" / f"{n}.png",
                                     arrays_reader(root)) for n in ALWAYS]
@@ -164,8 +170,9 @@ def test_analysis_figures_are_chosen_by_the_data_present(full_run):
         "training_curves", "betti_curves", "persistence_diagrams"]
     assert wanted(records, {"phases": {}}, root) == [
         "training_curves", "phase_fits", "betti_curves", "persistence_diagrams"]
-    no_quality = [{**r, "loss": None, "perplexity": None, "arrays_file": None}
-                  for r in records]
+    no_quality = [Record.from_json({**r.to_json(), "loss": None, "perplexity": None,
+                                    "arrays_file": None}) for r in records]
+    assert not any(r.loss or r.perplexity or r.arrays_file() for r in no_quality)
     assert wanted(no_quality, {"scaling": {}}, root) == [
         "scaling_relationships"]
 
@@ -191,8 +198,9 @@ def test_two_sizes_embedding_only_and_no_stored_loss_do_not_crash(tmp_path):
     root = tmp_path / "results"
     records = make_run(root, models=MODELS[:2], weights=False, loss=False, resampled=True)
     statistics = compute_statistics(records, n_bootstrap=20, arrays=arrays_reader(root))
-    assert "reason" in statistics["scaling"]
-    assert statistics["prediction"].get("feature") == "h1_total_persistence"
+    assert statistics.scaling is not None and statistics.scaling.reason
+    assert statistics.prediction is not None \
+        and statistics.prediction.feature == "h1_total_persistence"
     # no placeholder for the scaling comparison two sizes cannot make
     assert wanted(records, statistics, root) == [n for n in ALWAYS
                                                  if n != "scaling_relationships"]
@@ -216,9 +224,11 @@ def test_weights_only_run_does_not_crash(tmp_path):
 def test_empty_input_a_lone_checkpoint_and_a_missing_arrays_file_do_not_crash(tmp_path, name):
     plot = pa.ANALYSIS_FIGURES[name]
     assert_png(plot([], {}, tmp_path / "empty.png"))
-    lone = [{"model_label": "m", "step": None, "perplexity": 12.0, "loss": 2.5, "layer": 1,
-             "arrays_file": "records/missing.npz",
-             "features": {"h1_total_persistence": 3.0, "rankme": 9.0}}]
+    lone = [Record.from_json({
+        "model": "m", "model_label": "m", "step": None, "status": "ok", "perplexity": 12.0,
+        "loss": 2.5, "layer": 1, "arrays_file": "records/hash/m/final.npz",
+        "features": {"h1_total_persistence": 3.0, "rankme": 9.0}})]
+    assert not (tmp_path / lone[0].arrays_file()).exists()
     broken = {"controlled": {"per_model": {"m": {"rankme": {"spearman_r": None}}}},
               "phases": {"m": {"piecewise_log_step": {"rankme": {"reason": "too few"}}}},
               "scaling": {"reason": "needs three or more model sizes, found 1"},
@@ -264,7 +274,7 @@ def test_select_checkpoints_keeps_first_last_and_log_spaced_ones():
 
 
 def test_bootstrap_bands_are_shaded_when_records_carry_them(tmp_path):
-    records = make_run(tmp_path, models=MODELS[:1], weights=False, resampled=True)
+    records = as_records(make_run(tmp_path, models=MODELS[:1], weights=False, resampled=True))
     groups = pa.by_model(records)
     styles = pa.model_styles(groups)
     fig, ax = plt.subplots()

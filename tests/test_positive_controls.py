@@ -9,6 +9,7 @@ import logging
 
 import numpy as np
 import pytest
+from conftest import records_of
 
 import analyze_results
 import run_experiments
@@ -17,7 +18,13 @@ from toposig.analysis.compute import compute_statistics
 from toposig.model import modular_addition as M
 from toposig.model import training as T
 from toposig.model.presets import load_preset
-from toposig.records import Record, RecordError, ground_truth_problem, merge_family_records
+from toposig.records import (
+    GroundTruth,
+    Record,
+    RecordError,
+    ground_truth_problem,
+    merge_family_records,
+)
 from toposig.records.vocabulary import Family
 from toposig.report.summary import summary_markdown
 from toposig.sources.checkpoint_files import trainer_state_ground_truth
@@ -42,7 +49,8 @@ def test_a_ground_truth_is_validated_where_records_are_read():
     record = {"schema_version": 3, "status": "ok", "model": "m", "model_label": "m",
               "step": 1, "source": "local", "location": "m/step1", "revision": None,
               "checkpoint_fingerprint": None, "features": {}, "ground_truth": TRUTH}
-    assert Record.from_json(record)["ground_truth"] == TRUTH
+    assert Record.from_json(record).ground_truth == GroundTruth("test_accuracy", 0.5, "rise",
+                                                                (0.5, 0.9))
     with pytest.raises(RecordError, match="ground-truth event"):
         Record.from_json({**record, "ground_truth": {**TRUTH, "event": "jump"}})
 
@@ -98,7 +106,8 @@ def hand_built(n_runs: int = 3, steps=tuple(range(0, 101, 10))) -> tuple[list[di
 
 def test_each_feature_is_placed_against_the_event_it_was_built_around():
     records, events = hand_built()
-    out = G.positive_control_analysis(records, ["h1_total_persistence", "rankme", "np_mean"])
+    out = G.positive_control_analysis(records_of(records),
+                                      ["h1_total_persistence", "rankme", "np_mean"])
     assert (out["signal"], out["event"], out["events"]) == ("test_accuracy", "rise",
                                                             ["0.5", "0.9"])
     for label, jump in events.items():
@@ -122,12 +131,12 @@ def test_each_feature_is_placed_against_the_event_it_was_built_around():
     assert rankme["median_lead"] == 20
     assert "np_mean" not in out["alignment"]  # never moves: no change-point
     assert out["alignment"]["loss"]["0.5"]["hits"] == [True] * 3
-    assert G.positive_control_analysis(
-        [{k: v for k, v in r.items() if k != "ground_truth"} for r in records], []) == {}
+    assert G.positive_control_analysis(records_of(
+        [{k: v for k, v in r.items() if k != "ground_truth"} for r in records]), []) == {}
     # a run of another task in the same folder is named, not mixed in
     other = [{**r, "model_label": "x", "ground_truth": {**r["ground_truth"], "signal": "score"}}
              for r in records if r["model_label"] == "g-seed0"]
-    mixed = G.positive_control_analysis(records + other, ["h1_total_persistence"])
+    mixed = G.positive_control_analysis(records_of(records + other), ["h1_total_persistence"])
     assert mixed["runs_left_out"] == ["x"] and list(mixed["runs"]) == list(events)
 
 
@@ -135,8 +144,8 @@ def test_the_figure_draws_the_best_placed_features_with_each_runs_event_and_chan
     from toposig.report.plots_controls import CURVES, plot_positive_control
 
     records, events = hand_built()
-    section = G.positive_control_analysis(records, ["h1_total_persistence", "rankme",
-                                                    "np_mean"])
+    section = G.positive_control_analysis(records_of(records),
+                                          ["h1_total_persistence", "rankme", "np_mean"])
     fig = plot_positive_control.plot(records, {"positive_controls": section})
     curves = [ax for ax in fig.axes if ax.get_visible() and ax.get_title().startswith(
         ("h1_total_persistence", "rankme"))]
@@ -174,11 +183,11 @@ def test_events_of_a_falling_signal_and_without_levels():
 def test_the_statistics_and_summary_of_a_positive_control():
     records, _ = hand_built(n_runs=4)
     st = compute_statistics(records, n_bootstrap=50, n_surrogates=20, design_runs=0)
-    assert st.sections["positive_controls"]["alignment"]["h1_total_persistence"]["0.5"][
-        "hit_rate"] == 1.0
+    assert st.positive_controls is not None
+    assert st.positive_controls.alignment["h1_total_persistence"]["0.5"].hit_rate == 1.0
     assert st.correlations.target == "test_accuracy"  # the declared quality
     # every run of a positive control is under test: the controls run on every seed
-    assert len(st.sections["controlled"]["per_model"]) == 4
+    assert st.controlled is not None and len(st.controlled.per_model) == 4
     text = summary_markdown(st.to_json(), records)
     assert "## Part F. Positive control" in text
     assert "hits above chance (Holm p < 0.05) at the first event: " \

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pytest
+from conftest import records_of
 
 from toposig.analysis.correlations import feature_family, feature_names
 from toposig.config import SettingsError, parse_signatures
@@ -88,7 +89,8 @@ def test_feature_families_name_their_signature_and_label():
         FeatureFamily.GRADIENT_TOPOLOGICAL, FeatureFamily.GRADIENT_STATISTICS]
     assert FeatureFamily.WEIGHT_TOPOLOGICAL.label == "weight topology"
     # feature_names groups in FeatureFamily order, the unknown last
-    records = [{"features": {n: 1.0 for n in reversed(list(cases))}}]
+    records = records_of([{"model_label": "m", "features": {n: 1.0 for n in
+                                                            reversed(list(cases))}}])
     assert [feature_family(n) for n in feature_names(records)] == list(cases.values())
 
 

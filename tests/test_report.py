@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import records_of
 
 from toposig.analysis.compute import compute_statistics
 from toposig.analysis.correlations import by_model
@@ -154,11 +155,11 @@ def test_real_run_renders_every_table(real):
             assert tables(found[heading]), heading
     # one trajectory table per model, one row per checkpoint
     trajectories = tables(found[HEADINGS[0]])
-    groups = by_model(records)
+    groups = by_model(records_of(records))
     assert len(trajectories) == len(groups) == len(statistics["models"])
     for rows, recs in zip(trajectories, groups.values(), strict=True):
-        assert [r["Step"] for r in rows] == [str(rec["step"]) for rec in recs]
-        assert [r["Loss"] for r in rows] == [f"{rec['loss']:.4f}" for rec in recs]
+        assert [r["Step"] for r in rows] == [str(rec.json["step"]) for rec in recs]
+        assert [r["Loss"] for r in rows] == [f"{rec.json['loss']:.4f}" for rec in recs]
     assert "Pythia-14m" in found[HEADINGS[10]]
     assert md.endswith("\n") and "\n\n\n" not in md
 
@@ -286,9 +287,9 @@ def test_synthetic_weights_only_run(synthetic):
         assert row["Exponent b"] == rho(fits[row["Feature"].strip("`")]["b"])
     largest = table(md, HEADINGS[10])
     assert "`w-h32`" in found[HEADINGS[10]]
-    w32 = by_model(records)["w-h32"]
+    w32 = by_model(records_of(records))["w-h32"]
     assert [r["NP mean"] for r in largest] == \
-        [f"{rec['features']['np_mean']:.4g}" for rec in w32]
+        [f"{rec.json['features']['np_mean']:.4g}" for rec in w32]
 
 
 def test_loss_probe_tables_equal_the_statistics(synthetic):

@@ -9,6 +9,7 @@ import json
 import numpy as np
 import pytest
 import torch
+from conftest import records_of
 from safetensors.torch import load_file
 from scipy import stats as sps
 
@@ -113,7 +114,7 @@ def test_the_section_equals_an_independent_computation_on_a_table():
         return {"h1_total_persistence": ("rankme",),
                 "weight_h0_total": ("weight_l2_norm",)}.get(f, ())
 
-    out = ensemble_analysis(records, features, baselines, n_bootstrap=300)
+    out = ensemble_analysis(records_of(records), features, baselines, n_bootstrap=300)
     assert list(out["groups"]) == ["s", "l"]  # ordered by size
     s = out["groups"]["s"]
     assert s["seeds"] == list(range(42, 51)) and s["final_step"] == 100
@@ -155,7 +156,7 @@ def test_a_feature_carrying_the_final_quality_is_found_and_noise_is_not():
     quality that shows in the loss only late): found in both sizes; the pure-noise
     weight feature is not."""
     records, _ = simulated_ensemble(n_seeds=14)
-    out = ensemble_analysis(records, ["h1_total_persistence", "weight_h0_total"],
+    out = ensemble_analysis(records_of(records), ["h1_total_persistence", "weight_h0_total"],
                             lambda f: (), n_bootstrap=400)
     assert out["verdict"]["h1_total_persistence"]["0.5"]["predicts_beyond_loss"]
     assert not any(v["predicts_beyond_loss"]
@@ -166,8 +167,8 @@ def test_a_feature_carrying_the_final_quality_is_found_and_noise_is_not():
 def test_records_without_seeds_make_no_section_and_bad_seeds_are_refused():
     records, _ = simulated_ensemble()
     plain = [{k: v for k, v in r.items() if k not in ("seed", "seed_group")} for r in records]
-    assert seed_runs(plain) == {}
-    assert ensemble_analysis(plain, ["rankme"], controls.baselines_of) == {}
+    assert seed_runs(records_of(plain)) == {}
+    assert ensemble_analysis(records_of(plain), ["rankme"], controls.baselines_of) == {}
     with pytest.raises(RecordError, match="seed"):
         Record.from_json({**records[0], "seed": -1})
     with pytest.raises(RecordError, match="seed_group"):
@@ -265,19 +266,21 @@ def test_within_model_controls_run_on_the_first_seed_of_each_group_unless_asked(
     for r in shuffled:
         if r.get("seed_group") == "l":
             r["seed"] = {"l-seed0": 9, "l-seed1": 5, "l-seed2": 7}[r["model_label"]]
-    kept = first_seeds(shuffled)
-    assert {r["model_label"] for r in kept} == {"solo", "s-seed0", "l-seed1"}
-    assert kept == [r for r in shuffled if r["model_label"] in {"solo", "s-seed0", "l-seed1"}]
-    assert first_seeds(plain) == plain
+    kept = first_seeds(records_of(shuffled))
+    assert {r.model_label for r in kept} == {"solo", "s-seed0", "l-seed1"}
+    assert kept == records_of(
+        [r for r in shuffled if r["model_label"] in {"solo", "s-seed0", "l-seed1"}])
+    assert first_seeds(records_of(plain)) == records_of(plain)
 
     first = compute_statistics(shuffled, "loss", n_bootstrap=50, n_surrogates=20,
                                design_runs=0)
     every = compute_statistics(shuffled, "loss", n_bootstrap=50, n_surrogates=20,
                                design_runs=0, seed_controls="all")
-    assert set(first.sections["controlled"]["per_model"]) == {"solo", "s-seed0", "l-seed1"}
-    assert len(every.sections["controlled"]["per_model"]) == 7
-    assert "controlled_seeds" in first.sections["notes"]
-    assert "controlled_seeds" not in every.sections["notes"]
-    assert first.sections["ensembles"] == every.sections["ensembles"]
+    assert first.controlled is not None and every.controlled is not None
+    assert set(first.controlled.per_model) == {"solo", "s-seed0", "l-seed1"}
+    assert len(every.controlled.per_model) == 7
+    assert "controlled_seeds" in first.notes
+    assert "controlled_seeds" not in every.notes
+    assert first.ensembles == every.ensembles is not None
     with pytest.raises(ValueError, match="seed_controls"):
         compute_statistics(shuffled, "loss", design_runs=0, seed_controls="some")

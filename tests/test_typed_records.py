@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -16,10 +17,13 @@ from toposig.analysis.table import results_table
 from toposig.records import (
     CheckpointId,
     Correlation,
+    DeclaredQuality,
     Family,
     FeatureFamily,
+    GroundTruth,
     Record,
     RecordError,
+    Resampled,
     Statistics,
     StatisticsError,
     record_stem,
@@ -47,7 +51,7 @@ def entries(folder: Path = RESULTS) -> list[dict]:
 def test_every_committed_entry_reads_as_a_record_that_gives_its_json_back(folder):
     for entry in entries(folder):
         rec = Record.from_json(entry)
-        assert rec.to_json() == entry and rec == entry  # the mapping of its JSON
+        assert rec.to_json() == entry and rec == Record.from_json(entry)
         assert json.dumps(rec.to_json(), sort_keys=True) == json.dumps(entry, sort_keys=True)
         assert rec.checkpoint == CheckpointId(
             entry["model"], entry["model_label"], entry["step"], entry["source"],
@@ -107,9 +111,12 @@ def test_a_record_keeps_its_own_json_and_its_typed_fields_show_that_json():
     entry = entries()[0]
     rec = Record.from_json(entry)
     entry["features"]["rankme"] = -1.0  # the caller's dict is not the record's
-    assert rec.features["rankme"] != -1.0 and rec["features"]["rankme"] != -1.0
+    assert rec.features["rankme"] != -1.0 and rec.json["features"]["rankme"] != -1.0
     with pytest.raises(TypeError):
-        rec["perplexity"] = 1.0  # type: ignore[index]
+        rec["perplexity"]  # type: ignore[index]  # no mapping view: read the types
+    assert rec != entry and not isinstance(rec, Mapping)
+    with pytest.raises(TypeError):
+        rec.json["perplexity"] = 1.0  # type: ignore[index]
     with pytest.raises(TypeError):
         rec.features["rankme"] = 1.0  # type: ignore[index]
     with pytest.raises(TypeError):
@@ -118,11 +125,11 @@ def test_a_record_keeps_its_own_json_and_its_typed_fields_show_that_json():
     out["features"].clear()
     assert rec.to_json()["features"] and Record.from_json(rec) is rec
     # the typed fields are views of the record's JSON, never a second copy that can differ
-    assert rec.features is not None and rec.features == rec["features"]
-    assert rec.layers[0] == rec["layer_features"]["0"]
+    assert rec.features is not None and rec.features == rec.json["features"]
+    assert rec.layers[0] == rec.json["layer_features"]["0"]
     owned = entries()[1]
     taken = Record.from_json(owned, copy_json=False)  # JSON just parsed, handed over
-    assert taken.json is not None and taken["features"] is owned["features"]
+    assert taken.json is not None and taken.json["features"] is owned["features"]
 
 
 def damaged(change) -> dict:
@@ -173,7 +180,51 @@ DAMAGE = {
     "weights arrays file climbing": (
         lambda e: e["weights"].update(arrays_file="records/../../../x.npz"),
         "arrays file 'records/../../../x.npz'"),
+    "resampled a list": (lambda e: e.update(features_resampled=[1.0]), "features_resampled"),
+    "resampled std a string": (
+        lambda e: e.update(features_resampled={"rankme": {"std": "wide"}}),
+        "features_resampled of rankme"),
+    "quality without a column": (lambda e: e.update(quality={"higher_is_better": True}),
+                                 "declares the quality"),
+    "quality direction a string": (
+        lambda e: e.update(quality={"column": "acc", "higher_is_better": "yes"}),
+        "declares the quality"),
+    "hidden size a float": (lambda e: e.update(hidden_size=16.5), "hidden_size 16.5"),
+    "settings hash a number": (lambda e: e.update(settings_hash=7), "settings_hash 7"),
 }
+
+
+def test_every_field_the_analysis_reads_is_typed():
+    """What the analysis and the report read of a record, each from its own JSON key:
+    the bootstrap spread, a declared quality and a ground truth, the model's shape, any
+    quality measure by name and each family's arrays."""
+    entry = {**entries()[-1],
+             "features_resampled": {"rankme": {"mean": 5.0, "std": 0.2, "p2_5": 4.6,
+                                               "p97_5": 5.4}},
+             "quality": {"column": "test_accuracy", "higher_is_better": True},
+             "ground_truth": {"signal": "test_accuracy", "value": 0.75, "event": "rise",
+                              "levels": [0.5, 0.9]},
+             "test_accuracy": 0.75}
+    rec = Record.from_json(entry)
+    assert rec.resampled["rankme"] == Resampled(mean=5.0, std=0.2, low=4.6, high=5.4)
+    assert rec.quality == DeclaredQuality("test_accuracy", higher_is_better=True)
+    assert rec.ground_truth == GroundTruth("test_accuracy", 0.75, "rise", (0.5, 0.9))
+    assert (rec.num_layers, rec.hidden_size) == (entry["num_layers"], entry["hidden_size"])
+    assert rec.settings_hash == entry["settings_hash"]
+    assert (rec.model_label, rec.step, rec.ok) == (entry["model_label"], entry["step"], True)
+    for name in ("perplexity", "mean_nll", "loss", "test_accuracy"):
+        assert rec.measure(name) == entry[name], name
+    assert rec.measure("location") is None and rec.measure("nothing") is None  # no number
+    assert rec.arrays_file() == entry["arrays_file"]
+    for family in (Family.WEIGHTS, Family.LANDSCAPE, Family.GRADIENTS):
+        assert rec.arrays_file(family) == entry[family.value]["arrays_file"]
+    committed = entries()[0]  # the reference run has 20 resamples of the texts
+    spread = Record.from_json(committed).resampled
+    assert spread and {k: (s.mean, s.std, s.low, s.high) for k, s in spread.items()} == {
+        k: (s["mean"], s["std"], s["p2_5"], s["p97_5"])
+        for k, s in committed["features_resampled"].items()}
+    assert Record.from_json({k: v for k, v in committed.items()
+                             if k != "features_resampled"}).resampled == {}
 
 
 @pytest.mark.parametrize("name", DAMAGE)
@@ -238,19 +289,20 @@ def test_arrays_are_never_read_from_outside_the_records_folder(tmp_path):
     for name in ("/etc/hosts.npz", "records/../../x.npz", "records/h/m/../../../x.npz",
                  "../results/records/h/m/step000000.npz"):
         with pytest.raises(DamagedResultsError, match="not records/<hash>/<model>/<step>.npz"):
-            load_arrays(tmp_path, {"model_label": "m", "step": 0, "arrays_file": name})
+            load_arrays(tmp_path, name)
 
 
 def test_load_entries_gives_the_files_finished_entries_as_records_in_order(tmp_path):
     raw = entries()
     records = load_entries(RESULTS)
-    assert all(isinstance(r, Record) for r in records) and records == raw
+    assert all(isinstance(r, Record) for r in records)
+    assert [r.to_json() for r in records] == raw
     assert records_digest(records) == records_digest(raw)
     failed = {"status": "failed", "family": "weights", "model": "m", "model_label": "m",
               "step": 3, "error": "OSError"}
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "all_results.json").write_text(json.dumps([failed, *raw[:2]]))
-    assert load_entries(tmp_path) == raw[:2]
+    assert [r.to_json() for r in load_entries(tmp_path)] == raw[:2]
 
 
 def test_a_damaged_record_file_is_recomputed_not_an_error_of_the_run(tmp_path, caplog):
@@ -328,7 +380,7 @@ def test_the_run_refuses_to_write_an_unsound_entry_and_writes_nothing(tmp_path):
 def test_every_committed_statistics_file_reads_typed_and_gives_its_json_back(path):
     raw = json.loads(path.read_text())
     st = Statistics.from_json(raw, where=str(path))
-    assert st.to_json() == raw and st == raw
+    assert st.to_json() == raw and st == Statistics.from_json(raw) and st != raw
     assert st.target == raw["target"] and st.records_sha256 == raw["records_sha256"]
     assert list(st.settings_hashes) == raw["settings_hash"]
     assert {k.value: list(v) for k, v in st.features.items()} == raw["features"]
@@ -350,7 +402,7 @@ def test_every_committed_statistics_file_reads_typed_and_gives_its_json_back(pat
     for target in raw["correlations_by_target"]:
         assert st.correlations_with(target).target == target
     assert st.correlations_with(st.target) is st.correlations
-    assert dict(st.sections["controlled"]) == raw["controlled"]
+    assert dict(st.notes) == raw["notes"] and not isinstance(st, Mapping)
 
 
 def test_statistics_print_in_one_line_and_name_an_unknown_target():
@@ -361,7 +413,7 @@ def test_statistics_print_in_one_line_and_name_an_unknown_target():
                            "strongest pooled ")
     best = st.correlations.strongest(3)
     assert [abs(c.spearman_r) for _, c in best] == sorted(
-        (abs(c["spearman_r"]) for c in st["correlations"]["pooled"].values()
+        (abs(c["spearman_r"]) for c in st.json["correlations"]["pooled"].values()
          if c["spearman_r"] is not None), reverse=True)[:3]
     with pytest.raises(KeyError, match="no correlations with 'accuracy'; these are with "
                                        "perplexity, loss"):
@@ -463,3 +515,19 @@ def test_records_and_statistics_pickle_and_copy_as_what_they_read():
         for again in (pickle.loads(pickle.dumps(obj)), copy.deepcopy(obj), copy.copy(obj)):
             assert type(again) is type(obj) and again == obj and again.to_json() == obj.to_json()
     assert pickle.loads(pickle.dumps(rec)).checkpoint == rec.checkpoint
+
+
+def test_what_statistics_say_of_themselves_reads_the_same_typed_or_partial():
+    from toposig.records.statistics import About, about_of
+
+    raw = json.loads(STATISTICS[0].read_text())
+    typed = about_of(Statistics.from_json(raw))
+    assert typed == about_of(raw)
+    assert (typed.target, typed.target_better, typed.records_sha256) == (
+        raw["target"], raw["target_better"], raw["records_sha256"])
+    assert list(typed.settings_hashes) == raw["settings_hash"]
+    assert dict(typed.notes) == raw["notes"] and typed.sections == set(raw)
+    # partial or damaged JSON: a field of the wrong type reads as absent
+    assert about_of({"target": 3, "settings_hash": "abc", "notes": ["x"],
+                     "ensembles": "broken"}) == About(sections=frozenset(
+                         {"target", "settings_hash", "notes", "ensembles"}))

@@ -63,7 +63,7 @@ def test_weight_stage_on_a_model_folder_series(neox_series, tmp_path, no_texts, 
         f = r["features"]
         assert f["np_mean"] == pytest.approx(
             np.mean([m["np_normalized"] for m in r["weights"]["matrices"]]))
-        arrays = load_arrays(out, r["weights"])
+        arrays = load_arrays(out, r["weights"]["arrays_file"])
         assert set(arrays) == {f"{n}:h{q}" for n in names for q in (0, 1)}
         assert r["num_parameters"] > 0
     # The checkpoints are independent random draws: NP differs between them.

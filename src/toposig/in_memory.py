@@ -62,45 +62,44 @@ class Measurement:
         return Record.from_json(self.entry) if self.records else None
 
     @property
-    def features(self) -> dict[str, float]:
+    def features(self) -> dict[str, float | None]:
         """Every checkpoint-level feature of every family (the analysed layer's for the
         embedding)."""
-        return dict(self.entry.get("features") or {})
+        return dict(self.record.features) if self.record else {}
 
     @property
-    def layer_features(self) -> dict[int, dict[str, float]]:
+    def layer_features(self) -> dict[int, dict[str, float | None]]:
         """The embedding's features per layer (every layer with ``layers="all"``)."""
-        emb = self.records.get(Family.EMBEDDING) or {}
-        return {int(k): v for k, v in (emb.get("layer_features") or {}).items()}
+        return {k: dict(v) for k, v in self.record.layers.items()} if self.record else {}
 
     @property
     def perplexity(self) -> float | None:
         """exp(mean next-token loss) on the texts (``None`` for an encoder)."""
-        return (self.records.get(Family.EMBEDDING) or {}).get("perplexity")
+        return self.record.perplexity if self.record else None
 
     def diagrams(self, layer: int | None = None) -> list[np.ndarray]:
         """The hidden states' persistence diagrams [H0, H1, ...] at ``layer`` (default:
         the analysed one; a negative index counts from the end of the model's hidden
         states, as in ``layers=``), each (m, 2) of (birth, death)."""
-        emb = self.records.get(Family.EMBEDDING) or {}
-        n_states = len(emb.get("layer_names") or ()) or None
-        if layer is not None and layer < 0 and n_states is not None:
+        rec = self.record
+        n_states = len(rec.layer_names) if rec else 0
+        if layer is not None and layer < 0 and n_states:
             layer += n_states
-        layer = emb.get("layer") if layer is None else layer
+        layer = (rec.layer if rec else None) if layer is None else layer
         arrays = self.arrays.get(Family.EMBEDDING) or {}
         return [arrays[k] for q in range(8) if (k := f"layer{layer}_h{q}") in arrays]
 
     def __repr__(self) -> str:
         """A few lines: the model and step, then per family its quality measure, how many
         features and what they were computed on (the full records are ``.records``)."""
-        entry = self.entry
-        head = (f"Measurement({entry.get('model_label') or 'model'}, step "
-                f"{entry.get('step', '-') if entry.get('step') is not None else '-'}")
+        entry = self.record
+        head = (f"Measurement({entry.model_label if entry else 'model'}, step "
+                f"{entry.step if entry and entry.step is not None else '-'}")
         if not self.records:
             return head + ": nothing measured)"
         lines = [head + "):"]
         for family, rec in self.records.items():
-            features = rec.get("features") or {}
+            features = Record.from_json(rec).features
             parts = [f"{len(features)} features", *STAGES[Family(family)].record_parts(rec)]
             n_arrays = len(self.arrays.get(family) or {})
             lines.append(f"  {family}: {', '.join(parts)}; {n_arrays} arrays")
@@ -125,18 +124,19 @@ class Measurement:
         """
         from toposig.report import measurement_figures as mf
 
-        emb = self.records.get(Family.EMBEDDING) or {}
-        name = f"{emb.get('model_label') or 'model'}"
+        rec = self.record if Family.EMBEDDING in self.records else None
+        name = rec.model_label if rec else "model"
         if kind == "layers":
-            return mf.plot_layers(self.layer_features, emb.get("layer_names") or (),
+            return mf.plot_layers(self.layer_features, rec.layer_names if rec else (),
                                   title=f"{name}: per hidden state", ax=ax)
         if kind not in mf.KINDS:
             raise ValueError(f"kind must be one of {', '.join(mf.KINDS)}, got {kind!r}")
-        shown = emb.get("layer") if layer is None else layer
+        analysed = rec.layer if rec else None
+        shown = analysed if layer is None else layer
         diagrams = self.diagrams(layer)
         if not diagrams:
             raise ValueError(f"no diagrams of layer {shown} in this measurement "
-                             f"(measured: {sorted(self.layer_features) or emb.get('layer')})")
+                             f"(measured: {sorted(self.layer_features) or analysed})")
         title = f"{name}, hidden state {shown}"
         draw = mf.plot_diagrams if kind == "diagrams" else mf.plot_betti
         return draw(diagrams, title=title, ax=ax)

@@ -27,14 +27,22 @@ from toposig.analysis import controls, correlations, phases, prediction, scaling
 from toposig.analysis.ensembles import SEED_CONTROLS, ensemble_analysis, first_seeds
 from toposig.analysis.ground_truth import positive_control_analysis
 from toposig.features import homology
-from toposig.records import GROUND_TRUTH, ModelSummary, Record, Statistics, json_tree
+from toposig.records import (
+    DeclaredQuality,
+    Family,
+    ModelSummary,
+    Record,
+    Statistics,
+    json_tree,
+)
 
 logger = logging.getLogger(__name__)
 
-ArraysOf = Callable[[dict], Mapping[str, np.ndarray]]
-"""The arrays saved beside a record (or beside its ``weights`` part): given a dict with
-an ``arrays_file``, the named arrays of that file
-(:func:`toposig.run.results_folder.arrays_reader` reads them from a results folder)."""
+ArraysOf = Callable[[str], Mapping[str, np.ndarray]]
+"""The arrays saved beside a record: given the ``arrays_file`` of one of its parts
+(:meth:`toposig.records.Record.arrays_file`, relative to the results root), the named
+arrays of that file (:func:`toposig.run.results_folder.arrays_reader` reads them from a
+results folder)."""
 
 
 def layer_diagrams(arrays: Mapping[str, np.ndarray], layer: int) -> list:
@@ -47,20 +55,20 @@ def layer_diagrams(arrays: Mapping[str, np.ndarray], layer: int) -> list:
     return out
 
 
-def wasserstein_series(records: list[dict], arrays: ArraysOf) -> dict[str, list[dict]]:
+def wasserstein_series(records: Sequence[Record], arrays: ArraysOf) -> dict[str, list[dict]]:
     """Per model, distances between each checkpoint's diagrams (of its analysed layer)
     and the previous one's; ``arrays`` gives each record's arrays."""
     out: dict[str, list[dict]] = {}
     for label, recs in correlations.by_model(records).items():
-        recs = [r for r in recs if r.get("arrays_file")]
-        if len(recs) < 2:
+        found = [(r, file) for r in recs if (file := r.arrays_file())]
+        if len(found) < 2:
             out[label] = []
             continue
-        rows = correlations.consecutive_distances([layer_diagrams(arrays(r), r["layer"])
-                                            for r in recs])
+        rows = correlations.consecutive_distances(
+            [layer_diagrams(arrays(file), r.layer or 0) for r, file in found])
         out[label] = [
-            {"step_from": a["step"], "step_to": b["step"], **row}
-            for a, b, row in zip(recs[:-1], recs[1:], rows, strict=True)
+            {"step_from": a.step, "step_to": b.step, **row}
+            for (a, _), (b, _), row in zip(found[:-1], found[1:], rows, strict=True)
         ]
     return out
 
@@ -71,14 +79,13 @@ def wasserstein_series(records: list[dict], arrays: ArraysOf) -> dict[str, list[
 TARGETS = ("perplexity", "loss", "mlm_loss")
 
 
-def declared_quality(records: list[dict]) -> dict | None:
-    """The quality measure the records declare (an import's ``--target``):
-    ``{"column": name, "higher_is_better": bool}``, or ``None`` when none does."""
-    found = [r["quality"] for r in records if isinstance(r.get("quality"), dict)]
-    return found[0] if found else None
+def declared_quality(records: Sequence[Record]) -> DeclaredQuality | None:
+    """The quality measure the records declare (an import's ``--target``, a positive
+    control's signal), or ``None`` when none does."""
+    return next((r.quality for r in records if r.quality is not None), None)
 
 
-def choose_target(records: list[dict], target: str = "auto") -> str:
+def choose_target(records: Sequence[Record], target: str = "auto") -> str:
     """The quality measure to correlate with: the one the records declare (an import's
     ``--target``, e.g. an accuracy), else ``perplexity`` (measured on the analysed texts)
     when every record has it, else ``loss`` (stored with the checkpoint) when every record
@@ -91,62 +98,61 @@ def choose_target(records: list[dict], target: str = "auto") -> str:
         ValueError: an explicit ``target`` that no record has.
     """
     declared = declared_quality(records)
-    known = (*TARGETS, *([declared["column"]] if declared else []))
-    counts = {t: sum(r.get(t) is not None for r in records) for t in known}
+    known = (*TARGETS, *([declared.column] if declared else []))
+    counts = {t: sum(r.measure(t) is not None for r in records) for t in known}
     if target != "auto":
         if target not in counts:
-            counts[target] = sum(isinstance(r.get(target), (int, float))
-                                 and not isinstance(r.get(target), bool) for r in records)
+            counts[target] = sum(r.measure(target) is not None for r in records)
         if counts[target] == 0:
             raise ValueError(f"no record has a quality {target!r}; records have: "
                              f"{', '.join(t for t in known if counts[t]) or 'none'}")
         return target
-    if declared and counts[declared["column"]]:
-        return declared["column"]
+    if declared and counts[declared.column]:
+        return declared.column
     chosen = next((t for t in TARGETS if counts[t] == len(records)), None) \
         or max(TARGETS, key=lambda t: counts[t])
     for t in TARGETS[:TARGETS.index(chosen)]:  # a preferred measure some records lack
         if counts[t]:
-            lacking = next(r for r in records if r.get(t) is None)
+            lacking = next(r for r in records if r.measure(t) is None)
             logger.warning(
                 "correlating with %s, not %s: %d of %d checkpoints have no %s (the first: "
                 "%s step %s); pass --target %s to use it where it is there",
                 chosen, t, len(records) - counts[t], len(records), t,
-                lacking.get("model_label"), lacking.get("step"), t)
+                lacking.model_label, lacking.step, t)
     return chosen
 
 
-def higher_is_better(records: list[dict], target: str) -> bool:
+def higher_is_better(records: Sequence[Record], target: str) -> bool:
     """Whether a larger ``target`` means a better model: only a declared quality can say
     so (losses and perplexity are lower-is-better)."""
     declared = declared_quality(records)
-    return bool(declared and declared["column"] == target and declared.get("higher_is_better"))
+    return bool(declared and declared.column == target and declared.higher_is_better)
 
 
-def model_summaries(records: list[dict]) -> dict[str, dict]:
+def model_summaries(records: Sequence[Record]) -> dict[str, dict]:
     """Per model: checkpoints analysed and the final checkpoint's quality and features."""
     out = {}
     for label, recs in correlations.by_model(records).items():
         last = recs[-1]
         out[label] = {
-            "model": last["model"],
+            "model": last.checkpoint.model,
             "n_checkpoints": len(recs),
-            "steps": [r["step"] for r in recs],
-            "num_parameters": last.get("num_parameters"),
-            "final_step": last["step"],
-            "final_perplexity": last.get("perplexity"),
-            "final_loss": last.get("loss"),
-            "final_features": last.get("features", {}),
+            "steps": [r.step for r in recs],
+            "num_parameters": last.num_parameters,
+            "final_step": last.step,
+            "final_perplexity": last.perplexity,
+            "final_loss": last.loss,
+            "final_features": dict(last.features),
         }
-        if last.get("mlm_loss") is not None:
-            out[label]["final_mlm_loss"] = last["mlm_loss"]
+        if last.mlm_loss is not None:
+            out[label]["final_mlm_loss"] = last.mlm_loss
         declared = declared_quality(recs)
-        if declared and declared["column"] not in TARGETS:  # an import's --target
-            out[label][f"final_{declared['column']}"] = last.get(declared["column"])
+        if declared and declared.column not in TARGETS:  # an import's --target
+            out[label][f"final_{declared.column}"] = last.measure(declared.column)
     return out
 
 
-def feature_families(records: list[dict]) -> dict[str, list[str]]:
+def feature_families(records: Sequence[Record]) -> dict[str, list[str]]:
     """Feature names grouped by :func:`correlations.feature_family` (only non-empty groups)."""
     out: dict[str, list[str]] = {}
     for f in correlations.feature_names(records):
@@ -154,20 +160,20 @@ def feature_families(records: list[dict]) -> dict[str, list[str]]:
     return out
 
 
-def weight_wasserstein_series(records: list[dict], arrays: ArraysOf
+def weight_wasserstein_series(records: Sequence[Record], arrays: ArraysOf
                               ) -> dict[str, list[dict]]:
     """Per model, distances between consecutive checkpoints' weight-row diagrams, summed
     over the matrices both checkpoints have (``weight_h{q}_wasserstein``, L∞ ground);
-    ``arrays`` gives the arrays of each record's ``weights`` part."""
+    ``arrays`` gives the arrays of each record's weight part."""
     out: dict[str, list[dict]] = {}
     for label, recs in correlations.by_model(records).items():
-        recs = [r for r in recs if (r.get("weights") or {}).get("arrays_file")]
+        found = [(r, file) for r in recs if (file := r.arrays_file(Family.WEIGHTS))]
         rows = []
         prev = None
-        for r in recs:
-            cur = arrays(r["weights"])
+        for r, file in found:
+            cur = arrays(file)
             if prev is not None:
-                row: dict = {"step_from": prev[0]["step"], "step_to": r["step"]}
+                row: dict = {"step_from": prev[0].step, "step_to": r.step}
                 for key in sorted(set(prev[1]) & set(cur)):
                     q = key.rsplit(":h", 1)[1]
                     name = f"weight_h{q}_wasserstein"
@@ -179,7 +185,7 @@ def weight_wasserstein_series(records: list[dict], arrays: ArraysOf
     return out
 
 
-def feature_targets(records: list[dict], features: list[str],
+def feature_targets(records: Sequence[Record], features: list[str],
                     target: str | None = None) -> dict[str, str]:
     """The quality measure each feature is tested against: a ``target`` that is not one
     of :data:`TARGETS` (a declared quality such as an accuracy) for every feature; else
@@ -188,7 +194,7 @@ def feature_targets(records: list[dict], features: list[str],
     each falling back to the other where records lack it."""
     if target is not None and target not in TARGETS:
         return dict.fromkeys(features, target)
-    has = {t: any(r.get(t) is not None for r in records) for t in TARGETS}
+    has = {t: any(r.measure(t) is not None for r in records) for t in TARGETS}
     out = {}
     for f in features:
         prefer = ("loss", "perplexity", "mlm_loss") if correlations.prefers_loss(f) else TARGETS
@@ -229,7 +235,7 @@ def collapse(steps: Sequence[int], values: Sequence[float | None]) -> dict | Non
             "depth": v_min / first, "regrowth": last / v_min}
 
 
-def phase_analysis(records: list[dict]) -> dict[str, dict]:
+def phase_analysis(records: Sequence[Record]) -> dict[str, dict]:
     """Per model: three-segment fits of features against log(1 + step) (breakpoints in
     steps), the seed paper's neural-persistence rate-of-change phases (of ``np_mean``,
     else of the seed's variant ``np_seed_mean``, named in ``feature``), and the embedding
@@ -237,8 +243,9 @@ def phase_analysis(records: list[dict]) -> dict[str, dict]:
     :data:`COLLAPSE_FEATURES` the records have)."""
     out: dict[str, dict] = {}
     for label, recs in correlations.by_model(records).items():
-        recs = [r for r in recs if r.get("step") is not None]
-        x = [math.log1p(r["step"]) for r in recs]
+        steps = [r.step for r in recs if r.step is not None]
+        recs = [r for r in recs if r.step is not None]
+        x = [math.log1p(s) for s in steps]
         fits = {}
         for f in PHASE_FEATURES:
             y = correlations.feature_values(recs, f)
@@ -252,21 +259,21 @@ def phase_analysis(records: list[dict]) -> dict[str, dict]:
             fits[f] = {**fit, "breakpoint_steps": phases.breakpoint_steps(fit)}
         model: dict = {"piecewise_log_step": fits}
         dips = {f: d for f in COLLAPSE_FEATURES
-                if (d := collapse([r["step"] for r in recs], correlations.feature_values(recs, f)))}
+                if (d := collapse(steps, correlations.feature_values(recs, f)))}
         if dips:
             model["collapse"] = dips
         np_feature = next((f for f in NP_FEATURES if any(
             v is not None for v in correlations.feature_values(recs, f))), None)
         if np_feature is not None:
             model["np_rate_of_change"] = {
-                **phases.rate_of_change_phases([r["step"] for r in recs],
+                **phases.rate_of_change_phases(steps,
                                                correlations.feature_values(recs, np_feature)),
                 "feature": np_feature}
         out[label] = model
     return out
 
 
-def stability_analysis(records: list[dict]) -> dict[str, dict]:
+def stability_analysis(records: Sequence[Record]) -> dict[str, dict]:
     """Per model and PH feature: are checkpoint-to-checkpoint changes larger than the
     spread over bootstrap resamples of the texts (``features_resampled``)?
 
@@ -277,13 +284,13 @@ def stability_analysis(records: list[dict]) -> dict[str, dict]:
     """
     out: dict[str, dict] = {}
     for label, recs in correlations.by_model(records).items():
-        recs = [r for r in recs if r.get("features_resampled")]
+        recs = [r for r in recs if r.resampled]
         if len(recs) < 2:
             continue
         table = {}
-        for f in recs[0]["features_resampled"]:
-            vals = [(r.get("features", {}).get(f), (r["features_resampled"].get(f) or {})
-                     .get("std")) for r in recs]
+        for f in recs[0].resampled:
+            vals = [(r.features.get(f), spread.std if (spread := r.resampled.get(f)) else None)
+                    for r in recs]
             if any(v is None or se is None for v, se in vals):
                 continue
             v = np.array([x for x, _ in vals], dtype=float)
@@ -303,26 +310,24 @@ def stability_analysis(records: list[dict]) -> dict[str, dict]:
     return out
 
 
-def quality_loss(record: dict) -> float | None:
+def quality_loss(record: Record) -> float | None:
     """The loss a record's quality is measured by: the stored loss, else ln(perplexity),
     else an encoder's masked-LM loss."""
-    for key in ("loss", "mean_nll", "mlm_loss"):
-        if record.get(key) is not None:
-            return record[key]
-    return None
+    return next((v for v in (record.loss, record.mean_nll, record.mlm_loss) if v is not None),
+                None)
 
 
-def scaling_analysis(records: list[dict]) -> dict:
+def scaling_analysis(records: Sequence[Record]) -> dict:
     """Power laws of final-checkpoint features and final loss against parameter count,
     when three or more model sizes are present."""
     groups = correlations.by_model(records)
     finals = {label: recs[-1] for label, recs in groups.items()
-              if recs[-1].get("num_parameters")}
-    sizes = {label: r["num_parameters"] for label, r in finals.items()}
+              if recs[-1].num_parameters}
+    sizes = {label: r.num_parameters for label, r in finals.items()}
     if len(set(sizes.values())) < 3:
         return {"reason": f"needs three or more model sizes, found {len(set(sizes.values()))}"}
-    final = {label: {**(r.get("features") or {}), "final_loss": quality_loss(r),
-                     "final_perplexity": r.get("perplexity")}
+    final = {label: {**r.features, "final_loss": quality_loss(r),
+                     "final_perplexity": r.perplexity}
              for label, r in finals.items()}
     names = ["final_loss", "final_perplexity",
              *(f for f in SCALING_FEATURES if any(f in v for v in final.values()))]
@@ -338,18 +343,18 @@ PREDICTION_FEATURES = ("np_mean", "weight_h0_total", "h1_total_persistence",
                        "grad_norm_mean", "grad_cosine_mean")
 
 
-def _prediction_series(records: list[dict]) -> dict[str, dict]:
+def _prediction_series(records: Sequence[Record]) -> dict[str, dict]:
     series = {}
     for label, recs in correlations.by_model(records).items():
-        recs = [r for r in recs if r.get("step") is not None]
-        series[label] = {"steps": [r["step"] for r in recs],
+        recs = [r for r in recs if r.step is not None]
+        series[label] = {"steps": [r.step for r in recs],
                          "loss": [quality_loss(r) for r in recs],
                          "features": {f: correlations.feature_values(recs, f)
                                       for f in correlations.feature_names(recs)}}
     return series
 
 
-def prediction_analysis(records: list[dict]) -> dict:
+def prediction_analysis(records: Sequence[Record]) -> dict:
     """Final loss from the first 20/30/50% of each model's checkpoints (seed paper table
     5, with leave-one-model-out ridge regression on early features), from ``np_mean``, else
     the seed's ``np_seed_mean``, else ``h1_total_persistence``."""
@@ -362,7 +367,7 @@ def prediction_analysis(records: list[dict]) -> dict:
     return prediction.prediction_table(series, feature=feature)
 
 
-def prediction_by_feature(records: list[dict]) -> dict[str, dict]:
+def prediction_by_feature(records: Sequence[Record]) -> dict[str, dict]:
     """Table 5 with each of :data:`PREDICTION_FEATURES` that the records have in place of
     neural persistence: per fraction, the MAE, models and improvement over loss-only of
     every method (per-model predictions left out)."""
@@ -377,7 +382,7 @@ def prediction_by_feature(records: list[dict]) -> dict[str, dict]:
     return out
 
 
-def records_digest(records: Sequence[Mapping]) -> str:
+def records_digest(records: Sequence[Record | Mapping]) -> str:
     """SHA-256 of the records as canonical JSON (sorted keys): which records the
     statistics were computed from, with no clock or path in it, so that the same records
     give the same ``statistics.json`` byte for byte (a :class:`toposig.records.Record`
@@ -387,13 +392,12 @@ def records_digest(records: Sequence[Mapping]) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _no_arrays(record: dict) -> Mapping[str, np.ndarray]:
-    raise ValueError(f"the record of {record.get('model_label', 'a model')} step "
-                     f"{record.get('step', '?')} has arrays ({record.get('arrays_file')}) "
-                     "but compute_statistics was given no arrays= to read them with")
+def _no_arrays(arrays_file: str) -> Mapping[str, np.ndarray]:
+    raise ValueError(f"a record has arrays ({arrays_file}) but compute_statistics was "
+                     "given no arrays= to read them with")
 
 
-def compute_statistics(records: Sequence[Mapping], target: str = "auto", seed: int = 0,
+def compute_statistics(records: Sequence[Record | Mapping], target: str = "auto", seed: int = 0,
                        n_bootstrap: int = controls.N_BOOTSTRAP,
                        n_surrogates: int = controls.N_SURROGATES, *,
                        arrays: ArraysOf | None = None,
@@ -427,6 +431,8 @@ def compute_statistics(records: Sequence[Mapping], target: str = "auto", seed: i
     Raises:
         ValueError: an explicit ``target`` that no record has; or ``arrays`` is ``None``
             and a record has an ``arrays_file``; or ``seed_controls`` is none of those.
+        RecordError: a record given as a mapping is not sound
+            (:meth:`toposig.records.Record.from_json`).
         TypeError: ``records`` is a path (the folder is read by
             :func:`toposig.run.results_folder.load_entries`, not here).
     """
@@ -438,19 +444,20 @@ def compute_statistics(records: Sequence[Mapping], target: str = "auto", seed: i
         raise ValueError(f"seed_controls must be one of {', '.join(SEED_CONTROLS)}, "
                          f"got {seed_controls!r}")
     arrays = arrays if arrays is not None else _no_arrays
+    records = [Record.from_json(r, where=f"record {i}") for i, r in enumerate(records)]
     target = choose_target(records, target)
     if seed_controls == "auto":
-        seed_controls = "all" if any(r.get(GROUND_TRUTH) for r in records) else "first"
+        seed_controls = "all" if any(r.ground_truth for r in records) else "first"
     controlled_records = records if seed_controls == "all" else first_seeds(records)
     families = feature_families(records)
     better = "higher" if higher_is_better(records, target) else "lower"
-    has_embedding = any(r.get("arrays_file") for r in records)
+    has_embedding = any(r.arrays_file() for r in records)
     ensembles = ensemble_analysis(records, correlations.feature_names(records),
                                   controls.baselines_of, n_bootstrap=n_bootstrap, seed=seed)
     positive = positive_control_analysis(records, correlations.feature_names(records))
     return Statistics.from_json(json_tree({
         "records_sha256": records_digest(records),
-        "settings_hash": sorted({r.get("settings_hash") for r in records} - {None}),
+        "settings_hash": sorted({r.settings_hash for r in records} - {None}),
         "models": model_summaries(records),
         "features": families,
         "target": target,
@@ -458,7 +465,7 @@ def compute_statistics(records: Sequence[Mapping], target: str = "auto", seed: i
         "correlations": correlations.correlations_with_target(records, target),
         "correlations_by_target": {
             t: correlations.correlations_with_target(records, t)
-            for t in TARGETS if t != target and any(r.get(t) is not None for r in records)
+            for t in TARGETS if t != target and any(r.measure(t) is not None for r in records)
         },
         "controlled": controls.controlled_correlations(
             controlled_records,

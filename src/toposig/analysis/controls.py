@@ -48,7 +48,7 @@ from scipy import stats as sps
 
 from toposig.analysis import correlations, inference, trend_controls
 from toposig.analysis.correlations import MIN_POINTS, by_model, correlation, feature_values
-from toposig.records import FeatureFamily
+from toposig.records import FeatureFamily, Record
 
 ALPHA = 0.05
 N_BOOTSTRAP = 1000
@@ -192,14 +192,14 @@ def holm(pvalues: Sequence[float | None]) -> list[float | None]:
     return out
 
 
-def controlled_correlations(records: Sequence[dict], targets: dict[str, str],
+def controlled_correlations(records: Sequence[Record], targets: dict[str, str],
                             n_resamples: int = N_BOOTSTRAP, seed: int = 0,
                             n_surrogates: int = N_SURROGATES,
                             design_runs: int = DESIGN_RUNS) -> dict:
     """Every feature × model correlation with its target, under each control.
 
     Args:
-        records: aggregate entries (``model_label``, ``step``, ``features``, targets).
+        records: the checkpoints' records (their features and quality measures).
         targets: feature name -> the record field it is correlated with (``perplexity``
             for embedding features, ``loss`` for weight features).
         n_resamples: bootstrap resamples per correlation.
@@ -340,14 +340,14 @@ _TESTED = {"model": set(CONTROLS),
 _CONTROL_OF = {"detrended": "detrended", "pfd": "partial_first_differences"}
 
 
-def _design_draws(recs: list[dict], feature: str, target: str, seed: int,
+def _design_draws(recs: list[Record], feature: str, target: str, seed: int,
                   design_runs: int) -> tuple[inference.Design | None,
                                              dict[str, inference.Draws]]:
     """One model's fitted design of a feature and its target, and the detrended and
     partial-first-difference controls on simulations of it (``(None, {})`` where the
     design is undefined)."""
-    design = inference.fit_design(feature_values(recs, feature), [r.get(target) for r in recs],
-                                  [r.get("step") for r in recs])
+    design = inference.fit_design(feature_values(recs, feature),
+                                  [r.measure(target) for r in recs], [r.step for r in recs])
     if design is None:
         return None, {}
     return design, {kind: inference.simulate_design(design, kind, seed,
@@ -356,7 +356,7 @@ def _design_draws(recs: list[dict], feature: str, target: str, seed: int,
                     for kind in trend_controls.KINDS}
 
 
-def _pooled_trend_test(groups: dict[str, list[dict]], use: list[str], feature: str,
+def _pooled_trend_test(groups: dict[str, list[Record]], use: list[str], feature: str,
                        target: str, kind: str, seed: int, f_index: int,
                        n_surrogates: int) -> dict:
     """The fixed-effect pooled test of one within-model control over the models ``use``
@@ -368,8 +368,8 @@ def _pooled_trend_test(groups: dict[str, list[dict]], use: list[str], feature: s
         if label not in use:
             continue
         got = trend_controls.draws(kind, feature_values(recs, feature),
-                                   [r.get(target) for r in recs],
-                                   [r.get("step") for r in recs],
+                                   [r.measure(target) for r in recs],
+                                   [r.step for r in recs],
                                    seed=_stream(seed, m_index, f_index),
                                    n_surrogates=n_surrogates)
         if got is not None:
@@ -387,22 +387,23 @@ def _pooled_trend_test(groups: dict[str, list[dict]], use: list[str], feature: s
                   f"{kind}_ci_high": res.ci_high, f"{kind}_undefined": None}
 
 
-def _controlled_entry(groups: list[list[dict]], feature: str, target: str, n_resamples: int,
+def _controlled_entry(groups: list[list[Record]], feature: str, target: str, n_resamples: int,
                       seed: int, n_surrogates: int = N_SURROGATES) -> dict:
     """One feature's tests over the records of one model, or pooled over several models
     (then first differences are taken within each model and concatenated)."""
     recs = [r for g in groups for r in g]
     x = feature_values(recs, feature)
-    y = [r.get(target) for r in recs]
-    steps = [math.log1p(r["step"]) if r.get("step") is not None else None for r in recs]
+    y = [r.measure(target) for r in recs]
+    step_values = [r.step for r in recs]
+    steps = [math.log1p(s) if s is not None else None for s in step_values]
     raw = correlation(x, y)
     if len(groups) == 1:  # checkpoints of one run: an interval that respects autocorrelation
         lo, hi = trend_controls.raw_surrogate_interval(
-            x, y, [r.get("step") for r in recs], seed=seed, n_surrogates=n_surrogates)
+            x, y, step_values, seed=seed, n_surrogates=n_surrogates)
     else:  # pooled checkpoints are not independent units: a description, no interval
         lo = hi = None
     controlled = [steps]
-    sizes = [r.get("num_parameters") for r in recs]
+    sizes = [r.num_parameters for r in recs]
     if len(groups) > 1 and all(v is not None for v in sizes) and len(set(sizes)) > 1:
         controlled.append([math.log(v) for v in sizes])  # pooled: model size too
     pr, pp, _ = partial_spearman(x, y, *controlled)
@@ -427,7 +428,6 @@ def _controlled_entry(groups: list[list[dict]], feature: str, target: str, n_res
     trend: dict = {f"{key}_{field}": None for key in trend_controls.KINDS
                    for field in ("r", "p", "ci_low", "ci_high", "undefined")}
     if len(groups) == 1:
-        step_values = [r.get("step") for r in recs]
         for key, fn in (("detrended", trend_controls.detrended_correlation),
                         ("pfd", trend_controls.partial_first_differences)):
             res = fn(x, y, step_values, seed=seed, n_surrogates=n_surrogates)
@@ -464,14 +464,13 @@ def _controlled_entry(groups: list[list[dict]], feature: str, target: str, n_res
     }
 
 
-def noise_floor(records: Sequence[dict], feature: str) -> bool | None:
+def noise_floor(records: Sequence[Record], feature: str) -> bool | None:
     """Whether a feature's checkpoint-to-checkpoint changes lie below its re-measurement
     noise in one model: fewer than half its consecutive changes exceed
     1.96 · sqrt(se_a² + se_b²), se the standard deviation over bootstrap resamples of the
     texts (``features_resampled``). ``None`` without resamples of the feature."""
-    vals = [(r.get("features", {}).get(feature),
-             ((r.get("features_resampled") or {}).get(feature) or {}).get("std"))
-            for r in records]
+    vals = [(r.features.get(feature),
+             spread.std if (spread := r.resampled.get(feature)) else None) for r in records]
     vals = [(v, se) for v, se in vals if v is not None and se is not None]
     if len(vals) < 2:
         return None
@@ -481,13 +480,13 @@ def noise_floor(records: Sequence[dict], feature: str) -> bool | None:
     return bool(np.mean(resolved) < NOISE_FLOOR_SHARE)
 
 
-def _within_model_diffs(groups: list[list[dict]], feature: str, target: str,
+def _within_model_diffs(groups: list[list[Record]], feature: str, target: str,
                         *more: str) -> list[list[float]]:
     """Consecutive differences of the feature, the target (and any further features),
     taken within each model over checkpoints where all of them exist, concatenated."""
     out: list[list[float]] = [[] for _ in range(2 + len(more))]
     for g in groups:
-        series = _clean(feature_values(g, feature), [r.get(target) for r in g],
+        series = _clean(feature_values(g, feature), [r.measure(target) for r in g],
                         *(feature_values(g, m) for m in more))
         for acc, a in zip(out, series, strict=True):
             acc.extend(np.diff(a).tolist())

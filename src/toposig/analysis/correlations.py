@@ -1,6 +1,6 @@
 """Statistics on checkpoint series: correlations with model quality, diagram-distance rates.
 
-Pure functions on NumPy arrays and lists of records (dicts as written by the store).
+Pure functions on NumPy arrays and sequences of :class:`toposig.records.Record`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from scipy import stats as sps
 from toposig.features import homology
 from toposig.features.registry import WEIGHT_STATISTICS, family_by_convention, feature_info
 from toposig.features.spectral import SPECTRAL_NAMES
-from toposig.records import FeatureFamily
+from toposig.records import FeatureFamily, Record
 
 MIN_POINTS = 3
 EXACT_SPEARMAN_MAX_N = 8  # exact permutation p-values up to 8! = 40,320 orderings
@@ -97,7 +97,7 @@ def _orderings(n: int) -> np.ndarray:
     return out
 
 
-def feature_names(records: Sequence[dict]) -> list[str]:
+def feature_names(records: Sequence[Record]) -> list[str]:
     """Numeric feature keys present in the records' ``features``, grouped by family in
     :class:`~toposig.records.FeatureFamily` order (embedding topological, embedding
     spectral, weight topological, weight statistics, curvature, landscape topological,
@@ -107,7 +107,7 @@ def feature_names(records: Sequence[dict]) -> list[str]:
     """
     keys: list[str] = []
     for r in records:
-        for k, v in r.get("features", {}).items():
+        for k, v in r.features.items():
             if k not in keys and isinstance(v, (int, float)):
                 keys.append(k)
     defined = {FeatureFamily.EMBEDDING_SPECTRAL: SPECTRAL_NAMES,
@@ -155,21 +155,22 @@ def prefers_loss(name: str) -> bool:
     return is_weight_feature(name) or feature_family(name).is_probe
 
 
-def by_model(records: Sequence[dict]) -> dict[str, list[dict]]:
-    """Records grouped by ``model_label``, each group sorted by step, in first-seen order."""
-    groups: dict[str, list[dict]] = {}
+def by_model(records: Sequence[Record]) -> dict[str, list[Record]]:
+    """Records grouped by model label, each group sorted by step, in first-seen order."""
+    groups: dict[str, list[Record]] = {}
     for r in records:
-        groups.setdefault(r["model_label"], []).append(r)
-    return {k: sorted(v, key=lambda r: (r["step"] is None, r["step"] or 0))
+        groups.setdefault(r.model_label, []).append(r)
+    return {k: sorted(v, key=lambda r: (r.step is None, r.step or 0))
             for k, v in groups.items()}
 
 
-def feature_values(records: Sequence[dict], name: str) -> list[float | None]:
-    return [r.get("features", {}).get(name) for r in records]
+def feature_values(records: Sequence[Record], name: str) -> list[float | None]:
+    """Each record's value of feature ``name`` (``None`` where it has none)."""
+    return [r.features.get(name) for r in records]
 
 
 def correlations_with_target(
-    records: Sequence[dict], target: str = "perplexity", features: list[str] | None = None
+    records: Sequence[Record], target: str = "perplexity", features: list[str] | None = None
 ) -> dict:
     """Correlation of every feature with ``target`` per model and pooled over models.
 
@@ -178,11 +179,11 @@ def correlations_with_target(
     """
     features = features or feature_names(records)
     per_model = {
-        label: {f: correlation(feature_values(recs, f), [r.get(target) for r in recs])
+        label: {f: correlation(feature_values(recs, f), [r.measure(target) for r in recs])
                 for f in features}
         for label, recs in by_model(records).items()
     }
-    pooled = {f: correlation(feature_values(records, f), [r.get(target) for r in records])
+    pooled = {f: correlation(feature_values(records, f), [r.measure(target) for r in records])
               for f in features}
     return {"target": target, "per_model": per_model, "pooled": pooled}
 

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as sps
 
+from toposig.records import Record
+
 N_BOOTSTRAP = 2000
 LEVEL = 0.95
 MIN_SEEDS = 5  # below this the partial correlation with two controls has df < 1
@@ -223,28 +225,28 @@ class SeedRun:
     num_parameters: int | None
 
 
-def seed_runs(records: Sequence) -> dict[str, list[SeedRun]]:
-    """The seed ensembles among ``records`` (aggregate entries): seed group (the model the
-    runs are seeds of) -> its runs ordered by seed, groups ordered by size then name.
-    Records without a seed (:data:`toposig.records.SEED_FIELDS`) are left out."""
-    by_label: dict[str, list] = {}
+def seed_runs(records: Sequence[Record]) -> dict[str, list[SeedRun]]:
+    """The seed ensembles among ``records``: seed group (the model the runs are seeds of)
+    -> its runs ordered by seed, groups ordered by size then name. Records without a
+    seed (:data:`toposig.records.SEED_FIELDS`) are left out."""
+    by_label: dict[str, list[tuple[int, Record]]] = {}
     for r in records:
-        if r.get("status", "ok") == "ok" and r.get("seed_group") is not None \
-                and r.get("step") is not None:
-            by_label.setdefault(r["model_label"], []).append(r)
+        if r.ok and r.checkpoint.seed_group is not None and r.step is not None:
+            by_label.setdefault(r.model_label, []).append((r.step, r))
     groups: dict[str, list[SeedRun]] = {}
-    for label, recs in by_label.items():
-        recs = sorted(recs, key=lambda r: r["step"])
-        groups.setdefault(recs[0]["seed_group"], []).append(SeedRun(
-            label, int(recs[0]["seed"]), tuple(r["step"] for r in recs),
-            {r["step"]: float(r["loss"]) for r in recs if _is_finite(r.get("loss"))},
-            {r["step"]: {k: float(v) for k, v in (r.get("features") or {}).items()
-                         if _is_finite(v)} for r in recs},
-            {r["step"]: {k: float(s["std"]) for k, s in
-                         (r.get("features_resampled") or {}).items()
-                         if isinstance(s, dict) and _is_finite(s.get("std"))}
-             for r in recs},
-            recs[-1].get("num_parameters")))
+    for label, found in by_label.items():
+        found.sort(key=lambda sr: sr[0])
+        first, last = found[0][1].checkpoint, found[-1][1]
+        assert first.seed_group is not None and first.seed is not None  # seed_problem
+        groups.setdefault(first.seed_group, []).append(SeedRun(
+            label, int(first.seed), tuple(step for step, _ in found),
+            {step: float(r.loss) for step, r in found if _is_finite(r.loss)},
+            {step: {k: float(v) for k, v in r.features.items() if _is_finite(v)}
+             for step, r in found},
+            {step: {k: float(spread.std) for k, spread in r.resampled.items()
+                    if _is_finite(spread.std)}
+             for step, r in found},
+            last.num_parameters))
     for runs in groups.values():
         runs.sort(key=lambda run: (run.seed, run.label))
     return dict(sorted(groups.items(), key=lambda kv: (kv[1][0].num_parameters or 0, kv[0])))
@@ -253,7 +255,7 @@ def seed_runs(records: Sequence) -> dict[str, list[SeedRun]]:
 SEED_CONTROLS = ("auto", "first", "all")
 
 
-def first_seeds(records: Sequence) -> list:
+def first_seeds(records: Sequence[Record]) -> list[Record]:
     """``records`` without the seeds of an ensemble but its first: every record of a model
     that is no seed run, and of each seed group (``seed_group``) those of its run with the
     lowest ``seed`` (ties broken by label), in their order.
@@ -264,12 +266,12 @@ def first_seeds(records: Sequence) -> list:
     (:func:`ensemble_analysis`) is the one the ensemble is for."""
     first: dict[str, tuple[int, str]] = {}
     for r in records:
-        if r.get("seed_group") is not None and r.get("seed") is not None:
-            key = (int(r["seed"]), str(r["model_label"]))
-            first[r["seed_group"]] = min(first.get(r["seed_group"], key), key)
+        group, seed = r.checkpoint.seed_group, r.checkpoint.seed
+        if group is not None and seed is not None:
+            key = (int(seed), r.model_label)
+            first[group] = min(first.get(group, key), key)
     kept = {label for _, label in first.values()}
-    return [r for r in records
-            if r.get("seed_group") is None or r.get("model_label") in kept]
+    return [r for r in records if r.checkpoint.seed_group is None or r.model_label in kept]
 
 
 def _is_finite(v: object) -> bool:
@@ -315,7 +317,7 @@ def _fraction_key(f: float) -> str:
     return f"{f:g}"
 
 
-def ensemble_analysis(records: Sequence, features: Sequence[str],
+def ensemble_analysis(records: Sequence[Record], features: Sequence[str],
                       baselines_of, *, fractions: Sequence[float] = FRACTIONS,
                       n_bootstrap: int = N_BOOTSTRAP, seed: int = 0) -> dict:
     """The ``ensembles`` section of the statistics: every seed ensemble among the records
@@ -323,7 +325,7 @@ def ensemble_analysis(records: Sequence, features: Sequence[str],
     spread as a noise floor. ``{}`` when the records hold no ensemble.
 
     Args:
-        records: the aggregate entries.
+        records: the checkpoints' records.
         features: the checkpoint-level features to test, in report order.
         baselines_of: feature -> the non-topological baselines it is tested beyond
             (:func:`toposig.analysis.controls.baselines_of`; ``()`` for the baselines

@@ -26,6 +26,7 @@ import numpy as np
 from scipy import stats as sps
 
 from toposig.analysis.controls import holm
+from toposig.records import GroundTruth, Record
 
 
 def modular_targets(p: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -247,7 +248,7 @@ def _median(values: Sequence[float]) -> float | None:
     return float(np.median(values)) if values else None
 
 
-def positive_control_analysis(records: Sequence, features: Sequence[str]) -> dict:
+def positive_control_analysis(records: Sequence[Record], features: Sequence[str]) -> dict:
     """Where each feature's change-point lies against the ground truth, over the runs.
 
     Args:
@@ -273,29 +274,30 @@ def positive_control_analysis(records: Sequence, features: Sequence[str]) -> dic
         ground truth is defined as the first run's (signal, event, levels); the others
         are named in ``runs_left_out``.
     """
-    runs: dict[str, list] = {}
+    runs: dict[str, list[tuple[int, GroundTruth, Record]]] = {}
     for r in records:
-        if r.get("status", "ok") == "ok" and r.get("ground_truth") and r.get("step") is not None:
-            runs.setdefault(r["model_label"], []).append(r)
+        if r.ok and r.ground_truth is not None and r.step is not None:
+            runs.setdefault(r.model_label, []).append((r.step, r.ground_truth, r))
     if not runs:
         return {}
-    first = next(iter(runs.values()))[0]["ground_truth"]
-    signal, event, levels = first["signal"], first["event"], first.get("levels")
+    first = next(iter(runs.values()))[0][1]
+    signal, event, levels = first.signal, first.event, first.levels or None
 
-    def definition(truth) -> tuple:
-        return truth["signal"], truth["event"], tuple(truth.get("levels") or ())
+    def definition(truth: GroundTruth) -> tuple:
+        return truth.signal, truth.event, truth.levels
 
     # runs that state another ground truth (another task in the same folder) are named,
     # not mixed in
-    left_out = sorted(label for label, recs in runs.items()
-                      if any(definition(r["ground_truth"]) != definition(first) for r in recs))
-    runs = {label: recs for label, recs in runs.items() if label not in left_out}
+    left_out = sorted(label for label, found in runs.items()
+                      if any(definition(t) != definition(first) for _, t, _ in found))
+    runs = {label: found for label, found in runs.items() if label not in left_out}
     out_runs: dict[str, dict] = {}
-    for label, recs in runs.items():
-        recs.sort(key=lambda r: r["step"])
-        steps = [int(r["step"]) for r in recs]
-        values = [r["ground_truth"]["value"] for r in recs]
-        out_runs[label] = {"seed": recs[0].get("seed"), "seed_group": recs[0].get("seed_group"),
+    for label, found in runs.items():
+        found.sort(key=lambda st: st[0])
+        steps = [int(step) for step, _, _ in found]
+        values = [t.value for _, t, _ in found]
+        start = found[0][2].checkpoint
+        out_runs[label] = {"seed": start.seed, "seed_group": start.seed_group,
                            "steps": steps, "signal": values,
                            "event_steps": event_steps(steps, values, event, levels)}
     events = list(next(iter(out_runs.values()))["event_steps"])
@@ -304,9 +306,9 @@ def positive_control_analysis(records: Sequence, features: Sequence[str]) -> dic
         per_event = {}
         for name in events:
             leads, apart, hits, chance, placed = [], [], [], [], []
-            for label, recs in runs.items():
+            for label, found in runs.items():
                 info = out_runs[label]
-                series = [_value_of(r, feature, signal) for r in recs]
+                series = [_value_of(r, feature, signal) for _, _, r in found]
                 series = [v if isinstance(v, (int, float)) and math.isfinite(v) else None
                           for v in series]
                 found = alignment_or_none(info["steps"], series, info["event_steps"][name])
@@ -342,13 +344,13 @@ def positive_control_analysis(records: Sequence, features: Sequence[str]) -> dic
             **({"runs_left_out": left_out} if left_out else {})}
 
 
-def _value_of(record, name: str, signal: str):
+def _value_of(record: Record, name: str, signal: str) -> float | None:
     """The ground-truth signal, the stored loss, or a feature of one record."""
     if name == signal:
-        return record["ground_truth"]["value"]
+        return record.ground_truth.value if record.ground_truth else None
     if name == "loss":
-        return record.get("loss")
-    return (record.get("features") or {}).get(name)
+        return record.loss
+    return record.features.get(name)
 
 
 def alignment_or_none(steps: Sequence[int], values: Sequence[float | None],

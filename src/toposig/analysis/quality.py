@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+
+from toposig.records import Record
 
 logger = logging.getLogger(__name__)
 
@@ -26,24 +28,22 @@ def _finite(value) -> bool:
             and math.isfinite(value))
 
 
-def series_without_quality(records: Sequence[Mapping]) -> list[str]:
-    """The ``model_label`` of every series none of whose finished entries has a quality
+def series_without_quality(records: Sequence[Record]) -> list[str]:
+    """The model label of every series none of whose finished records has a quality
     measure (a finite number in one of :data:`QUALITY_FIELDS`), in first-seen order.
 
-    Failed entries are not counted, and a series with no finished entry is not listed
-    (it has nothing to draw either way); an entry without a string ``model_label`` is
-    skipped.
+    Failed records are not counted, and a series with no finished record is not listed
+    (it has nothing to draw either way).
     """
     has: dict[str, bool] = {}
     for r in records:
-        label = r.get("model_label") if isinstance(r, Mapping) else None
-        if not isinstance(label, str) or r.get("status") == "failed":
-            continue
-        has[label] = has.get(label, False) or any(_finite(r.get(k)) for k in QUALITY_FIELDS)
+        if r.ok:
+            has[r.model_label] = has.get(r.model_label, False) \
+                or any(_finite(r.measure(k)) for k in QUALITY_FIELDS)
     return [label for label, ok in has.items() if not ok]
 
 
-def warn_series_without_quality(records: Sequence[Mapping],
+def warn_series_without_quality(records: Sequence[Record],
                                 log: logging.Logger | None = None) -> list[str]:
     """Log one warning per series without a quality measure
     (:func:`series_without_quality`), naming it and what would give it one; returns
@@ -51,8 +51,7 @@ def warn_series_without_quality(records: Sequence[Mapping],
     drawn."""
     missing = series_without_quality(records)
     for label in missing:
-        n = sum(1 for r in records if isinstance(r, Mapping) and r.get("model_label") == label
-                and r.get("status") != "failed")
+        n = sum(1 for r in records if r.model_label == label and r.ok)
         (log or logger).warning(
             "series %r has no quality measure: none of its %d checkpoint(s) has a loss, a "
             "perplexity or a masked-LM loss, so its loss panels stay empty and its "

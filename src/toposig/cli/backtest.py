@@ -71,14 +71,14 @@ def load_series(folders: list[str]) -> dict[str, backtest.Series]:
         for label, recs in groups.items():
             if all(quality_loss(r) is None for r in recs):
                 declared = declared_quality(recs)
-                what = (f"its quality is {declared['column']!r}" if declared
+                what = (f"its quality is {declared.column!r}" if declared
                         else "it has none")
                 raise ValueError(f"{folder}: {label} has no loss to forecast ({what}); "
                                  "backtest forecasts a loss in nats: a stored loss, ln "
                                  "perplexity or a masked-LM loss")
             name = label if counts[label] == 1 else f"{folder}/{label}"
             names = feature_names(recs)
-            out[name] = backtest.Series([r["step"] for r in recs],
+            out[name] = backtest.Series([r.step for r in recs],
                                         [quality_loss(r) for r in recs],
                                         {f: feature_values(recs, f) for f in names})
     return out

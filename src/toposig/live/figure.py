@@ -12,6 +12,7 @@ from pathlib import Path
 
 from toposig.analysis import online
 from toposig.live.signal import LOSS_KINDS, loss_kind, loss_series
+from toposig.records import Record
 
 logger = logging.getLogger(__name__)
 
@@ -31,7 +32,7 @@ class LiveFigure:
         self.interval_s = interval_s
         self.drawn_at = -math.inf
 
-    def draw(self, entries: Sequence[dict], signal: online.Signal | None,
+    def draw(self, entries: Sequence[Record], signal: online.Signal | None,
              force: bool) -> None:
         """Draw now when ``force`` or the interval has passed since the last drawing."""
         now = time.monotonic()

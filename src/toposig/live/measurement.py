@@ -19,7 +19,7 @@ from toposig.config import EmbeddingSettings
 from toposig.in_memory import IN_MEMORY, measure_inputs
 from toposig.live.executor import InMemoryExecutor
 from toposig.model.placement import Placement
-from toposig.records import Family
+from toposig.records import Family, Record
 from toposig.run.pipeline import execute
 from toposig.run.plan import RunPlan
 from toposig.sources.checkpoints import Checkpoint
@@ -57,8 +57,8 @@ class Measured:
         failures: the failure records of the measured step.
     """
 
-    entries: list[dict]
-    entry: dict | None
+    entries: list[Record]
+    entry: Record | None
     failures: list[dict] = field(default_factory=list)
 
 
@@ -122,24 +122,24 @@ class LiveMeasurement:
                                                     self.progress and first),
                           extend=self.extend, refresh_first=first)
         label = plan.checkpoints[0].label  # as the study knows it
-        entries = [e for e in outcome.records if e.get("model_label") == label
-                   and e.get("step") is not None]
-        entry = next((e for e in entries if e["step"] == step), None)
+        records = [Record.from_json(e) for e in outcome.records]
+        entries = [r for r in records if r.model_label == label and r.step is not None]
+        entry = next((r for r in entries if r.step == step), None)
         failures = [f for f in outcome.failures if f.get("step") == step]
         return Measured(entries, entry, failures)
 
 
-def feature_scalars(entry: dict | None, log_features: Sequence[str] | str
+def feature_scalars(entry: Record | None, log_features: Sequence[str] | str
                     ) -> dict[str, float]:
     """The finite features of ``entry`` (and its perplexity and loss) named by
     ``log_features`` (``"all"``: every one), as logged (``topology/<feature>``)."""
     out: dict[str, float] = {}
     if entry is None:
         return out
-    values = {**(entry.get("features") or {})}
-    for key in ("perplexity", "loss"):
-        if entry.get(key) is not None:
-            values[key] = entry[key]
+    values = {**entry.features}
+    for key, value in (("perplexity", entry.perplexity), ("loss", entry.loss)):
+        if value is not None:
+            values[key] = value
     names = values if log_features == "all" else [f for f in log_features if f in values]
     for name in names:
         v = values[name]

@@ -85,7 +85,7 @@ from toposig.live.signal import (
     loss_series,
     stop_reason,
 )
-from toposig.records import DEFAULT_FAMILIES, Family
+from toposig.records import DEFAULT_FAMILIES, Family, Record
 from toposig.stages.base import StageInputs
 
 logger = logging.getLogger(__name__)
@@ -116,7 +116,7 @@ class LiveResult:
     """
 
     step: int
-    entry: dict | None
+    entry: Record | None
     failures: list[dict] = field(default_factory=list)
     scalars: dict[str, float] = field(default_factory=dict)
     signal: online.Signal | None = None
@@ -191,7 +191,7 @@ class TopologyMonitor:
         self.results: list[LiveResult] = []
         self.final_step: int | None = None
         self._started = False
-        self._entries: list[dict] = []
+        self._entries: list[Record] = []
         self._start_step: int | None = None  # the step start() was given, until it is done
 
     # -- the parts' settings, as attributes ---------------------------------------------
@@ -405,7 +405,7 @@ class TopologyMonitor:
                           self._signal.signal)
 
     @property
-    def entries(self) -> list[dict]:
+    def entries(self) -> list[Record]:
         """The aggregate entries of this label measured so far (one per step)."""
         return list(self._entries)
 

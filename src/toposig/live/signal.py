@@ -12,6 +12,7 @@ from pathlib import Path
 from toposig.analysis import online
 from toposig.analysis.compute import PHASE_FEATURES, PREDICTION_FEATURES
 from toposig.files.atomic import atomic_write_json, read_json
+from toposig.records import Record
 
 logger = logging.getLogger(__name__)
 
@@ -22,21 +23,21 @@ LOSS_KINDS = {"mean_nll": "loss on the analysed texts", "loss": "loss the traine
               "mlm_loss": "masked-LM loss on the analysed texts"}
 
 
-def loss_kind(entries: Sequence[dict]) -> str:
+def loss_kind(entries: Sequence[Record]) -> str:
     """The one kind of loss a live series uses throughout: the mean token loss on the
     analysed texts (``mean_nll``, ln perplexity) when every entry has it, else the loss
     the trainer reported (``loss``) when every entry has it, else whichever more entries
     have, so that a series never mixes two kinds of loss."""
-    counts = {k: sum(e.get(k) is not None for e in entries) for k in LOSS_KINDS}
+    counts = {k: sum(e.measure(k) is not None for e in entries) for k in LOSS_KINDS}
     return next((k for k in LOSS_KINDS if counts[k] == len(entries)),
                 max(LOSS_KINDS, key=lambda k: counts[k]))
 
 
-def loss_series(entries: Sequence[dict]) -> list[float | None]:
+def loss_series(entries: Sequence[Record]) -> list[float | None]:
     """One loss per entry, of the kind :func:`loss_kind` chooses (``None`` where an entry
     lacks it)."""
     kind = loss_kind(entries)
-    return [e.get(kind) for e in entries]
+    return [e.measure(kind) for e in entries]
 
 
 # The stop rule's decisions that mean stop (:func:`toposig.analysis.forecast.decide`).
@@ -57,18 +58,18 @@ def stop_reason(signal: online.Signal | None) -> str | None:
             f"{f.default}, 95 % interval [{f.default_low}, {f.default_high}])")
 
 
-def series(entries: Sequence[dict]) -> tuple[list[int], list[float | None], dict[str, list]]:
+def series(entries: Sequence[Record]
+           ) -> tuple[list[int | None], list[float | None], dict[str, list]]:
     """The steps, the losses (one kind, :func:`loss_series`) and every feature's values
     of a live series' aggregate entries."""
-    steps = [e["step"] for e in entries]
+    steps = [e.step for e in entries]
     losses = loss_series(entries)
-    names = {k for e in entries for k in (e.get("features") or {})}
-    features = {f: [(e.get("features") or {}).get(f) for e in entries]
-                for f in sorted(names)}
+    names = {k for e in entries for k in e.features}
+    features = {f: [e.features.get(f) for e in entries] for f in sorted(names)}
     return steps, losses, features
 
 
-def compute_signal(entries: Sequence[dict], final_step: int | None) -> online.Signal | None:
+def compute_signal(entries: Sequence[Record], final_step: int | None) -> online.Signal | None:
     """The stop-or-scale signal of ``entries`` (``None`` when there are none)."""
     if not entries:
         return None
@@ -107,7 +108,7 @@ class LiveSignal:
                         if isinstance(h.get("step"), (int, float)) and h["step"] <= step
                         and not fresh]
 
-    def update(self, entries: Sequence[dict], final_step: int | None) -> None:
+    def update(self, entries: Sequence[Record], final_step: int | None) -> None:
         """Compute the signal of ``entries`` and write it into the history."""
         self.signal = compute_signal(entries, final_step)
         self.write()

@@ -7,11 +7,14 @@ from the rest of the package: everything else builds on it.
 
 from toposig.records.record import (
     CheckpointId,
+    DeclaredQuality,
     FamilyPart,
+    GroundTruth,
     MatrixResult,
     Provenance,
     Record,
     RecordError,
+    Resampled,
     entry_problem,
 )
 from toposig.records.statistics import (
@@ -57,7 +60,7 @@ from toposig.records.vocabulary import (
 
 __all__ = [
     "CheckpointId", "FamilyPart", "MatrixResult", "Provenance", "Record", "RecordError",
-    "entry_problem",
+    "Resampled", "DeclaredQuality", "GroundTruth", "entry_problem",
     "SECTIONS", "Correlation", "Correlations", "ModelSummary", "Statistics",
     "StatisticsError", "statistics_problem",
     "CURRENT_FEATURES", "DEFAULT_FAMILIES", "FAMILIES", "FEATURE_FAMILY_LABELS",

@@ -18,10 +18,10 @@ aggregate entry, its families merged) or what one family's record file holds
 
 :meth:`Record.from_json` is the one way in: it refuses anything unsound with a
 :class:`RecordError` that says what is wrong (:func:`record_problem` for the fields every
-record has, :func:`entry_problem` for those of an aggregate entry). A record is also a
-read-only mapping of its JSON (``record["features"]``, ``record.get("perplexity")``), so
-code written against the files reads it unchanged; :meth:`Record.to_json` gives back the
-JSON, equal to what was read, so writing a record back changes no byte.
+record has, :func:`entry_problem` for those of an aggregate entry). A record is read by
+attribute, never as a mapping (``record["features"]`` is an error, so that no reader goes
+around the types); :meth:`Record.to_json` gives back the JSON, equal to what was read, so
+writing a record back changes no byte.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from typing import Any
 
 from toposig.records.vocabulary import (
     FAMILIES,
+    GROUND_TRUTH,
     Family,
     JsonView,
     arrays_file_problem,
@@ -45,7 +46,7 @@ from toposig.records.vocabulary import (
 )
 
 __all__ = ["RecordError", "CheckpointId", "FamilyPart", "MatrixResult", "Provenance",
-           "Record", "entry_problem"]
+           "Resampled", "DeclaredQuality", "GroundTruth", "Record", "entry_problem"]
 
 Features = Mapping[str, "float | None"]
 
@@ -152,6 +153,54 @@ class Provenance:
     ph_backend: str | None = None
 
 
+@dataclass(frozen=True)
+class Resampled:
+    """One feature's spread over bootstrap resamples of the analysed texts
+    (``features_resampled``).
+
+    Attributes:
+        mean, std: over the resamples (in the feature's own unit).
+        low, high: the 2.5th and 97.5th percentiles (``p2_5``, ``p97_5``).
+    """
+
+    mean: float | None = None
+    std: float | None = None
+    low: float | None = None
+    high: float | None = None
+
+
+@dataclass(frozen=True)
+class DeclaredQuality:
+    """The quality measure a record declares (an import's ``--target``, a positive
+    control's signal): the analysis correlates with it.
+
+    Attributes:
+        column: its name, a field of the record (``accuracy``, ``test_accuracy``...).
+        higher_is_better: whether a larger value means a better model.
+    """
+
+    column: str
+    higher_is_better: bool = False
+
+
+@dataclass(frozen=True)
+class GroundTruth:
+    """A quantity measured without any topology whose change marks a known transition
+    (:data:`toposig.records.GROUND_TRUTH`).
+
+    Attributes:
+        signal: its name (``test_accuracy``, ``induction_score``).
+        value: its value at this checkpoint.
+        event: ``rise`` or ``fall``: the change the transition makes.
+        levels: the levels a run's change is placed by, or ``()`` for the default.
+    """
+
+    signal: str
+    value: float
+    event: str
+    levels: tuple[float, ...] = ()
+
+
 def _view(mapping: dict | None) -> Mapping:
     """A read-only view of ``mapping`` (of the record's own JSON, not a copy: what the
     typed fields show is what the JSON holds)."""
@@ -254,16 +303,43 @@ def entry_problem(record: object, *, family: Family | None = None, label: str | 
         if isinstance(holder, dict) and holder.get("matrices") is not None \
                 and (problem := _matrices_problem(holder["matrices"])):
             return problem
-    for key in ("loss_key", "checkpoint_loss_key", "model_type"):
+    for key in ("num_layers", "hidden_size"):
+        if record.get(key) is not None and not (is_number(record[key])
+                                                and isinstance(record[key], int)):
+            return f"has {key} {record[key]!r}, not an integer"
+    for key in ("loss_key", "checkpoint_loss_key", "model_type", "settings_hash"):
         if record.get(key) is not None and not isinstance(record[key], str):
             return f"has {key} {record[key]!r}, not a string"
+    return _resampled_problem(record.get("features_resampled")) \
+        or _quality_problem(record.get("quality"))
+
+
+def _resampled_problem(resampled: object) -> str | None:
+    if resampled is None:
+        return None
+    if not isinstance(resampled, dict) or not all(
+            isinstance(k, str) and isinstance(v, dict) for k, v in resampled.items()):
+        return "has features_resampled that are not a mapping of names to objects"
+    for name, spread in resampled.items():
+        if problem := _numbers_problem(spread, f"features_resampled of {name}"):
+            return problem
+    return None
+
+
+def _quality_problem(quality: object) -> str | None:
+    if quality is None:
+        return None
+    if not isinstance(quality, dict) or not isinstance(quality.get("column"), str) \
+            or not isinstance(quality.get("higher_is_better", False), bool):
+        return (f"declares the quality {quality!r}, not an object of a column name and "
+                "higher_is_better")
     return None
 
 
 @dataclass(frozen=True, eq=False)
 class Record(JsonView):
     """One checkpoint's measurements (see the module). Build one with
-    :meth:`from_json`; read it by attribute, or as the mapping of its JSON.
+    :meth:`from_json`; read it by attribute.
 
     Attributes:
         checkpoint: which checkpoint.
@@ -275,7 +351,17 @@ class Record(JsonView):
             table's; ``None`` when not measured).
         loss, loss_key: what the checkpoint stored as its loss, and under which key.
         mlm_loss: an encoder's masked-LM loss on the analysed texts.
+        quality: the quality measure the record declares (an import's ``--target``, a
+            positive control's signal), or ``None``; read any measure with
+            :meth:`measure`.
+        ground_truth: a positive control's stated ground truth, or ``None``.
+        resampled: per feature, its spread over bootstrap resamples of the texts (empty
+            without resamples).
+        settings_hash: the hash of the settings of its top-level part (the
+            embedding's, or an import's), or ``None``.
         num_parameters: the model's parameters, each counted once.
+        num_layers, hidden_size: the model's blocks and hidden width, as the embedding
+            family read them off its hidden states (``None`` without it).
         model_type: the ``config.model_type`` (``gpt_neox``, ``llama``...).
         layer: the analysed hidden-state layer (index in ``hidden_states``).
         layer_names: a name per hidden-state layer (``embeddings``, ``block 1``...).
@@ -295,7 +381,13 @@ class Record(JsonView):
     loss: float | None = None
     loss_key: str | None = None
     mlm_loss: float | None = None
+    quality: DeclaredQuality | None = None
+    ground_truth: GroundTruth | None = None
+    resampled: Mapping[str, Resampled] = field(default_factory=dict)
+    settings_hash: str | None = None
     num_parameters: int | None = None
+    num_layers: int | None = None
+    hidden_size: int | None = None
     model_type: str | None = None
     layer: int | None = None
     layer_names: tuple[str, ...] = ()
@@ -342,7 +434,15 @@ class Record(JsonView):
             loss=data.get("loss", data.get("checkpoint_loss")),
             loss_key=data.get("loss_key", data.get("checkpoint_loss_key")),
             mlm_loss=data.get("mlm_loss"),
+            quality=_declared_quality(data.get("quality")),
+            ground_truth=_ground_truth(data.get(GROUND_TRUTH)),
+            resampled=MappingProxyType(
+                {name: Resampled(mean=spread.get("mean"), std=spread.get("std"),
+                                 low=spread.get("p2_5"), high=spread.get("p97_5"))
+                 for name, spread in (data.get("features_resampled") or {}).items()}),
+            settings_hash=data.get("settings_hash"),
             num_parameters=data.get("num_parameters"),
+            num_layers=data.get("num_layers"), hidden_size=data.get("hidden_size"),
             model_type=data.get("model_type"),
             layer=data.get("layer"),
             layer_names=tuple(data.get("layer_names") or ()),
@@ -358,6 +458,38 @@ class Record(JsonView):
             error=data.get("error"),
             json=MappingProxyType(data),
         )
+
+    @property
+    def model_label(self) -> str:
+        """The model's label (``checkpoint.label``)."""
+        return self.checkpoint.label
+
+    @property
+    def step(self) -> int | None:
+        """The training step (``checkpoint.step``)."""
+        return self.checkpoint.step
+
+    @property
+    def ok(self) -> bool:
+        """Whether the checkpoint finished (``status`` is ``ok``)."""
+        return self.status == "ok"
+
+    def measure(self, name: str) -> float | None:
+        """The record's value of the quality measure ``name`` (``perplexity``, ``loss``,
+        ``mean_nll``, ``mlm_loss``, a declared quality or ground-truth signal, or any
+        other number the record holds under that name), or ``None``."""
+        known = {"perplexity": self.perplexity, "loss": self.loss,
+                 "mean_nll": self.mean_nll, "mlm_loss": self.mlm_loss}
+        if name in known:
+            return known[name]
+        value = self.json.get(name)
+        return value if is_number(value) else None
+
+    def arrays_file(self, family: Family = Family.EMBEDDING) -> str | None:
+        """The arrays file of ``family``'s part (relative to the results root), or
+        ``None`` when the record has no such part or it saved none."""
+        part = self.parts.get(family)
+        return part.arrays_file if part is not None else None
 
     def __repr__(self) -> str:
         quality = [f"{k} {v:.4g}" for k, v in (("perplexity", self.perplexity),
@@ -377,6 +509,19 @@ def _families(data: dict) -> tuple[Family, ...]:
     if data.get("families"):
         return tuple(f for f in FAMILIES if f in data["families"])
     return (record_family(data),)
+
+
+def _declared_quality(quality: dict | None) -> DeclaredQuality | None:
+    if quality is None:
+        return None
+    return DeclaredQuality(quality["column"], quality.get("higher_is_better", False))
+
+
+def _ground_truth(truth: dict | None) -> GroundTruth | None:
+    if truth is None:
+        return None
+    return GroundTruth(signal=truth["signal"], value=truth["value"], event=truth["event"],
+                       levels=tuple(truth.get("levels") or ()))
 
 
 def _weights(data: dict) -> dict:

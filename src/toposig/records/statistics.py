@@ -13,10 +13,10 @@ a study with seeds only), the positive controls (:mod:`toposig.records.positive_
 a study whose checkpoints state a ground truth only), and the sections of
 :mod:`toposig.records.sections` (``stability``, ``scaling``, ``phases``, ``prediction``,
 ``prediction_by_feature``, ``wasserstein``, ``weight_wasserstein``). ``notes``, which says
-what each section holds, is a read-only mapping of its JSON. Like a :class:`Record`, the
-statistics are also the read-only mapping of their JSON
-(:class:`toposig.records.vocabulary.JsonView`), and :meth:`Statistics.to_json` gives it
-back unchanged.
+what each section holds, is a read-only mapping of texts. Like a :class:`Record`, the
+statistics are read by attribute, not as a mapping
+(:class:`toposig.records.vocabulary.JsonView`); :meth:`Statistics.to_json` gives their
+JSON back unchanged, and :func:`about_of` reads what partial JSON says about itself.
 """
 
 from __future__ import annotations
@@ -45,13 +45,15 @@ from toposig.records.vocabulary import FeatureFamily, JsonView, is_number
 __all__ = ["StatisticsError", "Correlation", "Correlations", "ModelSummary", "Statistics",
            "SECTIONS", "statistics_problem", "scaling_of", "stability_of", "phases_of",
            "prediction_of", "prediction_by_feature_of", "wasserstein_of", "controlled_of",
-           "ensembles_of", "positive_controls_of", "models_of", "correlations_of"]
+           "ensembles_of", "positive_controls_of", "models_of", "correlations_of",
+           "About", "about_of"]
 
 
 SECTIONS = ("controlled", "phases", "stability", "scaling", "prediction",
             "prediction_by_feature", "wasserstein", "weight_wasserstein", "ensembles",
             "positive_controls", "notes")
-"""The sections kept as mappings of their JSON (each must be an object)."""
+"""The sections of the statistics besides the models, features and correlations (each
+must be an object)."""
 
 _FAMILY_NAMES = frozenset(f.value for f in FeatureFamily)
 _COEFFICIENTS = ("spearman_r", "spearman_p", "pearson_r", "pearson_p", "pearson_log_r",
@@ -268,6 +270,8 @@ def _problem(obj: object, typed: dict[str, Any]) -> str | None:
     damaged = [k for k in SECTIONS if k in obj and not isinstance(obj[k], dict)]
     if damaged:
         return f"have sections {', '.join(damaged)} that are not objects"
+    if not all(isinstance(v, str) for v in obj.get("notes", {}).values()):
+        return "have notes that are not texts"
     for name, read in _TYPED.items():
         if name in obj:
             try:
@@ -285,7 +289,7 @@ def _problem(obj: object, typed: dict[str, Any]) -> str | None:
 @dataclass(frozen=True, eq=False)
 class Statistics(JsonView):
     """A study's statistics (see the module). Build them with :meth:`from_json`; read
-    them by attribute, or as the mapping of their JSON.
+    them by attribute.
 
     Attributes:
         records_sha256: the digest of the records they were computed from
@@ -317,7 +321,7 @@ class Statistics(JsonView):
             (:class:`~toposig.records.ensembles.Ensembles`), or ``None``.
         positive_controls: the alignment with a stated ground truth
             (:class:`~toposig.records.positive_controls.PositiveControls`), or ``None``.
-        sections: every section (:data:`SECTIONS`) as the mapping of its JSON.
+        notes: what each section holds, by name (free text).
     """
 
     target: str
@@ -338,7 +342,7 @@ class Statistics(JsonView):
     weight_wasserstein: Distances | None = None
     ensembles: Ensembles | None = None
     positive_controls: PositiveControls | None = None
-    sections: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    notes: Mapping[str, str] = field(default_factory=dict)
     json: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -374,8 +378,7 @@ class Statistics(JsonView):
             records_sha256=data.get("records_sha256"),
             settings_hashes=tuple(data.get("settings_hash", ())),
             **typed,
-            sections=MappingProxyType({k: MappingProxyType(data[k]) for k in SECTIONS
-                                       if k in data}),
+            notes=MappingProxyType(dict(data.get("notes", {}))),
             json=MappingProxyType(data),
         )
 
@@ -401,6 +404,53 @@ class Statistics(JsonView):
         return (f"Statistics({len(self.models)} model(s), {n_features} features against "
                 f"{self.target}{best})")
 
+
+
+@dataclass(frozen=True)
+class About:
+    """What statistics, whole or partial, say about themselves: the fields a summary's
+    header reads, and which sections they hold.
+
+    Attributes:
+        target: the quality measure correlated with, or ``None``.
+        target_better: ``lower`` or ``higher``, or ``None``.
+        records_sha256: the digest of the records they come from, or ``None``.
+        settings_hashes: the settings hashes of those records.
+        notes: what each section holds, by name.
+        sections: the names of the sections present (:data:`SECTIONS`, ``models``,
+            ``correlations``...), damaged or not.
+    """
+
+    target: str | None = None
+    target_better: str | None = None
+    records_sha256: str | None = None
+    settings_hashes: tuple[str, ...] = ()
+    notes: Mapping[str, str] = field(default_factory=dict)
+    sections: frozenset[str] = frozenset()
+
+
+def about_of(statistics: Statistics | Mapping[str, Any]) -> About:
+    """:class:`About` typed statistics, or their JSON (whole, partial or damaged: a field
+    of the wrong type reads as absent)."""
+    if isinstance(statistics, Statistics):
+        return About(statistics.target, statistics.target_better, statistics.records_sha256,
+                     tuple(h for h in statistics.settings_hashes if h), statistics.notes,
+                     frozenset(statistics.json))
+
+    def text(key: str) -> str | None:
+        value = statistics.get(key)
+        return value if isinstance(value, str) else None
+
+    hashes = statistics.get("settings_hash")
+    notes = statistics.get("notes")
+    return About(
+        target=text("target"), target_better=text("target_better"),
+        records_sha256=text("records_sha256"),
+        settings_hashes=tuple(h for h in hashes if isinstance(h, str) and h)
+        if isinstance(hashes, list) else (),
+        notes=MappingProxyType({k: v for k, v in notes.items() if isinstance(v, str)}
+                               if isinstance(notes, dict) else {}),
+        sections=frozenset(statistics))
 
 
 def _typed_section(statistics: Statistics | Mapping[str, Any], name: str) -> Any:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 import math
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from enum import StrEnum
@@ -208,10 +208,11 @@ def json_tree(obj: object) -> object:
     return obj
 
 
-class JsonView(Mapping[str, Any]):
-    """A typed object that is also the read-only mapping of the JSON it was read from
-    (its ``json``): ``obj["features"]`` reads as the file does, ``obj == parsed_json``
-    compares the JSON, and :meth:`to_json` gives it back unchanged."""
+class JsonView:
+    """A typed object that keeps the JSON it was read from (its ``json``, read-only):
+    read it by attribute; :meth:`to_json` gives the JSON back unchanged, and two such
+    objects of one type are equal when their JSON is. It is not itself a mapping:
+    ``obj["features"]`` is an error, so that no reader goes around the types."""
 
     json: Mapping[str, Any]
 
@@ -219,21 +220,12 @@ class JsonView(Mapping[str, Any]):
         """The JSON it was read from: a copy, equal to what was read."""
         return copy.deepcopy(dict(self.json))
 
-    def __getitem__(self, key: str) -> Any:
-        return self.json[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.json)
-
-    def __len__(self) -> int:
-        return len(self.json)
-
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, Mapping):
-            return dict(self.json) == dict(other.items())
+        if type(other) is type(self):
+            return dict(self.json) == dict(other.json)  # type: ignore[attr-defined]
         return NotImplemented
 
-    __hash__ = None  # type: ignore[assignment]  # like the dict it reads as
+    __hash__ = None  # type: ignore[assignment]  # its JSON is mutable in principle
 
     def __reduce__(self):
         """Pickled (and deep-copied) as its JSON, read back by ``from_json``."""

@@ -14,7 +14,7 @@ alone (``Figure.overlay``), else side by side.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,8 +22,9 @@ import matplotlib.pyplot as plt
 from matplotlib.figure import Figure as MplFigure
 
 from toposig.analysis.compute import ArraysOf
+from toposig.records import Record
 from toposig.report.plots import FIGURES, WEIGHT_FIGURES
-from toposig.report.plots_analysis import ANALYSIS_FIGURES, not_drawn_reason
+from toposig.report.plots_analysis import ANALYSIS_FIGURES, not_drawn_reason, section_of
 from toposig.report.plots_controls import CONTROL_FIGURES
 from toposig.report.plots_ensembles import ENSEMBLE_FIGURES
 from toposig.report.plots_probes import PROBE_FIGURES
@@ -33,8 +34,11 @@ from toposig.report.style import (
     Drawn,
     Figure,
     FigureOutput,
+    RecordLike,
+    StatisticsLike,
     Target,
     applicable,
+    as_records,
     canvas,
     current_output,
     figure_output,
@@ -47,32 +51,35 @@ ALL_FIGURES: dict[str, Figure] = {**FIGURES, **WEIGHT_FIGURES, **ANALYSIS_FIGURE
                                   **PROBE_FIGURES, **ENSEMBLE_FIGURES, **CONTROL_FIGURES}
 
 
-def figures_that_apply(records: Sequence[Mapping], statistics: Mapping,
+def figures_that_apply(records: Iterable[RecordLike], statistics: StatisticsLike,
                        arrays: ArraysOf | None = None) -> list[Figure]:
-    """The figures of :data:`ALL_FIGURES` whose ``applies`` test holds, in drawing order."""
+    """The figures of :data:`ALL_FIGURES` whose ``applies`` test holds, in drawing order
+    (``records``: Records, or their JSON)."""
     return [ALL_FIGURES[name]
             for name in applicable(ALL_FIGURES, records, statistics, arrays)]
 
 
-def figures_not_drawn(statistics: Mapping) -> dict[str, str]:
+def figures_not_drawn(statistics: StatisticsLike) -> dict[str, str]:
     """Figure name -> why it is not drawn, for the figures drawn from one section of the
     statistics (``plots_analysis.has_section``) whose comparison this study cannot make
     (the section holds only a reason, e.g. scaling with one model)."""
     return {name: why for name, fig in ALL_FIGURES.items()
             if isinstance(section := getattr(fig.applies, "section", None), str)
-            and section in statistics and (why := not_drawn_reason(statistics, section))}
+            and section_of(statistics, section) is not None
+            and (why := not_drawn_reason(statistics, section))}
 
 
-def plot_all(records: Sequence[Mapping], statistics: Mapping, out_dir: str | Path,
+def plot_all(records: Iterable[RecordLike], statistics: StatisticsLike, out_dir: str | Path,
              arrays: ArraysOf | None = None,
              output: FigureOutput | None = None) -> list[Path]:
     """Write the figures that apply as ``<name>.png`` into ``out_dir`` (or in
     ``output``'s formats and resolution); returns their paths (in the first format).
 
+    ``records`` are :class:`~toposig.records.Record` or their JSON (read once, here).
     The seven embedding figures are drawn when some record has a hidden-state feature or
     a perplexity, the weight figures when some record has a weight-space feature, the
     correlation heatmap whenever the statistics hold correlations. Given ``arrays`` (a
-    record -> the arrays saved beside it, e.g.
+    record's arrays file -> the arrays saved there, e.g.
     :func:`toposig.run.results_folder.arrays_reader` of the folder), the analysis figures
     that apply follow; then, when records have them, the landscape and gradient figures.
     A figure of :data:`ALL_FIGURES` left in ``out_dir`` by an earlier analysis that this
@@ -80,10 +87,10 @@ def plot_all(records: Sequence[Mapping], statistics: Mapping, out_dir: str | Pat
     other files are not touched.
     """
     with figure_output(output or current_output()):
-        return _plot_all(records, statistics, Path(out_dir), arrays)
+        return _plot_all(as_records(records), statistics, Path(out_dir), arrays)
 
 
-def _plot_all(records: Sequence[Mapping], statistics: Mapping, out: Path,
+def _plot_all(records: Sequence[Record], statistics: StatisticsLike, out: Path,
               arrays: ArraysOf | None) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     paths = []
@@ -108,19 +115,24 @@ def _plot_all(records: Sequence[Mapping], statistics: Mapping, out: Path,
 @dataclass(frozen=True)
 class RunData:
     """What a figure is drawn from, for one run: its name (the label its models get on a
-    comparison), its records, its statistics and the arrays saved beside its records (a
-    record -> its arrays)."""
+    comparison), its records (:class:`~toposig.records.Record`; given as their JSON, they
+    are read here), its statistics and the arrays saved beside its records (a record's
+    arrays file -> its arrays)."""
 
     name: str
-    records: Sequence[Mapping] = field(default_factory=list)
-    statistics: Mapping = field(default_factory=dict)
+    records: Sequence[RecordLike] = field(default_factory=list)
+    statistics: StatisticsLike = field(default_factory=dict)
     arrays: ArraysOf | None = None
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "records", as_records(self.records))
 
-def relabelled(run: RunData) -> list[dict]:
-    """The run's records with each ``model_label`` prefixed by the run's name
+
+def relabelled(run: RunData) -> list[Record]:
+    """The run's records with each model label prefixed by the run's name
     (``<run>: <model>``), so that the models of two runs stay apart on one figure."""
-    return [{**r, "model_label": f"{run.name}: {r.get('model_label')}"} for r in run.records]
+    return [Record.from_json({**r.to_json(), "model_label": f"{run.name}: {r.model_label}"})
+            for r in as_records(run.records)]
 
 
 def plot_compared(fig: Figure, runs: Sequence[RunData], ax: Target | None = None
@@ -147,7 +159,7 @@ def plot_compared(fig: Figure, runs: Sequence[RunData], ax: Target | None = None
     if len(set(names)) != len(names):
         raise ValueError(f"runs to compare need different names, got {names}")
     runs = [run for run in runs  # a run without the data for it is left out
-            if fig.applies(run.records, run.statistics, run.arrays)]
+            if fig.applies(as_records(run.records), run.statistics, run.arrays)]
     if not runs:
         return None
     if len(runs) == 1:  # nothing to compare: the figure as the run's report draws it

@@ -4,12 +4,13 @@ forecast on the loss panel."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 
 from toposig.analysis.online import Signal
+from toposig.records import Record
 from toposig.report.panels import set_step_axis, value_of
 from toposig.report.style import RC_PARAMS, save_figure, subplots
 
@@ -18,12 +19,14 @@ LIVE_PANELS = (("h1_total_persistence", "H1 total persistence"),
                ("np_mean", "neural persistence (mean)"))
 
 
-def draw_live_figure(entries: Sequence[dict], path: str | Path, losses: Sequence[float | None],
+def draw_live_figure(entries: Sequence[Record | Mapping], path: str | Path,
+                     losses: Sequence[float | None],
                      signal: Signal | None = None, loss_name: str = "loss") -> Path | None:
     """Draw the panels the entries have values for, and the loss with the forecast.
 
     Args:
-        entries: one model's aggregate entries (one per measured step), in step order.
+        entries: one model's aggregate entries (one per measured step), in step order:
+            :class:`~toposig.records.Record`, or their JSON.
         path: the file to write (the suffix is replaced by each output format).
         losses: ``(n,)`` the loss of each entry (nats; ``None`` where unknown).
         signal: the latest :class:`~toposig.analysis.online.Signal`, whose forecast is
@@ -33,8 +36,9 @@ def draw_live_figure(entries: Sequence[dict], path: str | Path, losses: Sequence
     Returns:
         The path written, or ``None`` when there is nothing to draw.
     """
-    steps = [e.get("step") for e in entries]
-    panels = [(key, title, [value_of(e, key) for e in entries]) for key, title in LIVE_PANELS]
+    records = [Record.from_json(e) for e in entries]
+    steps = [r.step for r in records]
+    panels = [(key, title, [value_of(r, key) for r in records]) for key, title in LIVE_PANELS]
     panels = [p for p in panels if any(v is not None for v in p[2])]
     if any(v is not None for v in losses):
         panels.append(("loss", f"{loss_name} (nats / token)", list(losses)))
@@ -50,7 +54,7 @@ def draw_live_figure(entries: Sequence[dict], path: str | Path, losses: Sequence
             ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", ms=3, lw=1.2,
                     color="#1f77b4")
             ax.set_title(title, fontsize=9 if len(title) > 30 else None)
-            span = list(steps)
+            span: list[float | None] = list(steps)
             if key == "loss" and forecast is not None:
                 span.append(forecast.final_step)
                 for name, value, se, color in (

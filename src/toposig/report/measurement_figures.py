@@ -60,7 +60,7 @@ def plot_betti(diagrams: Sequence[np.ndarray], title: str = "",
     return fig
 
 
-def plot_layers(layer_features: Mapping[int, Mapping[str, float]],
+def plot_layers(layer_features: Mapping[int, Mapping[str, float | None]],
                 layer_names: Sequence[str] = (), title: str = "",
                 ax: Target | None = None) -> Drawn:
     """H1 total persistence and RankMe of each hidden state (x: the hidden state's index,

@@ -1,11 +1,11 @@
 """The drawing helpers every figure module shares: model styles and legends, the step
 axis, bootstrap bands, line panels and panel grids, the feature labels.
 
-Pure drawing on the Axes they are given, from records (one dict per model and checkpoint)
-and values; nothing here reads a file or knows a figure. Records are grouped by
-``model_label`` in first-seen order and sorted by step; missing or non-finite values are
-skipped point by point. Each model keeps one colour and marker in every figure
-(:func:`model_styles`).
+Pure drawing on the Axes they are given, from records (one
+:class:`toposig.records.Record` per model and checkpoint) and values; nothing here reads a
+file or knows a figure. Records are grouped by model label in first-seen order and sorted
+by step; missing or non-finite values are skipped point by point. Each model keeps one
+colour and marker in every figure (:func:`model_styles`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from toposig.analysis.correlations import (
 )
 from toposig.features.homology import FEATURE_NAMES
 from toposig.features.spectral import SPECTRAL_NAMES
-from toposig.records import FeatureFamily
+from toposig.records import FeatureFamily, Record
 from toposig.report.style import Drawn, Target, subplots
 
 GRID_FIGSIZE = (12.0, 8.0)
@@ -106,16 +106,17 @@ def finite_or_none(value: object) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def step_of(record: dict) -> float:
+def step_of(record: Record) -> float:
     """The record's step; a missing step (a lone final checkpoint) counts as 0."""
-    step = finite_or_none(record.get("step"))
+    step = finite_or_none(record.step)
     return 0.0 if step is None else step
 
 
-def value_of(record: dict, key: str) -> float | None:
-    """A feature of the record, or a top-level field such as ``perplexity``."""
-    features = record.get("features") or {}
-    return finite_or_none(features[key] if key in features else record.get(key))
+def value_of(record: Record, key: str) -> float | None:
+    """A feature of the record, or a quality measure such as ``perplexity`` (any
+    top-level number: :meth:`~toposig.records.Record.measure`)."""
+    features = record.features
+    return finite_or_none(features[key] if key in features else record.measure(key))
 
 
 _SEED_SUFFIX = re.compile(r"-seed[0-9]+$")
@@ -173,7 +174,7 @@ def legend_label(label: str, detail: str, n_models: int) -> str:
     return label if n_models > MAX_LEGEND_MODELS else f"{label}: {detail}"
 
 
-def record_series(groups: dict[str, list[dict]], key: str) -> Series:
+def record_series(groups: dict[str, list[Record]], key: str) -> Series:
     """Per model, (steps, values) of ``key``, missing values dropped."""
     out: Series = {}
     for label, recs in groups.items():
@@ -182,14 +183,14 @@ def record_series(groups: dict[str, list[dict]], key: str) -> Series:
     return out
 
 
-def all_steps(records: Sequence[dict]) -> list[float]:
+def all_steps(records: Sequence[Record]) -> list[float]:
     return [step_of(r) for r in records]
 
 
 BAND_LABEL = "value ± 1.96 bootstrap s.e. over texts"
 
 
-def bootstrap_band(record: dict, key: str) -> tuple[float, float] | None:
+def bootstrap_band(record: Record, key: str) -> tuple[float, float] | None:
     """The observed value of ``key`` ± 1.96 bootstrap standard errors, when recorded.
 
     Centred on the full-sample value, not on the resamples' own percentiles: a bootstrap
@@ -197,21 +198,22 @@ def bootstrap_band(record: dict, key: str) -> tuple[float, float] | None:
     lower (fewer points, fewer and shorter bars); their spread, not their level, is what
     the resamples measure.
     """
-    entry = (record.get("features_resampled") or {}).get(key)
-    value = finite_or_none((record.get("features") or {}).get(key))
-    if not isinstance(entry, dict) or value is None:
+    spread = record.resampled.get(key)
+    value = finite_or_none(record.features.get(key))
+    if spread is None or value is None:
         return None
-    std = finite_or_none(entry.get("std"))
+    std = finite_or_none(spread.std)
     return None if std is None else (value - 1.96 * std, value + 1.96 * std)
 
 
-def draw_bootstrap_bands(ax: Axes, groups: dict[str, list[dict]], styles: dict[str, Style],
-                         key: str, x_of: Callable[[dict], float]) -> bool:
-    """Shade each model's bootstrap band of ``key`` (``features_resampled``); True if any."""
+def draw_bootstrap_bands(ax: Axes, groups: dict[str, list[Record]], styles: dict[str, Style],
+                         key: str, x_of: Callable[[Record], float]) -> bool:
+    """Shade each model's bootstrap band of ``key`` (the records' ``resampled``); True if
+    any."""
     drawn = False
     for label, recs in groups.items():
         pts = sorted((x_of(r), *band) for r in recs
-                     if r.get("step") is not None and (band := bootstrap_band(r, key)))
+                     if r.step is not None and (band := bootstrap_band(r, key)))
         if not pts:
             continue
         x, lo, hi = (np.array(c) for c in zip(*pts, strict=True))
@@ -367,11 +369,11 @@ def line_panel(ax: Axes, series: Series, styles: dict[str, Style], *, title: str
         _legend(ax, handles)
 
 
-def feature_panel(ax: Axes, groups: dict[str, list[dict]], styles: dict[str, Style],
+def feature_panel(ax: Axes, groups: dict[str, list[Record]], styles: dict[str, Style],
                    key: str, steps: Sequence[float], logy: bool = False,
                    model_legend: bool = True) -> None:
     """``key`` per model vs step, with its bootstrap band over texts where records carry
-    one (``features_resampled``)."""
+    one (``resampled``)."""
     title, ylabel = FEATURE_LABELS.get(key, (key, key))
     band = draw_bootstrap_bands(ax, groups, styles, key, step_of)
     line_panel(ax, record_series(groups, key), styles, title=title, ylabel=ylabel,
@@ -392,7 +394,7 @@ def panel_grid(n_panels: int, ncols: int, figsize: tuple[float, float] = GRID_FI
     return fig, flat[:n_panels]
 
 
-def feature_grid(records: Sequence[dict], keys: Sequence[str], suptitle: str,
+def feature_grid(records: Sequence[Record], keys: Sequence[str], suptitle: str,
                  ncols: int = 3, note: str = "", *, target: Target | None = None) -> Drawn:
     """One panel per feature vs step, on ``target`` when given; ``note`` fills the first
     spare grid cell, if any."""

@@ -11,9 +11,9 @@ carry its features. The figures follow :mod:`toposig.report.style`'s convention;
 drawing helpers every figure module shares (panels, model styles, the step axis) are in
 :mod:`toposig.report.panels`.
 
-Every figure is drawn from the records (one dict per model and checkpoint, as written by
-the store) and the statistics computed by ``analysis.compute_statistics``. Records are
-grouped by ``model_label`` in first-seen order and sorted by step; missing or non-finite
+Every figure is drawn from the records (one :class:`toposig.records.Record` per model and
+checkpoint) and the statistics computed by ``analysis.compute_statistics``. Records are
+grouped by model label in first-seen order and sorted by step; missing or non-finite
 values are skipped point by point, so a partial run still gives every figure. Each model
 keeps one colour and marker in every figure.
 """
@@ -42,7 +42,7 @@ from toposig.analysis.correlations import (
     is_weight_feature,
 )
 from toposig.features.spectral import SPECTRAL_NAMES
-from toposig.records import FeatureFamily
+from toposig.records import FeatureFamily, Record
 from toposig.records.sections import Distances
 from toposig.records.statistics import (
     Correlation,
@@ -75,7 +75,15 @@ from toposig.report.panels import (
     topological_order,
     value_of,
 )
-from toposig.report.style import Drawn, Figure, Target, figure, registry, subplots
+from toposig.report.style import (
+    Drawn,
+    Figure,
+    StatisticsLike,
+    Target,
+    figure,
+    registry,
+    subplots,
+)
 
 logger = logging.getLogger(__name__)
 EMBEDDING_FEATURE_FAMILIES = (FeatureFamily.EMBEDDING_TOPOLOGICAL, FeatureFamily.EMBEDDING_SPECTRAL)
@@ -122,24 +130,24 @@ def _wasserstein_series(distances: Distances, labels: Iterable[str], dim: int,
 # ----------------------------------------------------------------------------- figures
 
 
-def has_embedding(records: Sequence[dict], statistics: dict | None = None,
+def has_embedding(records: Sequence[Record], statistics: StatisticsLike | None = None,
                   arrays: ArraysOf | None = None) -> bool:
     """Some record has a hidden-state feature (topological or spectral) or a perplexity."""
     return any(
         value_of(r, "perplexity") is not None
         or any(feature_family(k) in EMBEDDING_FEATURE_FAMILIES and finite_or_none(v) is not None
-               for k, v in (r.get("features") or {}).items())
+               for k, v in r.features.items())
         for r in records)
 
 
-def has_weight(records: Sequence[dict], statistics: dict | None = None,
+def has_weight(records: Sequence[Record], statistics: StatisticsLike | None = None,
                arrays: ArraysOf | None = None) -> bool:
     """Some record has a weight-space feature (``np_*`` or ``weight_*``)."""
     return any(is_weight_feature(k) and finite_or_none(v) is not None
-               for r in records for k, v in (r.get("features") or {}).items())
+               for r in records for k, v in r.features.items())
 
 
-def has_correlations(records: Sequence[dict], statistics: Mapping | None = None,
+def has_correlations(records: Sequence[Record], statistics: StatisticsLike | None = None,
                      arrays: ArraysOf | None = None) -> bool:
     """The statistics hold a correlation of some feature with the target."""
     correlations = correlations_in(statistics)
@@ -150,7 +158,7 @@ NO_CORRELATIONS = Correlations(target="", per_model=MappingProxyType({}),
                                pooled=MappingProxyType({}))
 
 
-def correlations_in(statistics: Mapping | None) -> Correlations:
+def correlations_in(statistics: StatisticsLike | None) -> Correlations:
     """The statistics' correlations with the target (:data:`NO_CORRELATIONS` where they
     have none, or damaged ones: the summary says what is wrong with them)."""
     try:
@@ -160,7 +168,7 @@ def correlations_in(statistics: Mapping | None) -> Correlations:
 
 
 @figure("summary_figure", has_embedding)
-def plot_summary_figure(records: Sequence[dict], statistics: dict,
+def plot_summary_figure(records: Sequence[Record], statistics: StatisticsLike,
                         arrays: ArraysOf | None = None,
                         on: Target | None = None) -> Drawn | None:
     """Perplexity, H1 total persistence (with its bootstrap band), RankMe and the H1
@@ -186,7 +194,7 @@ def plot_summary_figure(records: Sequence[dict], statistics: dict,
 
 
 @figure("topological_evolution", has_embedding, overlay=True)
-def plot_topological_evolution(records: Sequence[dict], statistics: dict,
+def plot_topological_evolution(records: Sequence[Record], statistics: StatisticsLike,
                                arrays: ArraysOf | None = None,
                                on: Target | None = None) -> Drawn | None:
     """Six persistent-homology features of the hidden states vs step (2 × 3)."""
@@ -195,7 +203,7 @@ def plot_topological_evolution(records: Sequence[dict], statistics: dict,
 
 
 @figure("spectral_evolution", has_embedding, overlay=True)
-def plot_spectral_evolution(records: Sequence[dict], statistics: dict,
+def plot_spectral_evolution(records: Sequence[Record], statistics: StatisticsLike,
                             arrays: ArraysOf | None = None,
                             on: Target | None = None) -> Drawn | None:
     """RankMe, covariance effective rank, participation ratio, decay α, stable rank vs step."""
@@ -213,7 +221,7 @@ def _correlation_text(corr: Correlation | None) -> str:
 
 
 @figure("topology_vs_perplexity", has_embedding)
-def plot_topology_vs_perplexity(records: Sequence[dict], statistics: dict,
+def plot_topology_vs_perplexity(records: Sequence[Record], statistics: StatisticsLike,
                                 arrays: ArraysOf | None = None,
                                 on: Target | None = None) -> Drawn | None:
     """H1 features against perplexity (log x), one colour per model, pooled Spearman noted.
@@ -224,7 +232,7 @@ def plot_topology_vs_perplexity(records: Sequence[dict], statistics: dict,
     groups = by_model(records)
     styles = model_styles(groups)
     pooled = correlations_in(statistics).pooled
-    present = {k for r in records for k in (r.get("features") or {})}
+    present = {k for r in records for k in r.features}
     keys = [k for k in H1_VS_PERPLEXITY if k in present] or list(H1_VS_PERPLEXITY[:4])
     fig, axes = panel_grid(len(keys), 3 if len(keys) > 4 else 2, target=on)
     for ax, key in zip(axes, keys, strict=True):
@@ -290,7 +298,7 @@ def _family_bands(ax: Axes, n_topo: int, n_spectral: int) -> None:
 
 
 @figure("topo_vs_spectral_correlations", has_embedding)
-def plot_topo_vs_spectral_correlations(records: Sequence[dict], statistics: dict,
+def plot_topo_vs_spectral_correlations(records: Sequence[Record], statistics: StatisticsLike,
                                        arrays: ArraysOf | None = None,
                                        on: Target | None = None) -> Drawn | None:
     """|Spearman ρ| of each feature with perplexity, one bar per model, grouped by feature.
@@ -362,7 +370,7 @@ def plot_topo_vs_spectral_correlations(records: Sequence[dict], statistics: dict
 
 
 @figure("wasserstein_rate", has_embedding)
-def plot_wasserstein_rate(records: Sequence[dict], statistics: dict,
+def plot_wasserstein_rate(records: Sequence[Record], statistics: StatisticsLike,
                           arrays: ArraysOf | None = None,
                           on: Target | None = None) -> Drawn | None:
     """H0 and H1 Wasserstein distance to the previous checkpoint vs step (L∞ solid, L2
@@ -390,7 +398,7 @@ def plot_wasserstein_rate(records: Sequence[dict], statistics: dict,
 
 
 @figure("perplexity_curves", has_embedding, overlay=True)
-def plot_perplexity_curves(records: Sequence[dict], statistics: dict,
+def plot_perplexity_curves(records: Sequence[Record], statistics: StatisticsLike,
                            arrays: ArraysOf | None = None,
                            on: Target | None = None) -> Drawn | None:
     """Perplexity vs step per model, log y."""
@@ -405,7 +413,7 @@ def plot_perplexity_curves(records: Sequence[dict], statistics: dict,
 # ------------------------------------------------------------------------ weight space
 
 
-def _band_panel(ax: Axes, groups: dict[str, list[dict]], styles: dict[str, Style],
+def _band_panel(ax: Axes, groups: dict[str, list[Record]], styles: dict[str, Style],
                 prefix: str, steps: Sequence[float], *, title: str, ylabel: str) -> None:
     """``<prefix>_mean`` per model vs step, a shaded ±``<prefix>_std`` band around it and,
     where present, thin dotted ``<prefix>_min`` / ``<prefix>_max`` lines."""
@@ -438,7 +446,7 @@ def _band_panel(ax: Axes, groups: dict[str, list[dict]], styles: dict[str, Style
 
 
 @figure("neural_persistence_evolution", has_weight, overlay=True)
-def plot_neural_persistence_evolution(records: Sequence[dict], statistics: dict,
+def plot_neural_persistence_evolution(records: Sequence[Record], statistics: StatisticsLike,
                                       arrays: ArraysOf | None = None,
                                       on: Target | None = None) -> Drawn | None:
     """Neural persistence vs step (1 × 2): Rieck et al.'s normalised NP, the seed's variant.
@@ -461,7 +469,7 @@ def plot_neural_persistence_evolution(records: Sequence[dict], statistics: dict,
 
 
 @figure("vr_persistence_evolution", has_weight, overlay=True)
-def plot_vr_persistence_evolution(records: Sequence[dict], statistics: dict,
+def plot_vr_persistence_evolution(records: Sequence[Record], statistics: StatisticsLike,
                                   arrays: ArraysOf | None = None,
                                   on: Target | None = None) -> Drawn | None:
     """Weight-row Vietoris–Rips homology vs step (2 × 2), summed over weight matrices.
@@ -486,7 +494,7 @@ def plot_vr_persistence_evolution(records: Sequence[dict], statistics: dict,
     return fig
 
 
-def _target(records: Sequence[dict], statistics: dict) -> str:
+def _target(records: Sequence[Record], statistics: StatisticsLike) -> str:
     """The quality measure the correlations were computed against (``perplexity``,
     ``loss`` or ``mlm_loss``); without statistics, the first that some record has."""
     target = correlations_in(statistics).target
@@ -519,7 +527,7 @@ def _rho_text(corr: Correlation | None) -> str:
     return f"ρ = {r:+.2f}, p = {'n/a' if p is None else f'{p:.2g}'} ({n_text})"
 
 
-def _quality_scatter(ax: Axes, groups: dict[str, list[dict]], styles: dict[str, Style],
+def _quality_scatter(ax: Axes, groups: dict[str, list[Record]], styles: dict[str, Style],
                      key: str, target: str, correlations: Correlations) -> None:
     """``target`` against feature ``key``, one colour per model, joined in step order.
 
@@ -567,7 +575,7 @@ def _quality_scatter(ax: Axes, groups: dict[str, list[dict]], styles: dict[str, 
 
 
 @figure("np_vs_loss_scatter", has_weight)
-def plot_np_vs_loss_scatter(records: Sequence[dict], statistics: dict,
+def plot_np_vs_loss_scatter(records: Sequence[Record], statistics: StatisticsLike,
                             arrays: ArraysOf | None = None,
                             on: Target | None = None) -> Drawn | None:
     """The quality target (loss or perplexity) against neural persistence and against
@@ -601,7 +609,7 @@ def _heatmap_features(correlations: Correlations) -> list[tuple[str, list[str]]]
 
 
 @figure("correlation_heatmap", has_correlations)
-def plot_correlation_heatmap(records: Sequence[dict], statistics: dict,
+def plot_correlation_heatmap(records: Sequence[Record], statistics: StatisticsLike,
                              arrays: ArraysOf | None = None,
                              on: Target | None = None) -> Drawn | None:
     """Spearman ρ of every feature with the quality target: rows features, grouped by

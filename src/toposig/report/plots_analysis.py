@@ -4,22 +4,23 @@ persistence diagrams or per-layer features.
 
 Each figure is a :class:`toposig.report.style.Figure` (``plot_<name>.plot(records,
 statistics, arrays=None, ax=None)`` draws it, ``.save(..., path, ...)`` writes it),
-drawn from the records (as written by the store), the statistics of
+drawn from the records (:class:`toposig.records.Record`), the statistics of
 ``analysis.compute_statistics`` and, for the diagram figures, the ``.npz`` arrays under
 the results root. A missing section, field or file gives a "no data" panel rather than an
 error, except :func:`plot_layer_heatmaps`, which draws nothing (``None``) when no record
-has ``layer_features``. Each applies only given the results root
+has per-layer features (``layers``). Each applies only given the results root
 (and the data it draws); ``figures.plot_all`` draws those that apply after the report
 figures.
 
-Models keep the colours and markers of ``plots`` (first-seen order of ``model_label``).
+Models keep the colours and markers of ``plots`` (first-seen order of model labels).
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -33,7 +34,7 @@ from matplotlib.ticker import FuncFormatter
 from toposig.analysis.compute import ArraysOf, layer_diagrams
 from toposig.analysis.correlations import by_model, feature_family
 from toposig.features.homology import betti_curve
-from toposig.records import FeatureFamily
+from toposig.records import FeatureFamily, Record
 from toposig.records.controlled import Controlled, ControlledTest
 from toposig.records.rounding import round_floats
 from toposig.records.sections import Phases, PiecewiseFit, PowerLawFit
@@ -57,7 +58,16 @@ from toposig.report.panels import (
     step_of,
     value_of,
 )
-from toposig.report.style import Applies, Drawn, Figure, Target, figure, registry, subplots
+from toposig.report.style import (
+    Applies,
+    Drawn,
+    Figure,
+    StatisticsLike,
+    Target,
+    figure,
+    registry,
+    subplots,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -88,42 +98,67 @@ QUALITY_LABELS = {"final_loss": ("Final loss", "final loss (nats / token)"),
 # root, which callers pass to opt in.
 
 
-def has_quality(records: Sequence[dict], statistics: dict, arrays: ArraysOf | None) -> bool:
+def has_quality(records: Sequence[Record], statistics: StatisticsLike,
+                arrays: ArraysOf | None) -> bool:
     """Some record has a loss, a perplexity or a masked-LM loss."""
     return arrays is not None and any(
-        finite_or_none(r.get(k)) is not None for r in records
-        for k in ("loss", "perplexity", "mlm_loss"))
+        finite_or_none(v) is not None for r in records
+        for v in (r.loss, r.perplexity, r.mlm_loss))
+
+
+SECTION_READERS: dict[str, Callable[[StatisticsLike], Any]] = {
+    "controlled": controlled_of, "phases": phases_of, "scaling": scaling_of,
+    "prediction": prediction_of}
+"""The sections an analysis figure is drawn from (:func:`has_section`), each with its
+reader (typed statistics or their JSON -> the section, typed, or ``None``)."""
 
 
 def has_section(section: str) -> Applies:
     """The statistics have ``section`` with results: one that only holds a ``reason`` (a
     comparison this study cannot make, such as scaling with one model size) draws no
     figure; :func:`toposig.report.figures.figures_not_drawn` says why."""
+    if section not in SECTION_READERS:
+        raise ValueError(f"no figure is drawn from a {section!r} section; those drawn from "
+                         f"one are {', '.join(SECTION_READERS)}")
 
-    def applies(records: Sequence[dict], statistics: dict, arrays: ArraysOf | None) -> bool:
+    def applies(records: Sequence[Record], statistics: StatisticsLike,
+                arrays: ArraysOf | None) -> bool:
         return arrays is not None and not_drawn_reason(statistics, section) is None
 
     applies.section = section  # type: ignore[attr-defined]  # read by figures_not_drawn
     return applies
 
 
-def not_drawn_reason(statistics: Mapping, section: str) -> str | None:
+def section_of(statistics: StatisticsLike, section: str) -> Any:
+    """Section ``section`` (one of :data:`SECTION_READERS`) of the statistics, typed, or
+    ``None`` when they have none.
+
+    Raises:
+        toposig.records.sections.SectionError: statistics given as JSON whose section is
+            damaged.
+    """
+    return SECTION_READERS[section](statistics)
+
+
+def not_drawn_reason(statistics: StatisticsLike, section: str) -> str | None:
     """Why ``section`` of the statistics has nothing to draw (absent, or only a
     ``reason``), else ``None``."""
-    value = statistics.get(section)
+    value = section_of(statistics, section)
     if value is None:
         return f"the statistics have no {section} section"
-    if isinstance(value, dict) and set(value) == {"reason"}:
-        return str(value["reason"])
+    reason = getattr(value, "reason", None)
+    if reason is not None and value == type(value)(reason=reason):  # a reason and nothing else
+        return str(reason)
     return None
 
 
-def has_arrays(records: Sequence[dict], statistics: dict, arrays: ArraysOf | None) -> bool:
-    """Some record has stored persistence diagrams (``arrays_file``)."""
-    return arrays is not None and any(r.get("arrays_file") for r in records)
+def has_arrays(records: Sequence[Record], statistics: StatisticsLike,
+               arrays: ArraysOf | None) -> bool:
+    """Some record has stored persistence diagrams (its embedding arrays file)."""
+    return arrays is not None and any(r.arrays_file() for r in records)
 
 
-def has_layer_features(records: Sequence[dict], statistics: dict,
+def has_layer_features(records: Sequence[Record], statistics: StatisticsLike,
                        arrays: ArraysOf | None) -> bool:
     """Some record has per-layer features (``--layers all``)."""
     return arrays is not None and _layered(records)
@@ -168,11 +203,12 @@ def _step_ticks(max_step: float) -> list[float]:
     return ticks
 
 
-def _num_parameters(recs: list[dict]) -> float | None:
-    return next((n for r in reversed(recs) if (n := finite_or_none(r.get("num_parameters")))), None)
+def _num_parameters(recs: list[Record]) -> float | None:
+    return next((n for r in reversed(recs) if (n := finite_or_none(r.num_parameters))), None)
 
 
-def _spread_models(groups: dict[str, list[dict]], limit: int = MAX_MODEL_COLUMNS) -> list[str]:
+def _spread_models(groups: dict[str, list[Record]], limit: int = MAX_MODEL_COLUMNS
+                   ) -> list[str]:
     """Up to ``limit`` models, spread evenly over the range of sizes (smallest first)."""
     labels = sorted(groups, key=lambda lb: _num_parameters(groups[lb]) or 0.0)
     if len(labels) <= limit:
@@ -197,14 +233,14 @@ def _heat_ticks(ax: Axes, steps: Sequence[float], axis: str = "y") -> None:
 
 
 @figure("training_curves", has_quality, overlay=True)
-def plot_training_curves(records: list[dict], statistics: dict,
+def plot_training_curves(records: Sequence[Record], statistics: StatisticsLike,
                          arrays: ArraysOf | None = None,
                          on: Target | None = None) -> Drawn | None:
     """The quality target per model across training (1 × 2): the validation loss stored
     with each checkpoint, and the perplexity measured on the analysed texts (log y), or
     for encoders their masked-LM loss on the same texts.
 
-    Where records carry ``features_resampled`` for a quantity, its bootstrap band over
+    Where records carry bootstrap resamples (``resampled``) of a quantity, its band over
     texts is shaded.
     """
     groups = by_model(records)
@@ -213,8 +249,8 @@ def plot_training_curves(records: list[dict], statistics: dict,
     fig, axes = panel_grid(2, 2, figsize=(12.0, 5.0), target=on)
     measured = (("mlm_loss", "Masked-LM loss on the analysed texts (an encoder's)",
                  "masked-LM loss (nats / masked token)", False, "no masked-LM loss")
-                if any(finite_or_none(r.get("mlm_loss")) is not None for r in records)
-                and not any(finite_or_none(r.get("perplexity")) is not None for r in records)
+                if any(finite_or_none(r.mlm_loss) is not None for r in records)
+                and not any(finite_or_none(r.perplexity) is not None for r in records)
                 else ("perplexity", "Perplexity on the analysed texts",
                       "perplexity (log scale)", True, "no perplexity"))
     for ax, key, title, ylabel, logy, empty in (
@@ -229,12 +265,11 @@ def plot_training_curves(records: list[dict], statistics: dict,
     return fig
 
 
-def stored_loss_title(records: Sequence[dict]) -> str:
+def stored_loss_title(records: Sequence[Record]) -> str:
     """What the stored losses are: a validation loss (``val_loss``, ``eval_loss``) as the
     project's and most trainers' checkpoints store, or, where any record's ``loss_key``
     says otherwise (a live run's training loss), the keys themselves."""
-    keys = sorted({str(r.get("loss_key")) for r in records
-                   if finite_or_none(r.get("loss")) is not None})
+    keys = sorted({str(r.loss_key) for r in records if finite_or_none(r.loss) is not None})
     if all("val" in k.rsplit(".", 1)[-1] for k in keys):
         return "Validation loss stored with the checkpoint"
     return f"Loss stored with the checkpoint ({', '.join(keys)})"
@@ -281,7 +316,7 @@ def _targets_text(controlled: Controlled) -> str:
 
 
 @figure("controls_summary", has_section("controlled"))
-def plot_controls_summary(records: list[dict], statistics: dict,
+def plot_controls_summary(records: Sequence[Record], statistics: StatisticsLike,
                           arrays: ArraysOf | None = None,
                           on: Target | None = None) -> Drawn | None:
     """Which feature–quality correlations survive the controls: rows features (grouped by
@@ -391,7 +426,7 @@ def _phase_features(phases: Phases) -> list[str]:
     return chosen[:MAX_PHASE_PANELS]
 
 
-def _log_step(record: dict) -> float:
+def _log_step(record: Record) -> float:
     return math.log1p(max(step_of(record), 0.0))
 
 
@@ -404,14 +439,14 @@ def _add_step_axis(ax: Axes, max_step: float) -> None:
 
 
 @figure("phase_fits", has_section("phases"))
-def plot_phase_fits(records: list[dict], statistics: dict,
+def plot_phase_fits(records: Sequence[Record], statistics: StatisticsLike,
                     arrays: ArraysOf | None = None,
                     on: Target | None = None) -> Drawn | None:
     """Three-segment continuous fits of features against log(1 + step), per model.
 
     Points are the checkpoints, lines the fits of the statistics' phases (reconstructed
     from intercept, slopes and breakpoints), dotted verticals the breakpoints; shaded bands
-    the bootstrap over texts where records carry ``features_resampled``.
+    the bootstrap over texts where records carry resamples (``resampled``).
     """
     phases = phases_of(statistics) or Phases()
     features = _phase_features(phases)
@@ -431,7 +466,7 @@ def plot_phase_fits(records: list[dict], statistics: dict,
         handles: list = []
         for label in labels:
             st = styles[label]
-            recs = [r for r in groups.get(label, []) if r.get("step") is not None]
+            recs = [r for r in groups.get(label, []) if r.step is not None]
             pts = [(_log_step(r), v) for r in recs if (v := value_of(r, feature)) is not None]
             if pts:
                 x, y = zip(*pts, strict=True)
@@ -484,12 +519,12 @@ def plot_phase_fits(records: list[dict], statistics: dict,
 # ----------------------------------------------------------------------------- scaling
 
 
-def _final_value(record: dict, name: str) -> float | None:
+def _final_value(record: Record, name: str) -> float | None:
     if name == "final_loss":
-        return next((v for k in ("loss", "mean_nll", "mlm_loss")
-                     if (v := finite_or_none(record.get(k))) is not None), None)
+        return next((v for x in (record.loss, record.mean_nll, record.mlm_loss)
+                     if (v := finite_or_none(x)) is not None), None)
     if name == "final_perplexity":
-        return finite_or_none(record.get("perplexity"))
+        return finite_or_none(record.perplexity)
     return value_of(record, name)
 
 
@@ -497,7 +532,7 @@ def _p_text(p: float | None) -> str:
     return "n/a" if p is None else f"{p:.2g}"
 
 
-def _scaling_panel(ax: Axes, name: str, fit: PowerLawFit, groups: dict[str, list[dict]],
+def _scaling_panel(ax: Axes, name: str, fit: PowerLawFit, groups: dict[str, list[Record]],
                    sizes: Mapping[str, float | None], styles: dict[str, Style]) -> None:
     pts = []
     for label, recs in groups.items():
@@ -550,7 +585,7 @@ def _scaling_panel(ax: Axes, name: str, fit: PowerLawFit, groups: dict[str, list
 
 
 @figure("scaling_relationships", has_section("scaling"))
-def plot_scaling_relationships(records: list[dict], statistics: dict,
+def plot_scaling_relationships(records: Sequence[Record], statistics: StatisticsLike,
                                arrays: ArraysOf | None = None,
                                on: Target | None = None) -> Drawn | None:
     """Final loss and up to five final-checkpoint features against parameter count
@@ -607,7 +642,7 @@ def _fraction_label(key: str) -> str:
 
 
 @figure("prediction_comparison", has_section("prediction"))
-def plot_prediction_comparison(records: list[dict], statistics: dict,
+def plot_prediction_comparison(records: Sequence[Record], statistics: StatisticsLike,
                                arrays: ArraysOf | None = None,
                                on: Target | None = None) -> Drawn | None:
     """Early prediction of the final loss (1 × 2): MAE over models per method and early
@@ -703,21 +738,25 @@ def plot_prediction_comparison(records: list[dict], statistics: dict,
 # ------------------------------------------------------------------ diagram figures
 
 
-def record_diagrams(arrays: ArraysOf, record: dict) -> dict[int, np.ndarray]:
-    """``{q: (m, 2) diagram}`` of the record's analysed layer, from its ``arrays``
-    (:func:`toposig.analysis.compute.layer_diagrams`); ``{}`` when they cannot be read."""
-    if not record.get("arrays_file"):
+def record_diagrams(arrays: ArraysOf, record: Record) -> dict[int, np.ndarray]:
+    """``{q: (m, 2) diagram}`` of the record's analysed layer, from the arrays of its
+    embedding arrays file (:func:`toposig.analysis.compute.layer_diagrams`); ``{}`` when
+    they cannot be read."""
+    file = record.arrays_file()
+    if not file:
         return {}
     try:
-        dgms = layer_diagrams(arrays(record), record["layer"])
+        if record.layer is None:
+            raise KeyError("layer")
+        dgms = layer_diagrams(arrays(file), record.layer)
     except (OSError, ValueError, KeyError) as exc:
         logger.warning("cannot read the diagrams of %s step %s: %s",
-                       record.get("model_label"), record.get("step"), exc)
+                       record.model_label, record.step, exc)
         return {}
     return {q: np.asarray(d, dtype=np.float64).reshape(-1, 2) for q, d in enumerate(dgms)}
 
 
-def _diagram_series(records: list[dict], arrays: ArraysOf | None
+def _diagram_series(records: Sequence[Record], arrays: ArraysOf | None
                     ) -> dict[str, list[tuple[float, dict[int, np.ndarray]]]]:
     """Per model, (step, diagrams) of each record whose arrays load, in step order."""
     if arrays is None:
@@ -740,7 +779,7 @@ def _scale_max(series: dict, q: int) -> float:
 
 
 @figure("betti_curves", has_arrays)
-def plot_betti_curves(records: list[dict], statistics: dict,
+def plot_betti_curves(records: Sequence[Record], statistics: StatisticsLike,
                       arrays: ArraysOf | None = None,
                       on: Target | None = None) -> Drawn | None:
     """CROCKER plot: Betti numbers of the hidden-state diagrams over filtration scale (x)
@@ -802,7 +841,7 @@ def select_checkpoints(steps: Sequence[float], k: int = MAX_DIAGRAM_CHECKPOINTS)
 
 
 @figure("persistence_diagrams", has_arrays)
-def plot_persistence_diagrams(records: list[dict], statistics: dict,
+def plot_persistence_diagrams(records: Sequence[Record], statistics: StatisticsLike,
                               arrays: ArraysOf | None = None,
                               on: Target | None = None) -> Drawn | None:
     """H0 and H1 persistence diagrams (rows) of the largest model at up to five
@@ -873,7 +912,7 @@ def plot_persistence_diagrams(records: list[dict], statistics: dict,
 BLOCK_FIRST_MODEL_TYPES = frozenset({"mamba", "mamba2", "falcon_mamba", "rwkv"})
 
 
-def layer_names(record: dict) -> list[str] | None:
+def layer_names(record: Record) -> list[str] | None:
     """What each hidden-state index of an embedding record is, one label per index.
 
     The record's own ``layer_names`` (found by probing the model:
@@ -883,10 +922,9 @@ def layer_names(record: dict) -> list[str] | None:
     ``["embeddings", "block 1", ..., "block n-1", "last hidden state"]`` for any other
     type; ``None`` when neither is known.
     """
-    names = record.get("layer_names")
-    if isinstance(names, list) and names and all(isinstance(n, str) for n in names):
-        return names
-    model_type, n = record.get("model_type"), record.get("num_layers")
+    if record.layer_names:
+        return list(record.layer_names)
+    model_type, n = record.model_type, record.measure("num_layers")
     if not isinstance(model_type, str) or not isinstance(n, int) or isinstance(n, bool) \
             or n < 1:
         return None
@@ -895,7 +933,7 @@ def layer_names(record: dict) -> list[str] | None:
     return ["embeddings", *(f"block {k}" for k in range(1, n)), "last hidden state"]
 
 
-def layer_tick_labels(records: Sequence[dict], layers: Sequence[int]) -> list[str]:
+def layer_tick_labels(records: Sequence[Record], layers: Sequence[int]) -> list[str]:
     """Labels of hidden-state indices ``layers`` for one model's records: what each
     index is (:func:`layer_names` of the last record that says), else the index itself
     (``"3"``). Index 0 is labelled ``"embeddings"`` only where it is the embedding
@@ -904,23 +942,22 @@ def layer_tick_labels(records: Sequence[dict], layers: Sequence[int]) -> list[st
     return [names[i] if 0 <= i < len(names) else str(i) for i in layers]
 
 
-def _layered(records: Sequence[dict]) -> bool:
-    return any(isinstance(r.get("layer_features"), dict) and r["layer_features"]
-               for r in records)
+def _layered(records: Sequence[Record]) -> bool:
+    return any(r.layers for r in records)
 
 
 @figure("layer_heatmaps", has_layer_features)
-def plot_layer_heatmaps(records: list[dict], statistics: dict,
+def plot_layer_heatmaps(records: Sequence[Record], statistics: StatisticsLike,
                         arrays: ArraysOf | None = None,
                         on: Target | None = None) -> Drawn | None:
     """Per model (columns, up to four), a layer × checkpoint heatmap of H1 total
-    persistence and of RankMe (rows), from ``layer_features`` (runs with ``--layers
-    all``), each row labelled with what that hidden state is (:func:`layer_tick_labels`:
-    ``embeddings``, ``block k``, ``final norm``). Returns None (nothing drawn) when
-    no record has ``layer_features``."""
+    persistence and of RankMe (rows), from the records' per-layer features (``layers``:
+    runs with ``--layers all``), each row labelled with what that hidden state is
+    (:func:`layer_tick_labels`: ``embeddings``, ``block k``, ``final norm``). Returns None
+    (nothing drawn) when no record has per-layer features."""
     if not _layered(records):
         return None
-    groups = {lb: [r for r in recs if r.get("layer_features")]
+    groups = {lb: [r for r in recs if r.layers]
               for lb, recs in by_model(records).items()}
     groups = {lb: recs for lb, recs in groups.items() if recs}
     labels = _spread_models(groups)
@@ -934,13 +971,11 @@ def plot_layer_heatmaps(records: list[dict], statistics: dict,
         for col, label in enumerate(labels):
             ax = axes[row][col]
             recs = groups[label]
-            layers = sorted({int(k) for r in recs for k in r["layer_features"]
-                             if str(k).lstrip("-").isdigit()})
+            layers = sorted({k for r in recs for k in r.layers})
             matrix = np.full((len(layers), len(recs)), np.nan)
             for j, r in enumerate(recs):
                 for i, layer in enumerate(layers):
-                    feats = r["layer_features"].get(str(layer)) or {}
-                    v = finite_or_none(feats.get(feature)) if isinstance(feats, dict) else None
+                    v = finite_or_none((r.layers.get(layer) or {}).get(feature))
                     if v is not None:
                         matrix[i, j] = v
             ax.set_title(f"{label}: {name}", fontsize=10)

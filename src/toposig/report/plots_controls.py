@@ -8,7 +8,7 @@ modules, it reads nothing from disk.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 from matplotlib.axes import Axes
@@ -16,11 +16,20 @@ from matplotlib.lines import Line2D
 
 from toposig.analysis.compute import ArraysOf
 from toposig.analysis.correlations import by_model
+from toposig.records import Record
 from toposig.records.positive_controls import Alignment, PositiveControls
 from toposig.records.reading import SectionError
 from toposig.records.statistics import positive_controls_of
 from toposig.report.panels import finite_or_none, no_data, panel_grid, record_series
-from toposig.report.style import Drawn, Figure, Target, figure, registry, subplots
+from toposig.report.style import (
+    Drawn,
+    Figure,
+    StatisticsLike,
+    Target,
+    figure,
+    registry,
+    subplots,
+)
 
 MAX_FEATURES = 24  # rows of the alignment panel: the references, then the best placed
 CURVES = 4  # panels of feature curves: the best placed features but the references
@@ -32,7 +41,7 @@ def run_colours(runs: Sequence[str]) -> dict[str, str]:
     return {r: f"C{i % 10}" for i, r in enumerate(runs)}
 
 
-def has_positive_controls(records: Sequence[dict], statistics: Mapping,
+def has_positive_controls(records: Sequence[Record], statistics: StatisticsLike,
                           arrays: ArraysOf | None) -> bool:
     """The statistics hold a positive-control section with at least one run (a damaged
     section draws nothing; the summary says what is wrong with it)."""
@@ -111,7 +120,7 @@ def _alignment_panel(ax: Axes, section: PositiveControls) -> None:
                               label=r) for r in runs], fontsize=7, loc="lower right")
 
 
-def _curves_panel(ax: Axes, records: Sequence[dict], section: PositiveControls, feature: str,
+def _curves_panel(ax: Axes, records: Sequence[Record], section: PositiveControls, feature: str,
                   event: str) -> None:
     """One feature across training, every run scaled to its own range (0: its lowest
     value, 1: its highest), with the run's event (dashed) and the feature's change-point
@@ -146,7 +155,7 @@ def _curves_panel(ax: Axes, records: Sequence[dict], section: PositiveControls, 
 
 
 @figure("positive_control", has_positive_controls)
-def plot_positive_control(records: list[dict], statistics: Mapping,
+def plot_positive_control(records: Sequence[Record], statistics: StatisticsLike,
                           arrays: ArraysOf | None = None,
                           on: Target | None = None) -> Drawn | None:
     """A positive control: the ground-truth signal of every run across training with its

@@ -8,18 +8,19 @@ intervals. Like the other figure modules, it reads nothing from disk.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 
 from toposig.analysis.compute import ArraysOf
+from toposig.records import Record
 from toposig.records.ensembles import AcrossSeeds, Ensembles
 from toposig.records.reading import SectionError
 from toposig.records.statistics import ensembles_of
 from toposig.report.panels import finite_or_none, model_styles, no_data, panel_grid
-from toposig.report.style import Drawn, Figure, Target, figure, registry
+from toposig.report.style import Drawn, Figure, StatisticsLike, Target, figure, registry
 
 # the features drawn in the forest panel, in this order, where the section has them
 HEADLINE_FEATURES = ("h0_total_persistence", "h1_total_persistence", "h1_n_features",
@@ -28,8 +29,8 @@ HEADLINE_FEATURES = ("h0_total_persistence", "h1_total_persistence", "h1_n_featu
 FRACTION_MARKERS = ("o", "s", "^")
 
 
-def has_ensembles(records: Sequence[dict], statistics: Mapping, arrays: ArraysOf | None
-                  ) -> bool:
+def has_ensembles(records: Sequence[Record], statistics: StatisticsLike,
+                  arrays: ArraysOf | None) -> bool:
     """The statistics hold an across-seeds analysis with at least one seed group (a
     damaged section draws nothing; the summary says what is wrong with it)."""
     try:
@@ -39,15 +40,15 @@ def has_ensembles(records: Sequence[dict], statistics: Mapping, arrays: ArraysOf
     return section is not None and bool(section.groups)
 
 
-def _loss_panel(ax: Axes, records: Sequence[Mapping], groups: Sequence[str], styles) -> None:
+def _loss_panel(ax: Axes, records: Sequence[Record], groups: Sequence[str], styles) -> None:
     """Held-out loss across training, one thin line per seed, coloured by size."""
     runs: dict[str, list[tuple[int, float]]] = {}
     group_of: dict[str, str] = {}
     for r in records:
-        loss, step = finite_or_none(r.get("loss")), r.get("step")
-        if r.get("seed_group") in groups and loss is not None and step is not None:
-            runs.setdefault(r["model_label"], []).append((int(step), loss))
-            group_of[r["model_label"]] = r["seed_group"]
+        loss, step, group = finite_or_none(r.loss), r.step, r.checkpoint.seed_group
+        if group is not None and group in groups and loss is not None and step is not None:
+            runs.setdefault(r.model_label, []).append((int(step), loss))
+            group_of[r.model_label] = group
     if not runs:
         no_data(ax, "no stored loss")
         return
@@ -103,7 +104,7 @@ def _forest_panel(ax: Axes, section: Ensembles, groups: Sequence[str], styles) -
 
 
 @figure("seed_ensemble", has_ensembles)
-def plot_seed_ensemble(records: list[dict], statistics: Mapping,
+def plot_seed_ensemble(records: Sequence[Record], statistics: StatisticsLike,
                        arrays: ArraysOf | None = None,
                        on: Target | None = None) -> Drawn | None:
     """A seed ensemble (1 × 2): the held-out loss of every seed across training,

@@ -13,16 +13,25 @@ results root: without it, or them, :func:`plot_loss_landscapes` draws nothing).
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 from matplotlib.lines import Line2D
 
 from toposig.analysis.compute import ArraysOf
 from toposig.analysis.correlations import by_model, feature_family
+from toposig.records import Family, Record
 from toposig.report.panels import feature_grid
 from toposig.report.plots_analysis import select_checkpoints
-from toposig.report.style import Drawn, Figure, Target, figure, registry, subplots
+from toposig.report.style import (
+    Drawn,
+    Figure,
+    StatisticsLike,
+    Target,
+    figure,
+    registry,
+    subplots,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -33,19 +42,18 @@ SURFACE_COLUMNS = 3
 MAX_SURFACE_ROWS = 5
 
 
-def _present(records: Sequence[dict], names: Sequence[str]) -> list[str]:
-    return [n for n in names if any(n in (r.get("features") or {}) for r in records)]
+def _present(records: Sequence[Record], names: Sequence[str]) -> list[str]:
+    return [n for n in names if any(n in r.features for r in records)]
 
 
-def has_probe_features(records: Sequence[dict], statistics: dict | None = None,
+def has_probe_features(records: Sequence[Record], statistics: StatisticsLike | None = None,
                        arrays: ArraysOf | None = None) -> bool:
     """Some record has a curvature, landscape or gradient feature."""
-    return any(feature_family(k).is_probe
-               for r in records for k in (r.get("features") or {}))
+    return any(feature_family(k).is_probe for r in records for k in r.features)
 
 
 @figure("loss_probe_evolution", has_probe_features, overlay=True)
-def plot_loss_probe_evolution(records: list[dict], statistics: dict,
+def plot_loss_probe_evolution(records: Sequence[Record], statistics: StatisticsLike,
                               arrays: ArraysOf | None = None,
                               on: Target | None = None) -> Drawn | None:
     """Curvature, loss-surface and gradient features vs step (up to 3 × 3 panels)."""
@@ -57,30 +65,30 @@ def plot_loss_probe_evolution(records: list[dict], statistics: dict,
                                target=on)
 
 
-def _surface_panels(records: Sequence[dict], arrays: ArraysOf
-                    ) -> list[tuple[str, list[tuple[dict, dict]]]]:
+def _surface_panels(records: Sequence[Record], arrays: ArraysOf
+                    ) -> list[tuple[str, list[tuple[Record, Mapping[str, np.ndarray]]]]]:
     """Per model (largest last, at most MAX_SURFACE_ROWS), the selected checkpoints and
     their landscape arrays."""
     rows = []
     for label, recs in by_model(records).items():
-        recs = [r for r in recs if (r.get("landscape") or {}).get("arrays_file")]
-        if not recs:
+        found = [(r, file) for r in recs if (file := r.arrays_file(Family.LANDSCAPE))]
+        if not found:
             continue
-        chosen = select_checkpoints([r.get("step") or 0 for r in recs], SURFACE_COLUMNS)
+        chosen = select_checkpoints([r.step or 0 for r, _ in found], SURFACE_COLUMNS)
         panels = []
         for i in chosen:
+            rec, file = found[i]
             try:
-                panels.append((recs[i], arrays(recs[i]["landscape"])))
+                panels.append((rec, arrays(file)))
             except (OSError, KeyError, ValueError) as exc:
-                logger.warning("%s step %s: no landscape arrays (%s)", label,
-                               recs[i].get("step"), exc)
+                logger.warning("%s step %s: no landscape arrays (%s)", label, rec.step, exc)
         if panels:
             rows.append((label, panels))
     return rows[-MAX_SURFACE_ROWS:]
 
 
 @figure("loss_landscapes", has_probe_features)
-def plot_loss_landscapes(records: list[dict], statistics: dict,
+def plot_loss_landscapes(records: Sequence[Record], statistics: StatisticsLike,
                          arrays: ArraysOf | None = None,
                          on: Target | None = None) -> Drawn | None:
     """Filled contours of the loss surface of up to five models at three checkpoints."""
@@ -98,7 +106,8 @@ def plot_loss_landscapes(records: list[dict], statistics: dict,
             ax.set_visible(False)
         for (rec, arr), ax in zip(panels, ax_row, strict=False):
             grid, coords = arr["grid"], arr["coords"]
-            dirs = ((rec.get("landscape") or {}).get("settings") or {}).get("dirs", dirs)
+            part = rec.parts.get(Family.LANDSCAPE)
+            dirs = (part.settings if part is not None else {}).get("dirs", dirs)
             cs = ax.contourf(coords, coords, grid.T, levels=20, cmap="viridis")
             fig.colorbar(cs, ax=ax, label="loss (nats)", shrink=0.9)
             mins = arr.get("minima", np.empty((0, 2))).astype(int)
@@ -108,9 +117,9 @@ def plot_loss_landscapes(records: list[dict], statistics: dict,
             ax.scatter(coords[sads[:, 0]], coords[sads[:, 1]], s=36, c="orange", marker="x",
                        linewidths=1.4, zorder=3)
             ax.scatter([0], [0], s=90, c="red", marker="*", zorder=4)
-            f = rec.get("features") or {}
+            f = rec.features
             n_min = f.get("landscape_n_minima", float("nan"))
-            ax.set_title(f"{label}, step {rec.get('step')}\n"
+            ax.set_title(f"{label}, step {rec.step}\n"
                          f"{n_min:.0f} {'minimum' if n_min == 1 else 'minima'}, basin "
                          f"depth {f.get('landscape_basin_depth', float('nan')):.3g} nats",
                          fontsize=10)

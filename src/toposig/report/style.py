@@ -3,10 +3,10 @@
 A figure is a :class:`Figure`: a file name, a test of whether it applies to a results
 folder, and a drawing function with one signature,
 ``draw(records, statistics, arrays, on) -> Figure | SubFigure | None``: the records (one
-dict per model and checkpoint, as the store writes them), the statistics of
+:class:`toposig.records.Record` per model and checkpoint), the statistics of
 :func:`toposig.analysis.compute.compute_statistics`, the arrays saved beside the
-records (an :data:`~toposig.analysis.compute.ArraysOf`: a record -> its arrays;
-``None`` when the caller has none) and where to draw (``on``: the caller's Axes, Figure
+records (an :data:`~toposig.analysis.compute.ArraysOf`: a record's arrays file -> its
+arrays; ``None`` when the caller has none) and where to draw (``on``: the caller's Axes, Figure
 or SubFigure, given to :meth:`Figure.plot` as ``ax``; ``None`` for a new figure); it
 reads nothing else, makes its panels with :func:`subplots` (``target=on``) and returns
 the figure holding them, writing nothing. :func:`figure` makes one from a drawing
@@ -27,7 +27,7 @@ import functools
 import logging
 import os
 import tempfile
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +38,8 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure as MplFigure
 from matplotlib.figure import SubFigure
+
+from toposig.records import Record, Statistics
 
 if TYPE_CHECKING:
     from toposig.analysis.compute import ArraysOf
@@ -110,9 +112,24 @@ VECTOR_RC: Any = {"pdf.fonttype": 42, "svg.fonttype": "none", "svg.hashsalt": "t
 NO_DATES = {"pdf": {"CreationDate": None}, "svg": {"Date": None}}
 
 Drawn = MplFigure | SubFigure
-Draw = Callable[[Sequence[Mapping], Mapping, "ArraysOf | None", "Target | None"],
+RecordLike = Record | Mapping[str, Any]
+"""A record, or the JSON of one (an entry of ``data/all_results.json``)."""
+StatisticsLike = Statistics | Mapping[str, Any]
+"""The statistics, or their JSON (whole or partial: the figures read each section with
+the ``*_of`` readers of :mod:`toposig.records.statistics`)."""
+Draw = Callable[[Sequence[Record], StatisticsLike, "ArraysOf | None", "Target | None"],
                 "Drawn | None"]
-Applies = Callable[[Sequence[Mapping], Mapping, "ArraysOf | None"], bool]
+Applies = Callable[[Sequence[Record], StatisticsLike, "ArraysOf | None"], bool]
+
+
+def as_records(records: Iterable[RecordLike] | None) -> list[Record]:
+    """The records as :class:`~toposig.records.Record` (a record stays as it is, a dict is
+    read and validated: :meth:`Record.from_json`); ``None`` gives none.
+
+    Raises:
+        toposig.records.RecordError: a dict that is not a sound record.
+    """
+    return [Record.from_json(r) for r in records or ()]
 
 
 class Figure:
@@ -141,16 +158,17 @@ class Figure:
         self.overlay = overlay
         functools.update_wrapper(self, draw)
 
-    def plot(self, records: Sequence[Mapping] | None, statistics: Mapping | None,
+    def plot(self, records: Iterable[RecordLike] | None, statistics: StatisticsLike | None,
              arrays: ArraysOf | None = None, *, ax: Target | None = None
              ) -> Drawn | None:
         """Draw the figure and return it (``None`` when there is nothing to draw).
 
         Args:
-            records: the per-checkpoint records (``data/all_results.json``'s entries).
+            records: the per-checkpoint records (:class:`~toposig.records.Record`, or
+                ``data/all_results.json``'s entries as dicts).
             statistics: the analysis' statistics (``data/statistics.json``).
-            arrays: a record (or a record's family part) -> the arrays saved beside it
-                (figures of diagrams and loss surfaces need it):
+            arrays: a record's arrays file (:meth:`~toposig.records.Record.arrays_file`)
+                -> the arrays saved there (figures of diagrams and loss surfaces need it):
                 :func:`toposig.run.results_folder.arrays_reader` of the results folder.
             ax: where to draw: an Axes (a figure of several panels takes that Axes'
                 place in its grid, as a sub-figure), a Figure or a SubFigure; ``None``: a
@@ -162,9 +180,9 @@ class Figure:
             The Figure or SubFigure holding the panels.
         """
         with plt.rc_context(RC_PARAMS):
-            return self.draw(list(records or []), statistics or {}, arrays, ax)
+            return self.draw(as_records(records), statistics or {}, arrays, ax)
 
-    def save(self, records: Sequence[Mapping] | None, statistics: Mapping | None,
+    def save(self, records: Iterable[RecordLike] | None, statistics: StatisticsLike | None,
              path: str | Path, arrays: ArraysOf | None = None) -> Path | None:
         """Draw the figure and write it to ``path`` (see :func:`save_figure`); returns the
         path written (first output format), or ``None`` when there was nothing to draw and
@@ -179,7 +197,8 @@ class Figure:
         return f"Figure({self.name!r})"
 
 
-def always(records: Sequence[Mapping], statistics: Mapping, arrays: ArraysOf | None) -> bool:
+def always(records: Sequence[Record], statistics: StatisticsLike,
+           arrays: ArraysOf | None) -> bool:
     """An ``applies`` test that always holds."""
     return True
 
@@ -204,10 +223,12 @@ def registry(*figures: Figure) -> dict[str, Figure]:
     return out
 
 
-def applicable(figures: Mapping[str, Figure], records: Sequence[Mapping], statistics: Mapping,
-               arrays: ArraysOf | None) -> list[str]:
-    """Names of the figures of ``figures`` that apply, in order."""
-    return [name for name, f in figures.items() if f.applies(records, statistics or {}, arrays)]
+def applicable(figures: Mapping[str, Figure], records: Iterable[RecordLike],
+               statistics: StatisticsLike | None, arrays: ArraysOf | None) -> list[str]:
+    """Names of the figures of ``figures`` that apply, in order (``records``: Records or
+    their JSON, see :func:`as_records`)."""
+    recs = as_records(records)
+    return [name for name, f in figures.items() if f.applies(recs, statistics or {}, arrays)]
 
 
 # ------------------------------------------------------------------------------ output

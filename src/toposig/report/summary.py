@@ -42,7 +42,7 @@ from typing import TypeVar
 
 from toposig.analysis.correlations import by_model, feature_family
 from toposig.analysis.inference import CALIBRATED, UNCALIBRATED
-from toposig.records import FeatureFamily
+from toposig.records import FeatureFamily, Record
 from toposig.records.controlled import TREND_KINDS, Controlled, ControlledTest, FeatureSummary
 from toposig.records.ensembles import AcrossSeeds, Verdict
 from toposig.records.positive_controls import Alignment
@@ -52,6 +52,7 @@ from toposig.records.statistics import (
     ModelSummary,
     Statistics,
     StatisticsError,
+    about_of,
     controlled_of,
     correlations_of,
     ensembles_of,
@@ -227,10 +228,6 @@ def _count(n: int, noun: str) -> str:
     return f"n = {n} {noun}" + ("" if n == 1 else "s")
 
 
-def _mapping(value) -> dict:
-    return value if isinstance(value, dict) else {}
-
-
 _S = TypeVar("_S")
 
 
@@ -250,30 +247,29 @@ def _computed(section: _S | None, name: str) -> _S:
 
 # ---------------------------------------------------------------------------- part A
 
-def _ok_records(records: Sequence[dict] | None) -> list[dict]:
-    return [r for r in records or [] if r.get("status", "ok") == "ok" and "model_label" in r]
+def _ok_records(records: Sequence[Record]) -> list[Record]:
+    return [r for r in records if r.ok]
 
 
-def _present(recs: Sequence[dict], names: Sequence[str]) -> list[str]:
-    return [f for f in names if any(_finite((r.get("features") or {}).get(f)) for r in recs)]
+def _present(recs: Sequence[Record], names: Sequence[str]) -> list[str]:
+    return [f for f in names if any(_finite(r.features.get(f)) for r in recs)]
 
 
-def _trajectories(statistics: dict, records: list[dict]) -> list[str]:
+def _trajectories(statistics: Statistics | Mapping, records: list[Record]) -> list[str]:
     groups = by_model(_ok_records(records))
     if not groups:
         raise _Absent("no finished per-checkpoint record was given")
     out: list[str] = []
     for label, recs in groups.items():
-        quality = [q for q in QUALITY if any(_finite(r.get(q)) for r in recs)]
+        quality = [q for q in QUALITY if any(_finite(r.measure(q)) for r in recs)]
         feats = _present(recs, TRAJECTORY_FEATURES)
         headers = ["Step", *(_label(q) for q in quality), *(_label(f) for f in feats)]
         rows = []
         for r in recs:
-            f = r.get("features") or {}
-            rows.append([fmt_step(r.get("step")),
-                         *(fmt_loss(r.get(q)) if q == "loss" else fmt_value(r.get(q))
+            rows.append([fmt_step(r.step),
+                         *(fmt_loss(r.measure(q)) if q == "loss" else fmt_value(r.measure(q))
                            for q in quality),
-                         *(fmt_value(f.get(name)) for name in feats)])
+                         *(fmt_value(r.features.get(name)) for name in feats)])
         measured = [QUALITY_TEXT[q] for q in quality]
         out += [f"#### {label}", "",
                 f"Per-checkpoint values from the records of `{label}` (n = {len(recs)} "
@@ -283,7 +279,7 @@ def _trajectories(statistics: dict, records: list[dict]) -> list[str]:
     return out[:-1]
 
 
-def _final_comparison(statistics: Mapping, records: list[dict]) -> list[str]:
+def _final_comparison(statistics: Statistics | Mapping, records: list[Record]) -> list[str]:
     models = _models(statistics)
     feats = [f for f in FINAL_FEATURES
              if any(_finite(m.final_features.get(f)) for m in models.values())]
@@ -300,7 +296,7 @@ def _final_comparison(statistics: Mapping, records: list[dict]) -> list[str]:
             "`statistics.models`); descriptive, no test.", "", *_table(headers, rows)]
 
 
-def _models(statistics: Mapping) -> Mapping[str, ModelSummary]:
+def _models(statistics: Statistics | Mapping) -> Mapping[str, ModelSummary]:
     """The per-model summaries, or :class:`_Absent` saying why there are none."""
     models = models_of(statistics)
     if models is None:
@@ -316,11 +312,11 @@ def _quality_cell(model: ModelSummary, measure: str) -> str:
     return fmt_loss(value) if measure == "loss" else fmt_value(value)
 
 
-def _topo_vs_spectral(statistics: Mapping, records: list[dict]) -> list[str]:
+def _topo_vs_spectral(statistics: Statistics | Mapping, records: list[Record]) -> list[str]:
     corr = correlations_of(statistics)
     if corr is None:
         raise _Absent("the statistics have no `correlations` section")
-    target = corr.target or statistics.get("target") or "the target"
+    target = corr.target or about_of(statistics).target or "the target"
     per_model, pooled = corr.per_model, corr.pooled
     names = list(pooled) or list(next(iter(per_model.values()), {}))
     fams = {FeatureFamily.EMBEDDING_TOPOLOGICAL: "topological",
@@ -361,7 +357,7 @@ def _rho_p(c: Correlation | None) -> str:
             f"({fmt_p(c.spearman_p if c else None)})")
 
 
-def _controlled(statistics: Mapping) -> Controlled:
+def _controlled(statistics: Statistics | Mapping) -> Controlled:
     """The ``controlled`` section, or :class:`_Absent` saying why there is none."""
     controlled = _computed(controlled_of(statistics), "controlled")
     if not (controlled.targets or controlled.per_model or controlled.pooled
@@ -372,22 +368,22 @@ def _controlled(statistics: Mapping) -> Controlled:
 
 # ---------------------------------------------------------------------------- part B
 
-def _configurations(statistics: Mapping, records: list[dict]) -> list[str]:
+def _configurations(statistics: Statistics | Mapping, records: list[Record]) -> list[str]:
     models = _models(statistics)
     groups = by_model(_ok_records(records))
     arch = [("hidden_size", "Hidden"), ("num_layers", "Layers"),
             ("num_attention_heads", "Heads")]
-    last = {label: (recs[-1] if recs else {}) for label, recs in groups.items()}
-    arch = [(k, h) for k, h in arch if any(_finite(r.get(k)) for r in last.values())]
+    last = {label: recs[-1] for label, recs in groups.items() if recs}
+    arch = [(k, h) for k, h in arch if any(_finite(r.measure(k)) for r in last.values())]
     quality = [q for q in ("loss", "perplexity")
                if any(_finite(m.final_quality.get(q)) for m in models.values())]
     headers = ["Model", "Parameters", *(h for _, h in arch), "Checkpoints", "Final step",
                *(_label(f"final_{q}") for q in quality)]
     rows = []
     for label, m in models.items():
-        r = last.get(label, {})
+        r = last.get(label)
         rows.append([label, fmt_params(m.num_parameters),
-                     *(fmt_count(r.get(k)) for k, _ in arch),
+                     *(fmt_count(r.measure(k) if r else None) for k, _ in arch),
                      fmt_count(m.n_checkpoints), fmt_step(m.final_step),
                      *(_quality_cell(m, q) for q in quality)])
     return [f"Models analysed (n = {len(models)}; sizes and final quality from "
@@ -396,7 +392,8 @@ def _configurations(statistics: Mapping, records: list[dict]) -> list[str]:
             *_table(headers, rows)]
 
 
-def _controlled_entries(statistics: Mapping, feature: str) -> list[tuple[str, ControlledTest]]:
+def _controlled_entries(statistics: Statistics | Mapping, feature: str
+                        ) -> list[tuple[str, ControlledTest]]:
     """``[(model or "pooled", test), ...]`` of one feature's controlled tests."""
     rows = _controlled(statistics).entries(feature)
     if not rows:
@@ -419,7 +416,7 @@ def _or_unknown(value: object) -> object:
     return "?" if value is None else value
 
 
-def _bootstrap_text(statistics: Mapping) -> str:
+def _bootstrap_text(statistics: Statistics | Mapping) -> str:
     c = controlled_of(statistics) or Controlled()
     return f"{_interval_text(c)}; {_holm_text(c)}"
 
@@ -434,7 +431,7 @@ def _interval_text(c: Controlled) -> str:
             "resamples)")
 
 
-def _feature_vs_target(statistics: Mapping, feature: str, what: str) -> list[str]:
+def _feature_vs_target(statistics: Statistics | Mapping, feature: str, what: str) -> list[str]:
     entries = _controlled_entries(statistics, feature)
     targets = sorted({e.target for _, e in entries if e.target})
     headers = ["Model", "n", "Spearman ρ", "p", "95% CI", "Holm p"]
@@ -448,13 +445,13 @@ def _feature_vs_target(statistics: Mapping, feature: str, what: str) -> list[str
     return [caption, "", *_table(headers, rows)]
 
 
-def _weight_h0(statistics: dict, records: list[dict]) -> list[str]:
+def _weight_h0(statistics: Statistics | Mapping, records: list[Record]) -> list[str]:
     return _feature_vs_target(statistics, "weight_h0_total",
                               "weight-row H0 total persistence (sum over weight matrices of "
                               "the Vietoris-Rips H0 total persistence of their rows)")
 
 
-def _weight_h1(statistics: dict, records: list[dict]) -> list[str]:
+def _weight_h1(statistics: Statistics | Mapping, records: list[Record]) -> list[str]:
     return _feature_vs_target(statistics, "weight_h1_total",
                               "weight-row H1 total persistence (loops among weight rows, "
                               "summed over matrices)")
@@ -472,7 +469,7 @@ def _direction(entry: ControlledTest) -> str:
     return f"NP ↓ as {target} ↓" if rho > 0 else "flat"
 
 
-def _neural_persistence(statistics: Mapping, records: list[dict]) -> list[str]:
+def _neural_persistence(statistics: Statistics | Mapping, records: list[Record]) -> list[str]:
     _controlled(statistics)
     rows = []
     ns = []
@@ -507,7 +504,7 @@ def _fraction_label(key: str) -> str:
         return key
 
 
-def _prediction(statistics: Mapping, records: list[dict]) -> list[str]:
+def _prediction(statistics: Statistics | Mapping, records: list[Record]) -> list[str]:
     pred = _computed(prediction_of(statistics), "prediction")
     if not pred.fractions:
         raise _Absent("the prediction section holds no training fraction")
@@ -553,7 +550,7 @@ def _collapse_table(phases: Phases) -> list[str]:
                                   "Depth", "Regrowth"], rows), ""]
 
 
-def _phases(statistics: Mapping, records: list[dict]) -> list[str]:
+def _phases(statistics: Statistics | Mapping, records: list[Record]) -> list[str]:
     phases = _computed(phases_of(statistics), "phases")
     if not phases.per_model:
         raise _Absent("the statistics' `phases` section is empty")
@@ -598,7 +595,7 @@ def _phases(statistics: Mapping, records: list[dict]) -> list[str]:
     return out + ([""] + collapse_rows if collapse_rows else [])
 
 
-def _scaling(statistics: Mapping, records: list[dict]) -> list[str]:
+def _scaling(statistics: Statistics | Mapping, records: list[Record]) -> list[str]:
     sc = _computed(scaling_of(statistics), "scaling")
     if not sc.fits:
         raise _Absent("the scaling section holds no fit")
@@ -615,13 +612,13 @@ def _scaling(statistics: Mapping, records: list[dict]) -> list[str]:
     return [caption, "", *_table(headers, rows)]
 
 
-def _largest_model(statistics: Mapping, records: list[dict]) -> list[str]:
+def _largest_model(statistics: Statistics | Mapping, records: list[Record]) -> list[str]:
     groups = by_model(_ok_records(records))
     if not groups:
         raise _Absent("no finished per-checkpoint record was given")
     models = models_of(statistics) or {}
     sizes = {label: (models[label].num_parameters if label in models else None)
-             or recs[-1].get("num_parameters") for label, recs in groups.items()}
+             or recs[-1].num_parameters for label, recs in groups.items()}
     known = {k: v for k, v in sizes.items() if _finite(v)}
     label = max(known, key=lambda k: known[k]) if known else list(groups)[-1]
     recs = groups[label]
@@ -629,11 +626,12 @@ def _largest_model(statistics: Mapping, records: list[dict]) -> list[str]:
     if not feats:
         raise _Absent(f"the largest model `{label}` has no neural persistence or weight-row "
                       "feature (the weight stage did not run)")
-    quality = [q for q in ("loss", "perplexity") if any(_finite(r.get(q)) for r in recs)]
+    quality = [q for q in ("loss", "perplexity") if any(_finite(r.measure(q)) for r in recs)]
     headers = ["Step", *(_label(q) for q in quality), *(_label(f) for f in feats)]
-    rows = [[fmt_step(r.get("step")),
-             *(fmt_loss(r.get(q)) if q == "loss" else fmt_value(r.get(q)) for q in quality),
-             *(fmt_value((r.get("features") or {}).get(f)) for f in feats)] for r in recs]
+    rows = [[fmt_step(r.step),
+             *(fmt_loss(r.measure(q)) if q == "loss" else fmt_value(r.measure(q))
+               for q in quality),
+             *(fmt_value(r.features.get(f)) for f in feats)] for r in recs]
     size = fmt_params(known[label]) if label in known else "unknown"
     return [f"The seed's Table 8 validated on Pythia-14m (7 checkpoints); this table is the "
             f"trajectory of the largest model this run contains, `{label}` ({size} parameters, "
@@ -693,7 +691,7 @@ def _rho_ci(entry: ControlledTest) -> str:
     return " ".join(parts) or DASH
 
 
-def _robustness(statistics: Mapping, records: list[dict]) -> list[str]:
+def _robustness(statistics: Statistics | Mapping, records: list[Record]) -> list[str]:
     controlled = _controlled(statistics)
     features = controlled.features()
     if not features:
@@ -747,7 +745,7 @@ def _robustness(statistics: Mapping, records: list[dict]) -> list[str]:
     return [caption, "", *_table(headers, rows)]
 
 
-def _survivors(statistics: Mapping, records: list[dict]) -> list[str]:
+def _survivors(statistics: Statistics | Mapping, records: list[Record]) -> list[str]:
     summary = _controlled(statistics).summary
     if not summary:
         raise _Absent("the controlled analysis holds no per-feature summary")
@@ -785,7 +783,7 @@ STABILITY_FEATURES = ("h0_total_persistence", "h1_total_persistence",
                       "h1_total_persistence_scaled")
 
 
-def _stability(statistics: Mapping, records: list[dict]) -> list[str]:
+def _stability(statistics: Statistics | Mapping, records: list[Record]) -> list[str]:
     section = stability_of(statistics)
     if section is None or not section.per_model:
         raise _Absent("the run had no bootstrap resamples of the texts (--resamples B)")
@@ -868,7 +866,7 @@ def reading(e: ControlledTest) -> str:
     return f"no association above {min(m for m in mdcs if m is not None):.2f}"
 
 
-def _calibrated_tests(statistics: Mapping, records: list[dict]) -> list[str]:
+def _calibrated_tests(statistics: Statistics | Mapping, records: list[Record]) -> list[str]:
     controlled = _controlled(statistics)
     tests = [*controlled.per_model.values(), controlled.pooled]
     if not any(e.design is not None for table in tests for e in table.values()):
@@ -901,7 +899,7 @@ def _calibrated_tests(statistics: Mapping, records: list[dict]) -> list[str]:
     return [caption.strip(), "", *_table(headers, rows)]
 
 
-def _probe_correlations(statistics: Mapping, records: list[dict]) -> list[str]:
+def _probe_correlations(statistics: Statistics | Mapping, records: list[Record]) -> list[str]:
     controlled = _controlled(statistics)
     per_model, pooled = controlled.per_model, controlled.pooled
     names = list(pooled) or list(next(iter(per_model.values()), {}))
@@ -936,7 +934,7 @@ def _probe_correlations(statistics: Mapping, records: list[dict]) -> list[str]:
     return [caption, "", *_table(headers, rows)]
 
 
-def _prediction_by_feature(statistics: Mapping, records: list[dict]) -> list[str]:
+def _prediction_by_feature(statistics: Statistics | Mapping, records: list[Record]) -> list[str]:
     table = prediction_by_feature_of(statistics)
     if table is None or not table.per_feature:
         raise _Absent("no feature to predict from (statistics.prediction_by_feature)")
@@ -985,7 +983,7 @@ def _advantage_cell(c: AcrossSeeds | None) -> str:
     return f"{fmt_rho(c.advantage)} {fmt_ci(c.advantage_low, c.advantage_high)}"
 
 
-def _across_seeds(statistics: Mapping, records: list[dict]) -> list[str]:
+def _across_seeds(statistics: Statistics | Mapping, records: list[Record]) -> list[str]:
     ens = _computed(ensembles_of(statistics), "ensembles")
     groups = list(ens.groups)
     headers = ["Feature", "Fraction",
@@ -1032,7 +1030,7 @@ def _across_seeds(statistics: Mapping, records: list[dict]) -> list[str]:
     return [caption, "", *_table(headers, rows)]
 
 
-def _seed_spread(statistics: Mapping, records: list[dict]) -> list[str]:
+def _seed_spread(statistics: Statistics | Mapping, records: list[Record]) -> list[str]:
     ens = _computed(ensembles_of(statistics), "ensembles")
     groups = list(ens.groups)
     between = ens.between_sizes
@@ -1078,7 +1076,7 @@ ENSEMBLE_PART = ("Part E. Seed ensembles",
                   ("E2. The seed-to-seed spread as a noise floor", _seed_spread)))
 
 
-def _control_runs(statistics: Mapping, records: list[dict]) -> list[str]:
+def _control_runs(statistics: Statistics | Mapping, records: list[Record]) -> list[str]:
     pc = _computed(positive_controls_of(statistics), "positive_controls")
     events = list(pc.events)
     headers = ["Run", "Seed", *(_event_heading(e) for e in events), f"Final {pc.signal}"]
@@ -1109,7 +1107,7 @@ def _event_heading(event: str) -> str:
     return f"Step reaching {fmt_value(float(event))}"
 
 
-def _control_alignment(statistics: Mapping, records: list[dict]) -> list[str]:
+def _control_alignment(statistics: Statistics | Mapping, records: list[Record]) -> list[str]:
     pc = _computed(positive_controls_of(statistics), "positive_controls")
     events = list(pc.events)
     if not events:
@@ -1171,7 +1169,7 @@ def _control_alignment(statistics: Mapping, records: list[dict]) -> list[str]:
         + " The within-model controls of every feature against the ground-truth signal "
         "(the quality of parts A to C here) are in C1 to C4, computed for "
         + ("the first seed of each group only."
-           if _mapping(statistics.get("notes")).get("controlled_seeds") else "every run."))
+           if about_of(statistics).notes.get("controlled_seeds") else "every run."))
     return [caption, "", *_table(headers, rows)]
 
 
@@ -1182,7 +1180,10 @@ CONTROL_PART = ("Part F. Positive control",
                  ("F2. Features against the transition", _control_alignment)))
 
 
-_PARTS: tuple[tuple[str, str, tuple[Callable[[dict, list[dict]], list[str]], ...]], ...] = (
+Build = Callable[[Statistics | Mapping, list[Record]], list[str]]
+"""A table's lines from the statistics (typed, or partial JSON) and the records."""
+
+_PARTS: tuple[tuple[str, str, tuple[Build, ...]], ...] = (
     ("Part A. Seed report tables",
      "The tables of the seed report (embedding-space topology of Pythia checkpoints), "
      "reproduced from this run.",
@@ -1203,29 +1204,33 @@ _PARTS: tuple[tuple[str, str, tuple[Callable[[dict, list[dict]], list[str]], ...
 )
 
 
-def _header(statistics: Mapping, records: list[dict]) -> list[str]:
-    models = _mapping(statistics.get("models"))
+def _header(statistics: Statistics | Mapping, records: list[Record]) -> list[str]:
+    about = about_of(statistics)
+    try:
+        models = models_of(statistics) or {}
+    except StatisticsError:  # table A2 says so
+        models = {}
     try:
         controlled = controlled_of(statistics) or Controlled()
     except SectionError:  # the section's own table says so
         controlled = Controlled()
-    hashes = [str(h) for h in statistics.get("settings_hash") or [] if h]
-    digest = statistics.get("records_sha256")
-    about = [f"records SHA-256 {digest[:12]}"] if digest else []
-    about += [f"settings {', '.join(hashes)}"] if hashes else []
+    hashes = about.settings_hashes
+    digest = about.records_sha256
+    made_from = [f"records SHA-256 {digest[:12]}"] if digest else []
+    made_from += [f"settings {', '.join(hashes)}"] if hashes else []
     lines = ["# Summary of results", "",
              "Generated by `toposig.report` from `data/statistics.json`"
-             + (f" ({'; '.join(about)})" if about else "")
+             + (f" ({'; '.join(made_from)})" if made_from else "")
              + " and the per-checkpoint records in `data/all_results.json`. Every number is "
              "a value of those files, rounded for display.", ""]
     if models:
         lines.append(f"Models ({len(models)}): "
                      + ", ".join(f"`{k}`" for k in models) + ".")
-    if statistics.get("target"):
+    if about.target:
         better = ("; higher is better, so a feature that rises as the model improves has "
-                  "a positive ρ" if statistics.get("target_better") == "higher" else "")
+                  "a positive ρ" if about.target_better == "higher" else "")
         lines.append(f"Correlation target of `correlations`: "
-                     f"{TARGET_WORDS.get(statistics['target'], statistics['target'])}"
+                     f"{TARGET_WORDS.get(about.target, about.target)}"
                      f"{better}; in the controlled tests {_targets_text(controlled)}.")
     if controlled.n_tests:
         lines.append(f"Significance: Holm-adjusted p < {controlled.level}, "
@@ -1234,7 +1239,7 @@ def _header(statistics: Mapping, records: list[dict]) -> list[str]:
             lines.append(f"Pooled over models: {controlled.pooled_method}.")
         if controlled.design_method:
             lines.append(f"Calibration and power: {controlled.design_method} (C4).")
-    if seeds_note := _mapping(statistics.get("notes")).get("controlled_seeds"):
+    if seeds_note := about.notes.get("controlled_seeds"):
         lines.append(f"Within-model controls (parts A to C): {seeds_note}.")
     lines.append("Not reproduced: the seeds' software-version and hyperparameter tables "
                  "(see `data/config.json`).")
@@ -1260,8 +1265,8 @@ def _targets_text(controlled: Controlled) -> str:
                      f"{TARGET_WORDS.get(t, t) if t else t}" for t, labels in groups.items())
 
 
-def _built(build: Callable[[dict, list[dict]], list[str]], statistics: dict,
-           records: list[dict]) -> list[str]:
+def _built(build: Build, statistics: Statistics | Mapping,
+           records: list[Record]) -> list[str]:
     """A section's lines, or the one-line note that says why it is absent."""
     try:
         return build(statistics, records)
@@ -1271,7 +1276,8 @@ def _built(build: Callable[[dict, list[dict]], list[str]], statistics: dict,
         return _absent(f"its statistics are malformed ({type(exc).__name__}: {exc})")
 
 
-def summary_markdown(statistics: Mapping, records: Sequence[Mapping]) -> str:
+def summary_markdown(statistics: Statistics | Mapping,
+                     records: Sequence[Record | Mapping]) -> str:
     """The markdown of ``results/summary.md`` (see the module docstring).
 
     Args:
@@ -1289,19 +1295,20 @@ def summary_markdown(statistics: Mapping, records: Sequence[Mapping]) -> str:
     # it is, and each table reads what it needs and says what is missing
     with contextlib.suppress(StatisticsError):
         statistics = Statistics.from_json(statistics)
-    records = list(records or [])
+    records = [Record.from_json(r, where=f"record {i}") for i, r in enumerate(records or [])]
+    present = about_of(statistics).sections
     lines = _header(statistics, records)
     builders = iter(HEADINGS)
     for title, intro, sections in _PARTS:
         lines += ["", f"## {title}", "", intro]
         for build in sections:
             lines += ["", f"### {next(builders)}", "", *_built(build, statistics, records)]
-    if "ensembles" in statistics:  # only a study with seed ensembles has this part
+    if "ensembles" in present:  # only a study with seed ensembles has this part
         title, intro, built = ENSEMBLE_PART
         lines += ["", f"## {title}", "", intro]
         for heading, build in built:
             lines += ["", f"### {heading}", "", *_built(build, statistics, records)]
-    if "positive_controls" in statistics:  # only a study whose checkpoints state one
+    if "positive_controls" in present:  # only a study whose checkpoints state one
         title, intro, built = CONTROL_PART
         lines += ["", f"## {title}", "", intro]
         for heading, build in built:

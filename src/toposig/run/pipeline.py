@@ -34,6 +34,7 @@ from toposig.records import (
     SCHEMA_VERSION,
     CheckpointOutput,
     Family,
+    Record,
     merge_family_records,
     now_iso,
     record_family,
@@ -115,7 +116,7 @@ def run_config(plan: RunPlan, outcome: RunOutcome, started: str,
     config |= {**fields, "models": plan.models, "model_sources": plan.sources,
                "steps": series, "training_suite": plan.suite}
     config = merge_study(previous, config)
-    entries = outcome.records
+    entries = [Record.from_json(r) for r in outcome.records]
     config["n_checkpoints"] = len(entries)
     config["timings_s"] = {f"mean_{family}_per_checkpoint": stage.mean_time(entries)
                            for family, stage in STAGES.items()}
@@ -352,25 +353,26 @@ def summary_lines(plan: RunPlan, outcome: RunOutcome, out_dir: str | Path,
     ]
     lines += [STAGES[f].describe(plan.settings_of(f), plan.hash_of(f), plan.inputs)
               for f in fams]
+    ok = [Record.from_json(r) for r in outcome.records]
     columns = [("model", "<24", None, None), ("step", ">8", None, None)]
     columns += [(c.header, c.width, c.key, c.number) for f in fams
-                for c in STAGES[f].summary_columns(outcome.records)]
-    ok = outcome.records
+                for c in STAGES[f].summary_columns(ok)]
     if ok:
         shown = ok
         if len(ok) > 8:  # each model's first and last checkpoint
-            by_label: dict[str, list[dict]] = {}
+            by_label: dict[str, list[Record]] = {}
             for r in ok:
-                by_label.setdefault(r["model_label"], []).append(r)
+                by_label.setdefault(r.model_label, []).append(r)
             shown = [r for recs in by_label.values()
                      for r in (recs[:1] + recs[-1:] if len(recs) > 1 else recs)]
             lines.append(f"(first and last checkpoint of each model; all {len(ok)} in the "
                          "results)")
         lines.append(" ".join(format(name, spec) for name, spec, _, _ in columns))
         for r in shown:
-            cells = [format(r["model_label"][:24], "<24"), format(str(r["step"]), ">8")]
+            cells = [format(r.model_label[:24], "<24"), format(str(r.step), ">8")]
             for _, spec, key, fmt in columns[2:]:
-                value = r.get(key, (r.get("features") or {}).get(key))
+                value = r.measure(key)  # a quality (top level), else a feature
+                value = r.features.get(key) if value is None else value
                 cells.append(format(_fmt(value, fmt), spec))
             lines.append(" ".join(cells))
     lines.append(f"results: {data / 'all_results.json'}  (next: {analyze} "

@@ -68,8 +68,8 @@ def load_entries(results_dir: str | Path) -> list[Record]:
 
 
 def arrays_reader(results_dir: str | Path) -> ArraysOf:
-    """A record (or its ``weights`` part) -> the arrays saved beside it under
-    ``results_dir`` (:func:`toposig.run.store.load_arrays`, which raises
+    """The ``arrays_file`` of a record's part -> its arrays under ``results_dir``
+    (:func:`toposig.run.store.load_arrays`, which raises
     ``DamagedResultsError`` for a missing or damaged file): the ``arrays`` of
     :func:`toposig.analysis.compute.compute_statistics`."""
     return functools.partial(load_arrays, results_dir)

@@ -228,17 +228,18 @@ class DamagedResultsError(ValueError):
     """A results file that cannot be read as what it should be; the message names it."""
 
 
-def load_arrays(results_root: str | Path, record: Mapping) -> dict[str, np.ndarray]:
-    """The arrays saved beside ``record`` (paths in records are relative to the root).
+def load_arrays(results_root: str | Path, arrays_file: str) -> dict[str, np.ndarray]:
+    """The arrays of ``arrays_file``, a record's (relative to the root:
+    ``records/<hash>/<label>/<stem>.npz``, :meth:`toposig.records.Record.arrays_file`).
 
     Raises:
-        DamagedResultsError: the file is missing or damaged (naming it, and the fix).
+        DamagedResultsError: the name is not one a record may give, or the file is
+            missing or damaged (naming it, and the fix).
     """
-    problem = arrays_file_problem(str(record["arrays_file"]))
+    problem = arrays_file_problem(str(arrays_file))
     if problem:
-        raise DamagedResultsError(f"{results_root}: a record of {record.get('model_label')} "
-                                  f"step {record.get('step')} {problem}")
-    path = Path(results_root) / record["arrays_file"]
+        raise DamagedResultsError(f"{results_root}: a record {problem}")
+    path = Path(results_root) / arrays_file
     damage = arrays_damage(path)
     if damage:
         raise DamagedResultsError(f"{path}: {damage}; rerun run_experiments.py with the "

@@ -22,7 +22,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, Protocol
 
 from toposig.config import EmbeddingSettings
-from toposig.records import CheckpointOutput, Family
+from toposig.records import CheckpointOutput, Family, Record
 
 if TYPE_CHECKING:
     from toposig.model.embedding import TextsForward
@@ -244,7 +244,7 @@ class Stage(ABC):
     def describe(self, settings: Any, settings_hash: str | None, inputs: StageInputs) -> str:
         """One line of the run's summary: what it computed, with its settings hash."""
 
-    def summary_columns(self, entries: Sequence[Mapping]) -> tuple[Column, ...]:
+    def summary_columns(self, entries: Sequence[Record]) -> tuple[Column, ...]:
         """The summary's columns of it, for these aggregate ``entries``."""
         return self.columns
 
@@ -253,8 +253,8 @@ class Stage(ABC):
         it was computed on, a headline number)."""
         return []
 
-    def mean_time(self, entries: Sequence[Mapping]) -> float | None:
+    def mean_time(self, entries: Sequence[Record]) -> float | None:
         """Mean seconds per checkpoint of its records in the aggregate ``entries``."""
-        times = [r[self.family]["timings_s"]["total"] for r in entries
-                 if isinstance(r.get(self.family), dict) and "timings_s" in r[self.family]]
+        times = [part.timings_s["total"] for r in entries
+                 if (part := r.parts.get(self.family)) and "total" in part.timings_s]
         return sum(times) / len(times) if times else None

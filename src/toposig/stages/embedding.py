@@ -13,7 +13,7 @@ from toposig.config import (
     settings_hash,
     union_layers,
 )
-from toposig.records import CheckpointOutput, Family
+from toposig.records import CheckpointOutput, Family, Record
 from toposig.sources.corpus import texts_fingerprint
 from toposig.stages.base import Column, Session, Stage, StageInputs, Texts, Widening
 
@@ -83,13 +83,7 @@ class EmbeddingStage(Stage):
         return [*quality, f"{len(record.get('layer_features') or {}) or 1} layer(s), "
                           f"{record.get('n_texts', '?')} texts"]
 
-    def summary_columns(self, entries: Sequence[Mapping]) -> tuple[Column, ...]:
+    def summary_columns(self, entries: Sequence[Record]) -> tuple[Column, ...]:
         """An encoder's masked-LM loss first, when an entry has one."""
-        mlm = any(r.get("mlm_loss") is not None for r in entries)
+        mlm = any(r.mlm_loss is not None for r in entries)
         return ((Column("MLM loss", ">9", "mlm_loss", ".3f"),) if mlm else ()) + self.columns
-
-    def mean_time(self, entries: Sequence[Mapping]) -> float | None:
-        """Its record is the entry's base: the entry's own timings."""
-        times = [r["timings_s"]["total"] for r in entries
-                 if self.family in r.get("families", ()) and "timings_s" in r]
-        return sum(times) / len(times) if times else None
