@@ -360,8 +360,7 @@ def test_summary_and_topological_evolution_draw_the_bootstrap_bands(tmp_path, mo
 def test_figures_in_vector_formats_keep_text_and_repeat_byte_for_byte(tmp_path):
     records = synthetic_records(models=("a",))
     output = style.FigureOutput(("svg", "pdf", "png"), dpi=40)
-    with style.figure_output(output):
-        first = plots.plot_perplexity_curves(records, {}, tmp_path / "p.png")
+    first = plots.plot_perplexity_curves(records, {}, tmp_path / "p.png", output=output)
     assert first == tmp_path / "p.svg"
     svg, pdf = (tmp_path / "p.svg").read_bytes(), (tmp_path / "p.pdf").read_bytes()
     assert b"<text" in svg and b"Perplexity across training" in svg  # text, not paths
@@ -371,8 +370,7 @@ def test_figures_in_vector_formats_keep_text_and_repeat_byte_for_byte(tmp_path):
     assert not (tmp_path / "d.svg").exists()
     assert int.from_bytes((tmp_path / "d.png").read_bytes()[16:20], "big") == round(
         width * style.DPI / 40)
-    with style.figure_output(output):
-        plots.plot_perplexity_curves(records, {}, tmp_path / "p.png")
+    plots.plot_perplexity_curves(records, {}, tmp_path / "p.png", output=output)
     assert (tmp_path / "p.svg").read_bytes() == svg and (tmp_path / "p.pdf").read_bytes() == pdf
     with pytest.raises(ValueError, match="figure formats are png, pdf, svg"):
         style.FigureOutput(("png", "jpg"))

@@ -103,7 +103,6 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     args = build_parser(prog).parse_args(argv)
     setup_logging(args.verbose)
     from toposig.report.figures import ALL_FIGURES, save_compared
-    from toposig.report.style import figure_output
     from toposig.results import open_results
     from toposig.run.store import DamagedResultsError
 
@@ -117,11 +116,11 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         out = output_folder(args.out, names, folders)
         runs = [open_results(f, name) for f, name in zip(folders, names, strict=True)]
         written, skipped = [], []
-        with figure_output(output):
-            for name in wanted or list(ALL_FIGURES):
-                fig = ALL_FIGURES[name]  # the statistics are read only for figures of them
-                path = save_compared(fig, [r.run_data(fig) for r in runs], out / f"{name}.png")
-                (written if path is not None else skipped).append(path or name)
+        for name in wanted or list(ALL_FIGURES):
+            fig = ALL_FIGURES[name]  # the statistics are read only for figures of them
+            path = save_compared(fig, [r.run_data(fig) for r in runs], out / f"{name}.png",
+                                 output)
+            (written if path is not None else skipped).append(path or name)
     except (ValueError, DamagedResultsError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

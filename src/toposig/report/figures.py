@@ -40,8 +40,6 @@ from toposig.report.style import (
     applicable,
     as_records,
     canvas,
-    current_output,
-    figure_output,
     save_figure,
 )
 
@@ -86,19 +84,19 @@ def plot_all(records: Iterable[RecordLike], statistics: StatisticsLike, out_dir:
     one does not draw is removed, so the folder shows only figures of these records;
     other files are not touched.
     """
-    with figure_output(output or current_output()):
-        return _plot_all(as_records(records), statistics, Path(out_dir), arrays)
+    return _plot_all(as_records(records), statistics, Path(out_dir), arrays,
+                     output or FigureOutput())
 
 
 def _plot_all(records: Sequence[Record], statistics: StatisticsLike, out: Path,
-              arrays: ArraysOf | None) -> list[Path]:
+              arrays: ArraysOf | None, output: FigureOutput) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     for fig in figures_that_apply(records, statistics, arrays):
-        path = fig.save(records, statistics, out / f"{fig.name}.png", arrays)
+        path = fig.save(records, statistics, out / f"{fig.name}.png", arrays, output=output)
         if path is not None:
             paths.append(path)
-    formats = current_output().formats
+    formats = output.formats
     written = {Path(p).with_suffix(f".{fmt}").name for p in paths for fmt in formats}
     for name in ALL_FIGURES:
         for fmt in FIGURE_FORMATS:  # drawn for records gone since, or in another format
@@ -185,9 +183,10 @@ def plot_compared(fig: Figure, runs: Sequence[RunData], ax: Target | None = None
     return parent
 
 
-def save_compared(fig: Figure, runs: Sequence[RunData], path: str | Path) -> Path | None:
-    """:func:`plot_compared` written to ``path`` (each format of the current output, see
+def save_compared(fig: Figure, runs: Sequence[RunData], path: str | Path,
+                  output: FigureOutput | None = None) -> Path | None:
+    """:func:`plot_compared` written to ``path`` (each format of ``output``, see
     :func:`toposig.report.style.save_figure`); ``None`` when nothing was drawn."""
     with plt.rc_context(RC_PARAMS):
         drawn = plot_compared(fig, runs)
-        return None if drawn is None else save_figure(drawn, path)
+        return None if drawn is None else save_figure(drawn, path, output)

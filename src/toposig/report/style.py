@@ -15,20 +15,18 @@ rcParams); :meth:`Figure.save` draws it and writes the file, the one place a fig
 written. Each figure module lists its figures in a :func:`registry`, and
 :func:`toposig.report.figures.plot_all` saves, in registry order, those that apply.
 
-:func:`save_figure` writes a figure in the formats and resolution of the current
-:class:`FigureOutput` (PNG at :data:`DPI` unless a caller sets another with
-:func:`figure_output`), atomically, with selectable text in PDF and SVG.
+:func:`save_figure` writes a figure in the formats and resolution of the
+:class:`FigureOutput` it is given (PNG at :data:`DPI` by default), atomically, with
+selectable text in PDF and SVG.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
 import os
 import tempfile
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextvars import ContextVar
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -183,13 +181,15 @@ class Figure:
             return self.draw(as_records(records), statistics or {}, arrays, ax)
 
     def save(self, records: Iterable[RecordLike] | None, statistics: StatisticsLike | None,
-             path: str | Path, arrays: ArraysOf | None = None) -> Path | None:
-        """Draw the figure and write it to ``path`` (see :func:`save_figure`); returns the
-        path written (first output format), or ``None`` when there was nothing to draw and
-        nothing was written. ``None`` records or statistics count as empty."""
+             path: str | Path, arrays: ArraysOf | None = None, *,
+             output: FigureOutput | None = None) -> Path | None:
+        """Draw the figure and write it to ``path`` in ``output``'s formats and resolution
+        (see :func:`save_figure`); returns the path written (first output format), or
+        ``None`` when there was nothing to draw and nothing was written. ``None`` records
+        or statistics count as empty."""
         with plt.rc_context(RC_PARAMS):
             drawn = self.plot(records, statistics, arrays)
-            return None if drawn is None else save_figure(drawn, path)
+            return None if drawn is None else save_figure(drawn, path, output)
 
     __call__ = save
 
@@ -257,30 +257,12 @@ class FigureOutput:
                                        if f.strip())), dpi)
 
 
-_OUTPUT: ContextVar[FigureOutput | None] = ContextVar("figure_output", default=None)
-
-
-def current_output() -> FigureOutput:
-    """The :class:`FigureOutput` figures are written with now (PNG at ``DPI`` by default)."""
-    return _OUTPUT.get() or FigureOutput()
-
-
-@contextlib.contextmanager
-def figure_output(output: FigureOutput) -> Iterator[FigureOutput]:
-    """Write the figures drawn inside the block as ``output`` says."""
-    token = _OUTPUT.set(output)
-    try:
-        yield output
-    finally:
-        _OUTPUT.reset(token)
-
-
-def save_figure(fig: Drawn, path: str | Path) -> Path:
-    """Write a figure in each format of the current :class:`FigureOutput` (``path`` with
-    that suffix), each atomically (a temporary file in the same folder, then a rename),
-    so a kill never leaves a cut-short image in place; a SubFigure writes the figure it is
-    part of. Returns the first format's path."""
-    output = current_output()
+def save_figure(fig: Drawn, path: str | Path, output: FigureOutput | None = None) -> Path:
+    """Write a figure in each format of ``output`` (``path`` with that suffix; default:
+    PNG at :data:`DPI`), each atomically (a temporary file in the same folder, then a
+    rename), so a kill never leaves a cut-short image in place; a SubFigure writes the
+    figure it is part of. Returns the first format's path."""
+    output = output or FigureOutput()
     path = Path(path)
     root = fig if isinstance(fig, MplFigure) else fig.get_figure(root=True)
     path.parent.mkdir(parents=True, exist_ok=True)
