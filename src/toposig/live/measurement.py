@@ -122,8 +122,7 @@ class LiveMeasurement:
                                                     self.progress and first),
                           extend=self.extend, refresh_first=first)
         label = plan.checkpoints[0].label  # as the study knows it
-        records = [Record.from_json(e) for e in outcome.records]
-        entries = [r for r in records if r.model_label == label and r.step is not None]
+        entries = [r for r in outcome.entries if r.model_label == label and r.step is not None]
         entry = next((r for r in entries if r.step == step), None)
         failures = [f for f in outcome.failures if f.get("step") == step]
         return Measured(entries, entry, failures)

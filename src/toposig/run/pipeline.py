@@ -57,7 +57,19 @@ VERSIONED_PACKAGES = ("torch", "transformers", "huggingface_hub", "numpy", "scip
 
 @dataclass
 class RunOutcome:
+    """What a run did.
+
+    Attributes:
+        records: the aggregate entries it wrote (``data/all_results.json``), as JSON.
+        entries: the same, typed (:class:`toposig.records.Record`, views of ``records``).
+        computed, skipped: checkpoints measured, and found already measured.
+        failures: the failure records of the checkpoints that failed.
+        wall_s: its wall time.
+        config: the ``data/config.json`` it wrote.
+    """
+
     records: list[dict]
+    entries: list[Record] = field(default_factory=list)
     computed: int = 0
     skipped: int = 0
     failures: list[dict] = field(default_factory=list)
@@ -116,7 +128,7 @@ def run_config(plan: RunPlan, outcome: RunOutcome, started: str,
     config |= {**fields, "models": plan.models, "model_sources": plan.sources,
                "steps": series, "training_suite": plan.suite}
     config = merge_study(previous, config)
-    entries = [Record.from_json(r) for r in outcome.records]
+    entries = outcome.entries
     config["n_checkpoints"] = len(entries)
     config["timings_s"] = {f"mean_{family}_per_checkpoint": stage.mean_time(entries)
                            for family, stage in STAGES.items()}
@@ -236,7 +248,8 @@ def _execute(plan: RunPlan, held: Study, force: bool, progress: bool,
         entries = [e for f in finished if (e := merge_family_records(f)) is not None]
         entries += [e for f in others.values() if (e := merge_family_records(f))]
         entries.sort(key=order)  # the study's order, whatever the command line's
-        outcome.records = entries
+        outcome.records = entries  # the entries are merged afresh: nothing else holds them
+        outcome.entries = [Record.from_json(e, copy_json=False) for e in entries]
         outcome.wall_s = time.perf_counter() - t0
         outcome.config = run_config(plan, outcome, started, previous)
         if stores:  # a plan with no checkpoint has nothing to aggregate
@@ -353,7 +366,7 @@ def summary_lines(plan: RunPlan, outcome: RunOutcome, out_dir: str | Path,
     ]
     lines += [STAGES[f].describe(plan.settings_of(f), plan.hash_of(f), plan.inputs)
               for f in fams]
-    ok = [Record.from_json(r) for r in outcome.records]
+    ok = outcome.entries
     columns = [("model", "<24", None, None), ("step", ">8", None, None)]
     columns += [(c.header, c.width, c.key, c.number) for f in fams
                 for c in STAGES[f].summary_columns(ok)]
