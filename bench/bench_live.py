@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from toposig.cli.train import live_measurement  # noqa: E402
 from toposig.config import parse_signatures  # noqa: E402
 from toposig.model import training as T  # noqa: E402
+from toposig.records import Family  # noqa: E402
 
 
 def train_tiny(root: Path, measure_out: Path | None, families, every: int | None
@@ -100,8 +101,10 @@ def pythia70m_cost(families) -> None:
             t0 = time.perf_counter()
             result = monitor.measure(model, step)
             live.append(time.perf_counter() - t0)
-        emb = result.entry.get("timings_s", {}).get("total")
-        weights = (result.entry.get("weights") or {}).get("timings_s", {}).get("total")
+        assert result.entry is not None, result.failures
+        emb, weights = (part.timings_s.get("total", float("nan"))
+                        if (part := result.entry.parts.get(f)) else float("nan")
+                        for f in (Family.EMBEDDING, Family.WEIGHTS))
         print(f"   {n:,} parameters; in memory: {live[1]:.2f} s per measurement (first "
               f"{live[0]:.2f} s; embedding {emb:.2f} s, weights {weights:.2f} s, the rest "
               "bookkeeping, signal and figure)")

@@ -140,6 +140,7 @@ def test_beyond_baseline_separates_a_norm_proxy_from_a_loss_tracker():
                          "features": {"weight_l2_norm": float(norm[i]),
                                       "np_mean": float(norm[i] + rng.normal(scale=0.01)),
                                       "np_max": float(-loss[i] + rng.normal(scale=0.05))}})
+    recs = records_of(recs)
     targets = {f: "loss" for f in ("weight_l2_norm", "np_mean", "np_max")}
     out = controls.controlled_correlations(recs, targets, n_resamples=100)
     summary = out["summary"]

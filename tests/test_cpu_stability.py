@@ -179,7 +179,8 @@ def test_the_rounded_statistics_do_not_move(statistics_pair):
 def test_no_ridge_prediction_from_three_models(statistics_pair):
     """With the reference's three models (two to train on) the ridge predicts nothing and
     says why, instead of reporting noise."""
-    _, _, original, _ = statistics_pair
+    _, _, statistics, _ = statistics_pair
+    original = statistics.to_json()
     prediction = original["prediction"]
     assert "found 3" in prediction["ridge_reason"]
     for block in prediction["fractions"].values():

@@ -19,6 +19,13 @@ def test_a_section_holding_only_a_reason_draws_nothing_and_says_why(tmp_path):
     assert "prediction_comparison" in names and "controls_summary" in names
     assert figures_not_drawn(statistics) == {
         "scaling_relationships": "needs three or more model sizes, found 1"}
+    # a damaged section (statistics given as JSON) draws nothing either, and says so
+    damaged = {**statistics, "phases": "x", "controlled": {"per_model": "x"}}
+    names = [f.name for f in figures_that_apply(records, damaged, arrays_reader(tmp_path))]
+    assert "phase_fits" not in names and "controls_summary" not in names
+    why = figures_not_drawn(damaged)
+    assert why["phase_fits"].startswith("the phases section is damaged: ")
+    assert why["controls_summary"].startswith("the controlled section is damaged: ")
 
 
 def test_the_analysis_lists_the_figures_it_did_not_draw(tmp_path, capsys):

@@ -60,15 +60,16 @@ def wasserstein_series(records: Sequence[Record], arrays: ArraysOf) -> dict[str,
     and the previous one's; ``arrays`` gives each record's arrays."""
     out: dict[str, list[dict]] = {}
     for label, recs in correlations.by_model(records).items():
-        found = [(r, file) for r in recs if (file := r.arrays_file())]
+        found = [(r, file, r.layer) for r in recs
+                 if (file := r.arrays_file()) and r.layer is not None]
         if len(found) < 2:
             out[label] = []
             continue
         rows = correlations.consecutive_distances(
-            [layer_diagrams(arrays(file), r.layer or 0) for r, file in found])
+            [layer_diagrams(arrays(file), layer) for _, file, layer in found])
         out[label] = [
             {"step_from": a.step, "step_to": b.step, **row}
-            for (a, _), (b, _), row in zip(found[:-1], found[1:], rows, strict=True)
+            for (a, _, _), (b, _, _), row in zip(found[:-1], found[1:], rows, strict=True)
         ]
     return out
 

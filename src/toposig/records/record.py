@@ -258,7 +258,10 @@ def entry_problem(record: object, *, family: Family | None = None, label: str | 
     ``layer_features`` that map layer indices to features; family parts (its own
     fields, ``weights``, ``landscape``, ``gradients``) with string hashes and object
     settings and timings; weight ``matrices`` that each have a name, a list of sizes as
-    shape and numbers (or null) for the rest; string ``loss_key`` and ``model_type``.
+    shape and numbers (or null) for the rest; string ``loss_key``, ``model_type`` and
+    top-level ``settings_hash``; integer ``num_layers`` and ``hidden_size``; bootstrap
+    spreads (``features_resampled``) that map names to numbers; a declared ``quality``
+    that names its column.
 
     Args:
         record: the parsed JSON.

@@ -23,8 +23,9 @@ from matplotlib.figure import Figure as MplFigure
 
 from toposig.analysis.compute import ArraysOf
 from toposig.records import Record
+from toposig.records.statistics import about_of
 from toposig.report.plots import FIGURES, WEIGHT_FIGURES
-from toposig.report.plots_analysis import ANALYSIS_FIGURES, not_drawn_reason, section_of
+from toposig.report.plots_analysis import ANALYSIS_FIGURES, not_drawn_reason
 from toposig.report.plots_controls import CONTROL_FIGURES
 from toposig.report.plots_ensembles import ENSEMBLE_FIGURES
 from toposig.report.plots_probes import PROBE_FIGURES
@@ -60,11 +61,11 @@ def figures_that_apply(records: Iterable[RecordLike], statistics: StatisticsLike
 def figures_not_drawn(statistics: StatisticsLike) -> dict[str, str]:
     """Figure name -> why it is not drawn, for the figures drawn from one section of the
     statistics (``plots_analysis.has_section``) whose comparison this study cannot make
-    (the section holds only a reason, e.g. scaling with one model)."""
+    (the section holds only a reason, e.g. scaling with one model, or is damaged)."""
+    present = about_of(statistics).sections
     return {name: why for name, fig in ALL_FIGURES.items()
             if isinstance(section := getattr(fig.applies, "section", None), str)
-            and section_of(statistics, section) is not None
-            and (why := not_drawn_reason(statistics, section))}
+            and section in present and (why := not_drawn_reason(statistics, section))}
 
 
 def plot_all(records: Iterable[RecordLike], statistics: StatisticsLike, out_dir: str | Path,

@@ -37,7 +37,7 @@ from toposig.features.homology import betti_curve
 from toposig.records import FeatureFamily, Record
 from toposig.records.controlled import Controlled, ControlledTest
 from toposig.records.rounding import round_floats
-from toposig.records.sections import Phases, PiecewiseFit, PowerLawFit
+from toposig.records.sections import Phases, PiecewiseFit, PowerLawFit, SectionError
 from toposig.records.statistics import controlled_of, phases_of, prediction_of, scaling_of
 from toposig.report.panels import (
     FEATURE_LABELS,
@@ -141,9 +141,12 @@ def section_of(statistics: StatisticsLike, section: str) -> Any:
 
 
 def not_drawn_reason(statistics: StatisticsLike, section: str) -> str | None:
-    """Why ``section`` of the statistics has nothing to draw (absent, or only a
+    """Why ``section`` of the statistics has nothing to draw (absent, damaged, or only a
     ``reason``), else ``None``."""
-    value = section_of(statistics, section)
+    try:
+        value = section_of(statistics, section)
+    except SectionError as exc:  # JSON statistics whose section does not read
+        return f"the {section} section is damaged: {exc}"
     if value is None:
         return f"the statistics have no {section} section"
     reason = getattr(value, "reason", None)
@@ -924,9 +927,8 @@ def layer_names(record: Record) -> list[str] | None:
     """
     if record.layer_names:
         return list(record.layer_names)
-    model_type, n = record.model_type, record.measure("num_layers")
-    if not isinstance(model_type, str) or not isinstance(n, int) or isinstance(n, bool) \
-            or n < 1:
+    model_type, n = record.model_type, record.num_layers
+    if model_type is None or n is None or n < 1:
         return None
     if model_type in BLOCK_FIRST_MODEL_TYPES:
         return [f"block {k}" for k in range(1, n + 1)] + ["final norm"]

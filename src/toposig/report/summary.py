@@ -1284,11 +1284,16 @@ def summary_markdown(statistics: Statistics | Mapping,
         statistics: as written to ``data/statistics.json`` by
             :func:`toposig.analysis.compute.compute_statistics`; any section may be missing or
             hold only a ``reason``.
-        records: the per-checkpoint records (``data/all_results.json``), used for the
-            trajectory tables and the architecture columns of table 1.
+        records: the per-checkpoint records (:class:`toposig.records.Record`, or
+            ``data/all_results.json``'s entries as JSON), used for the trajectory tables
+            and the architecture columns of table 1.
 
     Returns:
         The document, ending with a newline. Pure: reads and writes no file.
+
+    Raises:
+        toposig.records.RecordError: a record given as JSON is not sound (the statistics,
+            by contrast, may be partial or damaged: each table says what it misses).
     """
     statistics = statistics or {}
     # sound JSON is read once here, not once per table; partial or damaged JSON stays as

@@ -248,8 +248,10 @@ def _execute(plan: RunPlan, held: Study, force: bool, progress: bool,
         entries = [e for f in finished if (e := merge_family_records(f)) is not None]
         entries += [e for f in others.values() if (e := merge_family_records(f))]
         entries.sort(key=order)  # the study's order, whatever the command line's
-        outcome.records = entries  # the entries are merged afresh: nothing else holds them
-        outcome.entries = [Record.from_json(e, copy_json=False) for e in entries]
+        outcome.records = entries
+        # views of the merged JSON, not copies: nothing changes an entry once merged
+        outcome.entries = [Record.from_json(e, where="the run's merged entry",
+                                            copy_json=False) for e in entries]
         outcome.wall_s = time.perf_counter() - t0
         outcome.config = run_config(plan, outcome, started, previous)
         if stores:  # a plan with no checkpoint has nothing to aggregate
