@@ -156,6 +156,8 @@ def test_a_measurement_prints_in_a_few_lines(model):
     assert text.startswith("Measurement(demo, step 7):")
     assert "embedding:" in text and "perplexity" in text and "weights:" in text
     assert "matrices" in text and "np_mean" in text
+    assert "1 layer(s), 24 texts" in text and "?" not in text  # read off the typed records
+    assert m.record is not None and f"{len(m.record.matrices)} matrices" in text
     assert repr(toposig.in_memory.Measurement()) == "Measurement(model, step -: nothing measured)"
     rec = m.record  # the typed record of a results folder, from the same entry
     assert rec is not None and rec.checkpoint.label == "demo" and rec.checkpoint.step == 7

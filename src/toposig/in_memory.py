@@ -99,8 +99,9 @@ class Measurement:
             return head + ": nothing measured)"
         lines = [head + "):"]
         for family, rec in self.records.items():
-            features = Record.from_json(rec).features
-            parts = [f"{len(features)} features", *STAGES[Family(family)].record_parts(rec)]
+            typed = Record.from_json(rec)
+            parts = [f"{len(typed.features)} features",
+                     *STAGES[Family(family)].record_parts(typed)]
             n_arrays = len(self.arrays.get(family) or {})
             lines.append(f"  {family}: {', '.join(parts)}; {n_arrays} arrays")
         return "\n".join(lines)

@@ -32,6 +32,7 @@ from toposig.files.atomic import atomic_write_bytes, atomic_write_json, clean_fl
 from toposig.files.names import check_label, check_name
 from toposig.records import (
     Family,
+    Record,
     RecordError,
     arrays_file_problem,
     entry_problem,
@@ -110,8 +111,9 @@ class ResultStore:
         ``stale``: a finished record exists but was made from other files (a local
         checkpoint retrained or replaced in place).
         """
-        rec = self.load(ckpt)
-        if not (rec and rec.get("status") == "ok"):
+        rec = self.load(ckpt)  # sound, or None
+        typed = Record.from_json(rec, copy_json=False) if rec else None
+        if typed is None or not typed.ok:
             return None, False
         try:
             missing = missing_features(rec)
@@ -121,7 +123,7 @@ class ResultStore:
             logger.info("%s: its record predates %s; analysing it again", ckpt.describe(),
                         ", ".join(missing))
             return None, False
-        stale = rec.get("checkpoint_fingerprint") != fingerprint(ckpt)
+        stale = typed.checkpoint.fingerprint != fingerprint(ckpt)
         damage = arrays_damage(self.arrays_path(ckpt))
         if damage:
             logger.warning("%s: %s; the checkpoint is analysed again", self.arrays_path(ckpt),

@@ -248,7 +248,7 @@ class Stage(ABC):
         """The summary's columns of it, for these aggregate ``entries``."""
         return self.columns
 
-    def record_parts(self, record: Mapping) -> list[str]:
+    def record_parts(self, record: Record) -> list[str]:
         """A few words on one of its records, for a measurement's one-line summary (what
         it was computed on, a headline number)."""
         return []

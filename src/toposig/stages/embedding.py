@@ -3,7 +3,7 @@ analysed texts, and the model's own loss on them (:mod:`toposig.model.embedding`
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from toposig.config import (
@@ -77,11 +77,13 @@ class EmbeddingStage(Stage):
         return (f"texts: {len(inputs.texts)} from {inputs.texts_source}, embedding settings "
                 f"hash: {settings_hash}")
 
-    def record_parts(self, record: Mapping) -> list[str]:
-        quality = [f"{k} {record[k]:.4g}" for k in ("perplexity", "mlm_loss")
-                   if record.get(k) is not None]
-        return [*quality, f"{len(record.get('layer_features') or {}) or 1} layer(s), "
-                          f"{record.get('n_texts', '?')} texts"]
+    def record_parts(self, record: Record) -> list[str]:
+        quality = [f"{k} {v:.4g}" for k, v in (("perplexity", record.perplexity),
+                                               ("mlm_loss", record.mlm_loss))
+                   if v is not None]
+        n_texts = record.measure("n_texts")
+        return [*quality, f"{len(record.layers) or 1} layer(s), "
+                          f"{'?' if n_texts is None else n_texts} texts"]
 
     def summary_columns(self, entries: Sequence[Record]) -> tuple[Column, ...]:
         """An encoder's masked-LM loss first, when an entry has one."""

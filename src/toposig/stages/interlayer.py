@@ -18,13 +18,12 @@ import argparse
 import hashlib
 import json
 import time
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from toposig.config import SCHEMA_VERSION, EmbeddingSettings, SettingsError
-from toposig.records import CheckpointOutput, Family, now_iso, record_header
+from toposig.records import CheckpointOutput, Family, Record, now_iso, record_header
 from toposig.sources.corpus import texts_fingerprint
 from toposig.stages.base import Column, Session, Stage, StageInputs, Texts
 
@@ -117,5 +116,6 @@ class InterlayerStage(Stage):
         return (f"interlayer: H0 zigzag over every hidden state, {settings.k}-NN graphs of "
                 f"{len(inputs.texts)} texts, settings hash: {settings_hash}")
 
-    def record_parts(self, record: Mapping) -> list[str]:
-        return [f"{record.get('n_layers', '?')} layers"]
+    def record_parts(self, record: Record) -> list[str]:
+        n_layers = record.measure("n_layers")
+        return [f"{'?' if n_layers is None else n_layers} layers"]

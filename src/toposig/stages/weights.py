@@ -4,10 +4,9 @@ linear layer's weight matrix, as stored (:mod:`toposig.model.weight_stage`)."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping
 
 from toposig.config import EmbeddingSettings, WeightSettings, weights_hash
-from toposig.records import CheckpointOutput, Family
+from toposig.records import CheckpointOutput, Family, Record
 from toposig.stages.base import Column, Session, Stage, StageInputs
 
 
@@ -69,9 +68,10 @@ class WeightStage(Stage):
                               exclude=tuple(args.weight_exclude), seed=args.seed,
                               ph_backend=args.ph_backend)
 
-    def record_parts(self, record: Mapping) -> list[str]:
-        np_mean = (record.get("features") or {}).get("np_mean")
-        return [f"{record.get('n_matrices', '?')} matrices",
+    def record_parts(self, record: Record) -> list[str]:
+        np_mean = record.features.get("np_mean")
+        n_matrices = record.measure("n_matrices")
+        return [f"{'?' if n_matrices is None else n_matrices} matrices",
                 *([f"np_mean {np_mean:.4g}"] if np_mean is not None else [])]
 
     def describe(self, settings: WeightSettings, settings_hash: str | None,
