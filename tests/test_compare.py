@@ -8,6 +8,7 @@ rerun on another CPU, or a real change, would change them.
 from __future__ import annotations
 
 import json
+import math
 import random
 import re
 import shutil
@@ -332,6 +333,28 @@ def test_tolerances_by_kind():
     worst = cmp.worst(1)[0]
     assert worst.excess == float("inf")
     assert tol.atol == 1e-6 and Tolerances(rtol=1e-9).atol == pytest.approx(1e-12)
+
+
+def test_an_infinity_agrees_only_with_itself(reference, rerun, capsys):
+    """Issue 36, row 8: the allowed difference rtol * max(|a|, |b|) is infinite when one
+    side is, so 2.0 against Infinity used to agree; infinities agree only with themselves,
+    whatever the kind of the number."""
+    inf = float("inf")
+    for key in ("a", "h1_n_features", "weight_h1_count", "spearman_r", "diff_p"):
+        for x, y in ((2.0, inf), (4.0, -inf), (inf, -inf), (-inf, 0.0)):
+            cmp = compare_trees({key: x}, {key: y}, "t")
+            assert not cmp.numbers_agree, (key, x, y)
+            assert [d.note for d in cmp.differences] == ["infinite on one side only"
+                                                         if math.isfinite(x) or math.isfinite(y)
+                                                         else "infinities of opposite signs"]
+        assert compare_trees({key: inf}, {key: inf}, "t").numbers_agree
+        assert compare_trees({key: -inf}, {key: -inf}, "t").numbers_agree
+    # from the files, as the issue found it: exit 1, the number named
+    edit(rerun / "data" / "statistics.json",
+         lambda s: s["models"][MODEL].__setitem__("final_loss", inf))
+    rc, out, _ = run(capsys, reference / "data" / "statistics.json",
+                     rerun / "data" / "statistics.json")
+    assert rc == 1 and f"statistics.models.{MODEL}.final_loss" in out
 
 
 def test_lists_of_named_items_are_matched_by_name():

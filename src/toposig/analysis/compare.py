@@ -34,6 +34,8 @@ What is compared, and how (one rule per kind of number, :func:`classify`):
   ``settings`` block): equal.
 - **missing**: a record, entry, file or key on one side only; **structure**: a list of
   another length, or a dict on one side and a number on the other. Always a difference.
+- A number that is NaN or infinite agrees only with the same value (NaN with NaN,
+  ``inf`` with ``inf``), whatever its kind: no tolerance is relative to an infinity.
 - **ignored**: what is not a result (clocks, timings, hosts, devices, package versions,
   paths, content fingerprints): :data:`IGNORED_KEYS`, :data:`IGNORED_SUFFIXES` and
   :data:`IGNORED_PATHS`, the one place that lists them.
@@ -444,6 +446,11 @@ def _leaf(out: Comparison, source: str, path: str, kind: str, a: object, b: obje
     if a is None or b is None or _isnan(a) or _isnan(b):
         out.differences.append(Difference(path, kind, a, b, rule, math.inf,
                                           "defined on one side only"))
+        return
+    if math.isinf(a) or math.isinf(b):  # unequal: no tolerance relative to an infinity
+        out.differences.append(Difference(
+            path, kind, a, b, rule, math.inf, "infinities of opposite signs"
+            if math.isinf(a) and math.isinf(b) else "infinite on one side only"))
         return
     if kind == "p-value":
         if (a < tol.alpha) != (b < tol.alpha):
