@@ -115,6 +115,12 @@ BAD_TABLES = {
     "unsafe label": ("model,step,loss\n..,0,1\n", "row 2: model label '..'"),
     "reserved label": ("model,step,loss\norg/all,0,1\n", "model label 'all' is reserved"),
     "infinite value": ("model,step,loss,f\na,0,1,inf\n", "not a finite number"),
+    # issue 36, row 10: a cell more than the header made pandas take the first column as
+    # the index, shifting every column (model 'm' at steps 0/10/20 became models 0, 10, 20)
+    "a cell more than the header": ("model,step,loss\nm,0,2.0,x\nm,10,1.5,y\nm,20,1.2,z\n",
+                                    "row 2 has 4 cells, the header 3"),
+    "one row a cell short": ("model,step,loss,f\nm,0,2.0,1\nm,10,1.5\n",
+                             "row 3 has 3 cells, the header 4"),
 }
 
 

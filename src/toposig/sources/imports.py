@@ -272,14 +272,34 @@ def read_seed_b(path: Path, sha256: str) -> list[ImportedRow]:
     return rows
 
 
+def _ragged_row(path: Path) -> str | None:
+    """The first row of a CSV file whose cells do not match its header in number, said
+    with its line number, or ``None`` (blank lines are no rows)."""
+    import csv
+
+    with open(path, newline="", encoding="utf-8") as f:
+        reader = csv.reader(f)
+        header = next(reader, [])
+        for row in reader:
+            if row and len(row) != len(header):
+                return f"row {reader.line_num} has {len(row)} cells, the header {len(header)}"
+    return None
+
+
 def read_table(path: Path, sha256: str) -> list[ImportedRow]:
     import pandas as pd
 
     try:
         if path.suffix.lower() == ".csv":
-            df = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[])
+            ragged = _ragged_row(path)  # pandas would shift every column, or pad the row
+            if ragged:
+                raise _fail(path, "", ragged)
+            df = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[],
+                             index_col=False)
         else:
             df = pd.read_parquet(path)
+    except ImportFormatError:
+        raise
     except Exception as exc:  # pandas raises many kinds on a damaged file
         raise _fail(path, "", f"cannot be read as a table ({type(exc).__name__}: {exc})") \
             from None
