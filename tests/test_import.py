@@ -121,6 +121,14 @@ BAD_TABLES = {
                                     "row 2 has 4 cells, the header 3"),
     "one row a cell short": ("model,step,loss,f\nm,0,2.0,1\nm,10,1.5\n",
                              "row 3 has 3 cells, the header 4"),
+    # issue 36, row 12: a quality outside its domain was imported and correlated
+    "perplexity 0": ("model,step,perplexity\nm,0,30\nm,10,0\n",
+                     "row 3: 'perplexity' is 0, not a perplexity (exp of a mean token loss"),
+    "perplexity negative": ("model,step,perplexity\nm,0,-4\n", "row 2: 'perplexity' is -4"),
+    "perplexity below 1": ("model,step,perplexity\nm,0,0.5\n", "row 2: 'perplexity' is 0.5"),
+    "negative loss": ("model,step,loss\nm,0,-0.1\n",
+                      "row 2: 'loss' is -0.1, not a loss (a mean token loss in nats, >= 0)"),
+    "negative mlm loss": ("model,step,mlm_loss\nm,0,-2\n", "row 2: 'mlm_loss' is -2"),
 }
 
 

@@ -430,9 +430,29 @@ def with_parameters(rows: list[ImportedRow], counts: Mapping[str, int]) -> list[
     return out
 
 
+QUALITY_DOMAINS: dict[str, tuple[float, str]] = {
+    "perplexity": (1.0, "a perplexity (exp of a mean token loss, >= 1)"),
+    "loss": (0.0, "a loss (a mean token loss in nats, >= 0)"),
+    "mlm_loss": (0.0, "a masked-LM loss (a mean token loss in nats, >= 0)"),
+}
+"""Each quality column's smallest value, and what it is: a value below it is no such
+measure (a perplexity of 0, a negative loss) and is refused rather than correlated."""
+
+
+def _quality_domain_problem(quality: dict[str, float]) -> str | None:
+    """Why a row's quality values lie outside their domains (:data:`QUALITY_DOMAINS`),
+    or ``None``."""
+    for name, value in quality.items():
+        low, what = QUALITY_DOMAINS.get(name, (-math.inf, ""))
+        if value < low:
+            return f"{name!r} is {value:g}, not {what}"
+    return None
+
+
 def read_rows(paths: Iterable[str | Path], fmt: str | None = None) -> list[ImportedRow]:
     """The rows of every file, validated together: each file readable in its format,
-    every step a whole number, qualities and features numeric, no model × step twice
+    every step a whole number, qualities and features numeric, each quality within its
+    domain (:data:`QUALITY_DOMAINS`), no model × step twice
     (within or across files), no two models with one label.
 
     Args:
@@ -466,6 +486,8 @@ def read_rows(paths: Iterable[str | Path], fmt: str | None = None) -> list[Impor
                     f"{path}, row {row.provenance.row}: model {row.model!r} step {row.step} "
                     f"is also in {first.file}, row {first.row}")
             seen[key] = row.provenance
+            if problem := _quality_domain_problem(row.quality):
+                raise ImportFormatError(f"{path}, row {row.provenance.row}: {problem}")
             rows.append(row)
     if not rows:
         raise ImportFormatError("nothing to import")
