@@ -132,6 +132,20 @@ BAD_TABLES = {
 }
 
 
+def test_a_message_quotes_a_few_dozen_characters_of_an_oversized_value(tmp_path, capsys):
+    """Issue 36, row 13: a 500 MB cell was refused with all of it in the message."""
+    csv = tmp_path / "big.csv"
+    csv.write_text("model,step,loss,f\nm,0,2.0," + "x" * 1_000_000 + "\n")
+    assert import_main([str(csv), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "row 2: 'f' is 'xxxxxxx" in err and "(1,000,002 characters), not a number" in err
+    assert len(err) < 400, len(err)
+    long_model = "m" * 10_000
+    csv.write_text(f"model,step,loss\n{long_model},0,2.0\n{long_model},0,2.1\n")
+    assert import_main([str(csv), "--out", str(tmp_path / "out")]) == 2
+    assert len(capsys.readouterr().err) < 400
+
+
 @pytest.mark.parametrize("case", sorted(BAD_TABLES))
 def test_bad_tables_are_refused_naming_file_and_row_before_writing(case, tmp_path, capsys):
     text, message = BAD_TABLES[case]

@@ -25,6 +25,17 @@ from collections.abc import Sequence
 from pathlib import Path
 
 MAX_LENGTH = 100
+QUOTE_CHARS = 40
+"""The most characters of an offending value an error message quotes."""
+
+
+def quoted(value: object) -> str:
+    """``repr(value)``, cut to :data:`QUOTE_CHARS` characters with the length of what
+    was left out, so that a message never echoes a whole oversized value."""
+    text = repr(value)
+    if len(text) <= QUOTE_CHARS:
+        return text
+    return f"{text[:QUOTE_CHARS]}... ({len(text):,} characters)"
 _PLAIN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
 _UNSAFE_CHAR = re.compile(r"[^A-Za-z0-9._-]")
 
@@ -48,7 +59,7 @@ def check_name(name: object, what: str) -> str:
     """
     if not isinstance(name, str) or not _PLAIN.fullmatch(name) or len(name) > MAX_LENGTH:
         raise UnsafeNameError(
-            f"{what} {name!r} cannot be a folder name: use letters, digits, '.', '_' and "
+            f"{what} {quoted(name)} cannot be a folder name: use letters, digits, '.', '_' and "
             f"'-' only, not starting with '.', at most {MAX_LENGTH} characters")
     return name
 

@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from toposig.files.names import UnsafeNameError, check_label
+from toposig.files.names import UnsafeNameError, check_label, quoted
 
 FORMATS: tuple[str, ...] = ("seed-a", "seed-b", "table")
 QUALITY_COLUMNS: tuple[str, ...] = ("loss", "perplexity", "mlm_loss")
@@ -114,31 +114,31 @@ def _number(value: object, path: Path, where: str, column: str,
     if value is None or (isinstance(value, str) and value.strip() == ""):
         if allow_missing:
             return None
-        raise _fail(path, where, f"{column!r} is missing")
+        raise _fail(path, where, f"{quoted(column)} is missing")
     if isinstance(value, bool):
-        raise _fail(path, where, f"{column!r} is {value!r}, not a number")
+        raise _fail(path, where, f"{quoted(column)} is {quoted(value)}, not a number")
     if isinstance(value, (int, float)):
         v = float(value)
     elif isinstance(value, str):
         try:
             v = float(value)
         except ValueError:
-            raise _fail(path, where, f"{column!r} is {value!r}, not a number") from None
+            raise _fail(path, where, f"{quoted(column)} is {quoted(value)}, not a number") from None
     else:
-        raise _fail(path, where, f"{column!r} is {type(value).__name__}, not a number")
+        raise _fail(path, where, f"{quoted(column)} is {type(value).__name__}, not a number")
     if math.isnan(v):
         if allow_missing:
             return None
-        raise _fail(path, where, f"{column!r} is missing (NaN)")
+        raise _fail(path, where, f"{quoted(column)} is missing (NaN)")
     if math.isinf(v):
-        raise _fail(path, where, f"{column!r} is {value!r}, not a finite number")
+        raise _fail(path, where, f"{quoted(column)} is {quoted(value)}, not a finite number")
     return v
 
 
 def _step(value: object, path: Path, where: str) -> int:
     v = _number(value, path, where, "step", allow_missing=False)
     if v is None or v < 0 or not float(v).is_integer():
-        raise _fail(path, where, f"'step' is {value!r}, not a whole number >= 0")
+        raise _fail(path, where, f"'step' is {quoted(value)}, not a whole number >= 0")
     return int(v)
 
 
@@ -146,7 +146,7 @@ def model_label(model: str, path: Path, where: str) -> str:
     """The label of a model in the results folder: the last part of its name
     (``EleutherAI/pythia-70m`` -> ``pythia-70m``), which must be a plain file name."""
     if not isinstance(model, str) or not model.strip():
-        raise _fail(path, where, f"'model' is {model!r}, not a name")
+        raise _fail(path, where, f"'model' is {quoted(model)}, not a name")
     label = model.strip().rstrip("/").rsplit("/", 1)[-1]
     try:
         check_label(label, "model label")
@@ -196,8 +196,8 @@ def _features(obj: Mapping, skip: Iterable[str], renames: Mapping[str, str], pat
             continue
         name = renames(key) if callable(renames) else renames.get(key, key)
         if name in features:
-            raise _fail(path, where, f"columns {columns.get(name, name)!r} and {key!r} both "
-                                     f"become feature {name!r}")
+            raise _fail(path, where, f"columns {quoted(columns.get(name, name))} and {quoted(key)} "
+                                     f"both become feature {quoted(name)}")
         features[name] = _number(value, path, where, key)
         if name != key:
             columns[name] = key
@@ -215,7 +215,7 @@ def read_seed_a(path: Path, sha256: str) -> list[ImportedRow]:
             raise _fail(path, where, "not a JSON object")
         for key in ("model", "step", "perplexity"):
             if key not in obj:
-                raise _fail(path, where, f"no {key!r}")
+                raise _fail(path, where, f"no {quoted(key)}")
         label = model_label(obj["model"], path, where)
         step = _step(obj["step"], path, where)
         ppl = _number(obj["perplexity"], path, where, "perplexity", allow_missing=False)
@@ -251,15 +251,15 @@ def read_seed_b(path: Path, sha256: str) -> list[ImportedRow]:
     rows = []
     for model, series in data.items():
         if not isinstance(series, list) or not series:
-            raise _fail(path, f"model {model!r}", "expected a non-empty list of rows")
-        label = model_label(model, path, f"model {model!r}")
+            raise _fail(path, f"model {quoted(model)}", "expected a non-empty list of rows")
+        label = model_label(model, path, f"model {quoted(model)}")
         for i, obj in enumerate(series):
             where = f"{model}[{i}]"
             if not isinstance(obj, dict):
                 raise _fail(path, where, "not a JSON object")
             for key in ("step", "loss"):
                 if key not in obj:
-                    raise _fail(path, where, f"no {key!r}")
+                    raise _fail(path, where, f"no {quoted(key)}")
             step = _step(obj["step"], path, where)
             loss = _number(obj["loss"], path, where, "loss", allow_missing=False)
             features, columns = _features(obj, ("step", "loss", *SEED_B_METADATA),
@@ -277,12 +277,17 @@ def _ragged_row(path: Path) -> str | None:
     with its line number, or ``None`` (blank lines are no rows)."""
     import csv
 
-    with open(path, newline="", encoding="utf-8") as f:
-        reader = csv.reader(f)
-        header = next(reader, [])
-        for row in reader:
-            if row and len(row) != len(header):
-                return f"row {reader.line_num} has {len(row)} cells, the header {len(header)}"
+    limit = csv.field_size_limit(2**31 - 1)  # a cell of any size (pandas reads them too)
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            reader = csv.reader(f)
+            header = next(reader, [])
+            for row in reader:
+                if row and len(row) != len(header):
+                    return (f"row {reader.line_num} has {len(row)} cells, the header "
+                            f"{len(header)}")
+    finally:
+        csv.field_size_limit(limit)
     return None
 
 
@@ -310,7 +315,8 @@ def read_table(path: Path, sha256: str) -> list[ImportedRow]:
         raise _fail(path, "", "the table has duplicate column names")
     for key in ("model", "step"):
         if key not in columns:
-            raise _fail(path, "", f"no {key!r} column (the columns are {', '.join(columns)})")
+            raise _fail(path, "", f"no {quoted(key)} column (the columns are "
+                                  f"{', '.join(quoted(c) for c in columns)})")
     quality_cols = [c for c in QUALITY_COLUMNS if c in columns]
     identity = ("model", "step", "revision", "num_parameters")
     rows = []
@@ -353,7 +359,7 @@ def with_target(rows: list[ImportedRow], column: str) -> list[ImportedRow]:
         value = r.quality.get(target, r.features.get(target))
         if value is None:
             raise ImportFormatError(f"{r.provenance.file}, row {r.provenance.row}: no value "
-                                    f"of the target {column!r}")
+                                    f"of the target {quoted(column)}")
         features = {k: v for k, v in r.features.items() if k != target}
         out.append(replace(r, quality={**r.quality, target: value}, features=features,
                            columns={k: v for k, v in r.columns.items() if k != target}))
@@ -385,9 +391,9 @@ def parameter_counts(spec: str) -> dict[str, int]:
         for item in spec.split(","):
             model, sep, count = item.partition("=")
             if not sep:
-                raise ImportFormatError(f"--params {spec!r}: not a file, and {item!r} is not "
-                                        "MODEL=N")
-            pairs.append((model.strip(), count.strip(), f"--params {item!r}"))
+                raise ImportFormatError(f"--params {quoted(spec)}: not a file, and "
+                                        f"{quoted(item)} is not MODEL=N")
+            pairs.append((model.strip(), count.strip(), f"--params {quoted(item)}"))
     out: dict[str, int] = {}
     for model, count, where in pairs:
         try:
@@ -395,10 +401,10 @@ def parameter_counts(spec: str) -> dict[str, int]:
         except ValueError:
             n = 0
         if n <= 0:
-            raise ImportFormatError(f"{where}: {count!r} is not a positive whole number of "
+            raise ImportFormatError(f"{where}: {quoted(count)} is not a positive whole number of "
                                     "parameters")
         if model in out:
-            raise ImportFormatError(f"{where}: model {model!r} given twice")
+            raise ImportFormatError(f"{where}: model {quoted(model)} given twice")
         out[model] = n
     return out
 
@@ -421,10 +427,10 @@ def with_parameters(rows: list[ImportedRow], counts: Mapping[str, int]) -> list[
     for r in rows:
         n = counts.get(r.model, counts.get(r.label))
         if n is None:
-            raise ImportFormatError(f"--params has no count for model {r.model!r}")
+            raise ImportFormatError(f"--params has no count for model {quoted(r.model)}")
         if r.num_parameters is not None and r.num_parameters != n:
             raise ImportFormatError(f"{r.provenance.file}, row {r.provenance.row}: the file "
-                                    f"gives {r.num_parameters} parameters for {r.model!r}, "
+                                    f"gives {r.num_parameters} parameters for {quoted(r.model)}, "
                                     f"--params {n}")
         out.append(replace(r, num_parameters=n))
     return out
@@ -445,7 +451,7 @@ def _quality_domain_problem(quality: dict[str, float]) -> str | None:
     for name, value in quality.items():
         low, what = QUALITY_DOMAINS.get(name, (-math.inf, ""))
         if value < low:
-            return f"{name!r} is {value:g}, not {what}"
+            return f"{quoted(name)} is {value:g}, not {what}"
     return None
 
 
@@ -463,7 +469,7 @@ def read_rows(paths: Iterable[str | Path], fmt: str | None = None) -> list[Impor
         ImportFormatError: the first problem, naming the file and row.
     """
     if fmt is not None and fmt not in FORMATS:
-        raise ImportFormatError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+        raise ImportFormatError(f"--format must be one of {', '.join(FORMATS)}, got {quoted(fmt)}")
     rows: list[ImportedRow] = []
     seen: dict[tuple[str, int], Provenance] = {}
     owner: dict[str, str] = {}
@@ -477,13 +483,13 @@ def read_rows(paths: Iterable[str | Path], fmt: str | None = None) -> list[Impor
         for row in READERS[kind](path, file_sha256(path)):
             if owner.setdefault(row.label, row.model) != row.model:
                 raise ImportFormatError(
-                    f"{path}, row {row.provenance.row}: models {owner[row.label]!r} and "
-                    f"{row.model!r} would both be labelled {row.label!r}")
+                    f"{path}, row {row.provenance.row}: models {quoted(owner[row.label])} and "
+                    f"{quoted(row.model)} would both be labelled {quoted(row.label)}")
             key = (row.label, row.step)
             if key in seen:
                 first = seen[key]
                 raise ImportFormatError(
-                    f"{path}, row {row.provenance.row}: model {row.model!r} step {row.step} "
+                    f"{path}, row {row.provenance.row}: model {quoted(row.model)} step {row.step} "
                     f"is also in {first.file}, row {first.row}")
             seen[key] = row.provenance
             if problem := _quality_domain_problem(row.quality):
