@@ -146,6 +146,28 @@ def test_a_message_quotes_a_few_dozen_characters_of_an_oversized_value(tmp_path,
     assert len(capsys.readouterr().err) < 400
 
 
+def test_what_is_not_a_file_is_named_for_what_it_is(tmp_path, capsys):
+    """Issue 36, row 14: a folder, a device, a FIFO and a link loop were all 'no such
+    file'."""
+    import os
+
+    loop = tmp_path / "loop.csv"
+    loop.symlink_to(loop)
+    fifo = tmp_path / "fifo.csv"
+    os.mkfifo(fifo)
+    folder = tmp_path / "folder.csv"
+    folder.mkdir()
+    for path, says in ((folder, "is a folder, not a file"),
+                       (Path("/dev/zero"), "is a device, not a file"),
+                       (fifo, "is a FIFO, not a file"),
+                       (loop, "is a link that leads nowhere (a loop)"),
+                       (tmp_path / "gone.csv", "no such file")):
+        assert import_main([str(path), "--out", str(tmp_path / "out")]) == 2
+        err = capsys.readouterr().err
+        assert f"{path}: {says}" in err, err
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("case", sorted(BAD_TABLES))
 def test_bad_tables_are_refused_naming_file_and_row_before_writing(case, tmp_path, capsys):
     text, message = BAD_TABLES[case]

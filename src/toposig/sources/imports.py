@@ -21,6 +21,7 @@ file and the row.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import math
@@ -455,6 +456,28 @@ def _quality_domain_problem(quality: dict[str, float]) -> str | None:
     return None
 
 
+def _not_a_file(path: Path) -> str | None:
+    """What ``path`` is when it is no regular file (following links), or ``None``."""
+    import stat
+
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return "is a link that leads nowhere" if path.is_symlink() else "no such file"
+    except OSError as exc:  # ELOOP: a link to itself, or round in a circle
+        return ("is a link that leads nowhere (a loop)" if exc.errno == errno.ELOOP
+                else f"cannot be read ({exc.strerror})")
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "is a folder, not a file"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "is a device, not a file"
+    if stat.S_ISFIFO(mode):
+        return "is a FIFO, not a file"
+    return "is not a regular file"
+
+
 def read_rows(paths: Iterable[str | Path], fmt: str | None = None) -> list[ImportedRow]:
     """The rows of every file, validated together: each file readable in its format,
     every step a whole number, qualities and features numeric, each quality within its
@@ -475,8 +498,8 @@ def read_rows(paths: Iterable[str | Path], fmt: str | None = None) -> list[Impor
     owner: dict[str, str] = {}
     for p in paths:
         path = Path(p)
-        if not path.is_file():
-            raise ImportFormatError(f"{path}: no such file")
+        if problem := _not_a_file(path):
+            raise ImportFormatError(f"{path}: {problem}")
         if path.stat().st_size == 0:
             raise ImportFormatError(f"{path}: the file is empty")
         kind = fmt or detect_format(path)
