@@ -349,3 +349,20 @@ def test_a_write_refused_midway_is_an_error_naming_the_file(folder, capsys, monk
     assert analyse(folder) == 2
     err = assert_clean_error(capsys, folder / "summary.md")
     assert "Permission denied" in err and str(folder) in err
+
+
+def test_ctrl_c_in_the_analysis_is_one_line_and_leaves_whole_files(folder, capsys,
+                                                                    monkeypatch):
+    """Issue 36, row 17: Ctrl-C in `analyze` printed a KeyboardInterrupt traceback."""
+    import toposig.analyze as stage3
+
+    def interrupt(path, data) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(stage3, "atomic_write_bytes", interrupt)
+    assert analyse(folder) == 130
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.count("\n") == 1
+    assert err.startswith(f"interrupted: each file of {folder} is whole")
+    json.loads((folder / "data" / "statistics.json").read_text())  # written whole
+    assert not list(folder.rglob(".*.tmp"))  # no temporary left behind

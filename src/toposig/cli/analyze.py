@@ -111,7 +111,7 @@ def check_writable(results: Path, plots: bool) -> None:
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     """``toposig analyze``: returns the exit status, 0, or 2 with one ``error:`` line
     naming the file or folder at fault (missing, damaged, read-only, locked) and no
-    traceback."""
+    traceback, or 130 after Ctrl-C with one line and no traceback."""
     args = build_parser(prog).parse_args(argv)
     setup_logging(args.verbose)
     results = Path(args.results)
@@ -141,6 +141,10 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
               f"data/statistics.json, summary.md and plots/ into the results folder "
               f"{results})", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: every file is written whole or not at all
+        print(f"interrupted: each file of {results} is whole, from this analysis or the "
+              "one before; run the command again to finish", file=sys.stderr)
+        return 130
     print("\n".join(summary_lines(statistics)))
     print(f"statistics: {Path(args.results) / 'data' / 'statistics.json'}")
     if figures:
