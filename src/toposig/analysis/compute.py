@@ -34,6 +34,7 @@ from toposig.records import (
     Record,
     Statistics,
     json_tree,
+    records_from_json,
 )
 
 logger = logging.getLogger(__name__)
@@ -445,7 +446,7 @@ def compute_statistics(records: Sequence[Record | Mapping], target: str = "auto"
         raise ValueError(f"seed_controls must be one of {', '.join(SEED_CONTROLS)}, "
                          f"got {seed_controls!r}")
     arrays = arrays if arrays is not None else _no_arrays
-    records = [Record.from_json(r, where=f"record {i}") for i, r in enumerate(records)]
+    records = records_from_json(records)
     target = choose_target(records, target)
     if seed_controls == "auto":
         seed_controls = "all" if any(r.ground_truth for r in records) else "first"

@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 
 from toposig.analysis.correlations import feature_family
-from toposig.records import Family, Record
+from toposig.records import Family, Record, records_from_json
 
 ID_COLUMNS = ("model", "model_path", "step", "revision", "family", "layer", "matrix",
               "settings_hash", "seed", "seed_group")
@@ -86,7 +86,7 @@ def results_table(entries: Sequence[Record | Mapping]) -> pd.DataFrame:
     Raises:
         RecordError: an entry is not a sound record.
     """
-    records = [Record.from_json(e, where=f"entry {i}") for i, e in enumerate(entries)]
+    records = records_from_json(entries, "entry")
     rows = [r for rec in records if rec.status == "ok" for r in _rows(rec)]
     columns = list(ID_COLUMNS) + list(QUALITY_COLUMNS)
     df = pd.DataFrame(rows, columns=None if rows else columns)

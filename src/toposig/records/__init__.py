@@ -16,6 +16,7 @@ from toposig.records.record import (
     RecordError,
     Resampled,
     entry_problem,
+    records_from_json,
 )
 from toposig.records.statistics import (
     SECTIONS,
@@ -60,7 +61,7 @@ from toposig.records.vocabulary import (
 
 __all__ = [
     "CheckpointId", "FamilyPart", "MatrixResult", "Provenance", "Record", "RecordError",
-    "Resampled", "DeclaredQuality", "GroundTruth", "entry_problem",
+    "Resampled", "DeclaredQuality", "GroundTruth", "entry_problem", "records_from_json",
     "SECTIONS", "Correlation", "Correlations", "ModelSummary", "Statistics",
     "StatisticsError", "statistics_problem",
     "CURRENT_FEATURES", "DEFAULT_FAMILIES", "FAMILIES", "FEATURE_FAMILY_LABELS",

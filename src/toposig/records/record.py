@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -46,7 +46,8 @@ from toposig.records.vocabulary import (
 )
 
 __all__ = ["RecordError", "CheckpointId", "FamilyPart", "MatrixResult", "Provenance",
-           "Resampled", "DeclaredQuality", "GroundTruth", "Record", "entry_problem"]
+           "Resampled", "DeclaredQuality", "GroundTruth", "Record", "entry_problem",
+           "records_from_json"]
 
 Features = Mapping[str, "float | None"]
 
@@ -504,6 +505,18 @@ class Record(JsonView):
             what = f"{self.status}: {self.error or 'no error given'}"
         return f"Record({self.checkpoint} [{', '.join(self.families)}]: {what})"
 
+
+
+def records_from_json(items: Iterable[Record | Mapping[str, Any]] | None,
+                      what: str = "record") -> list[Record]:
+    """Each item as a :class:`Record` (a record as it is, JSON read and validated by
+    :meth:`Record.from_json`); ``None`` gives none.
+
+    Raises:
+        RecordError: an item is not sound; the message names it by position
+            (``record 3: the record has no model``; ``what`` names the items).
+    """
+    return [Record.from_json(r, where=f"{what} {i}") for i, r in enumerate(items or ())]
 
 
 def _families(data: dict) -> tuple[Family, ...]:

@@ -46,7 +46,7 @@ __all__ = ["StatisticsError", "Correlation", "Correlations", "ModelSummary", "St
            "SECTIONS", "statistics_problem", "scaling_of", "stability_of", "phases_of",
            "prediction_of", "prediction_by_feature_of", "wasserstein_of", "controlled_of",
            "ensembles_of", "positive_controls_of", "models_of", "correlations_of",
-           "About", "about_of"]
+           "About", "about_of", "TYPED_SECTIONS", "typed_section"]
 
 
 SECTIONS = ("controlled", "phases", "stability", "scaling", "prediction",
@@ -71,6 +71,9 @@ _TYPED: dict[str, Callable[[object], Any]] = {
 """The readers of the typed sections, by name (:mod:`toposig.records.sections`,
 :mod:`~toposig.records.controlled`, :mod:`~toposig.records.ensembles`,
 :mod:`~toposig.records.positive_controls`)."""
+
+TYPED_SECTIONS = tuple(_TYPED)
+"""The sections read into their own classes (:func:`typed_section`)."""
 
 
 class StatisticsError(ValueError):
@@ -453,9 +456,9 @@ def about_of(statistics: Statistics | Mapping[str, Any]) -> About:
         sections=frozenset(statistics))
 
 
-def _typed_section(statistics: Statistics | Mapping[str, Any], name: str) -> Any:
-    """Section ``name`` (one of :data:`_TYPED`) of typed statistics or of their JSON
-    (whole or partial), typed; ``None`` when they have none.
+def typed_section(statistics: Statistics | Mapping[str, Any], name: str) -> Any:
+    """Section ``name`` (one of :data:`TYPED_SECTIONS`) of typed statistics or of their
+    JSON (whole or partial), typed; ``None`` when they have none.
 
     Raises:
         SectionError: the section is damaged.
@@ -466,51 +469,51 @@ def _typed_section(statistics: Statistics | Mapping[str, Any], name: str) -> Any
 
 
 def controlled_of(statistics: Statistics | Mapping[str, Any]) -> Controlled | None:
-    """The ``controlled`` section, typed (see :func:`_typed_section`)."""
-    return _typed_section(statistics, "controlled")
+    """The ``controlled`` section, typed (see :func:`typed_section`)."""
+    return typed_section(statistics, "controlled")
 
 
 def ensembles_of(statistics: Statistics | Mapping[str, Any]) -> Ensembles | None:
-    """The ``ensembles`` section, typed (see :func:`_typed_section`)."""
-    return _typed_section(statistics, "ensembles")
+    """The ``ensembles`` section, typed (see :func:`typed_section`)."""
+    return typed_section(statistics, "ensembles")
 
 
 def positive_controls_of(statistics: Statistics | Mapping[str, Any]
                          ) -> PositiveControls | None:
-    """The ``positive_controls`` section, typed (see :func:`_typed_section`)."""
-    return _typed_section(statistics, "positive_controls")
+    """The ``positive_controls`` section, typed (see :func:`typed_section`)."""
+    return typed_section(statistics, "positive_controls")
 
 
 def stability_of(statistics: Statistics | Mapping[str, Any]) -> Stability | None:
-    """The ``stability`` section, typed (see :func:`_typed_section`)."""
-    return _typed_section(statistics, "stability")
+    """The ``stability`` section, typed (see :func:`typed_section`)."""
+    return typed_section(statistics, "stability")
 
 
 def scaling_of(statistics: Statistics | Mapping[str, Any]) -> Scaling | None:
-    """The ``scaling`` section, typed (see :func:`_typed_section`)."""
-    return _typed_section(statistics, "scaling")
+    """The ``scaling`` section, typed (see :func:`typed_section`)."""
+    return typed_section(statistics, "scaling")
 
 
 def phases_of(statistics: Statistics | Mapping[str, Any]) -> Phases | None:
-    """The ``phases`` section, typed (see :func:`_typed_section`)."""
-    return _typed_section(statistics, "phases")
+    """The ``phases`` section, typed (see :func:`typed_section`)."""
+    return typed_section(statistics, "phases")
 
 
 def prediction_of(statistics: Statistics | Mapping[str, Any]) -> Prediction | None:
-    """The ``prediction`` section, typed (see :func:`_typed_section`)."""
-    return _typed_section(statistics, "prediction")
+    """The ``prediction`` section, typed (see :func:`typed_section`)."""
+    return typed_section(statistics, "prediction")
 
 
 def prediction_by_feature_of(statistics: Statistics | Mapping[str, Any]
                              ) -> PredictionByFeature | None:
-    """The ``prediction_by_feature`` section, typed (see :func:`_typed_section`)."""
-    return _typed_section(statistics, "prediction_by_feature")
+    """The ``prediction_by_feature`` section, typed (see :func:`typed_section`)."""
+    return typed_section(statistics, "prediction_by_feature")
 
 
 def wasserstein_of(statistics: Statistics | Mapping[str, Any]) -> Distances | None:
     """The ``wasserstein`` section (hidden-state diagrams), typed (see
-    :func:`_typed_section`)."""
-    return _typed_section(statistics, "wasserstein")
+    :func:`typed_section`)."""
+    return typed_section(statistics, "wasserstein")
 
 
 def models_of(statistics: Statistics | Mapping[str, Any]) -> Mapping[str, ModelSummary] | None:

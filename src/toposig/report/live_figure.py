@@ -10,7 +10,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 
 from toposig.analysis.online import Signal
-from toposig.records import Record
+from toposig.records import Record, records_from_json
 from toposig.report.panels import set_step_axis, value_of
 from toposig.report.style import RC_PARAMS, save_figure, subplots
 
@@ -36,7 +36,7 @@ def draw_live_figure(entries: Sequence[Record | Mapping], path: str | Path,
     Returns:
         The path written, or ``None`` when there is nothing to draw.
     """
-    records = [Record.from_json(e) for e in entries]
+    records = records_from_json(entries)
     steps = [r.step for r in records]
     panels = [(key, title, [value_of(r, key) for r in records]) for key, title in LIVE_PANELS]
     panels = [p for p in panels if any(v is not None for v in p[2])]

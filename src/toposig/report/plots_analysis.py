@@ -19,8 +19,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -38,7 +37,13 @@ from toposig.records import FeatureFamily, Record
 from toposig.records.controlled import Controlled, ControlledTest
 from toposig.records.rounding import round_floats
 from toposig.records.sections import Phases, PiecewiseFit, PowerLawFit, SectionError
-from toposig.records.statistics import controlled_of, phases_of, prediction_of, scaling_of
+from toposig.records.statistics import (
+    controlled_of,
+    phases_of,
+    prediction_of,
+    scaling_of,
+    typed_section,
+)
 from toposig.report.panels import (
     FEATURE_LABELS,
     SIGNIFICANCE,
@@ -106,20 +111,17 @@ def has_quality(records: Sequence[Record], statistics: StatisticsLike,
         for v in (r.loss, r.perplexity, r.mlm_loss))
 
 
-SECTION_READERS: dict[str, Callable[[StatisticsLike], Any]] = {
-    "controlled": controlled_of, "phases": phases_of, "scaling": scaling_of,
-    "prediction": prediction_of}
-"""The sections an analysis figure is drawn from (:func:`has_section`), each with its
-reader (typed statistics or their JSON -> the section, typed, or ``None``)."""
+FIGURE_SECTIONS = ("controlled", "phases", "scaling", "prediction")
+"""The sections an analysis figure is drawn from (:func:`has_section`)."""
 
 
 def has_section(section: str) -> Applies:
     """The statistics have ``section`` with results: one that only holds a ``reason`` (a
     comparison this study cannot make, such as scaling with one model size) draws no
     figure; :func:`toposig.report.figures.figures_not_drawn` says why."""
-    if section not in SECTION_READERS:
+    if section not in FIGURE_SECTIONS:
         raise ValueError(f"no figure is drawn from a {section!r} section; those drawn from "
-                         f"one are {', '.join(SECTION_READERS)}")
+                         f"one are {', '.join(FIGURE_SECTIONS)}")
 
     def applies(records: Sequence[Record], statistics: StatisticsLike,
                 arrays: ArraysOf | None) -> bool:
@@ -129,22 +131,11 @@ def has_section(section: str) -> Applies:
     return applies
 
 
-def section_of(statistics: StatisticsLike, section: str) -> Any:
-    """Section ``section`` (one of :data:`SECTION_READERS`) of the statistics, typed, or
-    ``None`` when they have none.
-
-    Raises:
-        toposig.records.sections.SectionError: statistics given as JSON whose section is
-            damaged.
-    """
-    return SECTION_READERS[section](statistics)
-
-
 def not_drawn_reason(statistics: StatisticsLike, section: str) -> str | None:
     """Why ``section`` of the statistics has nothing to draw (absent, damaged, or only a
     ``reason``), else ``None``."""
     try:
-        value = section_of(statistics, section)
+        value = typed_section(statistics, section)
     except SectionError as exc:  # JSON statistics whose section does not read
         return f"the {section} section is damaged: {exc}"
     if value is None:

@@ -37,7 +37,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure as MplFigure
 from matplotlib.figure import SubFigure
 
-from toposig.records import Record, Statistics
+from toposig.records import Record, Statistics, records_from_json
 
 if TYPE_CHECKING:
     from toposig.analysis.compute import ArraysOf
@@ -121,13 +121,13 @@ Applies = Callable[[Sequence[Record], StatisticsLike, "ArraysOf | None"], bool]
 
 
 def as_records(records: Iterable[RecordLike] | None) -> list[Record]:
-    """The records as :class:`~toposig.records.Record` (a record stays as it is, a dict is
-    read and validated: :meth:`Record.from_json`); ``None`` gives none.
+    """The records as :class:`~toposig.records.Record`
+    (:func:`toposig.records.records_from_json`).
 
     Raises:
         toposig.records.RecordError: a dict that is not a sound record.
     """
-    return [Record.from_json(r) for r in records or ()]
+    return records_from_json(records)
 
 
 class Figure:

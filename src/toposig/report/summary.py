@@ -42,7 +42,7 @@ from typing import TypeVar
 
 from toposig.analysis.correlations import by_model, feature_family
 from toposig.analysis.inference import CALIBRATED, UNCALIBRATED
-from toposig.records import FeatureFamily, Record
+from toposig.records import FeatureFamily, Record, records_from_json
 from toposig.records.controlled import TREND_KINDS, Controlled, ControlledTest, FeatureSummary
 from toposig.records.ensembles import AcrossSeeds, Verdict
 from toposig.records.positive_controls import Alignment
@@ -1300,7 +1300,7 @@ def summary_markdown(statistics: Statistics | Mapping,
     # it is, and each table reads what it needs and says what is missing
     with contextlib.suppress(StatisticsError):
         statistics = Statistics.from_json(statistics)
-    records = [Record.from_json(r, where=f"record {i}") for i, r in enumerate(records or [])]
+    records = records_from_json(records)
     present = about_of(statistics).sections
     lines = _header(statistics, records)
     builders = iter(HEADINGS)
