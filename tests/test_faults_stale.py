@@ -342,7 +342,7 @@ def test_a_write_refused_midway_is_an_error_naming_the_file(folder, capsys, monk
     disk): before, a PermissionError traceback."""
     import toposig.analyze as stage3
 
-    def refuse(path, data) -> None:
+    def refuse(path, data, root) -> None:
         raise PermissionError(13, "Permission denied", str(path))
 
     monkeypatch.setattr(stage3, "atomic_write_bytes", refuse)
@@ -356,7 +356,7 @@ def test_ctrl_c_in_the_analysis_is_one_line_and_leaves_whole_files(folder, capsy
     """Issue 36, row 17: Ctrl-C in `analyze` printed a KeyboardInterrupt traceback."""
     import toposig.analyze as stage3
 
-    def interrupt(path, data) -> None:
+    def interrupt(path, data, root) -> None:
         raise KeyboardInterrupt
 
     monkeypatch.setattr(stage3, "atomic_write_bytes", interrupt)

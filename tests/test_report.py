@@ -130,7 +130,7 @@ def synthetic(tmp_path_factory) -> tuple[dict, list[dict], str]:
     records = weight_records()
     folder = tmp_path_factory.mktemp("results")
     statistics = compute_statistics(records, n_bootstrap=200, arrays=arrays_reader(folder))
-    atomic_write_json(folder / "statistics.json", statistics)  # read back as from disk
+    atomic_write_json(folder / "statistics.json", statistics, root=folder)  # as from disk
     statistics = json.loads((folder / "statistics.json").read_text(encoding="utf-8"))
     return statistics, records, report.summary_markdown(statistics, records)
 

@@ -331,7 +331,7 @@ def test_json_files_write_typed_objects_and_refuse_other_objects(tmp_path):
     from toposig.files.atomic import atomic_write_json
 
     rec = Record.from_json(entries()[0])
-    atomic_write_json(tmp_path / "r.json", {"record": rec})
+    atomic_write_json(tmp_path / "r.json", {"record": rec}, root=tmp_path)
     assert json.loads((tmp_path / "r.json").read_text())["record"] == entries()[0]
 
     class Table:
@@ -339,7 +339,7 @@ def test_json_files_write_typed_objects_and_refuse_other_objects(tmp_path):
             return "not a record"
 
     with pytest.raises(TypeError, match="not JSON serialisable: Table"):
-        atomic_write_json(tmp_path / "t.json", {"table": Table()})
+        atomic_write_json(tmp_path / "t.json", {"table": Table()}, root=tmp_path)
 
 
 def test_an_imports_families_share_its_settings_hash_and_quality_alone_is_tabled():

@@ -66,7 +66,8 @@ def analyze(results_dir: str | Path = "results", plots: bool = True,
     warn_series_without_quality(records)  # once per series, before panels are drawn empty
     statistics = folder_statistics(results_dir, records, target, seed, design_runs,
                                    seed_controls)
-    atomic_write_json(Path(results_dir) / "data" / "statistics.json", statistics.to_json())
+    atomic_write_json(Path(results_dir) / "data" / "statistics.json", statistics.to_json(),
+                      root=results_dir)
     write_summary(results_dir, statistics, records)
     figures: list[Path] = []
     if plots:
@@ -75,7 +76,7 @@ def analyze(results_dir: str | Path = "results", plots: bool = True,
         )
 
         figures = plot_all(records, statistics, Path(results_dir) / "plots",
-                           arrays=arrays_reader(results_dir), output=output)
+                           arrays=arrays_reader(results_dir), output=output, root=results_dir)
     return statistics, figures
 
 
@@ -84,5 +85,6 @@ def write_summary(results_dir: str | Path, statistics: Statistics | Mapping,
     """Write :func:`toposig.report.summary.summary_markdown` to
     ``<results_dir>/summary.md`` atomically; returns the path."""
     path = Path(results_dir) / "summary.md"
-    atomic_write_bytes(path, summary_markdown(statistics, records).encode("utf-8"))
+    atomic_write_bytes(path, summary_markdown(statistics, records).encode("utf-8"),
+                       root=results_dir)
     return path

@@ -32,6 +32,7 @@ from toposig.analysis.controls import DESIGN_RUNS
 from toposig.analysis.ensembles import SEED_CONTROLS
 from toposig.analyze import analyze
 from toposig.cli.options import check_seed, help_text, setup_logging
+from toposig.files.atomic import LinkedFolderError
 from toposig.files.locks import FolderLockedError, exclusive
 from toposig.report.figures import figures_not_drawn
 from toposig.report.style import DPI, FigureOutput
@@ -99,6 +100,7 @@ def check_writable(results: Path, plots: bool) -> None:
 
     Raises:
         ReadOnlyResultsError: naming the folder.
+        LinkedFolderError: ``data/`` or ``plots/`` is a symbolic link.
     """
     for folder in (results, results / "data", *([results / "plots"] if plots else [])):
         if folder.is_dir() and not os.access(folder, os.W_OK | os.X_OK):
@@ -106,6 +108,11 @@ def check_writable(results: Path, plots: bool) -> None:
                 f"{folder}: is not writable, and the analysis writes data/statistics.json, "
                 f"summary.md and plots/ into the results folder {results}; make it "
                 "writable, or analyse a writable copy of it")
+        if folder != results and folder.is_symlink():  # the writer refuses it too, later
+            raise LinkedFolderError(
+                f"{folder} is a symbolic link inside the results folder {results}; the "
+                "analysis does not write through it (it would write where it points). "
+                "Replace the link with a folder")
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
@@ -131,7 +138,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
                                           target=args.target, seed=args.seed, output=output,
                                           design_runs=args.design_runs,
                                           seed_controls=args.seed_controls)
-            exported = [export_table(load_results(results), table) for table in tables]
+            exported = [export_table(load_results(results), table, root=results)
+                        for table in tables]
     except (ResultsMissingError, ValueError, FolderLockedError, ImportError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
             series, fractions, None if args.all_features else PREDICTION_FEATURES,
             min_gain=args.min_gain, noise=args.noise)
         result = round_floats(result, STATISTICS_DIGITS)  # the same bytes on any CPU
-        atomic_write_json(Path(args.out), result)
+        atomic_write_json(Path(args.out), result, root=Path(args.out).parent)
     except (ResultsMissingError, ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -238,8 +238,9 @@ def main(argv: list[str] | None = None, prog: str | None = "toposig compare") ->
     print("\n".join(report_lines(cmp, args.a, args.b, args.show, contexts)))
     if args.json:
         try:
-            atomic_write_json(Path(args.json), {"a": args.a, "b": args.b, **cmp.to_dict()})
-        except OSError as exc:
+            atomic_write_json(Path(args.json), {"a": args.a, "b": args.b, **cmp.to_dict()},
+                              root=Path(args.json).parent)
+        except (OSError, ValueError) as exc:
             print(f"error: cannot write {args.json}: {exc}", file=sys.stderr)
             return 2
         print(f"comparison: {args.json}")

@@ -24,6 +24,7 @@ import sys
 
 from toposig.analysis.correlations import feature_family
 from toposig.cli.options import help_text
+from toposig.files.atomic import LinkedFolderError
 from toposig.files.locks import FolderLockedError
 from toposig.run.importer import write_import
 from toposig.run.study import StudyMismatchError
@@ -81,7 +82,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         if quality is not None:
             rows = with_target(rows, args.target)
         config = write_import(args.out, rows, feature_family, quality, counts)
-    except (ImportFormatError, StudyMismatchError, FolderLockedError, OSError) as exc:
+    except (ImportFormatError, StudyMismatchError, FolderLockedError, LinkedFolderError,
+            OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     n_features = len({f for r in rows for f in r.features})

@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         for name in wanted or list(ALL_FIGURES):
             fig = ALL_FIGURES[name]  # the statistics are read only for figures of them
             path = save_compared(fig, [r.run_data(fig) for r in runs], out / f"{name}.png",
-                                 output)
+                                 output, root=out if args.out is not None else Path.cwd())
             (written if path is not None else skipped).append(path or name)
     except (ValueError, DamagedResultsError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)

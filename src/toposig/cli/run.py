@@ -49,6 +49,7 @@ from toposig.cli.options import (
     setup_logging,
     signatures_from_args,
 )
+from toposig.files.atomic import LinkedFolderError
 from toposig.files.locks import exclusive
 from toposig.in_memory import measure_inputs
 from toposig.model.placement import Placement
@@ -56,7 +57,7 @@ from toposig.model.presets import is_task, load_preset, run_names, train_preset
 from toposig.model.training import preset_names, with_seeds
 from toposig.run.pipeline import execute, summary_lines
 from toposig.run.plan import fit_study, plan_run
-from toposig.run.store import read_json
+from toposig.run.store import DamagedResultsError, read_json
 from toposig.run.study import Study, StudyMismatchError
 from toposig.sources.checkpoints import EXPERIMENT_A_MODELS
 from toposig.stages.registry import DEFAULT_STAGES
@@ -241,7 +242,9 @@ def _run(plan, args: argparse.Namespace, executor, prog: str | None = None) -> i
     except KeyboardInterrupt as exc:  # the aggregates were rewritten on the way out
         print(INTERRUPTED, file=sys.stderr)
         return interrupted_status(exc)
-    except StudyMismatchError as exc:  # found once the records were read
+    except (StudyMismatchError, DamagedResultsError, LinkedFolderError) as exc:
+        # found once the records were read, or a folder of --out that is not written
+        # through (a link planted there)
         print(f"error: {exc}", file=sys.stderr)
         return 2
     analyze = "toposig analyze" if prog else "python src/analyze_results.py"

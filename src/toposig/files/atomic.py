@@ -1,24 +1,47 @@
-"""Atomic writes and strict JSON: the ground floor every writer of the project uses.
+"""The one writer of the project: every file goes through here, atomically and never
+through a link below the folder it belongs to.
 
 A file is written to a temporary file in the same folder (``.<name>.<random>.tmp``),
 flushed to disk and renamed into place, so a reader sees the old file or the new one,
 never half of one; :func:`toposig.run.store.remove_stale_temporaries` removes what a killed
 writer left.
+
+Every write names its ``root``: the folder the caller was given (a results folder, a
+suite folder, the folder of an output file). The root itself is the user's choice and may
+be reached through links; below it, each folder is opened component by component relative
+to the one above (``openat`` with ``O_NOFOLLOW | O_DIRECTORY``), so a folder that is a
+symbolic link, or is swapped for one while the write is under way, is refused rather than
+followed: nothing is ever written outside the root. The final name is replaced by a
+rename, which replaces a link there rather than writing where it points. (This needs
+the ``*at`` system calls, ``dir_fd`` in Python: every POSIX system has them.)
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
-import tempfile
+import secrets
+import stat
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
 from toposig.records.vocabulary import JsonView, json_tree
 
-_UMASK = os.umask(0)
-os.umask(_UMASK)
+_DIR_FLAGS = (os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
+              | getattr(os, "O_CLOEXEC", 0))
+_FILE_FLAGS = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+               | getattr(os, "O_CLOEXEC", 0))
+
+
+class LinkedFolderError(ValueError):
+    """A folder below a writer's root is a symbolic link, or something other than a
+    folder: writing through it would land outside the root. The message names it."""
 
 
 def _json_default(obj):
@@ -39,25 +62,158 @@ def clean_floats(obj):
     return json_tree(obj)
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+def parts_below(root: str | Path, path: str | Path) -> tuple[str, ...]:
+    """The names leading from ``root`` to ``path`` (both taken as written, made absolute
+    without resolving links).
+
+    Raises:
+        LinkedFolderError: ``path`` is not strictly below ``root``, or a name is ``..``.
+    """
+    root_abs, path_abs = Path(os.path.abspath(root)), Path(os.path.abspath(path))
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; results are meant to be shared
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        parts = path_abs.relative_to(root_abs).parts
+    except ValueError:
+        raise LinkedFolderError(f"{path} is not inside {root}, the folder toposig "
+                                "writes to") from None
+    if not parts or ".." in parts:
+        raise LinkedFolderError(f"{path} is not a name inside {root}")
+    return parts
+
+
+def _refusal(root: Path, where: Path, fd: int, name: str) -> LinkedFolderError:
+    """Why ``name`` (inside the folder open as ``fd``) cannot be opened as a folder."""
+    try:
+        st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+    except OSError:
+        st = None
+    if st is not None and stat.S_ISLNK(st.st_mode):
+        return LinkedFolderError(
+            f"{where} is a symbolic link inside {root}, the folder toposig writes to; it "
+            "does not write through it (it would write where it points). Replace the link "
+            "with a folder")
+    return LinkedFolderError(
+        f"{where} is a file where toposig keeps a folder inside {root}; move it away and "
+        "run again")
+
+
+@contextmanager
+def open_folder(root: str | Path, parts: tuple[str, ...] = (), *,
+                create: bool = True) -> Iterator[int]:
+    """A descriptor of the folder ``root/parts...``, each name below ``root`` opened
+    relative to the one above without following a link (made when missing, if
+    ``create``). ``root`` itself is created if missing and may be reached through links.
+
+    Raises:
+        LinkedFolderError: a name below ``root`` is a link or not a folder.
+        FileNotFoundError: a folder is missing and ``create`` is false.
+    """
+    root = Path(root)
+    if create:
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+        except (FileExistsError, NotADirectoryError):
+            raise LinkedFolderError(f"{root} is a file, or under one, where toposig "
+                                    "needs a folder") from None
+    fd = os.open(root, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)
+                 | getattr(os, "O_CLOEXEC", 0))
+    try:
+        where = root
+        for name in parts:
+            where = where / name
+            inner = _open_below(root, where, fd, name, create)
+            os.close(fd)
+            fd = inner
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _open_below(root: Path, where: Path, fd: int, name: str, create: bool) -> int:
+    """The folder ``name`` inside the one open as ``fd``, opened without following a link
+    (made first when missing and ``create``)."""
+    try:
+        try:
+            return os.open(name, _DIR_FLAGS, dir_fd=fd)
+        except FileNotFoundError:
+            if not create:
+                raise
+            with contextlib.suppress(FileExistsError):  # made meanwhile, or planted:
+                os.mkdir(name, 0o777, dir_fd=fd)          # the open below decides
+            return os.open(name, _DIR_FLAGS, dir_fd=fd)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise _refusal(root, where, fd, name) from None
         raise
 
 
-def atomic_write_json(path: Path, obj) -> None:
+def make_folder(root: str | Path, folder: str | Path) -> Path:
+    """Create ``folder`` (below ``root``, or ``root`` itself) without following a link
+    below ``root``. Returns ``folder``.
+
+    Raises:
+        LinkedFolderError: a folder on the way is a link or a file.
+    """
+    folder = Path(folder)
+    parts = () if os.path.abspath(folder) == os.path.abspath(root) else \
+        parts_below(root, folder)
+    with open_folder(root, parts):
+        pass
+    return folder
+
+
+def atomic_write_with(path: str | Path, write: Callable[[BinaryIO], None], *,
+                      root: str | Path) -> None:
+    """Write ``path`` (inside ``root``) with ``write(file)``: into a temporary file in the
+    same folder, flushed to disk, then renamed into place; the folders on the way are
+    made as needed and never followed through a link (:func:`open_folder`).
+
+    Raises:
+        LinkedFolderError: a folder between ``root`` and ``path`` is a link or a file.
+        IsADirectoryError: ``path`` is a folder.
+    """
+    parts = parts_below(root, path)
+    name = parts[-1]
+    with open_folder(root, parts[:-1]) as folder:
+        tmp = f".{name}.{secrets.token_hex(4)}.tmp"
+        fd = os.open(tmp, _FILE_FLAGS, 0o666, dir_fd=folder)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                write(f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=folder)
+            raise
+
+
+def atomic_write_bytes(path: str | Path, data: bytes, *, root: str | Path) -> None:
+    """Write ``data`` to ``path`` (inside ``root``) atomically (:func:`atomic_write_with`)."""
+    atomic_write_with(path, lambda f: f.write(data), root=root)
+
+
+def atomic_write_json(path: str | Path, obj, *, root: str | Path) -> None:
+    """``obj`` as strict JSON (NaN and inf as null, indented) at ``path`` inside ``root``."""
     text = json.dumps(clean_floats(obj), indent=2, default=_json_default, allow_nan=False)
-    atomic_write_bytes(path, (text + "\n").encode("utf-8"))
+    atomic_write_bytes(path, (text + "\n").encode("utf-8"), root=root)
+
+
+def remove_file(path: str | Path, *, root: str | Path) -> bool:
+    """Delete the file ``path`` (inside ``root``) if it is there, never through a link
+    below ``root`` (a link at ``path`` itself is removed, not what it points to).
+    Returns whether a file was removed.
+
+    Raises:
+        LinkedFolderError: a folder on the way is a link or a file.
+    """
+    parts = parts_below(root, path)
+    try:
+        with open_folder(root, parts[:-1], create=False) as folder:
+            os.unlink(parts[-1], dir_fd=folder)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def read_json(path: Path):

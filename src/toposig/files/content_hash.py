@@ -34,7 +34,7 @@ import re
 import threading
 from pathlib import Path
 
-from toposig.files.atomic import atomic_write_bytes
+from toposig.files.atomic import LinkedFolderError, atomic_write_bytes
 
 logger = logging.getLogger(__name__)
 
@@ -61,8 +61,9 @@ def _load_cache() -> dict:
 
 def _save_cache(cache: dict) -> None:
     try:
-        atomic_write_bytes(cache_path(), json.dumps(cache, sort_keys=True).encode("utf-8"))
-    except OSError as exc:  # a read-only home: hash again next time
+        atomic_write_bytes(cache_path(), json.dumps(cache, sort_keys=True).encode("utf-8"),
+                           root=cache_path().parent)
+    except (OSError, LinkedFolderError) as exc:  # a read-only home: hash again next time
         logger.debug("cannot write the file-hash cache %s: %s", cache_path(), exc)
 
 

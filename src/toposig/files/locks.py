@@ -20,6 +20,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from toposig.files.atomic import open_folder, parts_below
+
 logger = logging.getLogger(__name__)
 
 LOCK_NAME = ".toposig.lock"
@@ -44,12 +46,23 @@ class UnsafeLockFileError(ValueError):
 _PID_WIDTH = 24  # the lock file holds the holder's process id, padded to this many bytes
 
 
-def open_lock_file(path: Path) -> int:
-    """The lock file's descriptor, opened without following a link or truncating."""
+def open_lock_file(path: Path, root: Path | None = None) -> int:
+    """The lock file's descriptor, opened without following a link or truncating. Given
+    ``root`` (a folder above ``path``), the folders between them are made as needed and
+    never followed through a link (:func:`toposig.files.atomic.open_folder`).
+
+    Raises:
+        LinkedFolderError: a folder between ``root`` and ``path`` is a link or a file.
+    """
     flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     flags |= getattr(os, "O_NONBLOCK", 0)  # a FIFO planted there must not block the open
     try:
-        fd = os.open(path, flags, 0o666)
+        if root is None:
+            fd = os.open(path, flags, 0o666)
+        else:
+            parts = parts_below(root, path)
+            with open_folder(root, parts[:-1]) as folder:
+                fd = os.open(parts[-1], flags, 0o666, dir_fd=folder)
     except PermissionError as exc:
         raise UnusableFolderError(
             f"cannot write in {path.parent} ({exc.strerror}): toposig needs a folder it can "

@@ -24,11 +24,14 @@ class LiveFigure:
 
     Args:
         path: the figure file.
+        root: the results folder it is inside: no folder between them is followed
+            through a link.
         interval_s: the least time between two refreshes (a forced one excepted).
     """
 
-    def __init__(self, path: Path, interval_s: float = 60.0):
+    def __init__(self, path: Path, root: Path, interval_s: float = 60.0):
         self.path = path
+        self.root = root
         self.interval_s = interval_s
         self.drawn_at = -math.inf
 
@@ -42,7 +45,7 @@ class LiveFigure:
 
         try:
             draw_live_figure(entries, self.path, loss_series(entries), signal,
-                             loss_name=LOSS_KINDS[loss_kind(entries)])
+                             loss_name=LOSS_KINDS[loss_kind(entries)], root=self.root)
         except Exception as exc:  # noqa: BLE001 - a figure never stops training
             logger.warning("toposig: could not draw %s: %s", self.path, exc)
         self.drawn_at = time.monotonic()

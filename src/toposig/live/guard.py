@@ -23,7 +23,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from toposig.files.atomic import atomic_write_json, read_json
+from toposig.files.atomic import atomic_write_json, read_json, remove_file
 from toposig.files.locks import (
     FolderLockedError,
     exclusive,
@@ -231,14 +231,14 @@ class StudyGuard:
         """Delete ``stale`` records (with their arrays) and their steps in the study;
         :meth:`admit` has checked them (:meth:`check_foreign`) and taken the label."""
         for _, path in stale:
-            path.unlink(missing_ok=True)
-            path.with_suffix(".npz").unlink(missing_ok=True)
+            remove_file(path, root=self.out)
+            remove_file(path.with_suffix(".npz"), root=self.out)
         gone = {s for s, _ in stale}
         steps = dict(study.config.get("steps") or {})
         if study.held and self.label in steps:
             steps[self.label] = [s for s in steps[self.label] if s not in gone]
             atomic_write_json(self.out / "data" / "config.json",
-                              {**study.config, "steps": steps})
+                              {**study.config, "steps": steps}, root=self.out)
         logger.warning("toposig: removed the records of %r at %d step(s) in %s (%s)",
                        self.label, len(gone), self.out,
                        "overwrite=True" if step == 0 else
@@ -267,8 +267,7 @@ class StudyGuard:
         path = self.writer_lock
         if not create and not path.exists():
             return
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = open_lock_file(path)  # no link followed, nothing truncated
+        fd = open_lock_file(path, root=self.out)  # no link followed, nothing truncated
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:

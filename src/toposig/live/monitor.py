@@ -185,8 +185,8 @@ class TopologyMonitor:
         live = out / LIVE_DIR / label
         self._guard = StudyGuard(self._measurement, live / WRITER_LOCK, overwrite=overwrite,
                                  extend=extend, lock_wait_s=lock_wait_s)
-        self._signal = LiveSignal(live / SIGNAL_NAME)
-        self._figure = LiveFigure(live / FIGURE_NAME, figure_interval_s)
+        self._signal = LiveSignal(live / SIGNAL_NAME, out)
+        self._figure = LiveFigure(live / FIGURE_NAME, out, figure_interval_s)
         self.measured: set[int] = set()
         self.results: list[LiveResult] = []
         self.final_step: int | None = None

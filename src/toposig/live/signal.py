@@ -81,10 +81,12 @@ def compute_signal(entries: Sequence[Record], final_step: int | None) -> online.
 
 class LiveSignal:
     """One label's signal: the latest, and the history written to ``path``
-    (``live/<label>/signal.json``)."""
+    (``live/<label>/signal.json`` inside the results folder ``root``, no folder between
+    them followed through a link)."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, root: Path):
         self.path = path
+        self.root = root
         self.signal: online.Signal | None = None
         self.history: list[dict] = []
 
@@ -121,7 +123,7 @@ class LiveSignal:
         self.history = [h for h in self.history if h.get("step") != self.signal.step]
         self.history.append(self.signal.to_dict())
         self.history.sort(key=lambda h: h["step"])
-        atomic_write_json(self.path, self.history)
+        atomic_write_json(self.path, self.history, root=self.root)
 
     def scalars(self) -> dict[str, float]:
         """The latest signal's scalars, as logged (``topology/experimental/...``)."""

@@ -35,7 +35,7 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 
 from toposig.checkpoint_steps import scheduled_steps
-from toposig.files.atomic import atomic_write_bytes, atomic_write_json, read_json
+from toposig.files.atomic import atomic_write_bytes, atomic_write_json, make_folder, read_json
 from toposig.model.task import TaskConfig, check_task_fields, task_check, task_suite
 from toposig.model.training import (
     DONE_FILE,
@@ -206,7 +206,7 @@ def train_run(c: ModularConfig, k: int, run_dir: Path, tok, progress: bool = Tru
     done = run_dir / DONE_FILE
     if done.is_file():
         return read_json(done)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    make_folder(run_dir.parent, run_dir)
     remove_partial_writes(run_dir)
     seed = c.seed + k
     torch.manual_seed(seed)
@@ -244,13 +244,14 @@ def train_run(c: ModularConfig, k: int, run_dir: Path, tok, progress: bool = Tru
         log.append(json.dumps({"step": step + 1, "loss": loss.item()}))
         bar.update(1)
     bar.close()
-    atomic_write_bytes(run_dir / "train_log.jsonl", "".join(f"{ln}\n" for ln in log).encode())
+    atomic_write_bytes(run_dir / "train_log.jsonl", "".join(f"{ln}\n" for ln in log).encode(),
+                       root=run_dir.parent)
     final = read_json(run_dir / f"step{c.steps}" / "trainer_state.json")
     result = {"name": name, "seed": seed, "seed_group": c.name, "checkpoints": schedule,
               "num_parameters": sum(q.numel() for q in model.parameters()),
               "final_test_accuracy": final["test_accuracy"],
               "final_val_loss": final["val_loss"], "seconds": time.perf_counter() - t0}
-    atomic_write_json(done, result)
+    atomic_write_json(done, result, root=run_dir.parent)
     return result
 
 

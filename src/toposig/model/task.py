@@ -133,6 +133,5 @@ def task_suite(c: TaskConfig, root: str | Path, fingerprint: dict, about: dict
             raise TrainingConfigError(
                 f"{suite_dir} holds suite {c.name!r} trained with other settings; move it "
                 "away, or train into another --suite-dir")
-        suite_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(cfg_path, {**fingerprint, **about})
+        atomic_write_json(cfg_path, {**fingerprint, **about}, root=suite_dir)
         yield suite_dir

@@ -33,7 +33,14 @@ import torch
 import torch.nn.functional as F
 
 from toposig.checkpoint_steps import scheduled_steps
-from toposig.files.atomic import atomic_write_bytes, atomic_write_json, read_json
+from toposig.files.atomic import (
+    atomic_write_bytes,
+    atomic_write_json,
+    atomic_write_with,
+    make_folder,
+    read_json,
+    remove_file,
+)
 from toposig.files.locks import exclusive
 from toposig.files.names import UnsafeNameError, check_name
 from toposig.sources import corpus
@@ -469,7 +476,7 @@ def save_checkpoint(model, tokenizer, folder: Path, info: dict) -> None:
         with _quiet_transformers():  # no "Writing model shards" bar per checkpoint
             model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        atomic_write_json(tmp / "trainer_state.json", info)
+        atomic_write_json(tmp / "trainer_state.json", info, root=tmp)
         if folder.exists():
             shutil.rmtree(folder)
         os.replace(tmp, folder)
@@ -479,15 +486,14 @@ def save_checkpoint(model, tokenizer, folder: Path, info: dict) -> None:
 
 
 def save_state(path: Path, model, opt, gen: torch.Generator, step: int) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    os.close(fd)
-    try:
-        torch.save({"step": step, "model": model.state_dict(), "optimizer": opt.state_dict(),
-                    "generator": gen.get_state()}, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """The trainer's resume state (weights, optimizer, generator), written atomically."""
+    state = {"step": step, "model": model.state_dict(), "optimizer": opt.state_dict(),
+             "generator": gen.get_state()}
+
+    def write(f) -> None:
+        torch.save(state, f)
+
+    atomic_write_with(path, write, root=path.parent)
 
 
 # --- training ------------------------------------------------------------------------
@@ -539,7 +545,7 @@ def train_model(spec: ModelSpec, c: SuiteConfig, text: TrainingText, model_dir: 
         d = read_json(done)
         return ModelResult(spec.name, d["num_parameters"], d["checkpoints"],
                            d["final_val_loss"], skipped=True)
-    model_dir.mkdir(parents=True, exist_ok=True)
+    make_folder(model_dir, model_dir)
     remove_partial_writes(model_dir)
     seed = c.seed if seed is None else seed
     seeded = {"seed": seed, "seed_group": seed_group} if seed_group is not None else {}
@@ -607,8 +613,8 @@ def train_model(spec: ModelSpec, c: SuiteConfig, text: TrainingText, model_dir: 
     final = read_json(model_dir / f"step{c.steps}" / "trainer_state.json")["val_loss"]
     atomic_write_json(done, {"name": spec.name, "num_parameters": n_params,
                              "checkpoints": schedule, "final_val_loss": final,
-                             "spec": asdict(spec), **seeded})
-    state_path.unlink(missing_ok=True)
+                             "spec": asdict(spec), **seeded}, root=model_dir)
+    remove_file(state_path, root=model_dir)
     return ModelResult(spec.name, n_params, schedule, final, trained_steps=c.steps - start,
                        seconds=time.perf_counter() - t0)
 
@@ -629,8 +635,7 @@ def write_inputs_file(suite_dir: str | Path, lines: list[str], suite: str) -> Pa
                                   "measures (another suite's?); move it away, or train into "
                                   "another --suite-dir")
     if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(path, data)
+        atomic_write_bytes(path, data, root=suite_dir)
     return path
 
 
@@ -661,7 +666,8 @@ def _truncate_log(path: Path, step: int) -> None:
         if isinstance(entry, dict) and isinstance(entry.get("step"), int) \
                 and entry["step"] <= step:
             kept.append(line)
-    atomic_write_bytes(path, "".join(ln + "\n" for ln in kept).encode("utf-8"))
+    atomic_write_bytes(path, "".join(ln + "\n" for ln in kept).encode("utf-8"),
+                       root=path.parent)
 
 
 def suite_fingerprint(c: SuiteConfig, split: str) -> dict:
@@ -709,8 +715,7 @@ def _train_suite_locked(c: SuiteConfig, text: TrainingText, suite_dir: Path, pro
             raise TrainingConfigError(
                 f"{suite_dir} holds suite {c.name!r} trained with other settings (or another "
                 "corpus split); move it away, or train into another --suite-dir")
-    suite_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(cfg_path, {
+    atomic_write_json(cfg_path, root=suite_dir, obj={
         **fingerprint,
         "corpus_source": text.source,
         "corpus_bytes": text.n_bytes,

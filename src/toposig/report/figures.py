@@ -22,6 +22,7 @@ import matplotlib.pyplot as plt
 from matplotlib.figure import Figure as MplFigure
 
 from toposig.analysis.compute import ArraysOf
+from toposig.files.atomic import make_folder, remove_file
 from toposig.records import Record
 from toposig.records.statistics import about_of
 from toposig.report.plots import FIGURES, WEIGHT_FIGURES
@@ -70,7 +71,8 @@ def figures_not_drawn(statistics: StatisticsLike) -> dict[str, str]:
 
 def plot_all(records: Iterable[RecordLike], statistics: StatisticsLike, out_dir: str | Path,
              arrays: ArraysOf | None = None,
-             output: FigureOutput | None = None) -> list[Path]:
+             output: FigureOutput | None = None, *,
+             root: str | Path | None = None) -> list[Path]:
     """Write the figures that apply as ``<name>.png`` into ``out_dir`` (or in
     ``output``'s formats and resolution); returns their paths (in the first format).
 
@@ -84,17 +86,22 @@ def plot_all(records: Iterable[RecordLike], statistics: StatisticsLike, out_dir:
     A figure of :data:`ALL_FIGURES` left in ``out_dir`` by an earlier analysis that this
     one does not draw is removed, so the folder shows only figures of these records;
     other files are not touched.
+
+    ``root``: the folder the caller was given (default: ``out_dir``; the results folder
+    when ``out_dir`` is its ``plots/``): no folder below it is written through a link.
     """
-    return _plot_all(as_records(records), statistics, Path(out_dir), arrays,
-                     output or FigureOutput())
+    out = Path(out_dir)
+    return _plot_all(as_records(records), statistics, out, arrays, output or FigureOutput(),
+                     out if root is None else Path(root))
 
 
 def _plot_all(records: Sequence[Record], statistics: StatisticsLike, out: Path,
-              arrays: ArraysOf | None, output: FigureOutput) -> list[Path]:
-    out.mkdir(parents=True, exist_ok=True)
+              arrays: ArraysOf | None, output: FigureOutput, root: Path) -> list[Path]:
+    make_folder(root, out)
     paths = []
     for fig in figures_that_apply(records, statistics, arrays):
-        path = fig.save(records, statistics, out / f"{fig.name}.png", arrays, output=output)
+        path = fig.save(records, statistics, out / f"{fig.name}.png", arrays, output=output,
+                        root=root)
         if path is not None:
             paths.append(path)
     formats = output.formats
@@ -103,7 +110,7 @@ def _plot_all(records: Sequence[Record], statistics: StatisticsLike, out: Path,
         for fmt in FIGURE_FORMATS:  # drawn for records gone since, or in another format
             stale = out / f"{name}.{fmt}"
             if stale.name not in written and stale.is_file():
-                stale.unlink()
+                remove_file(stale, root=root)
                 logger.info("removed %s: this analysis did not draw it", stale)
     return paths
 
@@ -185,9 +192,11 @@ def plot_compared(fig: Figure, runs: Sequence[RunData], ax: Target | None = None
 
 
 def save_compared(fig: Figure, runs: Sequence[RunData], path: str | Path,
-                  output: FigureOutput | None = None) -> Path | None:
-    """:func:`plot_compared` written to ``path`` (each format of ``output``, see
-    :func:`toposig.report.style.save_figure`); ``None`` when nothing was drawn."""
+                  output: FigureOutput | None = None, *,
+                  root: str | Path | None = None) -> Path | None:
+    """:func:`plot_compared` written to ``path`` (each format of ``output``, and
+    ``root``, see :func:`toposig.report.style.save_figure`); ``None`` when nothing was
+    drawn."""
     with plt.rc_context(RC_PARAMS):
         drawn = plot_compared(fig, runs)
-        return None if drawn is None else save_figure(drawn, path, output)
+        return None if drawn is None else save_figure(drawn, path, output, root=root)

@@ -21,7 +21,8 @@ LIVE_PANELS = (("h1_total_persistence", "H1 total persistence"),
 
 def draw_live_figure(entries: Sequence[Record | Mapping], path: str | Path,
                      losses: Sequence[float | None],
-                     signal: Signal | None = None, loss_name: str = "loss") -> Path | None:
+                     signal: Signal | None = None, loss_name: str = "loss", *,
+                     root: str | Path | None = None) -> Path | None:
     """Draw the panels the entries have values for, and the loss with the forecast.
 
     Args:
@@ -32,6 +33,8 @@ def draw_live_figure(entries: Sequence[Record | Mapping], path: str | Path,
         signal: the latest :class:`~toposig.analysis.online.Signal`, whose forecast is
             drawn at its final step with a ±2 s.e. bar.
         loss_name: what the losses are, for the panel's title.
+        root: the folder the caller was given (default: ``path``'s folder); no folder
+            between it and ``path`` is followed through a link.
 
     Returns:
         The path written, or ``None`` when there is nothing to draw.
@@ -79,4 +82,4 @@ def draw_live_figure(entries: Sequence[Record | Mapping], path: str | Path,
         fig.suptitle(f"live measurements, step {max(s for s in steps if s is not None)}",
                      fontsize=10)
         fig.tight_layout()
-        return save_figure(fig, path)
+        return save_figure(fig, path, root=root)

@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
-import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +35,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure as MplFigure
 from matplotlib.figure import SubFigure
 
+from toposig.files.atomic import atomic_write_with
 from toposig.records import Record, Statistics, records_from_json
 
 if TYPE_CHECKING:
@@ -182,14 +181,15 @@ class Figure:
 
     def save(self, records: Iterable[RecordLike] | None, statistics: StatisticsLike | None,
              path: str | Path, arrays: ArraysOf | None = None, *,
-             output: FigureOutput | None = None) -> Path | None:
+             output: FigureOutput | None = None,
+             root: str | Path | None = None) -> Path | None:
         """Draw the figure and write it to ``path`` in ``output``'s formats and resolution
-        (see :func:`save_figure`); returns the path written (first output format), or
-        ``None`` when there was nothing to draw and nothing was written. ``None`` records
-        or statistics count as empty."""
+        (see :func:`save_figure`, and for ``root``); returns the path written (first
+        output format), or ``None`` when there was nothing to draw and nothing was
+        written. ``None`` records or statistics count as empty."""
         with plt.rc_context(RC_PARAMS):
             drawn = self.plot(records, statistics, arrays)
-            return None if drawn is None else save_figure(drawn, path, output)
+            return None if drawn is None else save_figure(drawn, path, output, root=root)
 
     __call__ = save
 
@@ -257,29 +257,29 @@ class FigureOutput:
                                        if f.strip())), dpi)
 
 
-def save_figure(fig: Drawn, path: str | Path, output: FigureOutput | None = None) -> Path:
+def save_figure(fig: Drawn, path: str | Path, output: FigureOutput | None = None, *,
+                root: str | Path | None = None) -> Path:
     """Write a figure in each format of ``output`` (``path`` with that suffix; default:
     PNG at :data:`DPI`), each atomically (a temporary file in the same folder, then a
     rename), so a kill never leaves a cut-short image in place; a SubFigure writes the
-    figure it is part of. Returns the first format's path."""
+    figure it is part of. Returns the first format's path.
+
+    ``root``: the folder the caller was given (default: ``path``'s folder); no folder
+    between it and ``path`` is followed through a link
+    (:func:`toposig.files.atomic.atomic_write_with`)."""
     output = output or FigureOutput()
     path = Path(path)
-    root = fig if isinstance(fig, MplFigure) else fig.get_figure(root=True)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    top = fig if isinstance(fig, MplFigure) else fig.get_figure(root=True)
     try:
         for fmt in output.formats:
             target = path.with_suffix(f".{fmt}")
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{target.name}.",
-                                       suffix=".tmp")
-            try:
-                with os.fdopen(fd, "wb") as f, plt.rc_context(VECTOR_RC):
-                    root.savefig(f, dpi=output.dpi, format=fmt, metadata=NO_DATES.get(fmt))
-                os.chmod(tmp, 0o644)
-                os.replace(tmp, target)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
+
+            def write(f, fmt=fmt):
+                with plt.rc_context(VECTOR_RC):
+                    top.savefig(f, dpi=output.dpi, format=fmt, metadata=NO_DATES.get(fmt))
+
+            atomic_write_with(target, write, root=path.parent if root is None else root)
             logger.debug("wrote %s", target)
     finally:
-        plt.close(root)  # a pyplot figure a caller made; report figures are not pyplot's
+        plt.close(top)  # a pyplot figure a caller made; report figures are not pyplot's
     return path.with_suffix(f".{output.formats[0]}")

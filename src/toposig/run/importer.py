@@ -134,11 +134,11 @@ def write_import(out_dir: str | Path, rows: Sequence[ImportedRow], classify: Cla
         entries = [entry_of(r, digest, classify, quality) for r in rows]
         for e in entries:
             atomic_write_json(out / "records" / f"import-{digest}" / e["model_label"]
-                              / f"step{e['step']:06d}.json", e)
+                              / f"step{e['step']:06d}.json", e, root=out)
         data = out / "data"
-        atomic_write_json(data / "all_results.json", entries)
+        atomic_write_json(data / "all_results.json", entries, root=out)
         for label in order:
             atomic_write_json(data / f"{label}_results.json",
-                              [e for e in entries if e["model_label"] == label])
-        atomic_write_json(data / "config.json", config)
+                              [e for e in entries if e["model_label"] == label], root=out)
+        atomic_write_json(data / "config.json", config, root=out)
     return config

@@ -111,8 +111,11 @@ def export_problem(path: str | Path) -> str | None:
     return None
 
 
-def export_table(table: pd.DataFrame, path: str | Path) -> Path:
-    """Write the table as CSV or Parquet (by ``path``'s suffix), atomically.
+def export_table(table: pd.DataFrame, path: str | Path, *,
+                 root: str | Path | None = None) -> Path:
+    """Write the table as CSV or Parquet (by ``path``'s suffix), atomically; no folder
+    between ``root`` (default: ``path``'s folder; the results folder for its
+    ``data/results_table.*``) and ``path`` is followed through a link.
 
     Raises:
         ValueError: :func:`export_problem` has an answer for ``path``; nothing is written.
@@ -132,5 +135,5 @@ def export_table(table: pd.DataFrame, path: str | Path) -> Path:
         buf = io.BytesIO()
         table.to_parquet(buf, index=False)
         data = buf.getvalue()
-    atomic_write_bytes(path, data)
+    atomic_write_bytes(path, data, root=path.parent if root is None else root)
     return path

@@ -18,6 +18,7 @@ are recomputed, with a warning naming the file.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import logging
@@ -28,7 +29,15 @@ from typing import Any
 
 import numpy as np
 
-from toposig.files.atomic import atomic_write_bytes, atomic_write_json, clean_floats, read_json
+from toposig.files.atomic import (
+    LinkedFolderError,
+    atomic_write_bytes,
+    atomic_write_json,
+    clean_floats,
+    make_folder,
+    read_json,
+    remove_file,
+)
 from toposig.files.names import check_label, check_name
 from toposig.records import (
     Family,
@@ -136,11 +145,23 @@ class ResultStore:
         return rec, False
 
     def write(self, record: dict, ckpt: Checkpoint, arrays: dict[str, np.ndarray] | None = None):
-        """Write a record (and its arrays first). Returns the record as stored."""
+        """Write a record (and its arrays first). Returns the record as stored.
+
+        Raises:
+            DamagedResultsError: a folder where the record belongs, or a link or a file
+                where one of its folders belongs (nothing is written through it).
+        """
+        try:
+            return self._write(record, ckpt, arrays)
+        except LinkedFolderError as exc:
+            raise DamagedResultsError(str(exc)) from None
+
+    def _write(self, record: dict, ckpt: Checkpoint,
+               arrays: dict[str, np.ndarray] | None) -> dict:
         record = dict(record, settings_hash=self.settings_hash)
         path = self.record_path(ckpt)
         check_label(ckpt.label, "model label")
-        _make_own_folder(self.root, path.parent)
+        make_folder(self.root, path.parent)
         if path.is_dir() and not path.is_symlink():  # a folder where the record belongs
             raise DamagedResultsError(
                 f"{path} is a folder where the record of {ckpt.describe()} belongs; "
@@ -148,9 +169,9 @@ class ResultStore:
         if arrays is not None:
             buf = io.BytesIO()
             np.savez_compressed(buf, **arrays)
-            atomic_write_bytes(self.arrays_path(ckpt), buf.getvalue())
+            atomic_write_bytes(self.arrays_path(ckpt), buf.getvalue(), root=self.root)
             record["arrays_file"] = self.arrays_file(ckpt)
-        atomic_write_json(path, record)
+        atomic_write_json(path, record, root=self.root)
         return record
 
     def write_aggregates(self, records: list[dict], config: Mapping[str, Any]) -> None:
@@ -169,34 +190,14 @@ class ResultStore:
         by_label: dict[str, list[dict]] = {}
         for r in ok:
             by_label.setdefault(check_label(r["model_label"], "model label"), []).append(r)
-        _make_own_folder(self.root, self.data_dir)
-        atomic_write_json(self.data_dir / "all_results.json", ok)
-        for label, recs in by_label.items():
-            atomic_write_json(self.data_dir / f"{label}_results.json", recs)
-        atomic_write_json(self.data_dir / "config.json", config)
-
-
-def _make_own_folder(root: Path, folder: Path) -> None:
-    """Create ``folder`` (inside ``root``) if needed, refusing when it, or a folder
-    between it and ``root``, is a symbolic link or not a folder: a write through it would
-    land outside the results folder.
-
-    Raises:
-        DamagedResultsError: naming the link.
-    """
-    link = _links_below(root, folder)
-    if link is None:
         try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except (FileExistsError, NotADirectoryError) as exc:
-            raise DamagedResultsError(
-                f"{exc.filename or folder} is a file where toposig keeps a folder of the "
-                f"results folder {root}; move it away and run again") from None
-        link = _links_below(root, folder)
-    if link is not None:
-        raise DamagedResultsError(
-            f"{link} is a symbolic link inside the results folder {root}; toposig does not "
-            "write through it (it would write where it points). Replace it with a folder")
+            atomic_write_json(self.data_dir / "all_results.json", ok, root=self.root)
+            for label, recs in by_label.items():
+                atomic_write_json(self.data_dir / f"{label}_results.json", recs,
+                                  root=self.root)
+            atomic_write_json(self.data_dir / "config.json", config, root=self.root)
+        except LinkedFolderError as exc:
+            raise DamagedResultsError(str(exc)) from None
 
 
 def _links_below(root: Path, path: Path) -> Path | None:
@@ -262,8 +263,9 @@ def remove_stale_temporaries(root: str | Path) -> list[Path]:
             # and only the names atomic_write_bytes gives: .<name>.<random>.tmp
             if (p.is_file() and not p.is_symlink() and _links_below(root, p) is None
                     and _TEMPORARY.fullmatch(p.name)):
-                p.unlink(missing_ok=True)
-                removed.append(p)
+                with contextlib.suppress(LinkedFolderError):  # made a link meanwhile
+                    remove_file(p, root=root)
+                    removed.append(p)
     if removed:
         logger.info("removed %d temporary file(s) a killed run left under %s", len(removed),
                     root)
