@@ -143,3 +143,69 @@ def test_ordered_dict_state_dict_with_metadata_attribute(tmp_path):
     sd._metadata = {"": {"version": 1}}  # what nn.Module.state_dict() attaches
     torch.save(sd, tmp_path / "m.pt")
     assert sorted(cf.load_checkpoint_file(tmp_path / "m.pt").tensors) == sorted(sd)
+
+
+# --- issue 36, rows 6 and 7: a config.json beside state-dict files -----------------------
+
+def neox_state_dict_folder(folder: Path, steps=(10, 20)) -> dict:
+    """State-dict files ``step_<N>.pt`` of a tiny GPT-NeoX, without their config."""
+    from conftest import neox_config
+    from transformers import GPTNeoXForCausalLM
+
+    config = neox_config(hidden=8, layers=1, heads=2, vocab=64)
+    folder.mkdir(parents=True, exist_ok=True)
+    for s in steps:
+        torch.manual_seed(s)
+        torch.save(GPTNeoXForCausalLM(config).state_dict(), folder / f"step_{s}.pt")
+    return config.to_dict()
+
+
+def run_weights(models: Path, out: Path, capsys) -> str:
+    import run_experiments
+
+    assert run_experiments.main(["--models", str(models), "--out", str(out),
+                                 "--signatures", "weights", "--no-progress"]) == 0
+    return capsys.readouterr().out
+
+
+def test_a_folder_of_state_dicts_with_their_config_is_a_file_series(tmp_path, capsys):
+    """Row 7: docs/running.md says to put the model's config.json beside plain state
+    dicts; such a folder was taken as one Hugging Face model folder ("no file named
+    model.safetensors"), and a new step_30.pt was never measured."""
+    import json
+
+    models = tmp_path / "run"
+    config = neox_state_dict_folder(models)
+    (models / "config.json").write_text(json.dumps(config))
+    series = resolve_series(str(models), None)
+    assert [(c.step, c.source) for c in series] == [(10, "file"), (20, "file")]
+    out = tmp_path / "out"
+    assert "computed: 2" in run_weights(models, out, capsys)
+    records = sorted((out / "records").glob("*/run/step*.json"))
+    assert [json.loads(p.read_text())["status"] for p in records] == ["ok", "ok"]
+    neox_state_dict_folder(models, steps=(30,))
+    assert "computed: 1  skipped (already done): 2" in run_weights(models, out, capsys)
+    (models / "model.safetensors").write_bytes(b"")  # Hugging Face's weights: a model folder
+    assert [c.source for c in resolve_series(str(models), None)] == ["local"]
+
+
+def test_a_config_placed_beside_a_measured_file_changes_its_fingerprint(tmp_path, capsys):
+    """Row 6: a config.json placed beside a measured .pt file did not change its
+    fingerprint, so the record chosen without the config was reused."""
+    import json
+
+    models = tmp_path / "run"
+    config = neox_state_dict_folder(models, steps=(10,))
+    (ckpt,) = resolve_series(str(models / "step_10.pt"), None)
+    alone = fingerprint(ckpt)
+    out = tmp_path / "out"
+    assert "computed: 1" in run_weights(models / "step_10.pt", out, capsys)
+    (models / "config.json").write_text(json.dumps(config))
+    with_config = fingerprint(ckpt)
+    assert with_config != alone
+    assert "computed: 1  skipped (already done): 0" in run_weights(models / "step_10.pt",
+                                                                    out, capsys)
+    (models / "config.json").write_text(json.dumps({**config, "hidden_act": "relu"}))
+    assert fingerprint(ckpt) not in (alone, with_config)
+    (models / "config.json").unlink()
+    assert fingerprint(ckpt) == alone  # no sidecar: the file's own, as before

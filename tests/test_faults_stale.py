@@ -366,3 +366,41 @@ def test_ctrl_c_in_the_analysis_is_one_line_and_leaves_whole_files(folder, capsy
     assert err.startswith(f"interrupted: each file of {folder} is whole")
     json.loads((folder / "data" / "statistics.json").read_text())  # written whole
     assert not list(folder.rglob(".*.tmp"))  # no temporary left behind
+
+
+# --- issue 36, row 5: one entry, one training --------------------------------------------
+
+def test_an_entry_is_never_built_from_records_of_two_trainings(study, folder, tmp_path,
+                                                                caplog):
+    """A retrained checkpoint whose run was killed (SIGKILL) after its weights record and
+    before its embedding record: before, the analysis rebuilt one entry from both, exit 0.
+    Now that checkpoint is left out, named, and the next run recomputes the stale family."""
+    from toposig.records import record_family
+    from toposig.sources.checkpoints import Checkpoint, fingerprint
+
+    models = study.parent / "run"  # the study's own series, put back as it was below
+    kept = tmp_path / "step20-first-training"
+    shutil.move(models / "step20", kept)
+    try:
+        save_checkpoint(models / "step20", neox_config(hidden=8, layers=1, heads=2,
+                                                       vocab=264), byte_tokenizer(), seed=1)
+        new = fingerprint(Checkpoint("run", "run", 20, "local", str(models / "step20")))
+        (weights,) = [p for p in (folder / "records").glob("*/run/step000020.json")
+                      if record_family(json.loads(p.read_text())) == "weights"]
+        record = json.loads(weights.read_text())
+        assert new != record["checkpoint_fingerprint"]
+        weights.write_text(json.dumps({**record, "checkpoint_fingerprint": new}))  # killed
+        assert analyse(folder) == 0
+        assert "run step000020: its records come from 2 trainings" in caplog.text
+        assert entry_keys(folder) == {("run", "step000000"), ("run", "step000010")}
+        assert run_experiments.main(["--models", str(models), "--out", str(folder),
+                                     *FAST]) == 0
+    finally:
+        shutil.rmtree(models / "step20", ignore_errors=True)
+        shutil.move(kept, models / "step20")
+    assert entry_keys(folder) == {("run", record_stem(s)) for s in STEPS}
+    entries = json.loads((folder / "data" / "all_results.json").read_text())
+    assert entries[-1]["checkpoint_fingerprint"] == new
+    prints = {json.loads(p.read_text())["checkpoint_fingerprint"]
+              for p in (folder / "records").glob("*/run/step000020.json")}
+    assert prints == {new}

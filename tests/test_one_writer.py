@@ -28,7 +28,6 @@ from toposig.files.atomic import (
     atomic_write_bytes,
     atomic_write_json,
     make_folder,
-    open_folder,
     remove_file,
 )
 

@@ -32,6 +32,7 @@ import logging
 import os
 import re
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 from toposig.files.atomic import LinkedFolderError, atomic_write_bytes
@@ -91,15 +92,18 @@ def file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def content_fingerprint(location: str | Path) -> str:
+def content_fingerprint(location: str | Path, sidecars: Sequence[Path] = ()) -> str:
     """The fingerprint (16 hex digits) of a checkpoint file or folder, by content.
 
     Folder files are taken in name order, sub-folders and :data:`SKIPPED` files left out;
     each file's hash comes from the cache while its :func:`file_stamp` (size, modification
     time, inode, ctime) matches; a missing or malformed entry is replaced by a fresh hash.
+    ``sidecars``: files beside a checkpoint file that change what is measured (its
+    ``config.json``), hashed after it the same way; none leaves the fingerprint as the
+    file's alone.
     """
     where = Path(location)
-    files = [where] if where.is_file() else sorted(
+    files = [where, *sidecars] if where.is_file() else sorted(
         p for p in where.iterdir() if p.is_file() and not SKIPPED.search(p.name))
     with _lock:
         cache = _load_cache()

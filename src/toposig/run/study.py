@@ -307,7 +307,10 @@ class Study:
         Returns:
             ``(label, stem)`` -> family -> record, for records with status ok and whole
             arrays (their checkpoints are not at hand, so their fingerprints are not
-            checked).
+            checked against them). A checkpoint whose families' records come from two
+            trainings (different fingerprints: a retrained checkpoint's run killed
+            between two families) is left out, with a warning naming it: the next run
+            over it recomputes what is stale.
         """
         out: dict[tuple[str, str], dict[Family, dict]] = {}
         for family, h, label, path in self.record_files():
@@ -328,6 +331,15 @@ class Study:
             if rec.get("arrays_file") and arrays_damage(self.folder / rec["arrays_file"]):
                 continue
             out.setdefault(key, {})[family] = rec
+        for key, records in list(out.items()):
+            prints = {r.get("checkpoint_fingerprint") for r in records.values()} - {None}
+            if len(prints) > 1:
+                logger.warning(
+                    "%s %s: its records come from %d trainings (fingerprints %s; the "
+                    "checkpoint was replaced while a run measured it): it is left out "
+                    "until a run over it recomputes what is stale", *key, len(prints),
+                    ", ".join(sorted(map(str, prints))))
+                del out[key]
         return out
 
     def entry_order(self) -> Callable[[dict], tuple[int, int]]:

@@ -149,6 +149,28 @@ def is_model_folder(path: Path) -> bool:
     return (path / "config.json").is_file()
 
 
+# Hugging Face weight files (``save_pretrained``'s names, sharded or not)
+_HF_WEIGHTS = re.compile(r"(model|pytorch_model|tf_model|flax_model)(-\d+-of-\d+)?"
+                         r"\.(safetensors|bin|h5|msgpack)(\.index\.json)?")
+
+
+def holds_hf_weights(path: Path) -> bool:
+    """Whether a folder holds weights under the names ``save_pretrained`` gives."""
+    return any(p.is_file() and _HF_WEIGHTS.fullmatch(p.name) for p in path.iterdir())
+
+
+def _stepped_files(path: Path, selection: StepSelection) -> dict[int | None, Path]:
+    """The checkpoint files of a folder whose config.json is their config, not a model's
+    (no Hugging Face weights beside it): ``{}`` when it is a model folder after all."""
+    if holds_hf_weights(path):
+        return {}
+    try:
+        files = discover_files(path, selection.compiled)
+    except ValueError:
+        return {}
+    return files
+
+
 def discover_steps(folder: Path, pattern: re.Pattern[str] | None = None
                    ) -> tuple[list[Revision], dict[str, Path], list[str]]:
     """Sub-folders of ``folder`` that hold a model and whose name stands for a step.
@@ -234,7 +256,7 @@ def resolve_series(model: str, selection: StepSelection | None = None, *,
 
 def _local_series(model: str, label: str, path: Path, selection: StepSelection
                   ) -> list[Checkpoint]:
-    if is_model_folder(path):
+    if is_model_folder(path) and not _stepped_files(path, selection):
         rev = parse_revision(path.name, selection.compiled)
         if not selection.is_default:
             if rev is None:
@@ -320,7 +342,17 @@ def fingerprint(ckpt: Checkpoint) -> str | None:
     (:func:`toposig.measure`) has no files and no fingerprint."""
     if ckpt.source in ("hub", "memory"):
         return None
-    return content_fingerprint(ckpt.location)
+    return content_fingerprint(ckpt.location, sidecars_of(ckpt))
+
+
+def sidecars_of(ckpt: Checkpoint) -> list[Path]:
+    """The files beside a checkpoint file that change what is measured: the
+    ``config.json`` :func:`toposig.sources.checkpoint_files.find_config` reads (none for a
+    folder, whose files are all fingerprinted)."""
+    if ckpt.source != "file":
+        return []
+    beside = Path(ckpt.location).parent / "config.json"
+    return [beside] if beside.is_file() else []
 
 
 def checkpoint_identity(ckpt: Checkpoint) -> dict:
