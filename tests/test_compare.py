@@ -274,6 +274,52 @@ def test_damaged_json_exits_2_naming_the_file(reference, rerun, capsys):
     assert rc == 2 and str(rerun / REC) in err and "not a JSON object" in err
 
 
+DAMAGE = {  # issue 36, row 9: each was a traceback with exit 1, "the runs differ"
+    "a controlled section that is a string": (
+        "statistics", lambda t: t.replace('"controlled": {', '"controlled": "x", "_": {', 1),
+        "controlled section is a str"),
+    "5,000-deep JSON": ("statistics", lambda t: "[" * 5000 + "]" * 5000, "nested too deep"),
+    "a 400-digit integer": ("statistics", lambda t: t.replace('{', '{"n": ' + "9" * 400 + ",",
+                                                             1),
+                            "an integer of 400 digits at n"),
+    "a feature's entry that is a number": (
+        "statistics", lambda t: json.dumps(
+            (d := json.loads(t)) | {"controlled": d["controlled"] | {
+                "pooled": d["controlled"]["pooled"] | {"zz": 5}}}),
+        "controlled.pooled.zz is not an object"),
+    "a backtest table with decisions 5": (
+        "backtest", lambda t: t.replace('"decisions": [', '"decisions": 5, "_": [', 1),
+        "its decisions is not a list of objects"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DAMAGE))
+def test_damaged_input_is_an_error_naming_the_file_not_a_difference(case, reference, rerun,
+                                                                     tmp_path, capsys):
+    which, damage, message = DAMAGE[case]
+    if which == "backtest":  # a folder's backtest table, and two tables given as files
+        table = {"rows": [{"model": "m", "fraction": 0.2, "method": "naive",
+                           "forecast": 1.0, "final": 1.1}],
+                 "decisions": [{"model": "m", "fraction": 0.2, "action": "stop"}]}
+        for folder in (reference, rerun):
+            (folder / "data" / "backtest.json").write_text(json.dumps(table))
+        path = rerun / "data" / "backtest.json"
+        (tmp_path / "a.json").write_text(json.dumps(table))
+    else:
+        path = rerun / "data" / "statistics.json"
+        shutil.copy(reference / "data" / "statistics.json", tmp_path / "a.json")
+    try:
+        path.write_text(damage(path.read_text()))
+        assert path.read_text() != (tmp_path / "a.json").read_text()
+        for a, b in ((reference, rerun), (tmp_path / "a.json", path)):
+            rc, out, err = run(capsys, a, b)
+            assert (rc, out) == (2, "")
+            assert err.startswith(f"error: {path}: ") and message in err, err
+            assert "Traceback" not in err and len(err) < 400
+    finally:
+        (reference / "data" / "backtest.json").unlink(missing_ok=True)
+
+
 @pytest.mark.parametrize("option", [["--rtol", "-1"], ["--atol", "nan"], ["--alpha", "1.5"],
                                     ["--count-tol", "inf"], ["--rtol", "x"]])
 def test_bad_options_exit_2(reference, capsys, option):

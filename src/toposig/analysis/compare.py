@@ -108,7 +108,7 @@ __all__ = [
     "Tolerances", "Difference", "ConclusionChange", "MethodAgreement", "Coverage",
     "Comparison", "ResultsContent", "classify", "is_ignored", "compare_trees",
     "compare_conclusions", "compare_backtests", "compare_documents", "compare_results",
-    "is_backtest_table",
+    "is_backtest_table", "document_problem",
 ]
 
 # --- what is not a result: the one list --------------------------------------------------
@@ -682,6 +682,58 @@ def _fmt(v: object) -> str:
     if isinstance(v, float):
         return f"{v:.4g}"
     return str(v)
+
+
+# --- damaged input -----------------------------------------------------------------------------
+_FLOAT_BITS = 1024  # an integer of more bits than this is beyond every float
+
+
+def _shape_problem(doc: Mapping) -> str | None:
+    """What is wrong with the sections compare reads by shape: ``controlled`` (a
+    ``statistics.json``) and ``rows``/``decisions`` (a backtest table)."""
+    if "controlled" in doc and doc["controlled"] is not None:
+        c = doc["controlled"]
+        if not isinstance(c, dict):
+            return f"its controlled section is a {type(c).__name__}, not an object"
+        if not isinstance(c.get("controls", []), list):
+            return "its controlled.controls is not a list"
+        scopes = [("pooled", c.get("pooled") or {})]
+        per_model = c.get("per_model") or {}
+        if not isinstance(per_model, dict):
+            return "its controlled.per_model is not an object"
+        scopes += [(f"per_model.{m}", v) for m, v in per_model.items()]
+        for where, scope in scopes:
+            if not isinstance(scope, dict):
+                return f"its controlled.{where} is not an object"
+            for feature, entry in scope.items():
+                if entry is not None and not isinstance(entry, dict):
+                    return f"its controlled.{where}.{feature} is not an object"
+                flags = (entry or {}).get("significant")
+                if flags is not None and not isinstance(flags, dict):
+                    return f"its controlled.{where}.{feature}.significant is not an object"
+    for key in ("rows", "decisions"):
+        if key in doc and not (isinstance(doc[key], list)
+                               and all(isinstance(r, dict) for r in doc[key])):
+            return f"its {key} is not a list of objects"
+    return None
+
+
+def document_problem(doc: object) -> str | None:
+    """Why a JSON document cannot be compared, or ``None``: an integer beyond every float
+    (named by its path and digit count), or a section compare reads by shape that has
+    another (``controlled`` of a ``statistics.json``; ``rows``/``decisions`` of a backtest
+    table). The walk is iterative: any depth the JSON parser accepted is fine."""
+    stack: list[tuple[str, object]] = [("", doc)]
+    while stack:
+        path, v = stack.pop()
+        if isinstance(v, int) and not isinstance(v, bool) and v.bit_length() > _FLOAT_BITS:
+            return (f"holds an integer of {len(str(abs(v)))} digits at {path or 'the top'}, "
+                    "beyond any floating-point number")
+        if isinstance(v, dict):
+            stack += [(_join(path, str(k)), x) for k, x in v.items()]
+        elif isinstance(v, list):
+            stack += [(f"{path}[{i}]", x) for i, x in enumerate(v)]
+    return _shape_problem(doc) if isinstance(doc, Mapping) else None
 
 
 # --- backtests ---------------------------------------------------------------------------------

@@ -32,7 +32,8 @@ within its own error, the best method and the stop rule's actions.
 A and B may also be two JSON files (two statistics.json, two backtest tables).
 Exit status: 0 everything within tolerance and the same conclusions, 1 a difference
 beyond tolerance or a changed conclusion, 2 bad input (a folder missing, not a results
-folder, a damaged JSON file, a bad option).
+folder, a damaged JSON file: not JSON, nested too deep, an integer beyond any float, a
+section of another shape; a bad option), naming the file.
 
 Examples:
   toposig compare results results/my-run
@@ -61,11 +62,12 @@ from toposig.analysis.compare import (
     compare_results,
 )
 from toposig.cli.options import help_text
-from toposig.files.atomic import atomic_write_json, read_json
+from toposig.files.atomic import atomic_write_json
 from toposig.run.compare_folders import (
     DamagedResultsError,
     NotAResultsFolderError,
     load_results_folder,
+    read_comparable,
 )
 
 _DEFAULTS = Tolerances()
@@ -110,14 +112,11 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
 
 
 def _load(path: str):
-    """A folder -> its loaded content; a JSON file -> the document."""
+    """A folder -> its loaded content; a JSON file -> the document (each file checked:
+    :func:`toposig.run.compare_folders.read_comparable`)."""
     p = Path(path)
     if p.is_file() and p.suffix == ".json":
-        try:
-            return read_json(p)
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
-            raise DamagedResultsError(f"{p}: cannot be read as JSON ({type(exc).__name__}: "
-                                      f"{exc})") from exc
+        return read_comparable(p)
     return load_results_folder(p)
 
 

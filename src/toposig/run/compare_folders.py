@@ -20,15 +20,14 @@ parsed, or holds the wrong type, raises :class:`DamagedResultsError` naming the 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from toposig.analysis.compare import ResultsContent
+from toposig.analysis.compare import ResultsContent, document_problem
 from toposig.files.atomic import read_json
 from toposig.run.store import DamagedResultsError
 
-__all__ = ["load_results_folder", "NotAResultsFolderError", "DamagedResultsError",
-           "ResultsContent"]
+__all__ = ["load_results_folder", "read_comparable", "NotAResultsFolderError",
+           "DamagedResultsError", "ResultsContent"]
 
 _KNOWN = ("all_results.json", "statistics.json", "config.json")
 _JSON_NAMES = {dict: "object", list: "array", str: "string", int: "number", float: "number",
@@ -39,17 +38,27 @@ class NotAResultsFolderError(ValueError):
     """The path is not a results folder (missing, a file, or nothing a run writes)."""
 
 
-def _read(path: Path, want: type | tuple[type, ...]) -> object:
+def read_comparable(path: Path, want: type | tuple[type, ...] = (dict, list)) -> object:
+    """The JSON document at ``path``, checked for what compare needs of it.
+
+    Raises:
+        DamagedResultsError: not JSON, nested deeper than the parser goes, not of type
+            ``want``, or :func:`toposig.analysis.compare.document_problem` has an answer;
+            the message names the file.
+    """
     try:
         obj = read_json(path)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DamagedResultsError(f"{path}: cannot be read as JSON ({type(exc).__name__}: "
-                                  f"{exc})") from exc
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        why = ("nested too deep" if isinstance(exc, RecursionError)
+               else f"{type(exc).__name__}: {exc}")
+        raise DamagedResultsError(f"{path}: cannot be read as JSON ({why})") from None
     if not isinstance(obj, want):
         wanted = " or ".join(_JSON_NAMES[t] for t in (want if isinstance(want, tuple)
                                                       else (want,)))
         raise DamagedResultsError(f"{path}: holds a JSON {_JSON_NAMES.get(type(obj), 'value')}"
                                   f", not a JSON {wanted}")
+    if problem := document_problem(obj):
+        raise DamagedResultsError(f"{path}: {problem}")
     return obj
 
 
@@ -80,12 +89,13 @@ def load_results_folder(root: str | Path) -> ResultsContent:
             f"data/{{{','.join(_KNOWN)}}})")
     content = ResultsContent()
     for p in record_files:
-        content.records[(p.parent.parent.name, p.parent.name, p.stem)] = _read(p, dict)
+        content.records[(p.parent.parent.name, p.parent.name, p.stem)] = read_comparable(
+            p, dict)
     files = sorted(str(p.relative_to(root)) for pattern in ("data/*.json", "*.json")
                    for p in root.glob(pattern) if p.is_file() and not p.name.startswith("."))
     content.files = frozenset(files)
     if "data/all_results.json" in files:
-        entries = _read(data / "all_results.json", list)
+        entries = read_comparable(data / "all_results.json", list)
         for i, e in enumerate(entries):
             if not isinstance(e, dict):
                 raise DamagedResultsError(f"{data / 'all_results.json'}: entry {i} is a JSON "
@@ -93,9 +103,9 @@ def load_results_folder(root: str | Path) -> ResultsContent:
                                           "object")
         content.aggregates = entries
     if "data/statistics.json" in files:
-        content.statistics = _read(data / "statistics.json", dict)
+        content.statistics = read_comparable(data / "statistics.json", dict)
     if "data/config.json" in files:
-        content.config = _read(data / "config.json", dict)
+        content.config = read_comparable(data / "config.json", dict)
     labels = {str(e.get("model_label")) for e in content.aggregates or []}
     labels |= {label for _, label, _ in content.records}
     labels |= set((content.config or {}).get("models") or {})
@@ -103,5 +113,5 @@ def load_results_folder(root: str | Path) -> ResultsContent:
     for name in files:
         if name in copies or name in {f"data/{n}" for n in _KNOWN}:
             continue
-        content.other[name] = _read(root / name, (dict, list))
+        content.other[name] = read_comparable(root / name)
     return content
