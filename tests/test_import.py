@@ -129,7 +129,42 @@ BAD_TABLES = {
     "negative loss": ("model,step,loss\nm,0,-0.1\n",
                       "row 2: 'loss' is -0.1, not a loss (a mean token loss in nats, >= 0)"),
     "negative mlm loss": ("model,step,mlm_loss\nm,0,-2\n", "row 2: 'mlm_loss' is -2"),
+    # issue 36, row 11: a step of 1e300 failed on a 300-digit file name after two records
+    # were written; one past 2^53 was rounded
+    "a step of 1e300": ("model,step,loss\nm,0,2\nm,10,1.5\nm,1e300,1.2\n",
+                        "row 4: 'step' is '1e300', beyond 2^53 - 1"),
+    "a step past 2^53": ("model,step,loss\nm,9007199254740993,1\n",
+                         "row 2: 'step' is '9007199254740993', beyond 2^53 - 1"),
+    "a parameter count past 2^53": ("model,step,loss,num_parameters\nm,0,1,1e17\n",
+                                    "row 2: 'num_parameters' is '1e17', beyond 2^53 - 1"),
 }
+
+BIG = "9" * 400
+BAD_JSON = {  # issue 36, row 11: each was a traceback
+    "a 400-digit feature": ('{"m": [{"step": 0, "loss": 1.0, "f": ' + BIG + '}]}',
+                            "m[0]: 'f' is an integer of 400 digits, beyond any"),
+    "a 5,000-digit step": ('{"m": [{"step": ' + "9" * 5000 + ', "loss": 1.0}]}',
+                           "not valid JSON (Exceeds the limit"),
+    "100,000-deep lists": ('{"m": [{"step": 0, "loss": 1.0, "f": ' + "[" * 100_000
+                           + "]" * 100_000 + '}]}', "nested too deep"),
+    "a step past 2^53": ('{"m": [{"step": 9007199254740993, "loss": 1.0}]}',
+                         "'step' is 9007199254740993, beyond 2^53 - 1"),
+    "a step of 1e300": ('{"m": [{"step": 0, "loss": 1.0}, {"step": 1e300, "loss": 1.0}]}',
+                        "'step' is 1e+300, beyond 2^53 - 1"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_JSON))
+def test_values_too_large_or_deep_are_refused_before_anything_is_written(case, tmp_path,
+                                                                         capsys):
+    path = tmp_path / "curves.json"
+    path.write_text(BAD_JSON[case][0])
+    out = tmp_path / "out"
+    assert import_main([str(path), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {path}") and BAD_JSON[case][1] in err, err[:300]
+    assert "Traceback" not in err and len(err) < 400
+    assert not out.exists()
 
 
 def test_a_message_quotes_a_few_dozen_characters_of_an_oversized_value(tmp_path, capsys):

@@ -109,6 +109,11 @@ def _fail(path: Path, where: str, why: str) -> ImportFormatError:
     return ImportFormatError(f"{path}{', ' + where if where else ''}: {why}")
 
 
+MAX_WHOLE = 2**53 - 1
+"""The largest step or parameter count imported: the largest integer that every JSON
+reader (a float64) carries exactly."""
+
+
 def _number(value: object, path: Path, where: str, column: str,
             allow_missing: bool = True) -> float | None:
     """A finite float from a JSON/CSV value; ``None`` for missing (null, empty, NaN)."""
@@ -119,7 +124,12 @@ def _number(value: object, path: Path, where: str, column: str,
     if isinstance(value, bool):
         raise _fail(path, where, f"{quoted(column)} is {quoted(value)}, not a number")
     if isinstance(value, (int, float)):
-        v = float(value)
+        try:
+            v = float(value)
+        except OverflowError:  # an integer of hundreds of digits
+            raise _fail(path, where, f"{quoted(column)} is an integer of "
+                                     f"{len(str(abs(value)))} digits, beyond any "
+                                     "floating-point number") from None
     elif isinstance(value, str):
         try:
             v = float(value)
@@ -136,11 +146,37 @@ def _number(value: object, path: Path, where: str, column: str,
     return v
 
 
+def _whole(value: object, path: Path, where: str, column: str,
+           allow_missing: bool = False) -> int | None:
+    """A whole number from 0 to :data:`MAX_WHOLE`, exactly as written (an integer, or a
+    float or text that is one: ``10``, ``10.0``, ``"1e3"``); ``None`` for missing when
+    ``allow_missing``."""
+    if isinstance(value, str) and value.strip().isdigit():
+        text = value.strip()
+        exact: int | None = int(text) if len(text) <= 16 else MAX_WHOLE + 1
+    elif isinstance(value, int) and not isinstance(value, bool):
+        exact = value
+    else:
+        v = _number(value, path, where, column, allow_missing=allow_missing)
+        if v is None:
+            return None
+        exact = int(v) if v.is_integer() else None
+        if exact is not None and abs(v) > MAX_WHOLE:
+            exact = MAX_WHOLE + 1  # a float this large is no longer exact
+    if exact is None or exact < 0:
+        raise _fail(path, where, f"{quoted(column)} is {quoted(value)}, not a whole number "
+                                 ">= 0")
+    if exact > MAX_WHOLE:
+        raise _fail(path, where, f"{quoted(column)} is {quoted(value)}, beyond 2^53 - 1 "
+                                 f"= {MAX_WHOLE:,}, the largest whole number JSON carries "
+                                 "exactly")
+    return exact
+
+
 def _step(value: object, path: Path, where: str) -> int:
-    v = _number(value, path, where, "step", allow_missing=False)
-    if v is None or v < 0 or not float(v).is_integer():
-        raise _fail(path, where, f"'step' is {quoted(value)}, not a whole number >= 0")
-    return int(v)
+    step = _whole(value, path, where, "step")
+    assert step is not None  # not allowed missing
+    return step
 
 
 def model_label(model: str, path: Path, where: str) -> str:
@@ -159,7 +195,9 @@ def model_label(model: str, path: Path, where: str) -> str:
 def _load_json(path: Path):
     try:
         return json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except RecursionError:
+        raise _fail(path, "", "not readable JSON: nested too deep") from None
+    except (UnicodeDecodeError, ValueError) as exc:  # ValueError: an integer too long
         raise _fail(path, "", f"not valid JSON ({exc})") from None
 
 
@@ -330,7 +368,8 @@ def read_table(path: Path, sha256: str) -> list[ImportedRow]:
         step = _step(rec["step"], path, where)
         quality = {c: v for c in quality_cols
                    if (v := _number(rec[c], path, where, c)) is not None}
-        n_params = _number(rec.get("num_parameters"), path, where, "num_parameters")
+        n_params = _whole(rec.get("num_parameters"), path, where, "num_parameters",
+                          allow_missing=True)
         features, _ = _features({k: v for k, v in rec.items() if k not in identity},
                                 quality_cols, {}, path, where)
         revision = rec.get("revision")
@@ -338,7 +377,7 @@ def read_table(path: Path, sha256: str) -> list[ImportedRow]:
             model=str(model), label=label, step=step, quality=quality, features=features,
             provenance=Provenance(str(path), sha256, where.removeprefix("row "), "table"),
             revision=None if revision in (None, "") else str(revision),
-            num_parameters=None if n_params is None else int(n_params)))
+            num_parameters=n_params))
     return rows
 
 
@@ -401,9 +440,9 @@ def parameter_counts(spec: str) -> dict[str, int]:
             n = int(count.replace("_", "").replace(",", ""))
         except ValueError:
             n = 0
-        if n <= 0:
+        if not 0 < n <= MAX_WHOLE:
             raise ImportFormatError(f"{where}: {quoted(count)} is not a positive whole number of "
-                                    "parameters")
+                                    f"parameters up to {MAX_WHOLE:,}")
         if model in out:
             raise ImportFormatError(f"{where}: model {quoted(model)} given twice")
         out[model] = n
