@@ -272,6 +272,55 @@ def test_an_imported_folder_is_its_own_study(tmp_path):
         write_import(run_folder, rows, feature_family)
 
 
+def test_the_same_file_with_other_options_is_named_as_such(tmp_path, capsys):
+    """Issue 36, row 14: the same file imported with --target and then without it was
+    refused as 'an import of other files'."""
+    csv = tmp_path / "t.csv"
+    csv.write_text("model,step,loss,acc\na,0,2,0.1\na,10,1,0.3\n")
+    out = tmp_path / "out"
+    assert import_main([str(csv), "--out", str(out), "--target", "acc",
+                        "--higher-is-better"]) == 0
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert import_main([str(csv), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "holds an import of the same file(s), with --target acc, this import (none)" in err
+    assert "other files" not in err
+    assert import_main([str(csv), "--out", str(out), "--target", "acc",
+                        "--higher-is-better", "--params", "a=100"]) == 2
+    assert "the same file(s), with other --params" in capsys.readouterr().err
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+
+
+def test_a_killed_imports_records_do_not_stay_beside_the_next_imports(tmp_path, capsys):
+    """Issue 36, row 14: an import killed before its config.json left its records, and
+    the next import of other files into the folder kept them beside its own: compare
+    read both."""
+    from toposig.cli.compare import main as compare_main
+
+    first, second = tmp_path / "t.csv", tmp_path / "u.csv"
+    first.write_text("model,step,loss,f\na,0,2,1\na,10,1,3\n")
+    second.write_text("model,step,loss,f\nb,0,2,1\nb,10,1.5,2\n")
+    out, alone = tmp_path / "out", tmp_path / "alone"
+    assert import_main([str(first), "--out", str(out)]) == 0
+    (out / "data" / "config.json").unlink()  # killed before its last write
+    mine = out / "data" / "notes.json"
+    mine.write_text('{"the user\'s": true}')
+    assert import_main([str(second), "--out", str(out)]) == 0
+    assert import_main([str(second), "--out", str(alone)]) == 0
+    capsys.readouterr()
+    (alone / "data" / "notes.json").write_text(mine.read_text())
+    assert compare_main([str(alone), str(out)]) == 0, capsys.readouterr().out
+    assert [p.name for p in (out / "records").glob("*/*/")] == ["b"]
+    assert not (out / "data" / "a_results.json").exists()
+    assert mine.read_text() == '{"the user\'s": true}'
+    run = tmp_path / "run"  # a run's records with no study: not an import's to remove
+    (run / "records" / "e123" / "m").mkdir(parents=True)
+    (run / "records" / "e123" / "m" / "step000000.json").write_text("{}")
+    assert import_main([str(second), "--out", str(run)]) == 2
+    assert "holds records of a run (records/e123)" in capsys.readouterr().err
+    assert (run / "records" / "e123" / "m" / "step000000.json").read_text() == "{}"
+
+
 def test_the_analysis_runs_on_an_imported_folder(tmp_path):
     from toposig.analyze import analyze
 

@@ -216,5 +216,23 @@ def remove_file(path: str | Path, *, root: str | Path) -> bool:
     return True
 
 
+def remove_empty_folder(folder: str | Path, *, root: str | Path) -> bool:
+    """Delete ``folder`` (below ``root``) if it is there and empty, never through a link
+    below ``root``. Returns whether it was removed (``False`` when missing or not empty).
+
+    Raises:
+        LinkedFolderError: a folder on the way is a link or a file.
+    """
+    parts = parts_below(root, folder)
+    try:
+        with open_folder(root, parts[:-1], create=False) as parent:
+            os.rmdir(parts[-1], dir_fd=parent)
+    except (FileNotFoundError, OSError) as exc:
+        if isinstance(exc, FileNotFoundError) or exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+            return False
+        raise
+    return True
+
+
 def read_json(path: Path):
     return json.loads(Path(path).read_text(encoding="utf-8"))

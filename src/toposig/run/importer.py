@@ -22,15 +22,19 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from toposig.files.atomic import atomic_write_json
+from toposig.files.atomic import atomic_write_json, remove_empty_folder, remove_file
 from toposig.files.locks import exclusive
 from toposig.records import FAMILIES, SCHEMA_VERSION, FeatureFamily
 from toposig.run.study import Study, StudyMismatchError
 from toposig.sources.imports import ImportedRow
+
+logger = logging.getLogger(__name__)
 
 
 def import_digest(rows: Sequence[ImportedRow], quality: dict | None = None,
@@ -46,6 +50,67 @@ def import_digest(rows: Sequence[ImportedRow], quality: dict | None = None,
 
 
 Classify = Callable[[str], FeatureFamily]
+
+
+def _what_differs(held: Mapping, config: Mapping) -> str:
+    """How an import into a folder that holds another differs from it, in words: the
+    files, ``--target``, ``--params``."""
+    old, new = held.get("imported") or {}, config["imported"]
+    shas = ({f.get("sha256") for f in old.get("files") or [] if isinstance(f, dict)},
+            {f["sha256"] for f in new["files"]})
+    parts = ["other files" if shas[0] != shas[1] else "the same file(s)"]
+    if old.get("quality") != new.get("quality"):
+        given = [(q or {}).get("column") if isinstance(q, dict) else None
+                 for q in (old.get("quality"), new.get("quality"))]
+        parts.append(f"with --target {given[0] or '(none)'}, this import "
+                     f"{given[1] or '(none)'}")
+    if old.get("num_parameters") != new.get("num_parameters"):
+        parts.append("with other --params")
+    return ", ".join(parts)
+
+
+def remove_killed_import(out: Path, digest: str) -> list[Path]:
+    """Remove what an import killed before it wrote ``data/config.json`` left in ``out``:
+    the records of other imports (``records/import-<other hash>/<label>/step*.json``) and
+    the ``data/<label>_results.json`` copies that hold their entries, nothing else; called
+    with the folder's lock held when ``out`` holds no study. Returns what was removed.
+
+    Raises:
+        StudyMismatchError: ``out`` holds a run's records (``records/<settings hash>/``)
+            without a study: an import goes into a folder of its own.
+    """
+    removed: list[Path] = []
+    records = out / "records"
+    folders = sorted(p for p in records.iterdir() if p.is_dir()) if records.is_dir() else []
+    runs = [p.name for p in folders if not p.name.startswith("import-")]
+    if runs:
+        raise StudyMismatchError(
+            f"{out} holds records of a run (records/{runs[0]}) but no data/config.json "
+            "(a run killed before it wrote its aggregates?); import into a folder of its "
+            "own (--out)")
+    stale = {p.name for p in folders if p.name != f"import-{digest}"}
+    for folder in (p for p in folders if p.name in stale):
+        for label in sorted(p for p in folder.iterdir() if p.is_dir() and not p.is_symlink()):
+            for record in sorted(label.iterdir()):
+                if record.is_file() and re.fullmatch(r"step\d+\.json|\..+\.tmp", record.name):
+                    remove_file(record, root=out)
+                    removed.append(record)
+            remove_empty_folder(label, root=out)
+        remove_empty_folder(folder, root=out)
+    data = out / "data"
+    for copy in sorted(data.glob("*_results.json")) if stale and data.is_dir() else []:
+        try:
+            entries = json.loads(copy.read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError):
+            continue
+        if (isinstance(entries, list) and entries and all(
+                isinstance(e, dict) and e.get("settings_hash") in stale for e in entries)):
+            remove_file(copy, root=out)
+            removed.append(copy)
+    if removed:
+        logger.warning("%s: removed %d file(s) an import killed before it finished left "
+                       "behind (%s)", out, len(removed), ", ".join(sorted(stale)))
+    return removed
 
 
 def entry_of(row: ImportedRow, digest: str, classify: Classify,
@@ -126,11 +191,13 @@ def write_import(out_dir: str | Path, rows: Sequence[ImportedRow], classify: Cla
     with exclusive(out, "results folder"):
         held = Study.load(out)
         if held.held and held.import_digest != digest:
-            what = ("an import of other files, --params or --target" if held.imported
+            what = (f"an import of {_what_differs(held.config, config)}" if held.imported
                     else "the study of a run")
             raise StudyMismatchError(
                 f"{out} holds {what} ({', '.join(held.models)}); import into a folder "
                 "of its own (--out)")
+        if not held.held:
+            remove_killed_import(out, digest)
         entries = [entry_of(r, digest, classify, quality) for r in rows]
         for e in entries:
             atomic_write_json(out / "records" / f"import-{digest}" / e["model_label"]
