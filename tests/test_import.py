@@ -417,7 +417,7 @@ def test_parameter_counts_come_with_params(tmp_path, capsys):
         (out / "data" / "config.json").read_bytes()
     # other counts into the same folder: another import, refused
     assert import_main([str(csv), "--out", str(out), "--params", "a=1000,b=3000"]) == 2
-    assert "holds an import of other files, --params or --target" in capsys.readouterr().err
+    assert "holds an import of the same file(s), with other --params" in capsys.readouterr().err
     for bad, why in (("a=1000", "no count for model 'b'"), ("a=1000,b=0", "positive whole"),
                      ("a=1000,b=2000,c=5", "not in the import"), ("a", "is not MODEL=N"),
                      ("a=1,a=2,b=3", "given twice")):
