@@ -348,3 +348,21 @@ def test_a_folder_that_cannot_be_written_is_a_clear_error(tmp_path, checkpoint, 
     assert run("--models", str(series(tmp_path / "run", checkpoint)), "--out", str(out)) == 2
     err = capsys.readouterr().err
     assert "cannot write in" in err and "Traceback" not in err
+
+
+def test_a_full_disk_stops_the_run_naming_the_file(tmp_path, checkpoint, capsys,
+                                                   monkeypatch):
+    """Issue 36, row 17: a full disk gave an error naming no file (here, a traceback)."""
+    import errno
+
+    import toposig.files.atomic as writer
+
+    def full(fd) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(writer.os, "fsync", full)
+    out = tmp_path / "out"
+    assert run("--models", str(series(tmp_path / "run", checkpoint)), "--out", str(out)) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {out}/") and ": No space left on device" in err
+    assert "Traceback" not in err

@@ -404,3 +404,20 @@ def test_an_entry_is_never_built_from_records_of_two_trainings(study, folder, tm
     prints = {json.loads(p.read_text())["checkpoint_fingerprint"]
               for p in (folder / "records").glob("*/run/step000020.json")}
     assert prints == {new}
+
+
+def test_a_full_disk_is_an_error_naming_the_file(folder, capsys, monkeypatch):
+    """Issue 36, row 17: a full disk (ENOSPC, raised where the bytes reach the disk)
+    gave an error naming no file; docs/robustness.md promises `error: <file>: <reason>`."""
+    import errno
+
+    import toposig.files.atomic as writer
+
+    def full(fd) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(writer.os, "fsync", full)
+    assert analyse(folder) == 2
+    err = assert_clean_error(capsys, folder / "data" / "statistics.json")
+    assert "No space left on device" in err
+    assert not list(folder.rglob(".*.tmp"))  # no temporary left behind

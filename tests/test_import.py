@@ -437,3 +437,21 @@ def test_seed_b_with_the_papers_parameter_counts(seed_measurements, tmp_path):
     sizes = {e["model_label"]: e["num_parameters"] for e in entries(out)}
     assert sizes == {"tiny-3k": 2936, "small-7k": 7408, "med-21k": 20640,
                      "large-46k": 46368, "xl-97k": 97200}
+
+
+def test_a_full_disk_names_the_file_it_could_not_write(tmp_path, capsys, monkeypatch):
+    """Issue 36, row 17: a full disk gave an error naming no file."""
+    import errno
+
+    import toposig.files.atomic as writer
+
+    csv = tmp_path / "t.csv"
+    csv.write_text("model,step,loss\na,0,2\n")
+
+    def full(fd) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(writer.os, "fsync", full)
+    assert import_main([str(csv), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "No space left on device" in err and "step000000.json" in err, err

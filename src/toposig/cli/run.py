@@ -247,6 +247,11 @@ def _run(plan, args: argparse.Namespace, executor, prog: str | None = None) -> i
         # through (a link planted there)
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a write the system refused: a full disk, a read-only folder
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"error: {where}{exc.strerror or exc} (every finished record is kept; free "
+              "the space or fix the folder and run the same command again)", file=sys.stderr)
+        return 2
     analyze = "toposig analyze" if prog else "python src/analyze_results.py"
     print("\n".join(summary_lines(plan, outcome, args.out, analyze)))
     return 1 if outcome.failures else 0

@@ -169,23 +169,29 @@ def atomic_write_with(path: str | Path, write: Callable[[BinaryIO], None], *,
 
     Raises:
         LinkedFolderError: a folder between ``root`` and ``path`` is a link or a file.
-        IsADirectoryError: ``path`` is a folder.
+        OSError: the system refused the write (a full disk, no permission, ``path`` a
+            folder); its ``filename`` is ``path``, never the temporary file or none.
     """
     parts = parts_below(root, path)
     name = parts[-1]
     with open_folder(root, parts[:-1]) as folder:
         tmp = f".{name}.{secrets.token_hex(4)}.tmp"
-        fd = os.open(tmp, _FILE_FLAGS, 0o666, dir_fd=folder)
         try:
-            with os.fdopen(fd, "wb") as f:
-                write(f)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp, dir_fd=folder)
-            raise
+            fd = os.open(tmp, _FILE_FLAGS, 0o666, dir_fd=folder)
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    write(f)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.replace(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp, dir_fd=folder)
+                raise
+        except OSError as exc:
+            if exc.errno is None or exc.filename == str(path):
+                raise
+            raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from exc
 
 
 def atomic_write_bytes(path: str | Path, data: bytes, *, root: str | Path) -> None:
