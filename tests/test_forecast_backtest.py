@@ -185,3 +185,36 @@ def test_backtest_refuses_a_folder_twice_and_bad_options(tmp_path, capsys):
                           ([str(tmp_path / "x/res"), "--noise", "-1"], "--noise")):
         assert backtest_main([*argv, "--out", str(out)]) == 2
         assert message in capsys.readouterr().err
+
+
+def test_the_jackknife_refits_at_most_40_times_and_keeps_its_estimate(monkeypatch):
+    """Issue 36, row 16: the leave-one-out jackknife refit the power law once per point,
+    so a backtest grew with the square of the curve's length (5,000 points: 294 s).
+    Up to 40 points it is still leave-one-out (the same numbers); beyond, 40 interleaved
+    groups, whose s.e. stays within a few per cent of leave-one-out's."""
+    rng = np.random.default_rng(1)
+    fits = []
+    real = prediction.fit_loss_power_law
+
+    def counted(s, lo):
+        fits.append(s.size)
+        return real(s, lo)
+
+    def leave_one_out(s, lo, at):
+        vals = [prediction.extrapolate(real(np.delete(s, i), np.delete(lo, i)), at)
+                for i in range(s.size)]
+        v = np.asarray([x for x in vals if x is not None and math.isfinite(x)])
+        return math.sqrt((v.size - 1) / v.size * float(np.sum((v - v.mean()) ** 2)))
+
+    monkeypatch.setattr(prediction, "fit_loss_power_law", counted)
+    for n in (30, 40, 240):
+        s = np.linspace(10, 20_000, n)
+        lo = 2 + 3 / (1 + s / 100) ** 0.5 + rng.normal(0, 0.01, n)
+        fits.clear()
+        se = forecast._jackknife_se(s, lo, 40_000.0)
+        assert len(fits) == min(n, forecast.JACKKNIFE_GROUPS)
+        exact = leave_one_out(s, lo, 40_000.0)
+        if n <= forecast.JACKKNIFE_GROUPS:
+            assert se == exact
+        else:
+            assert se == pytest.approx(exact, rel=0.05) and se != exact

@@ -448,10 +448,49 @@ def test_a_full_disk_names_the_file_it_could_not_write(tmp_path, capsys, monkeyp
     csv = tmp_path / "t.csv"
     csv.write_text("model,step,loss\na,0,2\n")
 
-    def full(fd) -> None:
+    def full(*args) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(writer.os, "fsync", full)
-    assert import_main([str(csv), "--out", str(tmp_path / "out")]) == 2
-    err = capsys.readouterr().err
-    assert "No space left on device" in err and "step000000.json" in err, err
+    for call, named in (("write", "records/import-"), ("fsync", "data/all_results.json")):
+        with monkeypatch.context() as m:  # a record (written in a batch), an aggregate
+            m.setattr(writer.os, call, full)
+            assert import_main([str(csv), "--out", str(tmp_path / "out")]) == 2
+        err = capsys.readouterr().err
+        assert "No space left on device" in err and named in err, err
+        assert "Traceback" not in err
+
+
+def test_an_import_killed_among_its_records_is_repaired_by_the_next(tmp_path, monkeypatch):
+    """Issue 36, row 15: the records are no longer flushed one by one; a killed import
+    (here after 5 of 12 records) leaves a folder without config.json, and importing the
+    same file again gives what an uninterrupted import gives, byte for byte."""
+    import toposig.run.importer as importer
+
+    csv = tmp_path / "t.csv"
+    csv.write_text("model,step,loss,f\n" + "".join(
+        f"{m},{s},{2 + 1 / (1 + s)},{s % 7}\n" for m in ("a", "b") for s in range(0, 60, 10)))
+    whole, killed = tmp_path / "whole", tmp_path / "killed"
+    assert import_main([str(csv), "--out", str(whole)]) == 0
+    real, written = importer._compact, []
+
+    def dies(obj):
+        if len(written) == 5:
+            raise KeyboardInterrupt
+        written.append(obj)
+        return real(obj)
+
+    with monkeypatch.context() as m:
+        m.setattr(importer, "_compact", dies)
+        with pytest.raises(KeyboardInterrupt):
+            import_main([str(csv), "--out", str(killed)])
+    assert not (killed / "data" / "config.json").exists()
+    assert len(list(killed.rglob("step*.json"))) == 5
+    (folder,) = killed.glob("records/*/a")
+    (folder / ".step000050.json.0badc0de.tmp").write_text('{"cut sh')  # killed mid-write
+    assert import_main([str(csv), "--out", str(killed)]) == 0
+
+    def files(folder):
+        return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*")
+                if p.is_file() and p.name != ".toposig.lock"}
+
+    assert files(killed) == files(whole)

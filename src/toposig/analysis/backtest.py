@@ -10,7 +10,7 @@ Pure functions: series in, rows and summaries out. Losses in nats.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -169,17 +169,23 @@ def decision_rates(rows: Sequence[DecisionRow]) -> dict:
 
 def backtest(series: Mapping[str, Series], fractions: Sequence[float] = FRACTIONS,
              candidates: Sequence[str] | None = None,
-             min_gain: float = forecast.STOP_GAIN, noise: float | None = None) -> dict:
+             min_gain: float = forecast.STOP_GAIN, noise: float | None = None,
+             done: Callable[[str], None] | None = None) -> dict:
     """The whole backtest over several runs, JSON-serialisable::
 
         {"default_method": ..., "rows": [Row as dict, ...], "summary": {method: {...}},
          "decisions": [DecisionRow as dict], "decision_rates": {...}, "min_gain": ...,
          "fractions": [...], "notes": "..."}
+
+    ``done``: called with each run's name once it is backtested (a progress bar).
     """
-    rows = [r for model, ser in series.items()
-            for r in backtest_series(model, ser, fractions, candidates)]
-    decisions = [d for model, ser in series.items()
-                 for d in backtest_decisions(model, ser, min_gain=min_gain, noise=noise)]
+    rows: list[Row] = []
+    decisions: list[DecisionRow] = []
+    for model, ser in series.items():
+        rows += backtest_series(model, ser, fractions, candidates)
+        decisions += backtest_decisions(model, ser, min_gain=min_gain, noise=noise)
+        if done is not None:
+            done(model)
     return {
         "default_method": forecast.DEFAULT_METHOD,
         "fractions": [float(f) for f in fractions],

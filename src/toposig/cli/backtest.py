@@ -47,6 +47,8 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--all-features", action="store_true",
                    help="let the topological forecast choose among every feature, not only "
                         "the analysis' prediction features")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bar (it shows only on a terminal anyway)")
     return p
 
 
@@ -118,9 +120,13 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
             if value is not None and not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"{name} must be a finite number >= 0, got {value}")
         series = load_series(args.folders)
-        result = backtest.backtest(
-            series, fractions, None if args.all_features else PREDICTION_FEATURES,
-            min_gain=args.min_gain, noise=args.noise)
+        from tqdm.auto import tqdm
+
+        with tqdm(total=len(series), desc="backtest", unit="run", leave=False,
+                  disable=True if args.no_progress else None) as bar:
+            result = backtest.backtest(
+                series, fractions, None if args.all_features else PREDICTION_FEATURES,
+                min_gain=args.min_gain, noise=args.noise, done=lambda _: bar.update())
         result = round_floats(result, STATISTICS_DIGITS)  # the same bytes on any CPU
         atomic_write_json(Path(args.out), result, root=Path(args.out).parent)
     except (ResultsMissingError, ValueError, OSError) as exc:

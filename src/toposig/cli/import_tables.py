@@ -59,6 +59,8 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--higher-is-better", action="store_true",
                    help="the --target column grows as the model improves (an accuracy); "
                         "losses and perplexity are lower-is-better")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bars (they show only on a terminal anyway)")
     return p
 
 
@@ -75,13 +77,14 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
             quality = {"column": args.target, "higher_is_better": args.higher_is_better}
         elif args.higher_is_better:
             raise ImportFormatError("--higher-is-better needs --target COLUMN")
-        rows = read_rows(args.files, args.format)
+        rows = read_rows(args.files, args.format, progress=not args.no_progress)
         counts = parameter_counts(args.params) if args.params is not None else None
         if counts is not None:
             rows = with_parameters(rows, counts)
         if quality is not None:
             rows = with_target(rows, args.target)
-        config = write_import(args.out, rows, feature_family, quality, counts)
+        config = write_import(args.out, rows, feature_family, quality, counts,
+                              progress=not args.no_progress)
     except (ImportFormatError, StudyMismatchError, FolderLockedError, LinkedFolderError,
             OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)

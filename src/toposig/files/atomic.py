@@ -194,6 +194,72 @@ def atomic_write_with(path: str | Path, write: Callable[[BinaryIO], None], *,
             raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from exc
 
 
+@contextmanager
+def many_files(root: str | Path, folder: str | Path) -> Iterator[Callable[[str, bytes], bool]]:
+    """A writer of many small files into one ``folder`` below ``root`` (made as needed,
+    held open: :func:`open_folder`), each written atomically (a temporary file, then a
+    rename) but not flushed to disk one by one: call :func:`sync_all` before writing the
+    file that vouches for them (an import's ``config.json``). The writer takes a plain
+    file name and the bytes, keeps a file that already holds exactly these bytes, and
+    returns whether it wrote.
+
+    Raises:
+        LinkedFolderError: a folder between ``root`` and ``folder`` is a link or a file.
+        ValueError: a name that is not a plain file name.
+    """
+    same = os.path.abspath(folder) == os.path.abspath(root)
+    with open_folder(root, () if same else parts_below(root, folder)) as fd:
+        present = set(os.listdir(fd))  # only these may hold the bytes already
+
+        def write(name: str, data: bytes) -> bool:
+            if not name or "/" in name or name in (".", ".."):
+                raise ValueError(f"{name!r} is not a plain file name")
+            old = None
+            if name in present:
+                with contextlib.suppress(OSError):
+                    old = os.open(name, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
+                                  | getattr(os, "O_CLOEXEC", 0), dir_fd=fd)
+            if old is not None:
+                try:
+                    if os.fstat(old).st_size == len(data) and _read_all(old) == data:
+                        return False
+                finally:
+                    os.close(old)
+            tmp = f".{name}.{secrets.token_hex(4)}.tmp"
+            try:
+                out = os.open(tmp, _FILE_FLAGS, 0o666, dir_fd=fd)
+                try:
+                    view = memoryview(data)
+                    while view:
+                        view = view[os.write(out, view):]
+                finally:
+                    os.close(out)
+                os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
+            except BaseException as exc:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp, dir_fd=fd)
+                if isinstance(exc, OSError) and exc.errno is not None:
+                    raise OSError(exc.errno, exc.strerror or str(exc),
+                                  str(Path(folder, name))) from exc
+                raise
+            return True
+
+        yield write
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 1 << 16):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def sync_all() -> None:
+    """Flush every written file to disk (``sync``): once, after :func:`many_files`, where
+    one ``fsync`` per file would cost milliseconds each."""
+    os.sync()
+
+
 def atomic_write_bytes(path: str | Path, data: bytes, *, root: str | Path) -> None:
     """Write ``data`` to ``path`` (inside ``root``) atomically (:func:`atomic_write_with`)."""
     atomic_write_with(path, lambda f: f.write(data), root=root)

@@ -28,9 +28,17 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from toposig.files.atomic import atomic_write_json, remove_empty_folder, remove_file
+from toposig.files.atomic import (
+    atomic_write_bytes,
+    atomic_write_json,
+    many_files,
+    remove_empty_folder,
+    remove_file,
+    sync_all,
+)
 from toposig.files.locks import exclusive
 from toposig.records import FAMILIES, SCHEMA_VERSION, FeatureFamily
+from toposig.run.store import remove_stale_temporaries
 from toposig.run.study import Study, StudyMismatchError
 from toposig.sources.imports import ImportedRow
 
@@ -155,14 +163,28 @@ def entry_of(row: ImportedRow, digest: str, classify: Classify,
     return entry
 
 
+def _compact(obj: object) -> bytes:
+    """Compact JSON (one line, C-encoded): records and aggregates of an import, which may
+    hold millions of entries that nobody reads by eye."""
+    return (json.dumps(obj, separators=(",", ":"), allow_nan=False) + "\n").encode("utf-8")
+
+
 def write_import(out_dir: str | Path, rows: Sequence[ImportedRow], classify: Classify,
                  quality: dict | None = None,
-                 parameters: Mapping[str, int] | None = None) -> dict:
+                 parameters: Mapping[str, int] | None = None, *,
+                 progress: bool = False) -> dict:
     """Write the results folder of the module docstring; returns its config.
 
     ``quality``: ``{"column": name, "higher_is_better": bool}``, the quality measure the
     analysis correlates with (an import's ``--target``), kept in every entry and in
     ``config.json``; ``None``: the analysis chooses among loss, perplexity, mlm_loss.
+    ``progress``: a bar over the records (on a terminal).
+
+    The records are written in one pass, each atomically but flushed to disk together
+    (:func:`toposig.files.atomic.many_files`, then one ``sync``), a record that already
+    holds its bytes left untouched; then the aggregates, and ``config.json`` last: a
+    folder without it is an import killed before it finished, which the next import
+    rewrites (the same files) or removes (:func:`remove_killed_import`).
 
     Raises:
         StudyMismatchError: ``out_dir`` holds another study (a run's, or an import of
@@ -171,8 +193,11 @@ def write_import(out_dir: str | Path, rows: Sequence[ImportedRow], classify: Cla
     """
     out = Path(out_dir)
     digest = import_digest(rows, quality, parameters)
-    order = list(dict.fromkeys(r.label for r in rows))
-    rows = sorted(rows, key=lambda r: (order.index(r.label), r.step))
+    order = {label: i for i, label in enumerate(dict.fromkeys(r.label for r in rows))}
+    rows = sorted(rows, key=lambda r: (order[r.label], r.step))
+    by_label: dict[str, list[ImportedRow]] = {label: [] for label in order}
+    for r in rows:
+        by_label[r.label].append(r)
     sources = sorted({(r.provenance.file, r.provenance.sha256, r.provenance.format)
                       for r in rows}, key=lambda t: (t[1], t[0]))
     config = {
@@ -183,9 +208,9 @@ def write_import(out_dir: str | Path, rows: Sequence[ImportedRow], classify: Cla
             **({"quality": quality} if quality is not None else {}),
             **({"num_parameters": dict(parameters)} if parameters else {}),
         },
-        "models": {label: next(r.model for r in rows if r.label == label) for label in order},
+        "models": {label: group[0].model for label, group in by_label.items()},
         "model_sources": dict.fromkeys(order, "imported"),
-        "steps": {label: [r.step for r in rows if r.label == label] for label in order},
+        "steps": {label: [r.step for r in group] for label, group in by_label.items()},
         "n_checkpoints": len(rows),
     }
     with exclusive(out, "results folder"):
@@ -196,16 +221,26 @@ def write_import(out_dir: str | Path, rows: Sequence[ImportedRow], classify: Cla
             raise StudyMismatchError(
                 f"{out} holds {what} ({', '.join(held.models)}); import into a folder "
                 "of its own (--out)")
+        remove_stale_temporaries(out)  # a killed import's, or a killed run's
         if not held.held:
             remove_killed_import(out, digest)
-        entries = [entry_of(r, digest, classify, quality) for r in rows]
-        for e in entries:
-            atomic_write_json(out / "records" / f"import-{digest}" / e["model_label"]
-                              / f"step{e['step']:06d}.json", e, root=out)
+        from tqdm.auto import tqdm
+
+        entries: dict[str, list[dict]] = {}
+        with tqdm(total=len(rows), desc="records", unit="row", disable=None if progress
+                  else True, leave=False) as bar:
+            for label, group in by_label.items():
+                entries[label] = [entry_of(r, digest, classify, quality) for r in group]
+                with many_files(out, out / "records" / f"import-{digest}" / label) as write:
+                    for e in entries[label]:
+                        write(f"step{e['step']:06d}.json", _compact(e))
+                        bar.update()
+        sync_all()  # every record on disk before the files that vouch for them
         data = out / "data"
-        atomic_write_json(data / "all_results.json", entries, root=out)
+        atomic_write_bytes(data / "all_results.json",
+                           _compact([e for label in order for e in entries[label]]), root=out)
         for label in order:
-            atomic_write_json(data / f"{label}_results.json",
-                              [e for e in entries if e["model_label"] == label], root=out)
+            atomic_write_bytes(data / f"{label}_results.json", _compact(entries[label]),
+                               root=out)
         atomic_write_json(data / "config.json", config, root=out)
     return config

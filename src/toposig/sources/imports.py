@@ -330,8 +330,11 @@ def _ragged_row(path: Path) -> str | None:
     return None
 
 
-def read_table(path: Path, sha256: str) -> list[ImportedRow]:
+def read_table(path: Path, sha256: str, progress: bool = False) -> list[ImportedRow]:
+    """The rows of a CSV or Parquet table (``progress``: a bar over its rows, on a
+    terminal)."""
     import pandas as pd
+    from tqdm.auto import tqdm
 
     try:
         if path.suffix.lower() == ".csv":
@@ -359,7 +362,9 @@ def read_table(path: Path, sha256: str) -> list[ImportedRow]:
     quality_cols = [c for c in QUALITY_COLUMNS if c in columns]
     identity = ("model", "step", "revision", "num_parameters")
     rows = []
-    for i, rec in enumerate(df.to_dict("records")):
+    records = df.to_dict("records")
+    for i, rec in enumerate(tqdm(records, desc=f"reading {path.name}", unit="row",
+                                 disable=None if progress else True, leave=False)):
         where = f"row {i + 2 if path.suffix.lower() == '.csv' else i}"  # CSV: line number
         model = rec["model"]
         if model is None or (isinstance(model, float) and math.isnan(model)):
@@ -517,7 +522,8 @@ def _not_a_file(path: Path) -> str | None:
     return "is not a regular file"
 
 
-def read_rows(paths: Iterable[str | Path], fmt: str | None = None) -> list[ImportedRow]:
+def read_rows(paths: Iterable[str | Path], fmt: str | None = None, *,
+              progress: bool = False) -> list[ImportedRow]:
     """The rows of every file, validated together: each file readable in its format,
     every step a whole number, qualities and features numeric, each quality within its
     domain (:data:`QUALITY_DOMAINS`), no model × step twice
@@ -526,6 +532,7 @@ def read_rows(paths: Iterable[str | Path], fmt: str | None = None) -> list[Impor
     Args:
         paths: the files.
         fmt: one of :data:`FORMATS` for every file, or ``None`` to detect each.
+        progress: a bar over a table's rows (on a terminal).
 
     Raises:
         ImportFormatError: the first problem, naming the file and row.
@@ -542,7 +549,9 @@ def read_rows(paths: Iterable[str | Path], fmt: str | None = None) -> list[Impor
         if path.stat().st_size == 0:
             raise ImportFormatError(f"{path}: the file is empty")
         kind = fmt or detect_format(path)
-        for row in READERS[kind](path, file_sha256(path)):
+        read = READERS[kind](path, file_sha256(path)) if kind != "table" else \
+            read_table(path, file_sha256(path), progress=progress)
+        for row in read:
             if owner.setdefault(row.label, row.model) != row.model:
                 raise ImportFormatError(
                     f"{path}, row {row.provenance.row}: models {quoted(owner[row.label])} and "
