@@ -200,7 +200,8 @@ def writes_in(source: str) -> list[str]:
             method = owner not in WRITE_CALLS_OF  # a path's or an object's, not os.open
             writing_open = func.attr == "open" and method and any(
                 isinstance(a, ast.Constant) and set(str(a.value)) & set("wax+")
-                for a in node.args[:1])
+                for a in [*node.args[:1], *(k.value for k in node.keywords
+                                            if k.arg == "mode")])
             if (func.attr in WRITE_CALLS_OF.get(owner or "", ())
                     or (func.attr in WRITE_CALLS and method) or writing_open):
                 found.append(ast.unparse(node))
@@ -211,10 +212,12 @@ def test_the_scan_finds_writes():
     planted = ("import os, shutil\nfrom pathlib import Path\n"
                "p = Path('x')\np.write_text('a')\np.mkdir()\nos.replace('a', 'b')\n"
                "shutil.rmtree('d')\nopen('f', 'w')\np.open('a')\nfig.savefig('x.png')\n"
-               "'a'.replace('a', 'b')\n[1].remove(1)\nopen('f')\np.open()\n")
+               "'a'.replace('a', 'b')\n[1].remove(1)\nopen('f')\np.open()\n"
+               "p.open(mode='wb')\nopen('f', mode='a')\n")
     assert writes_in(planted) == [
         "p.write_text('a')", "p.mkdir()", "os.replace('a', 'b')", "shutil.rmtree('d')",
-        "open('f', 'w')", "p.open('a')", "fig.savefig('x.png')"]
+        "open('f', 'w')", "p.open('a')", "fig.savefig('x.png')", "p.open(mode='wb')",
+        "open('f', mode='a')"]
 
 
 def test_nothing_in_the_package_writes_but_through_the_writer():
