@@ -290,6 +290,20 @@ DAMAGE = {  # issue 36, row 9: each was a traceback with exit 1, "the runs diffe
     "a backtest table with decisions 5": (
         "backtest", lambda t: t.replace('"decisions": [', '"decisions": 5, "_": [', 1),
         "its decisions is not a list of objects"),
+    # found by a review: damage inside the entries, each a traceback with exit 1
+    "a decision's model that is a list": (
+        "backtest", lambda t: t.replace('"decisions": [{"model": "m"',
+                                        '"decisions": [{"model": []', 1),
+        "its decisions[0].model is a list, not text"),
+    "a decision's fraction that is text": (
+        "backtest", lambda t: t.replace('"fraction": 0.2, "action"', '"fraction": "x", '
+                                        '"action"', 1),
+        "its decisions[0].fraction is a str, not a number"),
+    "a control that is an object": (
+        "statistics", lambda t: json.dumps(
+            (d := json.loads(t)) | {"controlled": d["controlled"] | {
+                "controls": [{}, *d["controlled"]["controls"][1:]]}}),
+        "its controlled.controls is not a list of names"),
 }
 
 

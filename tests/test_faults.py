@@ -145,7 +145,7 @@ def test_a_torn_last_log_line_is_dropped_on_resume(tmp_path):
 
     log = tmp_path / "train_log.jsonl"
     log.write_text('{"step": 1, "loss": 5.0}\n{"step": 2, "loss": 4.9}\n{"step": 3, "lo')
-    _truncate_log(log, 2)
+    _truncate_log(log, 2, root=log.parent)
     assert log.read_text() == '{"step": 1, "loss": 5.0}\n{"step": 2, "loss": 4.9}\n'
 
 
@@ -441,3 +441,20 @@ def test_the_download_script_explains_itself_without_downloading():
                          env=dict(os.environ, HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1"))
     assert res.returncode == 0 and "usage:" in res.stdout
     assert "wiki.{train,valid,test}.raw" in res.stdout
+
+
+def test_a_linked_model_folder_in_a_suite_is_refused_with_one_line(tmp_path, capsys,
+                                                                   wikitext_dir):
+    """The one writer refuses a model folder of a suite that is a link to elsewhere; a
+    review found the refusal escaping `train` as a traceback."""
+    preset = tmp_path / "micro.json"
+    preset.write_text(json.dumps(MICRO))
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (tmp_path / "runs" / "micro").mkdir(parents=True)
+    (tmp_path / "runs" / "micro" / "m8").symlink_to(outside)
+    assert train_suite.main(["--preset", str(preset), "--suite-dir",
+                             str(tmp_path / "runs"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "m8 is a symbolic link inside" in err
+    assert list(outside.iterdir()) == []

@@ -207,7 +207,7 @@ def test_the_jackknife_refits_at_most_40_times_and_keeps_its_estimate(monkeypatc
         return math.sqrt((v.size - 1) / v.size * float(np.sum((v - v.mean()) ** 2)))
 
     monkeypatch.setattr(prediction, "fit_loss_power_law", counted)
-    for n in (30, 40, 240):
+    for n in (30, 40, 57, 240):  # 57: groups of unequal size
         s = np.linspace(10, 20_000, n)
         lo = 2 + 3 / (1 + s / 100) ** 0.5 + rng.normal(0, 0.01, n)
         fits.clear()
@@ -217,4 +217,4 @@ def test_the_jackknife_refits_at_most_40_times_and_keeps_its_estimate(monkeypatc
         if n <= forecast.JACKKNIFE_GROUPS:
             assert se == exact
         else:
-            assert se == pytest.approx(exact, rel=0.05) and se != exact
+            assert se == pytest.approx(exact, rel=0.06) and se != exact

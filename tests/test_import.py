@@ -137,6 +137,9 @@ BAD_TABLES = {
                          "row 2: 'step' is '9007199254740993', beyond 2^53 - 1"),
     "a parameter count past 2^53": ("model,step,loss,num_parameters\nm,0,1,1e17\n",
                                     "row 2: 'num_parameters' is '1e17', beyond 2^53 - 1"),
+    # found by a review: a digit Python's isdigit() accepts and int() does not
+    "a superscript step": ("model,step,loss\nm,\u00b2,1\n",
+                           "row 2: 'step' is '\u00b2', not a number"),
 }
 
 BIG = "9" * 400

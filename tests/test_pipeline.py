@@ -382,6 +382,14 @@ def test_extract_embeddings_one_checkpoint(tiny_series, wikitext_dir, tmp_path, 
     assert list(tmp_path.glob("records/*/tiny_series0/step000010.json"))
     assert extract_embeddings.main(["--model", str(tiny_series), *FAST[:-1]]) == 2
     assert "choose one with --step" in capsys.readouterr().err
+    # a link where its record's folder goes: one error line, not a traceback (a review)
+    linked = tmp_path / "linked"
+    (linked / "records").mkdir(parents=True)
+    (linked / "records" / next(tmp_path.glob("records/*")).name).symlink_to(tmp_path)
+    assert extract_embeddings.main(["--model", str(tiny_series), "--step", "10",
+                                    *FAST[:-1], "--out", str(linked)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "is a symbolic link inside" in err
 
 
 @pytest.mark.parametrize("script", ["run_experiments.py", "extract_embeddings.py",

@@ -695,8 +695,9 @@ def _shape_problem(doc: Mapping) -> str | None:
         c = doc["controlled"]
         if not isinstance(c, dict):
             return f"its controlled section is a {type(c).__name__}, not an object"
-        if not isinstance(c.get("controls", []), list):
-            return "its controlled.controls is not a list"
+        if not (isinstance(c.get("controls", []), list)
+                and all(isinstance(x, str) for x in c.get("controls", []))):
+            return "its controlled.controls is not a list of names"
         scopes = [("pooled", c.get("pooled") or {})]
         per_model = c.get("per_model") or {}
         if not isinstance(per_model, dict):
@@ -711,11 +712,28 @@ def _shape_problem(doc: Mapping) -> str | None:
                 flags = (entry or {}).get("significant")
                 if flags is not None and not isinstance(flags, dict):
                     return f"its controlled.{where}.{feature}.significant is not an object"
-    for key in ("rows", "decisions"):
-        if key in doc and not (isinstance(doc[key], list)
-                               and all(isinstance(r, dict) for r in doc[key])):
+    for key, fields in _TABLE_FIELDS.items():
+        if key not in doc:
+            continue
+        if not (isinstance(doc[key], list) and all(isinstance(r, dict) for r in doc[key])):
             return f"its {key} is not a list of objects"
+        for i, r in enumerate(doc[key]):
+            for name, kinds in fields.items():
+                v = r.get(name)
+                if isinstance(v, bool) or not isinstance(v, kinds):
+                    return (f"its {key}[{i}].{name} is a {type(v).__name__}, not "
+                            f"{_KIND_NAMES[kinds]}")
     return None
+
+
+# The fields of a backtest table compare reads by value, and what each must be.
+_TEXT, _NUMBER = (str, type(None)), (int, float, type(None))
+_KIND_NAMES = {_TEXT: "text", _NUMBER: "a number"}
+_TABLE_FIELDS = {
+    "rows": {"model": _TEXT, "method": _TEXT, "fraction": _NUMBER, "forecast": _NUMBER,
+             "final": _NUMBER, "low": _NUMBER, "high": _NUMBER},
+    "decisions": {"model": _TEXT, "fraction": _NUMBER, "action": _TEXT},
+}
 
 
 def document_problem(doc: object) -> str | None:

@@ -28,7 +28,7 @@ from toposig.config import SettingsError
 from toposig.model.embedding import analyse_checkpoint
 from toposig.records import Family
 from toposig.run.plan import plan_run
-from toposig.run.store import ResultStore, clean_floats
+from toposig.run.store import DamagedResultsError, ResultStore, clean_floats
 from toposig.sources.checkpoints import SeriesError
 from toposig.sources.revisions import parse_selection
 
@@ -81,7 +81,12 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     record = result.record
     if args.out:
         store = ResultStore(args.out, plan.hash_of(Family.EMBEDDING))
-        record = store.write(record, ckpt, result.arrays)
+        try:
+            record = store.write(record, ckpt, result.arrays)
+        except (DamagedResultsError, OSError) as exc:  # a link or a folder in the way,
+            where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""  # full disk
+            print(f"error: {where}{getattr(exc, 'strerror', None) or exc}", file=sys.stderr)
+            return 2
     print(json.dumps(clean_floats(record), indent=2))
     return 0
 

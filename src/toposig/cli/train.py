@@ -25,7 +25,8 @@ from toposig.checkpoint_steps import is_scheduled
 from toposig.cli.options import help_text, setup_logging
 from toposig.cli.run import interrupted_status, sigterm_as_interrupt
 from toposig.config import SettingsError, parse_signatures
-from toposig.files.locks import FolderLockedError
+from toposig.files.atomic import LinkedFolderError
+from toposig.files.locks import FolderLockedError, UnusableFolderError
 from toposig.live.monitor import LIVE_DIR, LiveRunExistsError, TopologyMonitor
 from toposig.model.presets import Task, load_preset
 from toposig.model.training import (
@@ -136,8 +137,13 @@ def _main(args: argparse.Namespace) -> int:
         suite_dir, results = train_suite(config, args.suite_dir, progress=not args.no_progress,
                                          on_checkpoint=measure)
     except (TrainingConfigError, DataMissingError, FolderLockedError, SettingsError,
-            LiveRunExistsError, StudyMismatchError) as exc:
+            LiveRunExistsError, StudyMismatchError, LinkedFolderError,
+            UnusableFolderError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a write the system refused: a full disk, a read-only folder
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"error: {where}{exc.strerror or exc}", file=sys.stderr)
         return 2
     print(f"suite {config.name}: {suite_dir}")
     print(f"{'model':<20} {'parameters':>10} {'checkpoints':>11} {'final val loss':>15} "

@@ -215,13 +215,16 @@ def many_files(root: str | Path, folder: str | Path) -> Iterator[Callable[[str, 
             if not name or "/" in name or name in (".", ".."):
                 raise ValueError(f"{name!r} is not a plain file name")
             old = None
-            if name in present:
+            if name in present:  # never blocks on a FIFO planted there, never follows
                 with contextlib.suppress(OSError):
                     old = os.open(name, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
-                                  | getattr(os, "O_CLOEXEC", 0), dir_fd=fd)
+                                  | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0),
+                                  dir_fd=fd)
             if old is not None:
                 try:
-                    if os.fstat(old).st_size == len(data) and _read_all(old) == data:
+                    st = os.fstat(old)
+                    if (stat.S_ISREG(st.st_mode) and st.st_size == len(data)
+                            and _read_all(old) == data):
                         return False
                 finally:
                     os.close(old)

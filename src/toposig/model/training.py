@@ -485,15 +485,18 @@ def save_checkpoint(model, tokenizer, folder: Path, info: dict) -> None:
         raise
 
 
-def save_state(path: Path, model, opt, gen: torch.Generator, step: int) -> None:
-    """The trainer's resume state (weights, optimizer, generator), written atomically."""
+def save_state(path: Path, model, opt, gen: torch.Generator, step: int,
+               root: Path | None = None) -> None:
+    """The trainer's resume state (weights, optimizer, generator), written atomically
+    (no folder between ``root``, default ``path``'s folder, and ``path`` followed
+    through a link)."""
     state = {"step": step, "model": model.state_dict(), "optimizer": opt.state_dict(),
              "generator": gen.get_state()}
 
     def write(f) -> None:
         torch.save(state, f)
 
-    atomic_write_with(path, write, root=path.parent)
+    atomic_write_with(path, write, root=path.parent if root is None else root)
 
 
 # --- training ------------------------------------------------------------------------
@@ -545,7 +548,8 @@ def train_model(spec: ModelSpec, c: SuiteConfig, text: TrainingText, model_dir: 
         d = read_json(done)
         return ModelResult(spec.name, d["num_parameters"], d["checkpoints"],
                            d["final_val_loss"], skipped=True)
-    make_folder(model_dir, model_dir)
+    suite = model_dir.parent  # the root of every write: a link below it is refused
+    make_folder(suite, model_dir)
     remove_partial_writes(model_dir)
     seed = c.seed if seed is None else seed
     seeded = {"seed": seed, "seed_group": seed_group} if seed_group is not None else {}
@@ -567,7 +571,7 @@ def train_model(spec: ModelSpec, c: SuiteConfig, text: TrainingText, model_dir: 
         start = state["step"]
         logger.info("%s: resuming at step %d", spec.name, start)
     log_path = model_dir / LOG_FILE
-    _truncate_log(log_path, start)
+    _truncate_log(log_path, start, root=suite)
 
     train = torch.from_numpy(text.train.copy())
     windows = eval_windows(torch.from_numpy(text.val.copy()), c)
@@ -589,7 +593,7 @@ def train_model(spec: ModelSpec, c: SuiteConfig, text: TrainingText, model_dir: 
                     on_checkpoint(spec, model, step, info)
                 log.flush()  # every line up to this step on disk before the state says so
                 os.fsync(log.fileno())
-                save_state(state_path, model, opt, gen, step)
+                save_state(state_path, model, opt, gen, step, root=suite)
                 bar.set_postfix(val_loss=f"{val:.3f}")
             if step == c.steps:
                 break
@@ -613,8 +617,8 @@ def train_model(spec: ModelSpec, c: SuiteConfig, text: TrainingText, model_dir: 
     final = read_json(model_dir / f"step{c.steps}" / "trainer_state.json")["val_loss"]
     atomic_write_json(done, {"name": spec.name, "num_parameters": n_params,
                              "checkpoints": schedule, "final_val_loss": final,
-                             "spec": asdict(spec), **seeded}, root=model_dir)
-    remove_file(state_path, root=model_dir)
+                             "spec": asdict(spec), **seeded}, root=suite)
+    remove_file(state_path, root=suite)
     return ModelResult(spec.name, n_params, schedule, final, trained_steps=c.steps - start,
                        seconds=time.perf_counter() - t0)
 
@@ -652,7 +656,7 @@ def remove_partial_writes(model_dir: Path) -> None:
             leftover.unlink(missing_ok=True)
 
 
-def _truncate_log(path: Path, step: int) -> None:
+def _truncate_log(path: Path, step: int, root: Path) -> None:
     """Keep the log lines up to ``step`` (the state a resumed run restarts from) and drop
     the rest, a torn last line included; the log is rewritten atomically."""
     if not path.is_file():
@@ -667,7 +671,7 @@ def _truncate_log(path: Path, step: int) -> None:
                 and entry["step"] <= step:
             kept.append(line)
     atomic_write_bytes(path, "".join(ln + "\n" for ln in kept).encode("utf-8"),
-                       root=path.parent)
+                       root=root)
 
 
 def suite_fingerprint(c: SuiteConfig, split: str) -> dict:

@@ -89,7 +89,8 @@ def remove_killed_import(out: Path, digest: str) -> list[Path]:
     """
     removed: list[Path] = []
     records = out / "records"
-    folders = sorted(p for p in records.iterdir() if p.is_dir()) if records.is_dir() else []
+    folders = sorted(p for p in records.iterdir() if p.is_dir() and not p.is_symlink()) \
+        if records.is_dir() and not records.is_symlink() else []
     runs = [p.name for p in folders if not p.name.startswith("import-")]
     if runs:
         raise StudyMismatchError(
@@ -107,6 +108,8 @@ def remove_killed_import(out: Path, digest: str) -> list[Path]:
         remove_empty_folder(folder, root=out)
     data = out / "data"
     for copy in sorted(data.glob("*_results.json")) if stale and data.is_dir() else []:
+        if copy.is_symlink() or not copy.is_file():  # a FIFO would block the read
+            continue
         try:
             entries = json.loads(copy.read_text(encoding="utf-8"))
         except (OSError, ValueError, RecursionError):

@@ -151,8 +151,8 @@ def _whole(value: object, path: Path, where: str, column: str,
     """A whole number from 0 to :data:`MAX_WHOLE`, exactly as written (an integer, or a
     float or text that is one: ``10``, ``10.0``, ``"1e3"``); ``None`` for missing when
     ``allow_missing``."""
-    if isinstance(value, str) and value.strip().isdigit():
-        text = value.strip()
+    if isinstance(value, str) and re.fullmatch(r"[0-9]+", value.strip()):
+        text = value.strip().lstrip("0") or "0"
         exact: int | None = int(text) if len(text) <= 16 else MAX_WHOLE + 1
     elif isinstance(value, int) and not isinstance(value, bool):
         exact = value
