@@ -123,6 +123,25 @@ def test_a_fifo_where_a_record_goes_is_replaced_not_read(tmp_path):
     assert (root / "step000000.json").read_bytes() == b"{}"
 
 
+def test_only_an_empty_folder_is_removed_and_never_a_links_target(tmp_path):
+    from toposig.files.atomic import remove_empty_folder
+
+    root, outside = tmp_path / "root", elsewhere_with(tmp_path)
+    (root / "full").mkdir(parents=True)
+    (root / "full" / "f").write_text("kept")
+    (root / "empty").mkdir()
+    (root / "link").symlink_to(outside)
+    assert remove_empty_folder(root / "full", root=root) is False
+    assert remove_empty_folder(root / "link", root=root) is False
+    assert remove_empty_folder(root / "gone", root=root) is False
+    assert remove_empty_folder(root / "empty", root=root) is True
+    assert sorted(p.name for p in root.iterdir()) == ["full", "link"]
+    assert (root / "link").is_symlink() and snapshot(outside) == {"theirs.txt":
+                                                                  b"not toposig's"}
+    with pytest.raises(LinkedFolderError):
+        remove_empty_folder(root / "link" / "x", root=root)
+
+
 def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
     root = tmp_path / "root"
     atomic_write_bytes(root / "d" / "f", b"old", root=root)

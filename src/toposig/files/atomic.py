@@ -274,6 +274,22 @@ def atomic_write_json(path: str | Path, obj, *, root: str | Path) -> None:
     atomic_write_bytes(path, (text + "\n").encode("utf-8"), root=root)
 
 
+def _remove_below(path: str | Path, root: str | Path, remove: Callable[..., None],
+                  left: tuple[int, ...]) -> bool:
+    """``remove(name, dir_fd=...)`` of ``path`` inside the folder above it, opened below
+    ``root`` without following a link; ``False`` when the system answers one of the
+    ``left`` errors (nothing there, or nothing to remove)."""
+    parts = parts_below(root, path)
+    try:
+        with open_folder(root, parts[:-1], create=False) as folder:
+            remove(parts[-1], dir_fd=folder)
+    except OSError as exc:
+        if exc.errno in left:
+            return False
+        raise
+    return True
+
+
 def remove_file(path: str | Path, *, root: str | Path) -> bool:
     """Delete the file ``path`` (inside ``root``) if it is there, never through a link
     below ``root`` (a link at ``path`` itself is removed, not what it points to).
@@ -282,31 +298,19 @@ def remove_file(path: str | Path, *, root: str | Path) -> bool:
     Raises:
         LinkedFolderError: a folder on the way is a link or a file.
     """
-    parts = parts_below(root, path)
-    try:
-        with open_folder(root, parts[:-1], create=False) as folder:
-            os.unlink(parts[-1], dir_fd=folder)
-    except FileNotFoundError:
-        return False
-    return True
+    return _remove_below(path, root, os.unlink, (errno.ENOENT,))
 
 
 def remove_empty_folder(folder: str | Path, *, root: str | Path) -> bool:
     """Delete ``folder`` (below ``root``) if it is there and empty, never through a link
-    below ``root``. Returns whether it was removed (``False`` when missing or not empty).
+    below ``root``. Returns whether it was removed (``False`` when missing, not empty, or
+    not a folder: a link there is left as it is).
 
     Raises:
         LinkedFolderError: a folder on the way is a link or a file.
     """
-    parts = parts_below(root, folder)
-    try:
-        with open_folder(root, parts[:-1], create=False) as parent:
-            os.rmdir(parts[-1], dir_fd=parent)
-    except (FileNotFoundError, OSError) as exc:
-        if isinstance(exc, FileNotFoundError) or exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
-            return False
-        raise
-    return True
+    return _remove_below(folder, root, os.rmdir,
+                         (errno.ENOENT, errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR))
 
 
 def read_json(path: Path):
