@@ -114,15 +114,39 @@ def test_the_load_results_example_gives_the_table_it_says():
     assert toposig.load_results(PROJECT / "results").shape == (rows, cols)
 
 
-def test_the_site_builds_strictly(tmp_path):
-    """mkdocs with mkdocstrings: a broken link, a missing page or an API reference to a
-    name that no longer exists fails the build (the development extra installs it)."""
+def build_site(project: Path, site: Path) -> subprocess.CompletedProcess:
+    """``mkdocs build --strict`` of ``project`` as CI runs it (no ``--quiet``: it hid the
+    warnings that strict mode aborts on)."""
     if shutil.which("mkdocs", path=str(Path(sys.executable).parent)) is None:
         pytest.importorskip("mkdocs", reason="mkdocs is in the dev extra: pip install -r "
                                              "requirements.txt")
     mkdocs = Path(sys.executable).parent / "mkdocs"
-    done = subprocess.run([str(mkdocs), "build", "--strict", "--site-dir",
-                           str(tmp_path / "site")], cwd=PROJECT, capture_output=True,
-                          text=True, timeout=300)
+    return subprocess.run([str(mkdocs), "build", "--strict", "--site-dir", str(site)],
+                          cwd=project, capture_output=True, text=True, timeout=300)
+
+
+def test_the_site_builds_strictly(tmp_path):
+    """mkdocs with mkdocstrings: a broken link, a missing page or an API reference to a
+    name that no longer exists fails the build (the development extra installs it)."""
+    done = build_site(PROJECT, tmp_path / "site")
     assert done.returncode == 0, done.stderr[-3000:]
     assert (tmp_path / "site" / "api" / "index.html").is_file()
+
+
+def test_the_docs_check_fails_on_a_planted_bad_docstring(tmp_path):
+    """Issue 37, row 1: with --quiet the check passed while `mkdocs build` (and `mkdocs
+    serve`) aborted on docstrings documenting parameters the signature lacks. A copy of
+    the project with one such docstring planted in the API reference must fail it."""
+    copy = tmp_path / "project"
+    shutil.copytree(PROJECT / "docs", copy / "docs")
+    shutil.copytree(PROJECT / "src", copy / "src",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    shutil.copy(PROJECT / "mkdocs.yml", copy / "mkdocs.yml")
+    results = copy / "src" / "toposig" / "results.py"
+    text = results.read_text()
+    anchor = "        seed: the seed of the statistics computed in memory (``--seed``).\n"
+    assert text.count(anchor) == 1
+    results.write_text(text.replace(anchor, anchor + "        no_such_option: planted.\n"))
+    done = build_site(copy, tmp_path / "site")
+    assert done.returncode != 0
+    assert "no_such_option" in done.stderr
