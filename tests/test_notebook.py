@@ -336,13 +336,27 @@ def test_the_pages_typed_example_runs(in_a_copy_of_the_quick_start, capsys):
     assert out[1].startswith("Statistics(3 model(s), 81 features against perplexity; ")
     entry = json.loads((RESULTS / "data" / "all_results.json").read_text())[-1]
     rec = namespace["rec"]
-    assert rec.layers[0]["h1_total_persistence"] == \
-        entry["layer_features"]["0"]["h1_total_persistence"]
+    last = str(max(map(int, entry["layer_features"])))
+    assert rec.layers[max(rec.layers)]["h1_total_persistence"] == \
+        entry["layer_features"][last]["h1_total_persistence"]
     assert rec.parts["weights"].settings_hash == entry["weights"]["settings_hash"]
     strongest = [line.split()[0] for line in out[2:5]]
     pooled = namespace["st"].to_json()["correlations"]["pooled"]
     assert strongest == sorted((f for f in pooled if pooled[f]["spearman_r"] is not None),
                                key=lambda f: -abs(pooled[f]["spearman_r"]))[:3]
+
+
+def test_the_readmes_notebook_example_runs_as_written(in_a_copy_of_the_quick_start):
+    """Issue 37, row 4: the README's snippet used an ``ax`` it never defined."""
+    from test_docs import block_after
+
+    code = block_after(ROOT / "README.md", "readme-example")
+    namespace: dict = {}
+    exec(compile(code, "README.md notebook", "exec"), namespace)
+    assert namespace["ax"].get_lines()  # both runs' curves on the user's Axes
+    import matplotlib.pyplot as plt
+
+    plt.close(namespace["fig"])
 
 
 def test_the_pages_compare_example_runs(in_a_copy_of_the_quick_start):
