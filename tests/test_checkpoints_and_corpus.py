@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from types import SimpleNamespace
 
@@ -44,10 +45,31 @@ def test_hub_series_is_the_repositorys_revisions():
     assert len(every) == 154 and every[-1].revision == "step143000"  # main is no step
 
 
-@pytest.mark.parametrize("bad", ["/no/such/folder", "./missing-run", "not a model!"])
-def test_unknown_model_path_is_refused(bad):
-    with pytest.raises(ck.SeriesError, match="neither an existing local folder nor"):
+@pytest.mark.parametrize(("bad", "says"), [
+    ("/no/such/folder", "no such folder: '/no/such/folder' (a local path"),
+    ("./missing-run", "no such folder: './missing-run'"),
+    ("not a model!", "neither an existing local folder nor a Hugging Face Hub id")])
+def test_unknown_model_path_is_refused(bad, says):
+    with pytest.raises(ck.SeriesError, match=re.escape(says)):
         ck.resolve_series(bad, None)
+
+
+def test_a_mistyped_local_path_is_no_such_folder_with_the_nearest_names(tmp_path,
+                                                                      monkeypatch):
+    """Issue 37, row 6: `--models runs/nope` went to the Hub ("cannot reach the Hugging
+    Face Hub ... to list the revisions of 'runs/nope'"). A path whose parent folder exists
+    here is local; a Hub id's organisation is not a folder here."""
+    (tmp_path / "runs" / "tiny-run").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+
+    def no_hub(*args, **kwargs):
+        raise AssertionError("the Hub was asked")
+
+    with pytest.raises(ck.SeriesError) as refused:
+        ck.resolve_series("runs/tiny-rum", None, list_refs=no_hub)
+    assert str(refused.value).startswith("no such folder: 'runs/tiny-rum'")
+    assert str(refused.value).endswith("the nearest names in 'runs': tiny-run")
+    assert ck.resolve_series("EleutherAI/pythia-70m", list_refs=pythia_refs)  # still a Hub id
 
 
 @pytest.fixture(scope="module")

@@ -46,6 +46,26 @@ def test_open_gives_the_folders_records_statistics_and_table(results):
     assert "54 checkpoints of 3 model(s)" in text and len(text) < 200
 
 
+def test_opening_a_checkpoint_folder_says_to_measure_it_into_a_results_folder(tmp_path):
+    """Issue 37, row 6: toposig.open on a checkpoint folder advised `toposig run --out X`,
+    which would write the results into the checkpoint folder."""
+    from conftest import neox_config, save_checkpoint
+
+    from toposig.run.results_folder import ResultsMissingError
+
+    model = save_checkpoint(tmp_path / "run" / "step10",
+                            neox_config(hidden=8, layers=1, heads=2, vocab=64))
+    for folder, what in ((model, "a model folder"), (model.parent, "a folder of checkpoints")):
+        with pytest.raises(ResultsMissingError) as refused:
+            toposig.open(folder)
+        name = folder.name
+        assert str(refused.value).startswith(f"{folder} is {what}")
+        assert "not a results folder: measure it first" in str(refused.value)
+        assert f"toposig run --models {folder} --out results/{name}`" in str(refused.value)
+    with pytest.raises(ResultsMissingError, match="does not exist: run `toposig run --out"):
+        toposig.open(tmp_path / "empty")
+
+
 def test_statistics_are_computed_in_memory_when_the_file_does_not_fit(tmp_path, caplog):
     """Records changed since the analysis: the stored statistics are not used; the ones
     computed instead are what the analysis would write (same records digest)."""

@@ -325,7 +325,7 @@ def test_uncached_hub_checkpoint_offline_is_a_recorded_failure(tiny_series, wiki
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["--models", "/no/such/run"], "neither an existing local folder nor a Hugging Face"),
+        (["--models", "/no/such/run"], "no such folder: '/no/such/run' (a local path"),
         (["--steps", "7"], "steps [7] are not in local series"),
         (["--n-texts", "2"], "--n-texts must be at least 3, got 2"),
         (["--device", "gpu0"], "--device must be auto, cpu, cuda, cuda:N or mps, got 'gpu0'"),

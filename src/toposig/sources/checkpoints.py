@@ -149,6 +149,26 @@ def is_model_folder(path: Path) -> bool:
     return (path / "config.json").is_file()
 
 
+def checkpoints_in(folder: str | Path) -> str | None:
+    """What kind of checkpoints ``folder`` holds, in words, or ``None``: a model folder, a
+    folder of checkpoint folders (``step<N>/``...), or of checkpoint files. For messages
+    to someone who gave a checkpoint folder where a results folder belongs."""
+    path = Path(folder)
+    if not path.is_dir():
+        return None
+    if is_model_folder(path) and not (path / "data").is_dir():
+        return "a model folder (config.json and its weights)"
+    try:
+        children = sorted(path.iterdir())
+    except OSError:
+        return None
+    if any(c.is_dir() and is_model_folder(c) and parse_revision(c.name) for c in children):
+        return "a folder of checkpoints (step<N>/ model folders)"
+    if any(c.is_file() and is_checkpoint_file(c) for c in children):
+        return "a folder of checkpoint files"
+    return None
+
+
 # Hugging Face weight files (``save_pretrained``'s names, sharded or not)
 _HF_WEIGHTS = re.compile(r"(model|pytorch_model|tf_model|flax_model)(-\d+-of-\d+)?"
                          r"\.(safetensors|bin|h5|msgpack)(\.index\.json)?")
@@ -237,10 +257,16 @@ def resolve_series(model: str, selection: StepSelection | None = None, *,
             return _file_series(model, path, selection)
         if path.exists():
             return _local_series(model, label, path, selection)
-        if model.startswith((".", "/", "~")) or not _HUB_ID_RE.match(model):
+        if model.startswith((".", "/", "~")) or (path.parent != Path(".")
+                                                  and path.parent.is_dir()):
+            raise SeriesError(  # runs/nope: a mistyped local path, not a Hub repository
+                f"no such folder: {model!r} (a local path: it starts with '.', '/' or '~', "
+                "or its parent folder exists here; not a Hugging Face Hub id)"
+                + _nearest(path))
+        if not _HUB_ID_RE.match(model):
             raise SeriesError(
                 f"model {model!r} is neither an existing local folder nor a Hugging Face "
-                "Hub id (like EleutherAI/pythia-70m)"
+                "Hub id (like EleutherAI/pythia-70m)" + _nearest(path)
             )
         names, origin = hub_revision_names(model, list_refs=list_refs, cache_dir=cache_dir)
         where = f"Hub model {model!r}" + (" (its revisions in the local cache: the Hub "
@@ -252,6 +278,22 @@ def resolve_series(model: str, selection: StepSelection | None = None, *,
     except RevisionError as exc:
         raise SeriesError(str(exc)) from exc
     return [Checkpoint(model, label, r.step, "hub", model, revision=r.name) for r in chosen]
+
+
+def _nearest(path: Path) -> str:
+    """``"; the nearest names there: ..."`` for a path that does not exist, from the
+    entries of its nearest existing parent folder ("" when none is close)."""
+    import difflib
+
+    parent = path.parent
+    while not parent.is_dir() and parent != parent.parent:
+        parent = parent.parent
+    try:
+        names = sorted(p.name for p in parent.iterdir() if not p.name.startswith("."))
+    except OSError:
+        return ""
+    close = difflib.get_close_matches(path.name, names, n=3, cutoff=0.5)
+    return f"; the nearest names in {str(parent)!r}: {', '.join(close)}" if close else ""
 
 
 def _local_series(model: str, label: str, path: Path, selection: StepSelection
