@@ -280,7 +280,8 @@ def test_plot_compare_draws_one_figure_per_figure_of_both_runs(tmp_path, monkeyp
     from toposig.cli.main import main
 
     monkeypatch.chdir(tmp_path)
-    assert main(["plot", "--compare", str(RESULTS), str(RESULTS), "--names", "a,b",
+    (tmp_path / "results").symlink_to(RESULTS)  # its default --out goes beside it: here
+    assert main(["plot", "--compare", "results", "results", "--names", "a,b",
                  "--figures", "training_curves,wasserstein_rate", "--formats", "png,svg"]) == 0
     out = tmp_path / "compare-a-vs-b"
     assert sorted(p.name for p in out.iterdir()) == [
@@ -429,11 +430,11 @@ def test_plot_refuses_an_out_inside_a_compared_folder(tmp_path, monkeypatch, cap
         assert main(["plot", str(RESULTS), "--figures", "perplexity_curves", "--out",
                      str(out)]) == 2
         assert "inside the results folder" in capsys.readouterr().err
-    monkeypatch.chdir(RESULTS / "data")  # the default --out would land inside the folder
-    assert main(["plot", str(RESULTS), "--figures", "perplexity_curves"]) == 2
-    assert "inside the results folder" in capsys.readouterr().err
+    monkeypatch.chdir(RESULTS / "data")  # the default --out is beside the folder, never
+    assert main(["plot", str(copy), "--figures", "perplexity_curves"]) == 0  # in the cwd
+    assert (tmp_path / "plots-copy" / "perplexity_curves.png").is_file()
     assert {p.name: p.stat().st_mtime_ns for p in (RESULTS / "plots").iterdir()} == before
-    assert not (RESULTS / "data" / "plots-results").exists()
+    assert not (RESULTS / "data" / "plots-copy").exists()
 
 
 def test_a_single_panel_figure_with_a_figure_legend_keeps_it_in_the_axes_place(results):

@@ -411,3 +411,18 @@ def test_a_run_writes_nothing_through_a_linked_folder(tmp_path, linked, capsys):
     printed = capsys.readouterr()
     assert "is a symbolic link inside" in printed.out + printed.err
     assert snapshot(outside) == before
+
+
+def test_plots_default_folder_is_beside_the_first_results_folder(imported, tmp_path,
+                                                                 monkeypatch):
+    """Issue 37, row 9: `plot --compare A B` wrote compare-A-vs-B/ into the working
+    folder (the repository root, when run there)."""
+    elsewhere = tmp_path / "cwd"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert plot_main([str(imported), "--figures", "correlation_heatmap"]) == 0
+    assert plot_main(["--compare", str(imported), str(imported), "--names", "a,b",
+                      "--figures", "correlation_heatmap"]) == 0
+    assert list(elsewhere.iterdir()) == []
+    assert (tmp_path / "plots-out" / "correlation_heatmap.png").is_file()
+    assert (tmp_path / "compare-a-vs-b" / "correlation_heatmap.png").is_file()

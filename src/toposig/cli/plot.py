@@ -9,9 +9,10 @@ curves; each model labelled <run>: <model>), side by side otherwise
 (statistics and diagrams). The runs are named by their folders' names (--names to choose).
 The folders are only read: their statistics are data/statistics.json where it fits the
 records, else computed in memory as `toposig analyze` would. The figures go to --out
-(default: compare-<run>-vs-<run>, or plots-<run> for one run, in the current folder;
-never inside a results folder given), each written atomically; nothing else there is
-touched. A figure no run has the data for is not drawn.
+(default: compare-<run>-vs-<run>, or plots-<run> for one run, beside the first results
+folder, not in the current folder; never inside a results folder given), each written
+atomically; nothing else there is touched. A figure no run has the data for is not
+drawn.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
                         "data for) (default: %(default)s)")
     p.add_argument("--out", default=None, metavar="FOLDER",
                    help="where the figures go (default: compare-<run>-vs-<run>, or "
-                        "plots-<run>, in the current folder)")
+                        "plots-<run>, beside the first results folder)")
     p.add_argument("--formats", default="png", metavar="LIST",
                    help="figure formats, comma-separated: png, pdf, svg (default: %(default)s)")
     p.add_argument("--dpi", type=int, default=DPI,
@@ -81,10 +82,11 @@ def chosen_figures(text: str) -> list[str] | None:
 
 
 def output_folder(out: str | None, names: list[str], folders: list[Path]) -> Path:
-    """``--out``, or the default named after the runs (in the current folder); refused
-    when it is a file, or is or lies inside one of the results folders (they are only
-    read: the analysis' own figures are not to be overwritten)."""
-    folder = Path(out) if out is not None else Path(
+    """``--out``, or the default named after the runs, beside the first results folder
+    (not in the current folder); refused when it is a file, or is or lies inside one of
+    the results folders (they are only read: the analysis' own figures are not to be
+    overwritten)."""
+    folder = Path(out) if out is not None else folders[0].parent / (
         escape("compare-" + "-vs-".join(names)) if len(names) > 1 else escape(f"plots-{names[0]}"))
     if folder.exists() and not folder.is_dir():
         raise ValueError(f"--out {folder} is a file, not a folder")
@@ -119,7 +121,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         for name in wanted or list(ALL_FIGURES):
             fig = ALL_FIGURES[name]  # the statistics are read only for figures of them
             path = save_compared(fig, [r.run_data(fig) for r in runs], out / f"{name}.png",
-                                 output, root=out if args.out is not None else Path.cwd())
+                                 output, root=out if args.out is not None else out.parent)
             (written if path is not None else skipped).append(path or name)
     except (ValueError, DamagedResultsError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
