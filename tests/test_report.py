@@ -378,3 +378,15 @@ def test_write_summary_writes_the_markdown_atomically(tmp_path, synthetic):
     assert path == tmp_path / "results" / "summary.md"
     assert path.read_text(encoding="utf-8") == md
     assert [p.name for p in path.parent.iterdir()] == ["summary.md"]  # no temporary left
+
+
+def test_part_titles_say_what_the_study_is(real, synthetic):
+    """Issue 37, row 11: a user's own run opened with "Part A. Seed report tables (...
+    Pythia checkpoints)": the titles named the seeds' studies, not this one."""
+    for _, _, md in (real, synthetic):
+        parts = [line for line in md.splitlines() if line.startswith("## Part ")]
+        assert "## Part A. Embedding-space topology over training" in parts
+        assert "## Part B. Weight-space topology over training" in parts
+        assert not any("Seed report" in p or "Seed paper" in p for p in parts)
+        assert "reproduced from this run" not in md
+        assert md.count("computed for the models of this study") == 2

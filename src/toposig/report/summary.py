@@ -1184,13 +1184,13 @@ Build = Callable[[Statistics | Mapping, list[Record]], list[str]]
 """A table's lines from the statistics (typed, or partial JSON) and the records."""
 
 _PARTS: tuple[tuple[str, str, tuple[Build, ...]], ...] = (
-    ("Part A. Seed report tables",
-     "The tables of the seed report (embedding-space topology of Pythia checkpoints), "
-     "reproduced from this run.",
+    ("Part A. Embedding-space topology over training",
+     "The seed report's tables (it measured Pythia checkpoints), computed for the models "
+     "of this study.",
      (_trajectories, _final_comparison, _topo_vs_spectral)),
-    ("Part B. Seed paper tables",
-     "The tables of the seed paper (topological persistence of transformer weight spaces), "
-     "reproduced from this run.",
+    ("Part B. Weight-space topology over training",
+     "The seed paper's tables (it measured small GPTs it trained), computed for the "
+     "models of this study.",
      (_configurations, _weight_h0, _neural_persistence, _weight_h1, _prediction, _phases,
       _scaling, _largest_model)),
     ("Part C. Robustness",
