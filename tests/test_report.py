@@ -390,3 +390,23 @@ def test_part_titles_say_what_the_study_is(real, synthetic):
         assert not any("Seed report" in p or "Seed paper" in p for p in parts)
         assert "reproduced from this run" not in md
         assert md.count("computed for the models of this study") == 2
+
+
+def test_a_model_too_short_to_test_is_said_once_and_marked(real):
+    """Issue 37, row 10: with 3 checkpoints every rho is +-1 with p = 0.33, and nothing
+    said the run was too short to test."""
+    from conftest import records_of
+
+    from toposig.analysis.compute import compute_statistics
+
+    entries = [{"model_label": "m", "step": s, "perplexity": 10 - s / 10,
+                "features": {"f": s + s % 7}} for s in (0, 10, 20)]
+    entries += [{"model_label": "n", "step": s, "perplexity": 10 - s / 10,
+                 "features": {"f": float(s)}} for s in range(0, 80, 10)]
+    records = records_of(entries)
+    md = report.summary_markdown(compute_statistics(records, design_runs=0), records)
+    assert "Models (2): `m` (3 checkpoints: too short to test), `n`." in md
+    assert md.count("Too short to test within a model: `m`. With 3 checkpoints the "
+                    "smallest p an exact Spearman test can give is 0.33") == 1
+    assert "a test needs at least 5 checkpoints" in md
+    assert "too short to test" not in real[2].lower()  # 18 checkpoints a model

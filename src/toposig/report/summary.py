@@ -1223,9 +1223,22 @@ def _header(statistics: Statistics | Mapping, records: list[Record]) -> list[str
              + (f" ({'; '.join(made_from)})" if made_from else "")
              + " and the per-checkpoint records in `data/all_results.json`. Every number is "
              "a value of those files, rounded for display.", ""]
+    alpha = controlled.level or 0.05
+    counts = {label: len(recs) for label, recs in by_model(records).items()}
+    short = {m: n for m, n in counts.items() if n >= 2 and 2 / math.factorial(n) >= alpha}
     if models:
-        lines.append(f"Models ({len(models)}): "
-                     + ", ".join(f"`{k}`" for k in models) + ".")
+        lines.append(f"Models ({len(models)}): " + ", ".join(
+            f"`{k}`" + (f" ({short[k]} checkpoints: too short to test)" if k in short else "")
+            for k in models) + ".")
+    if short:
+        n = max(short.values())
+        need = next(k for k in range(n + 1, 30) if 2 / math.factorial(k) < alpha)
+        lines.append(
+            f"Too short to test within a model: {', '.join(f'`{m}`' for m in short)}. With "
+            f"{n} checkpoints the smallest p an exact Spearman test can give is "
+            f"{2 / math.factorial(n):.2g} (a perfect rank order), not below {alpha}: every "
+            "per-model correlation of these models is a description, and none can be "
+            f"significant; a test needs at least {need} checkpoints.")
     if about.target:
         better = ("; higher is better, so a feature that rises as the model improves has "
                   "a positive ρ" if about.target_better == "higher" else "")
