@@ -115,8 +115,8 @@ def test_the_load_results_example_gives_the_table_it_says():
 
 
 def build_site(project: Path, site: Path) -> subprocess.CompletedProcess:
-    """``mkdocs build --strict`` of ``project`` as CI runs it (no ``--quiet``: it hid the
-    warnings that strict mode aborts on)."""
+    """``mkdocs build --strict`` of ``project`` as CI runs it (not silenced: a silenced
+    build hid the warnings that strict mode aborts on)."""
     if shutil.which("mkdocs", path=str(Path(sys.executable).parent)) is None:
         pytest.importorskip("mkdocs", reason="mkdocs is in the dev extra: pip install -r "
                                              "requirements.txt")
@@ -134,7 +134,7 @@ def test_the_site_builds_strictly(tmp_path):
 
 
 def test_the_docs_check_fails_on_a_planted_bad_docstring(tmp_path):
-    """Issue 37, row 1: with --quiet the check passed while `mkdocs build` (and `mkdocs
+    """Issue 37, row 1: silenced, the check passed while `mkdocs build` (and `mkdocs
     serve`) aborted on docstrings documenting parameters the signature lacks. A copy of
     the project with one such docstring planted in the API reference must fail it."""
     copy = tmp_path / "project"

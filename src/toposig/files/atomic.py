@@ -189,9 +189,15 @@ def atomic_write_with(path: str | Path, write: Callable[[BinaryIO], None], *,
                     os.unlink(tmp, dir_fd=folder)
                 raise
         except OSError as exc:
-            if exc.errno is None or exc.filename == str(path):
-                raise
-            raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from exc
+            raise _naming(exc, path) from exc
+
+
+def _naming(exc: OSError, path: str | Path) -> OSError:
+    """``exc`` as the system's refusal to write ``path``: the same error, naming ``path``
+    (not a temporary file, not nothing); an error without an errno stays as it is."""
+    if exc.errno is None or exc.filename == str(path):
+        return exc
+    return OSError(exc.errno, exc.strerror or str(exc), str(path))
 
 
 @contextmanager
@@ -241,9 +247,8 @@ def many_files(root: str | Path, folder: str | Path) -> Iterator[Callable[[str, 
             except BaseException as exc:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp, dir_fd=fd)
-                if isinstance(exc, OSError) and exc.errno is not None:
-                    raise OSError(exc.errno, exc.strerror or str(exc),
-                                  str(Path(folder, name))) from exc
+                if isinstance(exc, OSError):
+                    raise _naming(exc, Path(folder, name)) from exc
                 raise
             return True
 

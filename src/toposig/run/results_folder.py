@@ -51,14 +51,14 @@ def load_entries(results_dir: str | Path) -> list[Record]:
             and the entry.
     """
     path = aggregate_path(results_dir)
-    if not (path.exists() or path.is_symlink()) and (what := checkpoints_in(results_dir)):
-        name = Path(results_dir).resolve().name or "run"
-        raise ResultsMissingError(
-            f"{results_dir} is {what}, not a results folder: measure it first with "
-            f"`toposig run --models {results_dir} --out results/{name}` (in a checkout: "
-            f"`python src/run_experiments.py --models {results_dir} --out results/{name}`), "
-            f"then open or analyse results/{name}")
     if not (path.exists() or path.is_symlink()):
+        if what := checkpoints_in(results_dir):
+            name = Path(results_dir).resolve().name or "run"
+            raise ResultsMissingError(
+                f"{results_dir} is {what}, not a results folder: measure it first with "
+                f"`toposig run --models {results_dir} --out results/{name}` (in a "
+                f"checkout: `python src/run_experiments.py --models {results_dir} --out "
+                f"results/{name}`), then open or analyse results/{name}")
         raise ResultsMissingError(
             f"{path} does not exist: run `toposig run --out {results_dir}` (in a checkout: "
             f"`python src/run_experiments.py --out {results_dir}`) first, or pass --out "
