@@ -32,7 +32,7 @@ EVERY_FIGURE = {
 def analysed(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("mini") / "results"
     shutil.copytree(FIXTURE, out)
-    assert analyze_results.main(["--results", str(out), "--seed", "0",
+    assert analyze_results.main(["--results", str(out), "--analysis-seed", "0",
                                  "--design-runs", "20"]) == 0
     return out
 

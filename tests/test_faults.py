@@ -330,7 +330,7 @@ def test_messages_name_the_file_and_the_option(tmp_path, model_folder, capsys, w
     assert f"--preset {str(bad_preset)!r} is not a UTF-8 text file" in capsys.readouterr().err
     pt = tmp_path / "x.pt"
     pt.write_bytes(os.urandom(512))
-    assert extract_embeddings.main(["--model", str(pt)]) == 2
+    assert extract_embeddings.main(["--models", str(pt)]) == 2
     assert "plain state-dict files" in capsys.readouterr().err
 
 

@@ -113,7 +113,7 @@ def test_the_cli_reports_a_catastrophic_pattern_as_an_input_error(main, tmp_path
                                                                   short_limit):
     series = tmp_path / "run"
     (series / HOSTILE[0]).mkdir(parents=True)
-    args = {extract_embeddings.main: ["--model", str(series)],
+    args = {extract_embeddings.main: ["--models", str(series)],
             run_experiments.main: ["--models", str(series), "--out", str(tmp_path / "out"),
                                    "--no-progress"]}[main]
     t0 = time.perf_counter()
@@ -176,8 +176,14 @@ def test_measure_without_texts_says_so():
 
 
 def test_analyze_refuses_a_negative_seed_naming_it(tmp_path, capsys):
-    assert analyze_results.main(["--results", str(tmp_path), "--seed", "-4"]) == 2
+    assert analyze_results.main(["--results", str(tmp_path), "--analysis-seed", "-4"]) == 2
     err = capsys.readouterr().err
-    assert "--seed must be an integer from 0 to 2**32 - 1, got -4" in err
-    assert toposig_main(["analyze", "--results", str(tmp_path), "--seed", str(2**32)]) == 2
-    assert "--seed must be an integer" in capsys.readouterr().err
+    assert "--analysis-seed must be an integer from 0 to 2**32 - 1, got -4" in err
+    assert toposig_main(["analyze", "--results", str(tmp_path),
+                         "--analysis-seed", str(2**32)]) == 2
+    assert "--analysis-seed must be an integer" in capsys.readouterr().err
+    # the old spelling still reaches the same check, with a warning naming the new one
+    assert toposig_main(["analyze", "--results", str(tmp_path), "--seed", "-4"]) == 2
+    err = capsys.readouterr().err
+    assert "warning: --seed is deprecated and will be removed; use --analysis-seed" in err
+    assert "--analysis-seed must be an integer from 0 to 2**32 - 1, got -4" in err

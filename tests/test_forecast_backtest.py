@@ -142,16 +142,16 @@ def test_the_backtest_command_prints_its_table(tmp_path, capsys):
                                                    zip(steps, loss, strict=True)))
     assert import_main([str(csv), "--out", str(tmp_path / "f")]) == 0
     out = tmp_path / "b.json"
-    assert backtest_main([str(tmp_path / "f"), "--out", str(out)]) == 0
+    assert backtest_main([str(tmp_path / "f"), "--json", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "<- default" in printed and "stop rule" in printed
     assert json.loads(out.read_text())["default_method"] == forecast.DEFAULT_METHOD
 
 
 def test_backtest_refuses_bad_input(tmp_path, capsys):
-    assert backtest_main([str(tmp_path / "nothing"), "--out", str(tmp_path / "x.json")]) == 2
+    assert backtest_main([str(tmp_path / "nothing"), "--json", str(tmp_path / "x.json")]) == 2
     assert "does not exist" in capsys.readouterr().err
-    assert backtest_main([str(tmp_path), "--out", str(tmp_path / "x.json"),
+    assert backtest_main([str(tmp_path), "--json", str(tmp_path / "x.json"),
                           "--fractions", "0.5,2"]) == 2
     assert "--fractions" in capsys.readouterr().err
     assert prediction.finite_aligned([], [])[0].size == 0
@@ -183,7 +183,7 @@ def test_backtest_refuses_a_folder_twice_and_bad_options(tmp_path, capsys):
                           ([str(tmp_path / "x/res"), "--fractions", "0.2,0.2"], "distinct"),
                           ([str(tmp_path / "x/res"), "--min-gain", "nan"], "--min-gain"),
                           ([str(tmp_path / "x/res"), "--noise", "-1"], "--noise")):
-        assert backtest_main([*argv, "--out", str(out)]) == 2
+        assert backtest_main([*argv, "--json", str(out)]) == 2
         assert message in capsys.readouterr().err
 
 

@@ -371,7 +371,7 @@ def test_a_quality_other_than_the_loss_with_its_direction(tmp_path, capsys):
     assert per_model["np_mean"].spearman_r > 0.9  # rises as the model improves
     assert per_model["h1_total_persistence"].spearman_r == -1.0
     assert "higher is better" in (out / "summary.md").read_text()
-    assert backtest_main([str(out), "--out", str(tmp_path / "b.json")]) == 2
+    assert backtest_main([str(out), "--json", str(tmp_path / "b.json")]) == 2
     assert "no loss to forecast (its quality is 'accuracy')" in capsys.readouterr().err
     # a lower-is-better quality cannot be declared higher-is-better; a missing value is named
     assert import_main([str(csv), "--out", str(tmp_path / "x"), "--target", "loss",

@@ -182,7 +182,7 @@ def read(out: Path, name: str):
 def test_bad_layers_text_is_an_input_error(tmp_path, capsys):
     assert run_experiments.main(["--layers", "0,x", "--out", str(tmp_path / "o")]) == 2
     assert "--layers" in capsys.readouterr().err
-    assert extract_embeddings.main(["--model", str(tmp_path), "--layers", "x"]) == 2
+    assert extract_embeddings.main(["--models", str(tmp_path), "--layers", "x"]) == 2
     assert "--layers" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
 
@@ -192,7 +192,7 @@ def test_an_index_out_of_range_fails_the_checkpoint_naming_the_count(study, caps
     out = tmp_path / "other"
     assert run(tmp_path, out, "--layers", "0,5", "--signatures", "embedding") == 1
     assert "returns 2 hidden states" in capsys.readouterr().out
-    assert extract_embeddings.main(["--model", str(tmp_path / "runs" / "a" / "step0"),
+    assert extract_embeddings.main(["--models", str(tmp_path / "runs" / "a" / "step0"),
                                     "--texts", str(tmp_path / "texts.txt"), "--n-texts",
                                     "12", "--layers=-3"]) == 2
     assert "returns 2 hidden states" in capsys.readouterr().err

@@ -352,12 +352,12 @@ def test_plot_writes_nothing_through_a_linked_output_folder(imported, tmp_path, 
 
 
 def test_the_files_commands_replace_a_link_where_their_file_goes(imported, tmp_path):
-    """``backtest --out``, ``compare --json`` and ``analyze --export``: a link where the
+    """``backtest --json``, ``compare --json`` and ``analyze --export``: a link where the
     file goes is replaced by the file, and what it pointed to is left as it was."""
     outside = elsewhere_with(tmp_path)
     before = snapshot(outside)
     for name, command in (
-            ("b.json", lambda p: backtest_main([str(imported), "--out", str(p)])),
+            ("b.json", lambda p: backtest_main([str(imported), "--json", str(p)])),
             ("c.json", lambda p: compare_main([str(imported), str(imported), "--json",
                                                str(p)]))):
         planted = tmp_path / name

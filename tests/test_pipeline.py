@@ -374,19 +374,19 @@ def test_texts_file_run(tiny_series, tmp_path):
 
 
 def test_extract_embeddings_one_checkpoint(tiny_series, wikitext_dir, tmp_path, capsys):
-    code = extract_embeddings.main(["--model", str(tiny_series), "--step", "10", *FAST[:-1],
+    code = extract_embeddings.main(["--models", str(tiny_series), "--steps", "10", *FAST[:-1],
                                     "--out", str(tmp_path)])
     assert code == 0
     rec = json.loads(capsys.readouterr().out)
     assert rec["step"] == 10 and rec["features"]["h0_n_features"] == 39
     assert list(tmp_path.glob("records/*/tiny_series0/step000010.json"))
-    assert extract_embeddings.main(["--model", str(tiny_series), *FAST[:-1]]) == 2
-    assert "choose one with --step" in capsys.readouterr().err
+    assert extract_embeddings.main(["--models", str(tiny_series), *FAST[:-1]]) == 2
+    assert "choose one with --steps" in capsys.readouterr().err
     # a link where its record's folder goes: one error line, not a traceback (a review)
     linked = tmp_path / "linked"
     (linked / "records").mkdir(parents=True)
     (linked / "records" / next(tmp_path.glob("records/*")).name).symlink_to(tmp_path)
-    assert extract_embeddings.main(["--model", str(tiny_series), "--step", "10",
+    assert extract_embeddings.main(["--models", str(tiny_series), "--steps", "10",
                                     *FAST[:-1], "--out", str(linked)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "is a symbolic link inside" in err

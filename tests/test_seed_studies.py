@@ -37,6 +37,6 @@ def test_the_committed_seed_analyses_regenerate(seed_measurements, tmp_path, mon
                 f"{name}/{rel}"
     folders = [str(out / "seed-a"), str(out / "seed-b")]
     for backtest, flags in BACKTESTS.items():
-        assert backtest_main([*folders, *flags, "--out", str(out / backtest)]) == 0
+        assert backtest_main([*folders, *flags, "--json", str(out / backtest)]) == 0
         assert (out / backtest).read_bytes() == (SEEDS / "data" / backtest).read_bytes(), \
             backtest

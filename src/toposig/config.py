@@ -26,6 +26,8 @@ MLM_FRACTION = 0.15  # share of an encoder's tokens masked for its masked-LM los
 MLM_SEED = 0  # chooses them: fixed, like the analysed texts, so every run masks the same
 AUTOCAST = "bf16-autocast"
 PH_BACKEND_CHOICES = ("auto", "giotto-ph", "ripser", "gudhi")
+# who runs a plan's tasks (toposig.run.executors): this process, or Ray
+EXECUTOR_CHOICES = ("serial", "ray")
 _DEVICE_RE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
 
 

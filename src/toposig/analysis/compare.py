@@ -756,7 +756,7 @@ def document_problem(doc: object) -> str | None:
 
 # --- backtests ---------------------------------------------------------------------------------
 def is_backtest_table(obj: object) -> bool:
-    """Whether ``obj`` is a backtest table (``toposig backtest --out``): ``{"rows":
+    """Whether ``obj`` is a backtest table (``toposig backtest --json``): ``{"rows":
     [{model, fraction, method, forecast, final, ...}, ...], ...}``."""
     if not isinstance(obj, dict) or not isinstance(obj.get("rows"), list) or not obj["rows"]:
         return False

@@ -24,8 +24,9 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from toposig.analysis import controls, correlations, phases, prediction, scaling
-from toposig.analysis.ensembles import SEED_CONTROLS, ensemble_analysis, first_seeds
+from toposig.analysis.ensembles import ensemble_analysis, first_seeds
 from toposig.analysis.ground_truth import positive_control_analysis
+from toposig.defaults import SEED_CONTROLS
 from toposig.features import homology
 from toposig.records import (
     DeclaredQuality,

@@ -252,8 +252,6 @@ def seed_runs(records: Sequence[Record]) -> dict[str, list[SeedRun]]:
     return dict(sorted(groups.items(), key=lambda kv: (kv[1][0].num_parameters or 0, kv[0])))
 
 
-SEED_CONTROLS = ("auto", "first", "all")
-
 
 def first_seeds(records: Sequence[Record]) -> list[Record]:
     """``records`` without the seeds of an ensemble but its first: every record of a model

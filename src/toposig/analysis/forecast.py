@@ -44,6 +44,7 @@ import numpy as np
 from scipy.ndimage import median_filter
 
 from toposig.analysis import prediction
+from toposig.defaults import STOP_GAIN
 
 Z95 = 1.959963984540054
 METHODS: tuple[str, ...] = ("latest", "power_law", "power_law_with_plateau", "shrunk",
@@ -207,7 +208,6 @@ def point_noise(losses: np.ndarray) -> float:
 
 # --- the stop rule -------------------------------------------------------------------
 
-STOP_GAIN = 0.01  # nats: a gain smaller than this to the planned end is not worth the compute
 
 
 @dataclass(frozen=True)

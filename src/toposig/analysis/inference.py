@@ -82,10 +82,10 @@ import numpy as np
 from scipy import stats as sps
 
 from toposig.analysis import simulate, trend_controls
+from toposig.defaults import NULL_RUNS
 
 ALPHA = 0.05
 POWER = 0.8
-NULL_RUNS = 100
 POWER_RUNS = 50
 COUPLINGS = (0.3, 0.5, 0.7, 0.9)
 DESIGN_SURROGATES = 99

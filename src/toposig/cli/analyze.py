@@ -22,68 +22,64 @@ warning. A damaged data/all_results.json or data/config.json is refused naming t
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from pathlib import Path
 
-from toposig.analysis.compute import summary_lines
-from toposig.analysis.controls import DESIGN_RUNS
-from toposig.analysis.ensembles import SEED_CONTROLS
-from toposig.analyze import analyze
-from toposig.cli.options import check_seed, help_text, setup_logging
-from toposig.files.atomic import LinkedFolderError
-from toposig.files.locks import FolderLockedError, exclusive
-from toposig.report.figures import figures_not_drawn
-from toposig.report.style import DPI, FigureOutput
-from toposig.run.aggregates import rebuild_if_stale
-from toposig.run.results_folder import (
-    EXPORT_FORMATS,
-    ResultsMissingError,
-    export_problem,
-    export_table,
-    load_results,
+from toposig.cli.options import check_seed, setup_logging
+from toposig.cli.parser import CommandParser, add_deprecated, help_text
+from toposig.defaults import DPI, EXPORT_FORMATS, NULL_RUNS, SEED_CONTROLS
+
+EXAMPLES = (
+    "--out results/my-run",
+    "--out results/my-run --no-plots",
+    "--out results/my-run --formats png,pdf --export csv",
 )
 
 
-def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog=prog, description=help_text(__doc__, prog),
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", "--results", dest="results", default="results",
+def build_parser(prog: str | None = None) -> CommandParser:
+    p = CommandParser(prog, help_text(__doc__, prog), EXAMPLES)
+    i = p.add_argument_group("results folder")
+    i.add_argument("--out", "--results", dest="results", default="results", metavar="FOLDER",
                    help="the results folder the run wrote (the run's --out; --results is "
                         "the same option) (default: %(default)s)")
-    p.add_argument("--no-plots", action="store_true", help="statistics only, no figures")
-    p.add_argument("--target", default="auto", metavar="QUALITY",
+    a = p.add_argument_group("analysis")
+    a.add_argument("--target", default="auto", metavar="QUALITY",
                    help="quality measure the features are correlated with: perplexity "
                         "(measured on the texts), loss (stored with each checkpoint), "
                         "mlm_loss (an encoder's masked-LM loss), or a quality an import "
                         "declared (toposig import --target, e.g. an accuracy); auto = the "
                         "declared one, else perplexity when every record has it "
                         "(default: %(default)s)")
-    p.add_argument("--seed", type=int, default=0,
-                   help="seed of the bootstrap resamples (default: %(default)s)")
-    p.add_argument("--design-runs", type=int, default=DESIGN_RUNS, metavar="N",
+    a.add_argument("--analysis-seed", type=int, default=0, metavar="SEED",
+                   help="seed of the analysis' random draws: bootstrap resamples, surrogates "
+                        "and simulated null runs (a run's --seed seeds the measurement) "
+                        "(default: %(default)s)")
+    add_deprecated(p, "--seed", "--analysis-seed",
+                   "(in the analysis; --seed is the measurement's seed in toposig run)")
+    a.add_argument("--design-runs", type=int, default=NULL_RUNS, metavar="N",
                    help="simulated null runs of each detrended and partial-difference test's "
                         "own design, for its calibration and power (half as many per "
                         "coupling); 0 skips them (default: %(default)s)")
-    p.add_argument("--seed-controls", choices=SEED_CONTROLS, default="auto",
+    a.add_argument("--seed-controls", choices=SEED_CONTROLS, default="auto",
                    help="in a seed ensemble (--seeds N), the seeds the within-model controls "
                         "(summary parts A to C) run on: the first of each model, or all; "
                         "auto: all for a positive control (checkpoints with a ground truth, "
                         "e.g. --preset grokking), else the first (the test across seeds, "
                         "part E, always uses every seed) (default: %(default)s)")
-    p.add_argument("--formats", default="png", metavar="LIST",
+    o = p.add_argument_group("output")
+    o.add_argument("--no-plots", action="store_true", help="statistics only, no figures")
+    o.add_argument("--formats", default="png", metavar="LIST",
                    help="figure formats, comma-separated: png, pdf, svg (vector files keep "
                         "their text as text) (default: %(default)s)")
-    p.add_argument("--dpi", type=int, default=DPI,
+    o.add_argument("--dpi", type=int, default=DPI,
                    help="resolution of PNG figures, dots per inch (default: %(default)s)")
-    p.add_argument("--export", action="append", choices=EXPORT_FORMATS, default=[],
+    o.add_argument("--export", action="append", choices=EXPORT_FORMATS, default=[],
                    metavar="{csv,parquet}",
                    help="also write every result as one tidy table (a row per model, step, "
                         "family and layer or matrix; toposig.load_results) to "
                         "data/results_table.<format>; repeat for both")
-    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    o.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     return p
 
 
@@ -102,6 +98,8 @@ def check_writable(results: Path, plots: bool) -> None:
         ReadOnlyResultsError: naming the folder.
         LinkedFolderError: ``data/`` or ``plots/`` is a symbolic link.
     """
+    from toposig.files.atomic import LinkedFolderError
+
     for folder in (results, results / "data", *([results / "plots"] if plots else [])):
         if folder.is_dir() and not os.access(folder, os.W_OK | os.X_OK):
             raise ReadOnlyResultsError(
@@ -121,9 +119,22 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     traceback, or 130 after Ctrl-C with one line and no traceback."""
     args = build_parser(prog).parse_args(argv)
     setup_logging(args.verbose)
+    from toposig.analysis.compute import summary_lines
+    from toposig.analyze import analyze
+    from toposig.files.locks import FolderLockedError, exclusive
+    from toposig.report.figures import figures_not_drawn
+    from toposig.report.style import FigureOutput
+    from toposig.run.aggregates import rebuild_if_stale
+    from toposig.run.results_folder import (
+        ResultsMissingError,
+        export_problem,
+        export_table,
+        load_results,
+    )
+
     results = Path(args.results)
     try:
-        check_seed(args.seed)  # before the records are read
+        check_seed(args.analysis_seed, "--analysis-seed")  # before the records are read
         if args.design_runs < 0:
             raise ValueError(f"--design-runs must be 0 or more, got {args.design_runs}")
         output = FigureOutput.from_options(args.formats, args.dpi)
@@ -135,7 +146,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         with exclusive(results, "results folder", create=False):
             rebuild_if_stale(results)  # aggregates a killed run left behind
             statistics, figures = analyze(results, plots=not args.no_plots,
-                                          target=args.target, seed=args.seed, output=output,
+                                          target=args.target, seed=args.analysis_seed,
+                                          output=output,
                                           design_runs=args.design_runs,
                                           seed_controls=args.seed_controls)
             exported = [export_table(load_results(results), table, root=results)

@@ -9,56 +9,68 @@ on the run's own history), and score each by its mean absolute error and the sha
 75 %. Losses in nats: a run's stored loss, else its mean token loss on the analysed texts
 (ln perplexity), else its masked-LM loss.
 
-Writes {"default_method", "rows": [{"model", "fraction", "method", "forecast", "low",
-"high", "final", ...}], "summary", "decisions", ...} to --out and prints the table.
+Prints the table; with --json FILE also writes {"default_method", "rows": [{"model",
+"fraction", "method", "forecast", "low", "high", "final", ...}], "summary", "decisions",
+...} there (the older --out FILE still works, with a warning).
 """
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from toposig.analysis import backtest, forecast
-from toposig.analysis.compute import PREDICTION_FEATURES, declared_quality, quality_loss
-from toposig.analysis.correlations import by_model, feature_names, feature_values
-from toposig.cli.options import help_text
-from toposig.files.atomic import atomic_write_json
-from toposig.records.rounding import STATISTICS_DIGITS, round_floats
-from toposig.run.results_folder import ResultsMissingError, load_entries
+from toposig.cli.parser import CommandParser, add_deprecated, help_text
+from toposig.defaults import STOP_GAIN
+
+if TYPE_CHECKING:
+    from toposig.analysis.backtest import Series
+
+EXAMPLES = (
+    "results/my-run",
+    "results/run-a results/run-b --json backtest.json",
+    "results/my-run --fractions 0.1,0.2 --noise 0",
+)
 
 
-def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=prog, description=help_text(__doc__, prog),
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+def build_parser(prog: str | None = None) -> CommandParser:
+    p = CommandParser(prog, help_text(__doc__, prog), EXAMPLES)
     p.add_argument("folders", nargs="+", metavar="FOLDER",
                    help="results folders (written by a run or by toposig import)")
-    p.add_argument("--out", required=True, metavar="FILE.json",
-                   help="where to write the backtest (rows, summary, decisions)")
-    p.add_argument("--fractions", default="0.2,0.3,0.5", metavar="LIST",
+    f = p.add_argument_group("forecasts and the stop rule")
+    f.add_argument("--fractions", default="0.2,0.3,0.5", metavar="LIST",
                    help="cutoffs as fractions of each run's last step (default: %(default)s)")
-    p.add_argument("--min-gain", type=float, default=forecast.STOP_GAIN, metavar="NATS",
+    f.add_argument("--min-gain", type=float, default=STOP_GAIN, metavar="NATS",
                    help="the stop rule's smallest gain worth training for, nats "
                         "(default: %(default)s)")
-    p.add_argument("--noise", type=float, default=None, metavar="NATS",
+    f.add_argument("--noise", type=float, default=None, metavar="NATS",
                    help="the loss's measurement noise for the stop rule, nats (default: "
                         "estimated from each curve; 0 for an evaluation on fixed texts)")
-    p.add_argument("--all-features", action="store_true",
+    f.add_argument("--all-features", action="store_true",
                    help="let the topological forecast choose among every feature, not only "
                         "the analysis' prediction features")
-    p.add_argument("--no-progress", action="store_true",
+    o = p.add_argument_group("output")
+    o.add_argument("--json", metavar="FILE", default=None,
+                   help="also write the backtest (rows, summary, decisions) to this JSON file")
+    add_deprecated(p, "--out", "--json")
+    o.add_argument("--no-progress", action="store_true",
                    help="no progress bar (it shows only on a terminal anyway)")
     return p
 
 
-def load_series(folders: list[str]) -> dict[str, backtest.Series]:
+def load_series(folders: list[str]) -> dict[str, Series]:
     """Each run of the folders as a :class:`~toposig.analysis.backtest.Series`; a label
     that two folders share is prefixed with its folder as given.
 
     Raises:
         ValueError: a folder given twice, or a run with no loss to forecast.
     """
+    from toposig.analysis.backtest import Series
+    from toposig.analysis.compute import declared_quality, quality_loss
+    from toposig.analysis.correlations import by_model, feature_names, feature_values
+    from toposig.run.results_folder import load_entries
+
     resolved = [Path(f).resolve() for f in folders]
     for i, r in enumerate(resolved):
         if r in resolved[:i]:
@@ -80,7 +92,7 @@ def load_series(folders: list[str]) -> dict[str, backtest.Series]:
                                  "perplexity or a masked-LM loss")
             name = label if counts[label] == 1 else f"{folder}/{label}"
             names = feature_names(recs)
-            out[name] = backtest.Series([r.step for r in recs],
+            out[name] = Series([r.step for r in recs],
                                         [quality_loss(r) for r in recs],
                                         {f: feature_values(recs, f) for f in names})
     return out
@@ -110,6 +122,12 @@ def table_lines(result: dict) -> list[str]:
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     args = build_parser(prog).parse_args(argv)
+    from toposig.analysis import backtest
+    from toposig.analysis.compute import PREDICTION_FEATURES
+    from toposig.files.atomic import atomic_write_json
+    from toposig.records.rounding import STATISTICS_DIGITS, round_floats
+    from toposig.run.results_folder import ResultsMissingError
+
     try:
         fractions = [float(x) for x in args.fractions.split(",") if x.strip()]
         if not fractions or not all(0 < f < 1 for f in fractions) or \
@@ -128,11 +146,13 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
                 series, fractions, None if args.all_features else PREDICTION_FEATURES,
                 min_gain=args.min_gain, noise=args.noise, done=lambda _: bar.update())
         result = round_floats(result, STATISTICS_DIGITS)  # the same bytes on any CPU
-        atomic_write_json(Path(args.out), result, root=Path(args.out).parent)
+        if args.json:
+            atomic_write_json(Path(args.json), result, root=Path(args.json).parent)
     except (ResultsMissingError, ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"{len(series)} run(s), cutoffs {', '.join(f'{f:g}' for f in fractions)}")
     print("\n".join(table_lines(result)))
-    print(f"backtest: {args.out}")
+    if args.json:
+        print(f"backtest: {args.json}")
     return 0

@@ -35,18 +35,12 @@ beyond tolerance or a changed conclusion, 2 bad input (a folder missing, not a r
 folder, a damaged JSON file: not JSON, nested too deep, an integer beyond any float, a
 section of another shape; a bad option), naming the file.
 
-Examples:
-  toposig compare results results/my-run
-  toposig compare results results/my-run --rtol 1e-2 --json comparison.json
-  toposig compare results results/my-run --ignore '*.ridge*'
-
 The defaults accept what a rerun on another CPU model gives (measured on an emulated
 one: every conclusion the same, every number within its kind's tolerance).
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -61,7 +55,7 @@ from toposig.analysis.compare import (
     compare_documents,
     compare_results,
 )
-from toposig.cli.options import help_text
+from toposig.cli.parser import CommandParser, help_text
 from toposig.files.atomic import atomic_write_json
 from toposig.run.compare_folders import (
     DamagedResultsError,
@@ -72,41 +66,48 @@ from toposig.run.compare_folders import (
 
 _DEFAULTS = Tolerances()
 
+EXAMPLES = (
+    "results results/my-run",
+    "results results/my-run --rtol 1e-2 --json comparison.json",
+    "results results/my-run --ignore '*.ridge*'",
+)
 
-def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=prog, description=help_text(__doc__, prog),
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+
+def build_parser(prog: str | None = None) -> CommandParser:
+    p = CommandParser(prog, help_text(__doc__, prog), EXAMPLES)
     p.add_argument("a", metavar="A", help="the first results folder (the reference)")
     p.add_argument("b", metavar="B", help="the second results folder (the rerun)")
-    p.add_argument("--rtol", type=float, default=_DEFAULTS.rtol,
+    t = p.add_argument_group("tolerances")
+    t.add_argument("--rtol", type=float, default=_DEFAULTS.rtol,
                    help="relative tolerance of continuous values (default: %(default)s: "
                         "about 100x the float32 rounding most features show on another CPU)")
-    p.add_argument("--atol", type=float, default=None,
+    t.add_argument("--atol", type=float, default=None,
                    help="absolute floor for continuous values near 0 (default: rtol x "
                         f"{ATOL_PER_RTOL:g}, {_DEFAULTS.atol:g} with the default rtol)")
-    p.add_argument("--count-tol", type=float, default=_DEFAULTS.count_tol, metavar="N",
+    t.add_argument("--count-tol", type=float, default=_DEFAULTS.count_tol, metavar="N",
                    help="absolute tolerance of counts: persistence bars, n_*, integers "
                         "(default: %(default)s)")
-    p.add_argument("--count-rtol", type=float, default=_DEFAULTS.count_rtol, metavar="SHARE",
+    t.add_argument("--count-rtol", type=float, default=_DEFAULTS.count_rtol, metavar="SHARE",
                    help="... or this share of the larger count, whichever is more "
                         "(default: %(default)s)")
-    p.add_argument("--corr-tol", type=float, default=_DEFAULTS.corr_tol,
+    t.add_argument("--corr-tol", type=float, default=_DEFAULTS.corr_tol,
                    help="absolute tolerance of correlation coefficients and their CIs "
                         "(default: %(default)s)")
-    p.add_argument("--disc-rtol", type=float, default=None,
+    t.add_argument("--disc-rtol", type=float, default=None,
                    help="relative tolerance of discontinuous values (statistics of "
                         "persistence diagrams, bootstrap spreads; default: 50 x rtol)")
-    p.add_argument("--alpha", type=float, default=_DEFAULTS.alpha,
+    t.add_argument("--alpha", type=float, default=_DEFAULTS.alpha,
                    help="p-values are compared by the decision p < alpha "
                         "(default: %(default)s)")
-    p.add_argument("--ignore", action="append", default=[], metavar="PATTERN",
+    t.add_argument("--ignore", action="append", default=[], metavar="PATTERN",
                    help="also skip values whose path matches this fnmatch pattern, as the "
                         "report prints paths (repeatable): e.g. '*.ridge*' for the "
                         "leave-one-model-out ridge forecasts, an ill-conditioned fit that "
                         "rounding moves a lot, or 'records/l*' for the landscape records")
-    p.add_argument("--json", metavar="FILE", default=None,
+    o = p.add_argument_group("output")
+    o.add_argument("--json", metavar="FILE", default=None,
                    help="also write the whole comparison (every difference) to FILE")
-    p.add_argument("--show", type=int, default=20, metavar="N",
+    o.add_argument("--show", type=int, default=20, metavar="N",
                    help="how many differences to list, worst first (default: %(default)s)")
     return p
 

@@ -3,54 +3,47 @@
 Loads the checkpoint once, runs one batched forward pass over the texts, and prints the
 record as JSON. With --out the record and its diagrams are also stored exactly as
 run_experiments.py stores them (so a later run over the series skips this checkpoint).
-
-Examples:
-  python src/extract_embeddings.py --model path/to/run/step1000
-  python src/extract_embeddings.py --model path/to/run --step 1000 --layers all
-  python src/extract_embeddings.py --model path/to/run --step 1000 --layers 0,3,-1
-  python src/extract_embeddings.py --model EleutherAI/pythia-70m --step 143000
+The options are run_experiments.py's: --models and --steps (or --revisions) name the one
+checkpoint (the older --model, --step and --revision still work, with a warning).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
 from toposig.cli.options import (
-    INPUT_ERRORS,
     add_embedding_options,
-    help_text,
+    add_step_options,
+    input_errors,
+    selection_from_args,
     settings_from_args,
     setup_logging,
 )
-from toposig.config import SettingsError
-from toposig.model.embedding import analyse_checkpoint
-from toposig.records import Family
-from toposig.run.plan import plan_run
-from toposig.run.store import DamagedResultsError, ResultStore, clean_floats
-from toposig.sources.checkpoints import SeriesError
-from toposig.sources.revisions import parse_selection
+from toposig.cli.parser import CommandParser, add_deprecated, help_text
+
+EXAMPLES = (
+    "--models path/to/run/step1000",
+    "--models path/to/run --steps 1000 --layers all",
+    "--models path/to/run --steps 1000 --out results/my-run",
+    "--models EleutherAI/pythia-70m --steps 143000",
+)
 
 
-def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog=prog, description=help_text(__doc__, prog),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("--model", required=True,
-                   help="a model folder, a local series folder (with --step), or a Hub id "
-                        "(with --step)")
-    p.add_argument("--step", default=None,
-                   help="the training step, for a series folder or a Hub id")
-    p.add_argument("--revision", default=None,
-                   help="the revision (Hub branch or sub-folder name), instead of --step")
-    p.add_argument("--revision-pattern", metavar="REGEX", default=None,
-                   help="regular expression for revision names, one group for the step "
-                        "(a pattern that takes over 2 s on the names is refused)")
-    p.add_argument("--out", default=None,
-                   help="also store the record under this results root")
-    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+def build_parser(prog: str | None = None) -> CommandParser:
+    p = CommandParser(prog, help_text(__doc__, prog), EXAMPLES)
+    g = p.add_argument_group("the checkpoint")
+    g.add_argument("--models", nargs="+", metavar="MODEL",
+                   help="one model: a model folder, a local series folder (with --steps), "
+                        "or a Hub id (with --steps)")
+    add_deprecated(p, "--model", "--models")
+    add_step_options(p, group=g)
+    add_deprecated(p, "--step", "--steps")
+    add_deprecated(p, "--revision", "--revisions")
+    o = p.add_argument_group("output")
+    o.add_argument("--out", default=None, metavar="FOLDER",
+                   help="also store the record in this results folder, as a run would")
+    o.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     add_embedding_options(p)
     return p
 
@@ -58,17 +51,29 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     args = build_parser(prog).parse_args(argv)
     setup_logging(args.verbose)
+    from toposig.config import SettingsError
+    from toposig.model.embedding import analyse_checkpoint
+    from toposig.records import Family
+    from toposig.run.plan import plan_run
+    from toposig.run.store import DamagedResultsError, ResultStore, clean_floats
+    from toposig.sources.checkpoints import SeriesError
+
     try:
         settings = settings_from_args(args)
-        selection = parse_selection([args.step] if args.step is not None else None,
-                                    [args.revision] if args.revision else None,
-                                    args.revision_pattern)
-        plan = plan_run([args.model], selection, settings, signatures=(Family.EMBEDDING,))
+        if not args.models:
+            raise ValueError("--models is required: the model folder, series folder or "
+                             "Hub id of the checkpoint")
+        if len(args.models) != 1:
+            raise ValueError(f"extract measures one checkpoint; --models names "
+                             f"{len(args.models)} ({' '.join(args.models)}): use "
+                             "toposig run for several")
+        plan = plan_run(args.models, selection_from_args(args), settings,
+                        signatures=(Family.EMBEDDING,))
         if len(plan.checkpoints) != 1:
             steps = [c.step for c in plan.checkpoints]
-            raise SeriesError(f"{args.model!r} is a series of {len(steps)} checkpoints "
-                              f"(steps {steps}); choose one with --step")
-    except INPUT_ERRORS as exc:
+            raise SeriesError(f"{args.models[0]!r} is a series of {len(steps)} checkpoints "
+                              f"(steps {steps}); choose one with --steps")
+    except input_errors() as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     ckpt = plan.checkpoints[0]

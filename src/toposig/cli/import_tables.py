@@ -19,15 +19,9 @@ exactly; each record names its file, the file's SHA-256 and its row.
 
 from __future__ import annotations
 
-import argparse
 import sys
 
-from toposig.analysis.correlations import feature_family
-from toposig.cli.options import help_text
-from toposig.files.atomic import LinkedFolderError
-from toposig.files.locks import FolderLockedError
-from toposig.run.importer import write_import
-from toposig.run.study import StudyMismatchError
+from toposig.cli.parser import CommandParser, help_text
 from toposig.sources.imports import (
     FORMATS,
     QUALITY_COLUMNS,
@@ -39,33 +33,46 @@ from toposig.sources.imports import (
     with_target,
 )
 
+EXAMPLES = (
+    "measurements.csv --out results/theirs",
+    "evals.parquet --target accuracy --higher-is-better --out results/theirs",
+    "tda_features.json --params params.csv --out results/seed-b",
+)
 
-def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=prog, description=help_text(__doc__, prog),
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+
+def build_parser(prog: str | None = None) -> CommandParser:
+    p = CommandParser(prog, help_text(__doc__, prog), EXAMPLES)
     p.add_argument("files", nargs="+", metavar="FILE", help="the tables to import")
-    p.add_argument("--out", required=True, metavar="FOLDER",
+    t = p.add_argument_group("the tables")
+    o = p.add_argument_group("output")
+    o.add_argument("--out", required=True, metavar="FOLDER",
                    help="the results folder to write (new, or one holding this same import)")
-    p.add_argument("--format", choices=FORMATS, default=None,
+    t.add_argument("--format", choices=FORMATS, default=None,
                    help="the files' format (default: detected per file)")
-    p.add_argument("--target", default=None, metavar="COLUMN",
+    t.add_argument("--target", default=None, metavar="COLUMN",
                    help="the quality measure the analysis correlates with, any numeric "
                         "column (e.g. an accuracy); it is then a quality, not a feature "
                         "(default: the analysis chooses among loss, perplexity, mlm_loss)")
-    p.add_argument("--params", default=None, metavar="FILE|MODEL=N,...",
+    t.add_argument("--params", default=None, metavar="FILE|MODEL=N,...",
                    help="each model's parameter count, for the scaling, prediction and "
                         "pooled size controls: a CSV with columns model,num_parameters (e.g. "
                         "a paper's table) or MODEL=N pairs; every imported model needs one")
-    p.add_argument("--higher-is-better", action="store_true",
+    t.add_argument("--higher-is-better", action="store_true",
                    help="the --target column grows as the model improves (an accuracy); "
                         "losses and perplexity are lower-is-better")
-    p.add_argument("--no-progress", action="store_true",
+    o.add_argument("--no-progress", action="store_true",
                    help="no progress bars (they show only on a terminal anyway)")
     return p
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     args = build_parser(prog).parse_args(argv)
+    from toposig.analysis.correlations import feature_family
+    from toposig.files.atomic import LinkedFolderError
+    from toposig.files.locks import FolderLockedError
+    from toposig.run.importer import write_import
+    from toposig.run.study import StudyMismatchError
+
     try:
         quality = None
         if args.target is not None:

@@ -4,55 +4,59 @@ from __future__ import annotations
 
 import argparse
 import logging
-import re
 from typing import Any
 
+from toposig.cli.parser import help_text as help_text
 from toposig.config import (
     DTYPE_CHOICES,
+    EXECUTOR_CHOICES,
     LAYER_CHOICES,
     PH_BACKEND_CHOICES,
     EmbeddingSettings,
     SettingsError,
     parse_signatures,
 )
-from toposig.files.locks import FolderLockedError
 from toposig.records import FAMILIES, Family
-from toposig.run.executors import EXECUTOR_CHOICES
 from toposig.sources.checkpoint_files import CHECKPOINT_SUFFIXES
-from toposig.sources.checkpoints import HubUnavailableError, SeriesError
-from toposig.sources.corpus import DataMissingError
 from toposig.sources.revisions import RevisionError, StepSelection, parse_selection
 from toposig.stages.registry import DEFAULT_STAGES, STAGES
 
 _DEFAULTS = EmbeddingSettings()
 
-# What bad user input raises while a run is planned: reported as "error: ..." with exit
-# status 2, before any work. (SettingsError and SeriesError are ValueErrors too.)
-INPUT_ERRORS: tuple[type[Exception], ...] = (
-    SettingsError, SeriesError, RevisionError, HubUnavailableError, DataMissingError,
-    ValueError, FileNotFoundError, ImportError, FolderLockedError,
-)
+
+def input_errors() -> tuple[type[Exception], ...]:
+    """What bad user input raises while a run is planned: reported as "error: ..." with
+    exit status 2, before any work. (SettingsError and SeriesError are ValueErrors too.)
+    A function, so that building a parser (``--help``) imports none of the sources."""
+    from toposig.files.locks import FolderLockedError
+    from toposig.sources.checkpoints import HubUnavailableError, SeriesError
+    from toposig.sources.corpus import DataMissingError
+
+    return (SettingsError, SeriesError, RevisionError, HubUnavailableError,
+            DataMissingError, ValueError, FileNotFoundError, ImportError, FolderLockedError)
 
 
 def _int_or_auto(value: str) -> int | str:
     return value if value == "auto" else int(value)
 
 
-def check_seed(seed: int) -> int:
-    """``seed`` if it is a valid ``--seed`` (an integer from 0 to 2**32 - 1, as numpy's
-    and torch's generators take), for commands whose seed is not checked by settings.
+def check_seed(seed: int, option: str = "--seed") -> int:
+    """``seed`` if it is a valid seed (an integer from 0 to 2**32 - 1, as numpy's and
+    torch's generators take), for commands whose seed is not checked by settings.
 
     Raises:
-        ValueError: otherwise, naming ``--seed`` with the message the settings give.
+        ValueError: otherwise, naming ``option`` with the message the settings give.
     """
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
-        raise ValueError(f"--seed must be an integer from 0 to 2**32 - 1, got {seed!r}")
+        raise ValueError(f"{option} must be an integer from 0 to 2**32 - 1, got {seed!r}")
     return seed
 
 
-def add_step_options(p: argparse.ArgumentParser) -> None:
-    """Which checkpoints of each series: ``--steps``, ``--revisions``, ``--revision-pattern``."""
-    g = p.add_argument_group("checkpoints")
+def add_step_options(p: argparse.ArgumentParser,
+                     group: argparse._ArgumentGroup | None = None) -> None:
+    """Which checkpoints of each series: ``--steps``, ``--revisions``, ``--revision-pattern``
+    (in ``group``, else in a group of their own)."""
+    g = group or p.add_argument_group("checkpoints")
     g.add_argument("--steps", nargs="+", metavar="STEP", default=None,
                    help="training steps to analyse, whatever the revision naming: integers, "
                         "'all' (every checkpoint the series has) or 'seed' (the seed study's "
@@ -202,26 +206,6 @@ def settings_from_args(args: argparse.Namespace) -> EmbeddingSettings:
         trust_remote_code=args.trust_remote_code, save_hidden=args.save_hidden,
         resamples=args.resamples,
     )
-
-
-_SCRIPTS = {"run": "run_experiments", "analyze": "analyze_results", "train": "train_suite",
-            "extract": "extract_embeddings"}
-_ROLES = re.compile(r":(?:func|class|mod|meth|data|attr):`~?([^`]+)`")
-
-
-def help_text(doc: str | None, prog: str | None = None) -> str:
-    """A command's module docstring as its ``--help`` description: reStructuredText
-    markup removed (``x`` and :func:`x` become x) and, for the ``toposig`` command
-    (``prog`` such as ``toposig train``), its scripts' names (``python
-    src/train_suite.py``) replaced by the ``toposig`` commands and the checkout's
-    ``src/toposig/`` paths by the package's."""
-    text = _ROLES.sub(r"\1", doc or "").replace("``", "")
-    if prog:
-        for command, script in _SCRIPTS.items():
-            text = text.replace(f"python src/{script}.py", f"toposig {command}")
-            text = text.replace(f"{script}.py", f"toposig {command}")
-        text = text.replace("src/toposig/", "the package's toposig/")
-    return text
 
 
 def setup_logging(verbose: bool = False) -> None:

@@ -1,8 +1,5 @@
 """Draw the report's figures from results folders: one run's, or two runs (or more) compared.
 
-    toposig plot --compare results results-lr2          two runs, one figure each
-    toposig plot results --figures perplexity_curves --formats svg
-
 A comparison draws, for every figure some run has data for, one figure: the runs on the
 same axes where the figure is drawn from the records alone (the evolution and training
 curves; each model labelled <run>: <model>), side by side otherwise
@@ -17,38 +14,44 @@ drawn.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
-from toposig.cli.options import help_text, setup_logging
+from toposig.cli.options import setup_logging
+from toposig.cli.parser import CommandParser, help_text
+from toposig.defaults import DPI
 from toposig.files.names import escape
-from toposig.report.style import DPI, FigureOutput
+
+EXAMPLES = (
+    "results/my-run",
+    "--compare results/my-run results/my-run-lr2",
+    "results/my-run --figures perplexity_curves --formats svg --out figures/",
+)
 
 
-def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog=prog, description=help_text(__doc__, prog),
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+def build_parser(prog: str | None = None) -> CommandParser:
+    p = CommandParser(prog, help_text(__doc__, prog), EXAMPLES)
     p.add_argument("folders", nargs="*", metavar="FOLDER",
                    help="results folders (what `toposig run --out` wrote)")
-    p.add_argument("--compare", nargs="+", default=[], metavar="FOLDER",
+    r = p.add_argument_group("runs")
+    r.add_argument("--compare", nargs="+", default=[], metavar="FOLDER",
                    help="results folders to compare (with any FOLDER given before): one "
                         "figure for all of them")
-    p.add_argument("--names", default=None, metavar="LIST",
+    r.add_argument("--names", default=None, metavar="LIST",
                    help="the runs' names on the figures, comma-separated, in order "
                         "(default: the folders' names)")
-    p.add_argument("--figures", default="all", metavar="LIST",
+    o = p.add_argument_group("figures")
+    o.add_argument("--figures", default="all", metavar="LIST",
                    help="figure names, comma-separated, or all (every figure some run has "
                         "data for) (default: %(default)s)")
-    p.add_argument("--out", default=None, metavar="FOLDER",
+    o.add_argument("--out", default=None, metavar="FOLDER",
                    help="where the figures go (default: compare-<run>-vs-<run>, or "
                         "plots-<run>, beside the first results folder)")
-    p.add_argument("--formats", default="png", metavar="LIST",
+    o.add_argument("--formats", default="png", metavar="LIST",
                    help="figure formats, comma-separated: png, pdf, svg (default: %(default)s)")
-    p.add_argument("--dpi", type=int, default=DPI,
+    o.add_argument("--dpi", type=int, default=DPI,
                    help="resolution of PNG figures, dots per inch (default: %(default)s)")
-    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    o.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     return p
 
 
@@ -105,6 +108,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     args = build_parser(prog).parse_args(argv)
     setup_logging(args.verbose)
     from toposig.report.figures import ALL_FIGURES, save_compared
+    from toposig.report.style import FigureOutput
     from toposig.results import open_results
     from toposig.run.store import DamagedResultsError
 

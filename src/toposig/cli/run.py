@@ -36,73 +36,70 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from toposig.cli.options import (
-    INPUT_ERRORS,
     add_embedding_options,
     add_executor_options,
     add_family_options,
     add_step_options,
     executor_from_args,
     family_settings_from_args,
-    help_text,
+    input_errors,
     selection_from_args,
     settings_from_args,
     setup_logging,
     signatures_from_args,
 )
-from toposig.files.atomic import LinkedFolderError
-from toposig.files.locks import exclusive
-from toposig.in_memory import measure_inputs
-from toposig.model.placement import Placement
-from toposig.model.presets import is_task, load_preset, run_names, train_preset
-from toposig.model.training import preset_names, with_seeds
-from toposig.run.pipeline import execute, summary_lines
-from toposig.run.plan import fit_study, plan_run
-from toposig.run.store import DamagedResultsError, read_json
-from toposig.run.study import Study, StudyMismatchError
-from toposig.sources.checkpoints import EXPERIMENT_A_MODELS
+from toposig.cli.parser import CommandParser, help_text
+from toposig.defaults import EXPERIMENT_A_MODELS, preset_names
 from toposig.stages.registry import DEFAULT_STAGES
+
+EXAMPLES = (
+    "--preset tiny --out results/tiny",
+    "--models runs/my-run --out results/my-run",
+    "--models EleutherAI/pythia-70m --steps 1000 143000 --out results/pythia",
+    "--models runs/my-run --signatures weights --out results/my-run-weights",
+)
 
 logger = logging.getLogger("run_experiments")
 
 
-def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog=prog, description=help_text(__doc__, prog),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("--models", nargs="+", metavar="MODEL", default=None,
+def build_parser(prog: str | None = None) -> CommandParser:
+    p = CommandParser(prog, help_text(__doc__, prog), EXAMPLES)
+    m = p.add_argument_group("models")
+    m.add_argument("--models", nargs="+", metavar="MODEL", default=None,
                    help="Hub ids (EleutherAI/pythia-70m) or local paths: a folder of "
                         "step<N>/ or checkpoint-<N>/ model folders is a series, a single "
                         "model folder a series of one; a folder of checkpoint files "
                         "(.pt/.pth/.bin/.ckpt/.safetensors state dicts, step in each name) "
                         "or one such file is a weights-only series "
                         f"(default: {' '.join(EXPERIMENT_A_MODELS)})")
-    p.add_argument("--seeds", metavar="N", type=int, default=None,
+    m.add_argument("--seeds", metavar="N", type=int, default=None,
                    help="with --preset: train N seeds of every model of the suite (an "
                         "ensemble, analysed across seeds), into <suite>-seeds<N>/ "
                         "(default: the preset's own number, 1 for most)")
-    p.add_argument("--preset", metavar="NAME_OR_PATH", default=None,
+    m.add_argument("--preset", metavar="NAME_OR_PATH", default=None,
                    help="train (if needed) and analyse one of the project's model suites: "
                         f"{', '.join(preset_names())} (shipped in toposig/presets/), or a "
                         "JSON file of one; trains into --suite-dir")
-    p.add_argument("--suite-dir", default="runs",
+    m.add_argument("--suite-dir", default="runs",
                    help="where --preset suites are trained, relative to the current "
                         "folder (default: %(default)s)")
     add_step_options(p)
-    p.add_argument("--out", "--results", dest="out", default="results",
+    o = p.add_argument_group("results folder")
+    o.add_argument("--out", "--results", dest="out", default="results", metavar="FOLDER",
                    help="results folder: records/, data/ (--results is the same option, "
                         "as the analysis also accepts --out); it holds one study, so give "
                         "your own runs their own folder, e.g. results/my-run (default: "
                         "%(default)s in the current folder; in a checkout, the committed "
                         "reference run)")
-    p.add_argument("--extend", action="store_true",
+    o.add_argument("--extend", action="store_true",
                    help="add models the study in --out does not hold yet (same settings), "
                         "or hidden-state layers (--layers) to its embedding: the study then "
                         "has the union, computed for every checkpoint it holds")
-    p.add_argument("--force", action="store_true",
+    o.add_argument("--force", action="store_true",
                    help="recompute checkpoints that already have a finished record")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    d = p.add_argument_group("display")
+    d.add_argument("--no-progress", action="store_true", help="no progress bar")
+    d.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     add_embedding_options(p)
     add_family_options(p)
     add_executor_options(p)
@@ -116,10 +113,8 @@ DISPLAY_OPTIONS = ("--no-progress", "-v", "--verbose")
 
 def recorded_command(argv: list[str], prog: str | None = None) -> str:
     """The command line as config.json records it: ``python src/run_experiments.py`` (or
-    ``prog``, such as ``toposig run``) and the options, display options and argparse's
-    abbreviations of them left out."""
-    kept = [a for a in argv
-            if not any(a == o or (len(a) > 3 and o.startswith(a)) for o in DISPLAY_OPTIONS)]
+    ``prog``, such as ``toposig run``) and the options, display options left out."""
+    kept = [a for a in argv if a not in DISPLAY_OPTIONS]
     head = shlex.split(prog) if prog else ["python", "src/run_experiments.py"]
     return shlex.join([*head, *kept])
 
@@ -178,6 +173,15 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
 
 def _main(args: argparse.Namespace, argv: list[str], prog: str | None) -> int:
     """:func:`main` once the options are parsed."""
+    from toposig.files.locks import exclusive
+    from toposig.in_memory import measure_inputs
+    from toposig.model.placement import Placement
+    from toposig.model.presets import is_task, load_preset, run_names, train_preset
+    from toposig.model.training import with_seeds
+    from toposig.run.plan import fit_study, plan_run
+    from toposig.run.store import read_json
+    from toposig.run.study import Study
+
     lock = ExitStack()
     try:
         preset = with_seeds(load_preset(args.preset), args.seeds) if args.preset else None
@@ -220,7 +224,7 @@ def _main(args: argparse.Namespace, argv: list[str], prog: str | None) -> int:
         else:
             lock.enter_context(exclusive(args.out, "results folder"))
         plan.command = recorded_command(argv, prog)
-    except INPUT_ERRORS as exc:
+    except input_errors() as exc:
         lock.close()
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -233,6 +237,11 @@ def _main(args: argparse.Namespace, argv: list[str], prog: str | None) -> int:
 
 def _run(plan, args: argparse.Namespace, executor, prog: str | None = None) -> int:
     """Execute a checked plan while the results folder is locked."""
+    from toposig.files.atomic import LinkedFolderError
+    from toposig.run.pipeline import execute, summary_lines
+    from toposig.run.store import DamagedResultsError
+    from toposig.run.study import StudyMismatchError
+
     logger.info("%d checkpoints of %d model(s); %s; results under %s",
                 len(plan.checkpoints), len({c.label for c in plan.checkpoints}),
                 " and ".join(plan.all_families), args.out)

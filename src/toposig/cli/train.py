@@ -5,14 +5,10 @@ tokenizer), a train_log.jsonl of per-step loss, gradient norm and learning rate 
 model, and <suite-dir>/<suite>/config.json. Finished models are skipped; a killed run
 resumes from its last checkpoint to the same final weights.
 
-Presets are JSON files in src/toposig/presets/ (copy one and edit it, then pass its path):
-  python src/train_suite.py --preset tiny
-  python src/train_suite.py --preset seed004
-  python src/train_suite.py --preset my_suite.json --suite-dir /data/runs
-
-With --measure-out, every checkpoint is also measured as it is saved, on the model in
-memory (toposig.integrations' code path), into a results folder analyze_results.py reads:
-  python src/train_suite.py --preset tiny --measure-out results/live-tiny
+Presets are JSON files in src/toposig/presets/ (copy one and edit it, then pass its
+path). With --measure-out, every checkpoint is also measured as it is saved, on the model
+in memory (toposig.integrations' code path), into a results folder analyze_results.py
+reads.
 """
 
 from __future__ import annotations
@@ -20,53 +16,47 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from toposig.checkpoint_steps import is_scheduled
-from toposig.cli.options import help_text, setup_logging
+from toposig.cli.options import setup_logging
+from toposig.cli.parser import CommandParser, help_text
 from toposig.cli.run import interrupted_status, sigterm_as_interrupt
-from toposig.config import SettingsError, parse_signatures
-from toposig.files.atomic import LinkedFolderError
-from toposig.files.locks import FolderLockedError, UnusableFolderError
-from toposig.live.monitor import LIVE_DIR, LiveRunExistsError, TopologyMonitor
-from toposig.model.presets import Task, load_preset
-from toposig.model.training import (
-    INPUTS_FILE,
-    ModelSpec,
-    OnCheckpoint,
-    SuiteConfig,
-    TrainingConfigError,
-    byte_tokenizer,
-    preset_names,
-    train_suite,
-    with_seeds,
+from toposig.defaults import preset_names
+
+if TYPE_CHECKING:
+    from toposig.model.presets import Task
+    from toposig.model.training import OnCheckpoint
+
+EXAMPLES = (
+    "--preset tiny",
+    "--preset tiny --measure-out results/live-tiny",
+    "--preset my_suite.json --suite-dir /data/runs",
 )
-from toposig.records import DEFAULT_FAMILIES
-from toposig.run.study import StudyMismatchError
-from toposig.sources.corpus import DataMissingError
 
 
-def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog=prog, description=help_text(__doc__, prog),
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--preset", required=True,
+def build_parser(prog: str | None = None) -> CommandParser:
+    p = CommandParser(prog, help_text(__doc__, prog), EXAMPLES)
+    g = p.add_argument_group("the suite")
+    g.add_argument("--preset", required=True,
                    help=f"a preset name ({', '.join(preset_names())}) or a JSON file of one")
-    p.add_argument("--seeds", metavar="N", type=int, default=None,
+    g.add_argument("--seeds", metavar="N", type=int, default=None,
                    help="with --preset: train N seeds of every model of the suite (an "
                         "ensemble, analysed across seeds), into <suite>-seeds<N>/ "
                         "(default: the preset's own number, 1 for most)")
-    p.add_argument("--suite-dir", default="runs",
+    g.add_argument("--suite-dir", default="runs",
                    help="where suites are trained: <suite-dir>/<suite>/ (default: %(default)s)")
-    p.add_argument("--measure-out", metavar="DIR", default=None,
+    m = p.add_argument_group("measuring while it trains")
+    m.add_argument("--measure-out", metavar="FOLDER", default=None,
                    help="also measure each checkpoint as it is saved, in memory, into this "
                         "results folder (the live monitor's records, figure and signal)")
-    p.add_argument("--measure-signatures", metavar="LIST", default="embedding,weights",
+    m.add_argument("--measure-signatures", metavar="LIST", default="embedding,weights",
                    help="the families --measure-out measures (default: %(default)s)")
-    p.add_argument("--measure-every", metavar="N", type=int, default=None,
+    m.add_argument("--measure-every", metavar="N", type=int, default=None,
                    help="with --measure-out, measure only the checkpoints at multiples of N "
                         "steps (and the last); default: every checkpoint")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
-    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    d = p.add_argument_group("display")
+    d.add_argument("--no-progress", action="store_true", help="no progress bars")
+    d.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     return p
 
 
@@ -80,6 +70,12 @@ def live_measurement(out: str, families, suite_dir: Path, final_step: int,
     Raises:
         SettingsError: ``every`` below 1.
     """
+    from toposig.checkpoint_steps import is_scheduled
+    from toposig.config import SettingsError
+    from toposig.live.monitor import TopologyMonitor
+    from toposig.model.training import ModelSpec, byte_tokenizer
+    from toposig.records import DEFAULT_FAMILIES
+
     if every is not None and every < 1:
         raise SettingsError(f"--measure-every must be at least 1, got {every}")
 
@@ -124,6 +120,20 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
 
 def _main(args: argparse.Namespace) -> int:
     """:func:`main` once the options are parsed."""
+    from toposig.config import SettingsError, parse_signatures
+    from toposig.files.atomic import LinkedFolderError
+    from toposig.files.locks import FolderLockedError, UnusableFolderError
+    from toposig.live.monitor import LIVE_DIR, LiveRunExistsError
+    from toposig.model.presets import load_preset
+    from toposig.model.training import (
+        SuiteConfig,
+        TrainingConfigError,
+        train_suite,
+        with_seeds,
+    )
+    from toposig.run.study import StudyMismatchError
+    from toposig.sources.corpus import DataMissingError
+
     try:
         config = with_seeds(load_preset(args.preset), args.seeds)
         if not isinstance(config, SuiteConfig):  # a positive-control task
@@ -164,6 +174,8 @@ def _main(args: argparse.Namespace) -> int:
 
 def _train_task(config: Task, args: argparse.Namespace) -> int:
     """``train`` of a positive-control task preset (``grokking``, ``induction``)."""
+    from toposig.model.training import INPUTS_FILE, TrainingConfigError
+
     if args.measure_out:
         raise TrainingConfigError(f"--measure-out measures a suite of language models while "
                                   f"it trains; --preset {args.preset} is a task: train it, "

@@ -33,6 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from toposig.checkpoint_steps import scheduled_steps
+from toposig.defaults import PRESETS_DIR, preset_names
 from toposig.files.atomic import (
     atomic_write_bytes,
     atomic_write_json,
@@ -47,7 +48,7 @@ from toposig.sources import corpus
 
 logger = logging.getLogger(__name__)
 
-CONFIGS_DIR = Path(__file__).resolve().parents[1] / "presets"  # shipped with the package
+CONFIGS_DIR = PRESETS_DIR  # shipped with the package
 EOS = "<|endoftext|>"
 BYTE_VOCAB = 257  # 256 bytes + EOS
 MODEL_VOCAB = 264  # padded to a multiple of 8, as Pythia pads its vocabulary
@@ -265,10 +266,6 @@ def suite_runs(c: SuiteConfig) -> list[TrainingRun]:
         return [TrainingRun(m, c.seed) for m in c.models]
     return [TrainingRun(replace(m, name=f"{m.name}-seed{k}"), c.seed + k, m.name)
             for m in c.models for k in range(c.seeds)]
-
-
-def preset_names() -> list[str]:
-    return sorted(p.stem for p in CONFIGS_DIR.glob("*.json"))
 
 
 def load_suite_config(name_or_path: str) -> SuiteConfig:

@@ -35,6 +35,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure as MplFigure
 from matplotlib.figure import SubFigure
 
+from toposig.defaults import DPI
 from toposig.files.atomic import atomic_write_with
 from toposig.records import Record, Statistics, records_from_json
 
@@ -88,8 +89,6 @@ def canvas(*, target: Target | None = None, **figure_kwargs) -> MplFigure | SubF
 
 Target = Axes | MplFigure | SubFigure
 
-
-DPI = 130
 # Font sizes of every figure (applied per figure with plt.rc_context); typed Any since
 # matplotlib types rcParams keys as a Literal of every key.
 RC_PARAMS: Any = {

@@ -9,7 +9,7 @@ layout of :mod:`toposig.run.store`) into a
   are not read, nor the temporaries a killed run left (``.<name>.<random>.tmp``);
 - ``data/all_results.json`` (the aggregate entries), ``data/statistics.json``,
   ``data/config.json``, and every other JSON file of ``data/`` or of the folder's top
-  level (a backtest table written there with ``toposig backtest --out``), except the
+  level (a backtest table written there with ``toposig backtest --json``), except the
   per-model copies of the aggregates (``data/<label>_results.json``), whose names are
   still listed.
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from toposig.config import EXECUTOR_CHOICES
 from toposig.run.tasks import Result, Task, TaskFailure, load_once, run_task
 from toposig.sources.fetch import Download, Fetched, Prefetcher, evict_snapshot, hub_snapshot
 
@@ -38,7 +39,6 @@ logger = logging.getLogger(__name__)
 EmitResult = Callable[[Task, str, Result], None]
 TaskDone = Callable[[Task], None]
 
-EXECUTOR_CHOICES = ("serial", "ray")
 # Passed on to Ray workers, so they see the same data, cache and offline switches.
 WORKER_ENV_VARS = ("HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE",
                    "TRANSFORMERS_OFFLINE", "TOPOSIG_DATASETS_DIR", "TOKENIZERS_PARALLELISM")

@@ -12,12 +12,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from toposig.config import EmbeddingSettings
+from toposig.defaults import EXPERIMENT_A_MODELS
 from toposig.features import homology
 from toposig.model.placement import Placement
 from toposig.records import FAMILIES, Family
 from toposig.run.study import Study, StudyMismatchError, elsewhere
 from toposig.sources.checkpoints import (
-    EXPERIMENT_A_MODELS,
     MASKED,
     Checkpoint,
     HubUnavailableError,

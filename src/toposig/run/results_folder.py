@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from toposig.analysis.compute import ArraysOf
+from toposig.defaults import EXPORT_FORMATS
 from toposig.records import Record
 from toposig.run.aggregates import aggregate_path, read_aggregate
 from toposig.run.store import load_arrays
@@ -31,8 +32,6 @@ if TYPE_CHECKING:
 __all__ = ["ResultsMissingError", "load_entries", "arrays_reader",
            "load_results", "EXPORT_FORMATS", "export_problem", "export_table"]
 
-EXPORT_FORMATS = ("csv", "parquet")
-"""The formats :func:`export_table` writes (by the file's suffix)."""
 
 
 class ResultsMissingError(FileNotFoundError):

@@ -55,11 +55,6 @@ from toposig.sources.revisions import (
 
 logger = logging.getLogger(__name__)
 
-EXPERIMENT_A_MODELS: tuple[str, ...] = (
-    "EleutherAI/pythia-70m",
-    "EleutherAI/pythia-160m",
-    "EleutherAI/pythia-410m",
-)
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json",
                    "vocab.txt", "spiece.model")

@@ -1,0 +1,144 @@
+"""The argument parser every ``toposig`` command uses: one convention for all of them.
+
+- Help starts with examples (2 to 4 command lines), then the command's description,
+  then its options in groups.
+- No abbreviations: ``--model`` is not taken for ``--models``; an option that is not
+  the command's is an error that names the nearest ones ("did you mean --models?").
+- Old spellings keep working with a one-line deprecation warning on stderr
+  (:func:`add_deprecated`), and are left out of the help.
+- Options mean one thing across commands: ``--out`` is always a folder (a results
+  folder, or for ``plot`` a figure folder), ``--json FILE`` writes the machine-readable
+  output, ``--models`` names the models, ``--steps`` the training steps, ``--seed`` the
+  seed of a measurement.
+
+This module imports nothing heavy (no torch, scipy, pandas or matplotlib), so that
+``toposig COMMAND --help`` answers at once; the commands import their work when they run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+_SCRIPTS = {"run": "run_experiments", "analyze": "analyze_results", "train": "train_suite",
+            "extract": "extract_embeddings"}
+
+
+def _examples_text(examples: Sequence[str], prog: str) -> str:
+    return "examples:\n" + "\n".join(f"  {prog} {line}" for line in examples)
+
+
+class CommandParser(argparse.ArgumentParser):
+    """:class:`argparse.ArgumentParser` with the project's conventions (module docstring).
+
+    Args:
+        prog: the command as the user types it (``toposig run``, or the script's name).
+        description: the command's description, already as plain text.
+        examples: the arguments of 2 to 4 example command lines, each shown after ``prog``.
+    """
+
+    def __init__(self, prog: str | None, description: str, examples: Sequence[str],
+                 **kwargs: Any) -> None:
+        if not 2 <= len(examples) <= 4:
+            raise ValueError(f"a command's help shows 2 to 4 examples, got {len(examples)}")
+        super().__init__(prog=prog, allow_abbrev=False,
+                         formatter_class=argparse.RawDescriptionHelpFormatter, **kwargs)
+        self.description = f"{_examples_text(examples, self.prog)}\n\n{description}"
+        self.examples = tuple(examples)
+
+    def format_usage(self) -> str:
+        return self._short_usage()
+
+    def format_help(self) -> str:
+        self.usage = self._short_usage().removeprefix("usage: ").strip()
+        return super().format_help()
+
+    def _short_usage(self) -> str:
+        """One line, ``prog [options]`` and the positional arguments: the options are
+        listed, in groups, below the examples."""
+        positionals = []
+        for action in self._get_positional_actions():
+            name = action.metavar or action.dest
+            positionals.append(f"{name} [{name} ...]" if action.nargs in ("+", "*")
+                               else str(name))
+        return f"usage: {' '.join([self.prog, '[options]', *positionals])}\n"
+
+    def option_names(self) -> list[str]:
+        """Every option string the parser takes, the deprecated ones included."""
+        return sorted(self._option_string_actions)
+
+    def nearest_options(self, word: str) -> list[str]:
+        """Up to three of this command's options closest to ``word`` (an option not taken),
+        deprecated spellings left out, closest first."""
+        name = word.split("=", 1)[0]
+        shown = [o for o in self.option_names()
+                 if o.startswith("--") and self._option_string_actions[o].help
+                 is not argparse.SUPPRESS]
+        close = difflib.get_close_matches(name, shown, n=3, cutoff=0.6)
+        # a prefix of a real option (--model for --models) is the likeliest meaning
+        prefixed = [o for o in shown if o.startswith(name) and len(name) > 2]
+        return list(dict.fromkeys([*prefixed[:1], *close]))[:3]
+
+    def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                   namespace: argparse.Namespace | None = None) -> argparse.Namespace:
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            unknown = [a for a in extras if a.startswith("-") and a != "-"]
+            hints = []
+            for word in unknown:
+                if near := self.nearest_options(word):
+                    hints.append(f"{word}: did you mean {' or '.join(near)}?")
+            message = f"unrecognized arguments: {' '.join(extras)}"
+            self.error("\n  ".join([message, *hints]))
+        return parsed
+
+
+class _Deprecated(argparse.Action):
+    """An old spelling of an option: stores into the new option's ``dest`` and warns once
+    on stderr."""
+
+    def __init__(self, option_strings: list[str], dest: str, use: str,
+                 stored: argparse.Action, **kwargs: Any) -> None:
+        self.use, self.stored = use, stored
+        kwargs.update(nargs=stored.nargs, type=stored.type, choices=stored.choices,
+                      metavar=stored.metavar)
+        if isinstance(stored, argparse._StoreTrueAction):
+            kwargs.update(nargs=0, type=None)
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        print(f"warning: {option_string} is deprecated and will be removed; use "
+              f"{self.use}", file=sys.stderr)
+        self.stored(parser, namespace, values, option_string)
+
+
+def add_deprecated(p: argparse.ArgumentParser, old: str, new: str,
+                   note: str | None = None) -> None:
+    """Make ``old`` an old spelling of the option ``new`` (already added to ``p``): it
+    still works, with a warning that names ``new`` (and ``note``, if given), and is left
+    out of the help."""
+    stored = p._option_string_actions[new]
+    p.add_argument(old, dest=stored.dest, action=_Deprecated, help=argparse.SUPPRESS,
+                   use=f"{new} {note}" if note else new, stored=stored, default=argparse.SUPPRESS)
+
+
+def help_text(doc: str | None, prog: str | None = None) -> str:
+    """A command's module docstring as its ``--help`` description: reStructuredText
+    markup removed (``x`` and :func:`x` become x) and, for the ``toposig`` command
+    (``prog`` such as ``toposig train``), its scripts' names (``python
+    src/train_suite.py``) replaced by the ``toposig`` commands and the checkout's
+    ``src/toposig/`` paths by the package's."""
+    import re
+
+    text = re.sub(r":(?:func|class|mod|meth|data|attr):`~?([^`]+)`", r"\1",
+                  doc or "").replace("``", "")
+    if prog:
+        for command, script in _SCRIPTS.items():
+            text = text.replace(f"python src/{script}.py", f"toposig {command}")
+            text = text.replace(f"{script}.py", f"toposig {command}")
+        text = text.replace("src/toposig/", "the package's toposig/")
+    return text

@@ -1,0 +1,131 @@
+"""One convention for every command (issue 37, rows 7 and 8): help that answers at once,
+starts with examples and groups its options; no abbreviations; the nearest option on a
+typo; old spellings that still work with a warning; one meaning per option."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from toposig.cli.main import COMMANDS, main
+from toposig.cli.parser import CommandParser
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+HEAVY = ("torch", "scipy", "pandas", "matplotlib", "transformers", "huggingface_hub",
+         "sklearn", "tqdm", "ripser", "gudhi", "gph", "persim", "datasets")
+
+
+def parser_of(command: str) -> CommandParser:
+    module = importlib.import_module(f"toposig.cli.{COMMANDS[command][0]}")
+    parser = module.build_parser(f"toposig {command}")
+    assert isinstance(parser, CommandParser)
+    return parser
+
+
+def test_help_imports_nothing_heavy():
+    """``toposig COMMAND --help`` loads no torch, SciPy, pandas, matplotlib, ...: what made
+    it take 3.5-6.3 s (bench/bench_help.py prints the times)."""
+    code = ("import sys, contextlib, io\n"
+            "from toposig.cli.main import main\n"
+            f"for c in {list(COMMANDS)!r}:\n"
+            "    with contextlib.redirect_stdout(io.StringIO()):\n"
+            "        try: main([c, '--help'])\n"
+            "        except SystemExit: pass\n"
+            f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env={"PYTHONPATH": str(SRC), "PATH": "/usr/bin:/bin"})
+    assert out.stdout.strip() == "[]", out.stdout
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_help_starts_with_examples_that_parse_and_groups_its_options(command, capsys):
+    try:
+        code = main([command, "--help"])
+    except SystemExit as exit_:  # argparse's way; compare returns the status
+        code = exit_.code
+    assert code == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith(f"usage: toposig {command} [options]")
+    assert lines[2] == "examples:"
+    shown = []
+    for line in lines[3:]:
+        if not line.startswith(f"  toposig {command} "):
+            break
+        shown.append(line.strip())
+    assert 2 <= len(shown) <= 4
+    parser = parser_of(command)
+    for example in shown:  # each example is a command line the parser takes
+        parser.parse_args(shlex.split(example)[2:])
+    groups = [g for g in parser._action_groups if g._group_actions
+              and g.title not in ("options", "positional arguments")]
+    assert len(groups) >= 2, [g.title for g in parser._action_groups]
+
+
+@pytest.mark.parametrize("command, typed, meant", [
+    ("run", "--model", "--models"),       # an abbreviation argparse used to take
+    ("run", "--ouut", "--out"),            # a typo
+    ("analyze", "--no-plot", "--no-plots"),
+    ("compare", "--jsn", "--json"),
+    ("extract", "--layer", "--layers"),
+])
+def test_abbreviations_are_refused_naming_the_nearest_option(command, typed, meant, capsys):
+    args = {"compare": ["a", "b"]}.get(command, [])
+    with pytest.raises(SystemExit) as exit_:
+        parser_of(command).parse_args([*args, typed, "x"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert f"unrecognized arguments: {typed}" in err
+    assert f"{typed}: did you mean {meant}" in err
+
+
+@pytest.mark.parametrize("command, old, new, value", [
+    ("extract", "--model", "models", ["m"]),
+    ("extract", "--step", "steps", ["10"]),
+    ("extract", "--revision", "revisions", ["step10"]),
+    ("backtest", "--out", "json", "b.json"),
+    ("analyze", "--seed", "analysis_seed", 3),
+])
+def test_old_spellings_still_work_with_a_warning(command, old, new, value, capsys):
+    positional = {"backtest": ["f"]}.get(command, [])
+    given = value if isinstance(value, list) else [str(value)]
+    args = parser_of(command).parse_args([*positional, old, *given])
+    assert getattr(args, new) == value
+    err = capsys.readouterr().err
+    assert f"warning: {old} is deprecated and will be removed; use --{new.replace('_', '-')}" \
+        in err
+    listed = [line for line in parser_of(command).format_help().splitlines()
+              if line.startswith("  -")]  # the options' own lines
+    assert not any(re.search(rf"{old}(?![\w-])", line) for line in listed)  # not shown
+
+
+def test_each_option_means_one_thing_across_commands():
+    """--out is a folder everywhere, --json a file, --models one or more models, --steps
+    training steps, --seed the measurement's seed (the analysis' is --analysis-seed)."""
+    seen: dict[str, list[tuple[str, argparse.Action]]] = {}
+    for command in COMMANDS:
+        for option, action in parser_of(command)._option_string_actions.items():
+            if action.help is not argparse.SUPPRESS:
+                seen.setdefault(option, []).append((command, action))
+    assert {c for c, _ in seen["--out"]} >= {"run", "analyze", "import", "plot", "extract"}
+    for command, action in seen["--out"]:
+        assert action.metavar == "FOLDER", command
+    for command, action in seen["--json"]:
+        assert action.metavar == "FILE", command
+    assert {c for c, _ in seen["--json"]} == {"backtest", "compare"}
+    for option in ("--models", "--steps"):
+        assert {c for c, _ in seen[option]} == {"run", "extract"}
+        assert all(a.nargs == "+" for _, a in seen[option])
+    assert {c for c, _ in seen["--seed"]} == {"run", "extract"}
+    assert all(a.default == 42 for _, a in seen["--seed"])
+
+
+def test_a_command_with_too_few_or_many_examples_is_refused():
+    with pytest.raises(ValueError, match="2 to 4 examples"):
+        CommandParser("toposig x", "about", ["one"])
