@@ -106,10 +106,10 @@ def test_every_report_figure_draws_into_an_axes_of_the_users_figure(results):
         left, right = user.subplots(1, 2)
         drawn = getattr(results.plot, name)(ax=right)
         assert drawn is not None, name
-        assert drawn is user or drawn.get_figure(root=True) is user, name
+        assert drawn is right or drawn.get_figure(root=True) is user, name
         assert left in user.axes and not left.has_data(), name  # the user's Axes kept
-        if right in user.axes:  # one panel: drawn on the Axes given
-            assert drawn is user and (right.has_data() or right.texts), name
+        if right in user.axes:  # one panel: drawn on the Axes given, which is returned
+            assert drawn is right and (right.has_data() or right.texts), name
         else:  # several: a sub-figure in its place, holding every panel
             assert user.subfigs == [drawn], name
             assert drawn.axes and all(a.get_figure(root=True) is user for a in drawn.axes)
@@ -119,7 +119,7 @@ def test_every_report_figure_draws_into_an_axes_of_the_users_figure(results):
 def test_a_single_panel_figure_draws_on_the_given_axes_itself(results):
     fig, ax = subplots()
     drawn = results.plot.perplexity_curves(ax=ax)
-    assert drawn is fig
+    assert drawn is ax and ax.get_figure() is fig
     assert ax.get_title() == "Perplexity across training"
     assert len(ax.get_lines()) >= 3
 
@@ -238,7 +238,7 @@ def test_measurement_plot_draws_diagrams_betti_curves_and_layers():
     assert n_points == sum(len(d) for d in m.diagrams())  # every bar, H0 and H1
     user = MplFigure()
     ax = user.subplots()
-    assert m.plot("betti", ax=ax) is user
+    assert m.plot("betti", ax=ax) is ax
     assert [line.get_label() for line in ax.get_lines()] == ["β0", "β1"]
     top = max(float(d[np.isfinite(d)].max()) for d in m.diagrams())
     h0 = ax.get_lines()[0]
@@ -498,3 +498,60 @@ def test_names_and_others_given_as_paths(results, tmp_path):
     fig = results.plot.perplexity_curves(other=tmp_path / "again")
     labels = {line.get_label() for line in fig.axes[0].get_lines()}
     assert "again: tiny-h16-l1" in labels and "results: tiny-h16-l1" in labels
+
+
+# --- the page run as a notebook, in a real Jupyter kernel (issue 37, rows 3 and 5) -----------
+
+# The page's examples in order, each a cell, and the images each shows: a figure drawn on a
+# pyplot Axes once (pyplot shows it at the end of the cell), a figure toposig made once
+# when it is the cell's value, and nothing for a figure assigned or drawn on an Axes of a
+# figure pyplot does not hold.
+KERNEL_CELLS = (("plain", 1), ("open-example", 1), ("display-example", 1), ("axes-example", 1),
+                ("typed-example", 0), ("compare-example", 1), ("setup", 0),
+                ("measurement-example", 1))
+# First, a kernel that has not loaded pyplot (so no inline display is set up): a figure
+# toposig made still shows as an image, not as "<Figure size ... with 1 Axes>".
+KERNEL_PLAIN = """
+import sys
+import toposig
+assert "matplotlib.pyplot" not in sys.modules
+toposig.open("results").plot.perplexity_curves()
+"""
+KERNEL_SETUP = """
+from matplotlib.figure import Figure
+from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
+from toposig.model.training import byte_tokenizer
+
+model = GPTNeoXForCausalLM(GPTNeoXConfig(vocab_size=264, hidden_size=32, num_hidden_layers=2,
+                                         num_attention_heads=2, intermediate_size=64))
+tokenizer = byte_tokenizer()
+texts = [f"text {i}: " + "the quick brown fox " * (2 + i % 3) for i in range(12)]
+ax = Figure().subplots()
+"""
+
+
+def test_the_page_runs_in_a_jupyter_kernel_with_one_image_per_figure(
+        in_a_copy_of_the_quick_start):
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    own = {"plain": KERNEL_PLAIN, "setup": KERNEL_SETUP}
+    cells = [nbformat.v4.new_code_cell(own[name] if name in own else snippet(name))
+             for name, _ in KERNEL_CELLS]
+    notebook = nbformat.v4.new_notebook(cells=cells)
+    env = {"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin",
+           "HOME": str(in_a_copy_of_the_quick_start), "HF_HUB_OFFLINE": "1"}
+    client = nbclient.NotebookClient(
+        notebook, timeout=600, kernel_name="python3",
+        resources={"metadata": {"path": str(in_a_copy_of_the_quick_start)}})
+    client.execute(env=env)  # a cell that raises fails the test, naming it
+    for (name, images), cell in zip(KERNEL_CELLS, notebook.cells, strict=True):
+        outputs = cell["outputs"]
+        shown = [o for o in outputs if "image/png" in o.get("data", {})]
+        assert len(shown) == images, (name, [o.get("data", o.get("text")) for o in outputs])
+        text = "".join(str(o.get("text", "")) + str(o.get("data", {}).get("text/plain", ""))
+                       for o in outputs if o not in shown)
+        assert "<Figure size" not in text, (name, text)  # a figure shown as its repr
+        assert "IProgress" not in text and "Warning" not in text, (name, text)
+    axes_value = next(o for o in notebook.cells[3]["outputs"]
+                      if o["output_type"] == "execute_result")
+    assert axes_value["data"]["text/plain"].startswith("<Axes")  # the Axes, not the figure

@@ -204,6 +204,8 @@ ALLOWED = {
     ("toposig/run/results_folder.py", "table.to_parquet(buf, index=False)"),
     ("toposig/report/style.py",
      "top.savefig(f, dpi=output.dpi, format=fmt, metadata=NO_DATES.get(fmt))"),
+    # a notebook's display of a figure: PNG bytes in memory, no file
+    ("toposig/report/style.py", "self.savefig(buffer, format='png', bbox_inches='tight')"),
     ("toposig/model/training.py", "torch.save(state, f)"),
     # a trained model's folder: Hugging Face writes many files into a temporary sibling
     # folder, renamed into place (not a results folder; its own trainer made each name)

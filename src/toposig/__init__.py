@@ -25,7 +25,10 @@ from __future__ import annotations
 
 import importlib
 
+from toposig.progress import quiet_missing_widgets
 from toposig.version import __version__ as __version__
+
+quiet_missing_widgets()  # a notebook without ipywidgets: text bars, not a warning
 
 _EXPORTS = {
     "measure": "in_memory",

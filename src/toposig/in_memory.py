@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from toposig.config import AUTOCAST, EmbeddingSettings, parse_layers
 from toposig.model.placement import Placement
+from toposig.progress import tqdm
 from toposig.records import DEFAULT_FAMILIES, FAMILIES, Family, Record, merge_family_records
 from toposig.sources.checkpoints import Checkpoint
 from toposig.stages.base import StageInputs, Texts
@@ -107,7 +107,9 @@ class Measurement:
         return "\n".join(lines)
 
     def plot(self, kind: str = "diagrams", *, layer: int | None = None, ax=None):
-        """Draw the measurement and return the matplotlib Figure (or SubFigure) holding it.
+        """Draw the measurement and return the Figure it made (shown once as a notebook
+        cell's value), or given ``ax`` what it drew on: that Axes, or the sub-figure that
+        took its place (:func:`toposig.report.style.drawn_on`).
 
         Args:
             kind: ``"diagrams"``: the hidden states' persistence diagrams at ``layer``
@@ -124,12 +126,14 @@ class Measurement:
             ValueError: an unknown ``kind``, or nothing measured to draw it from.
         """
         from toposig.report import measurement_figures as mf
+        from toposig.report.style import drawn_on
 
         rec = self.record if Family.EMBEDDING in self.records else None
         name = rec.model_label if rec else "model"
         if kind == "layers":
-            return mf.plot_layers(self.layer_features, rec.layer_names if rec else (),
-                                  title=f"{name}: per hidden state", ax=ax)
+            return drawn_on(mf.plot_layers(self.layer_features,
+                                           rec.layer_names if rec else (),
+                                           title=f"{name}: per hidden state", ax=ax), ax)
         if kind not in mf.KINDS:
             raise ValueError(f"kind must be one of {', '.join(mf.KINDS)}, got {kind!r}")
         analysed = rec.layer if rec else None
@@ -140,7 +144,7 @@ class Measurement:
                              f"(measured: {sorted(self.layer_features) or analysed})")
         title = f"{name}, hidden state {shown}"
         draw = mf.plot_diagrams if kind == "diagrams" else mf.plot_betti
-        return draw(diagrams, title=title, ax=ax)
+        return drawn_on(draw(diagrams, title=title, ax=ax), ax)
 
     def table(self):
         """The measurement as a tidy :class:`pandas.DataFrame`

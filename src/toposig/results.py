@@ -30,7 +30,7 @@ from toposig.analyze import folder_statistics
 from toposig.files.atomic import read_json
 from toposig.records import Record, Statistics, StatisticsError
 from toposig.report.figures import ALL_FIGURES, RunData, figures_that_apply, plot_compared
-from toposig.report.style import Drawn, Figure, Target
+from toposig.report.style import Figure, Shown, Target, drawn_on
 from toposig.run.results_folder import arrays_reader, load_entries, load_results
 
 logger = logging.getLogger(__name__)
@@ -123,8 +123,10 @@ class Plots:
     """The figures of a :class:`Results`: ``plots.<figure>(ax=None, other=None)``.
 
     Each method draws the report figure of that name (the file ``plots/<figure>.png`` the
-    analysis writes) and returns the :class:`matplotlib.figure.Figure` (or SubFigure)
-    holding it, or ``None`` when the folder has nothing to draw it from.
+    analysis writes) and returns the :class:`matplotlib.figure.Figure` it made (shown
+    once as a notebook cell's value), or given ``ax`` what it drew on: that Axes, or the
+    sub-figure that took its place (:func:`toposig.report.style.drawn_on`); ``None`` when
+    the folder has nothing to draw it from.
 
     Args (of each method):
         ax: where to draw: an Axes (a figure of several panels takes its place, as a
@@ -146,7 +148,7 @@ class Plots:
 
     def __call__(self, figure: str, ax: Target | None = None,
                  other: Results | str | Path | Sequence[Results | str | Path] | None = None
-                 ) -> Drawn | None:
+                 ) -> Shown | None:
         """Draw the figure named ``figure`` (see the class)."""
         if figure not in ALL_FIGURES:
             raise ValueError(f"no figure named {figure!r}; the figures are "
@@ -156,19 +158,19 @@ class Plots:
             [] if other is None else list(other) if isinstance(other, list | tuple)
             else [other])  # type: ignore[list-item]
         runs = [self._results, *(o if isinstance(o, Results) else Results(o) for o in others)]
-        return plot_compared(fig, [r.run_data(fig) for r in runs], ax=ax)
+        return drawn_on(plot_compared(fig, [r.run_data(fig) for r in runs], ax=ax), ax)
 
     def __dir__(self) -> list[str]:
         return sorted([*super().__dir__(), *ALL_FIGURES])
 
-    def __getattr__(self, name: str) -> Callable[..., Drawn | None]:
+    def __getattr__(self, name: str) -> Callable[..., Shown | None]:
         if name.startswith("_") or name not in ALL_FIGURES:
             raise AttributeError(f"no figure named {name!r}; the figures are "
                                  f"{', '.join(ALL_FIGURES)}")
 
         def draw(ax: Target | None = None,
                  other: Results | str | Path | Sequence[Results | str | Path] | None = None
-                 ) -> Drawn | None:
+                 ) -> Shown | None:
             return self(name, ax=ax, other=other)
 
         draw.__name__ = name

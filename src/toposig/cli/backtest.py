@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
             if value is not None and not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"{name} must be a finite number >= 0, got {value}")
         series = load_series(args.folders)
-        from tqdm.auto import tqdm
+        from toposig.progress import tqdm
 
         with tqdm(total=len(series), desc="backtest", unit="run", leave=False,
                   disable=True if args.no_progress else None) as bar:

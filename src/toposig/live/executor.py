@@ -12,9 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tqdm.auto import tqdm
-
 from toposig.in_memory import measure_families
+from toposig.progress import tqdm
 from toposig.run.executors import EmitResult, TaskDone
 from toposig.run.tasks import Task
 

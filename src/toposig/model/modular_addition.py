@@ -200,8 +200,9 @@ def train_run(c: ModularConfig, k: int, run_dir: Path, tok, progress: bool = Tru
     """Train run ``k`` (seed ``c.seed + k``) into ``run_dir``, a checkpoint folder per
     scheduled step; returns its ``done.json``. A finished run is kept; an unfinished one
     is trained again from step 0 (the same seed gives the same run)."""
-    from tqdm.auto import tqdm
     from transformers import GPTNeoXForCausalLM
+
+    from toposig.progress import tqdm
 
     done = run_dir / DONE_FILE
     if done.is_file():

@@ -537,8 +537,9 @@ def train_model(spec: ModelSpec, c: SuiteConfig, text: TrainingText, model_dir: 
             it must leave the model, the optimizer and the random generators as it
             found them (:class:`toposig.live.monitor.TopologyMonitor` does).
     """
-    from tqdm.auto import tqdm
     from transformers import GPTNeoXForCausalLM
+
+    from toposig.progress import tqdm
 
     done = model_dir / DONE_FILE
     if done.is_file():

@@ -75,7 +75,7 @@ def canvas(*, target: Target | None = None, **figure_kwargs) -> MplFigure | SubF
     caller's ``target``: its Figure or SubFigure, or for an Axes a sub-figure in that
     Axes' place in its grid (the Axes is removed)."""
     if target is None:
-        return MplFigure(**figure_kwargs)
+        return ShownFigure(**figure_kwargs)
     if not isinstance(target, Axes):
         return target
     spec = target.get_subplotspec()
@@ -88,6 +88,33 @@ def canvas(*, target: Target | None = None, **figure_kwargs) -> MplFigure | SubF
 
 
 Target = Axes | MplFigure | SubFigure
+
+
+class ShownFigure(MplFigure):
+    """A figure made without pyplot that shows itself, as one PNG image, where a notebook
+    shows a cell's value, in a plain kernel, with no ``%matplotlib`` line and no pyplot
+    imported (a plain matplotlib Figure shows there as ``<Figure size ... with 4 Axes>``
+    until pyplot is). pyplot does not hold it, so it is not shown a second time at the end
+    of the cell; where pyplot's inline backend is active its own display of figures takes
+    over, once."""
+
+    def _repr_png_(self) -> bytes:
+        import io
+
+        buffer = io.BytesIO()
+        self.savefig(buffer, format="png", bbox_inches="tight")
+        return buffer.getvalue()
+
+
+def drawn_on(drawn: Drawn | None, ax: Target | None) -> Shown | None:
+    """What a drawing returns to its caller: the figure it made (``ax`` None); else what
+    it drew on: the Axes given, when the panels went onto it, or the sub-figure that took
+    its place, or the Figure or SubFigure given. Returning the Axes, not the caller's
+    Figure, is what keeps a notebook from showing a pyplot figure twice (once as the
+    cell's value, once as pyplot's figure at the end of the cell)."""
+    if isinstance(ax, Axes) and drawn is not None and ax in drawn.axes:
+        return ax
+    return drawn
 
 # Font sizes of every figure (applied per figure with plt.rc_context); typed Any since
 # matplotlib types rcParams keys as a Literal of every key.
@@ -108,6 +135,7 @@ VECTOR_RC: Any = {"pdf.fonttype": 42, "svg.fonttype": "none", "svg.hashsalt": "t
 NO_DATES = {"pdf": {"CreationDate": None}, "svg": {"Date": None}}
 
 Drawn = MplFigure | SubFigure
+Shown = MplFigure | SubFigure | Axes  # what a public drawing returns: drawn_on
 RecordLike = Record | Mapping[str, Any]
 """A record, or the JSON of one (an entry of ``data/all_results.json``)."""
 StatisticsLike = Statistics | Mapping[str, Any]

@@ -227,7 +227,7 @@ def write_import(out_dir: str | Path, rows: Sequence[ImportedRow], classify: Cla
         remove_stale_temporaries(out)  # a killed import's, or a killed run's
         if not held.held:
             remove_killed_import(out, digest)
-        from tqdm.auto import tqdm
+        from toposig.progress import tqdm
 
         entries: dict[str, list[dict]] = {}
         with tqdm(total=len(rows), desc="records", unit="row", disable=None if progress

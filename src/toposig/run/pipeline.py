@@ -26,10 +26,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from tqdm.auto import tqdm
-
 from toposig.files.locks import exclusive
 from toposig.model.placement import Placement
+from toposig.progress import tqdm
 from toposig.records import (
     SCHEMA_VERSION,
     CheckpointOutput,

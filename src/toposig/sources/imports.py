@@ -334,7 +334,8 @@ def read_table(path: Path, sha256: str, progress: bool = False) -> list[Imported
     """The rows of a CSV or Parquet table (``progress``: a bar over its rows, on a
     terminal)."""
     import pandas as pd
-    from tqdm.auto import tqdm
+
+    from toposig.progress import tqdm
 
     try:
         if path.suffix.lower() == ".csv":
