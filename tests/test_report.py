@@ -410,3 +410,11 @@ def test_a_model_too_short_to_test_is_said_once_and_marked(real):
                     "smallest p an exact Spearman test can give is 0.33") == 1
     assert "a test needs at least 5 checkpoints" in md
     assert "too short to test" not in real[2].lower()  # 18 checkpoints a model
+    # ... and marked in the tables: each row or column of `m`, with a footnote per table
+    tables = [b for b in md.split("\n\n") if b.startswith("|")]
+    marked = [t for t in tables if "| m † |" in t]
+    assert len(marked) >= 3 and not any(" n †" in t for t in tables)
+    assert all("| m |" not in t for t in tables)  # no row of `m` left unmarked
+    footnote = "† too few checkpoints to test within the model (`m`: 3; see the header)"
+    assert md.count(footnote) == len(marked)
+    assert "†" not in real[2]

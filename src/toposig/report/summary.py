@@ -1204,6 +1204,49 @@ _PARTS: tuple[tuple[str, str, tuple[Build, ...]], ...] = (
 )
 
 
+def too_short(records: Sequence[Record], alpha: float) -> dict[str, int]:
+    """The models with too few checkpoints for any within-model test at ``alpha`` (the
+    smallest exact Spearman p, 2/n!, not below it: fewer than 5 at 0.05) -> their number
+    of checkpoints (2 or more: one checkpoint has no correlation at all)."""
+    counts = {label: len(recs) for label, recs in by_model(records).items()}
+    return {m: n for m, n in counts.items() if n >= 2 and 2 / math.factorial(n) >= alpha}
+
+
+SHORT_MARK = "†"
+
+
+def mark_short_models(lines: list[str], short: Mapping[str, int]) -> list[str]:
+    """``lines`` of a summary with every table cell that names a model of ``short``
+    (``m``, ```m```, or ``m`` then a space, as per-model columns are headed) marked
+    ``†``, and under each table that has one, a line saying what the mark means."""
+    if not short:
+        return lines
+
+    def names(cell: str) -> bool:
+        text = cell.strip()
+        return any(text in (m, f"`{m}`") or text.startswith((f"{m} ", f"`{m}` "))
+                   for m in short)
+
+    out: list[str] = []
+    marked = False
+    for i, line in enumerate(lines):
+        if line.startswith("|") and not set(line) <= set("|-: "):
+            cells = line.split("|")
+            hits = [j for j, c in enumerate(cells[1:-1], 1) if names(c)]
+            for j in hits:
+                cells[j] = f"{cells[j].rstrip()} {SHORT_MARK} "
+            marked |= bool(hits)
+            line = "|".join(cells)
+        out.append(line)
+        ends = line.startswith("|") and not (i + 1 < len(lines) and lines[i + 1].startswith("|"))
+        if ends and marked:
+            out += ["", f"{SHORT_MARK} too few checkpoints to test within the model "
+                        f"({', '.join(f'`{m}`: {n}' for m, n in short.items())}; see the "
+                        "header): its ρ and p describe, they cannot be significant."]
+            marked = False
+    return out
+
+
 def _header(statistics: Statistics | Mapping, records: list[Record]) -> list[str]:
     about = about_of(statistics)
     try:
@@ -1224,8 +1267,7 @@ def _header(statistics: Statistics | Mapping, records: list[Record]) -> list[str
              + " and the per-checkpoint records in `data/all_results.json`. Every number is "
              "a value of those files, rounded for display.", ""]
     alpha = controlled.level or 0.05
-    counts = {label: len(recs) for label, recs in by_model(records).items()}
-    short = {m: n for m, n in counts.items() if n >= 2 and 2 / math.factorial(n) >= alpha}
+    short = too_short(records, alpha)
     if models:
         lines.append(f"Models ({len(models)}): " + ", ".join(
             f"`{k}`" + (f" ({short[k]} checkpoints: too short to test)" if k in short else "")
@@ -1331,5 +1373,7 @@ def summary_markdown(statistics: Statistics | Mapping,
         lines += ["", f"## {title}", "", intro]
         for heading, build in built:
             lines += ["", f"### {heading}", "", *_built(build, statistics, records)]
+    level = (controlled_of(statistics) or Controlled()).level or 0.05
+    lines = mark_short_models(lines, too_short(records, level))
     text = "\n".join(lines) + "\n"
     return re.sub(r"\n{3,}", "\n\n", text)
