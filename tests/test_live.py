@@ -147,7 +147,10 @@ def test_trainer_callback_logs_through_trainer_log_and_tensorboard(hf_run):
     assert sorted(logged) == [0, 1, 2, 4, 6, 8, 12]
     assert logged[12]["topology/np_mean"] == pytest.approx(
         entries(root / "live")[12]["features"]["np_mean"])
-    assert "topology/experimental/final_loss_loss_only" in logged[12]
+    assert "topology/experimental/final_loss_default" in logged[12]
+    # one short line in the console: the headline numbers and the decision, no phases
+    # nor standard errors (issue 37, row 12: they made a dict of about 25 keys)
+    assert len(logged[12]) <= 10 and not any("phase" in k for k in logged[12])
     events = list((root / "run").rglob("events.out.tfevents*"))
     assert events
     acc = EventAccumulator(str(events[0].parent))
@@ -435,13 +438,13 @@ def test_the_readmes_trainer_example_runs_and_logs_to_tensorboard(tmp_path):
 
     code = readme_trainer_example()
     shrunk = (code.replace("max_steps=300", "max_steps=4").replace("save_steps=100", "save_steps=2")
-              .replace("every_n_steps=50", "every_n_steps=2").replace("128 * 4000", "128 * 64")
+              .replace("128 * 4000", "128 * 64")
               .replace('"runs/live-demo"', repr(str(tmp_path / "runs")))
               .replace('"results/live-demo"', repr(str(tmp_path / "results"))))
     assert shrunk.count(str(tmp_path)) == 2 and "max_steps=4" in shrunk
     assert len(code.strip().splitlines()) <= 16
     exec(compile(shrunk, "README trainer example", "exec"), {})
-    assert sorted(entries(tmp_path / "results")) == [0, 1, 2, 4]
+    assert sorted(entries(tmp_path / "results")) == [0, 2, 4]  # step 0 and every save
     events = list((tmp_path / "runs").rglob("events.out.tfevents*"))
     acc = EventAccumulator(str(events[0].parent))
     acc.Reload()

@@ -400,7 +400,8 @@ class TopologyMonitor:
         except Exception as exc:  # noqa: BLE001
             logger.warning("toposig: the live signal or figure at step %d failed: %s: %s",
                            step, type(exc).__name__, exc)
-        scalars = feature_scalars(measured.entry, self.log_features) | self._signal.scalars()
+        scalars = (feature_scalars(measured.entry, self.log_features)
+                   | self._signal.scalars(everything=self.log_features == "all"))
         return LiveResult(step, measured.entry, measured.failures, scalars,
                           self._signal.signal)
 

@@ -58,6 +58,9 @@ def stop_reason(signal: online.Signal | None) -> str | None:
             f"{f.default}, 95 % interval [{f.default_low}, {f.default_high}])")
 
 
+LOGGED_SIGNAL = ("final_loss_default", "stop")  # what a trainer's log gets by default
+
+
 def series(entries: Sequence[Record]
            ) -> tuple[list[int | None], list[float | None], dict[str, list]]:
     """The steps, the losses (one kind, :func:`loss_series`) and every feature's values
@@ -125,11 +128,15 @@ class LiveSignal:
         self.history.sort(key=lambda h: h["step"])
         atomic_write_json(self.path, self.history, root=self.root)
 
-    def scalars(self) -> dict[str, float]:
-        """The latest signal's scalars, as logged (``topology/experimental/...``)."""
+    def scalars(self, everything: bool = False) -> dict[str, float]:
+        """The latest signal's scalars, as logged (``topology/experimental/...``): the
+        default forecast of the final loss and the decision (:data:`LOGGED_SIGNAL`), or
+        with ``everything`` each phase, forecast and standard error too (they are all in
+        ``signal.json``)."""
         if self.signal is None:
             return {}
-        return {SIGNAL_PREFIX + k: v for k, v in self.signal.scalars().items()}
+        return {SIGNAL_PREFIX + k: v for k, v in self.signal.scalars().items()
+                if everything or k in LOGGED_SIGNAL}
 
     @property
     def stop_reason(self) -> str | None:

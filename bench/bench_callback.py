@@ -1,0 +1,104 @@
+#!/usr/bin/env python
+"""The cost of the ``transformers`` callback on the docs' own example (docs/training.md).
+
+Runs the page's ``Trainer`` example as written (300 steps, the callback at its cadence),
+and the same example without the callback line, each as a whole process in a fresh
+folder, and prints: the wall time of each, the measurements made, the time spent inside
+them (the records' own timings, and the monitor's bookkeeping around them), the
+overhead as a share of the training without the callback, and the console lines the
+callback added per measurement. The target (issue 37, row 12): at most 10 % of the
+training time, and one console line per measurement.
+
+    python bench/bench_callback.py [--steps 300] [--repeats 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import date
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGE = ROOT / "docs" / "training.md"
+MARKER = "<!-- tested: tests/test_live.py trainer-example -->"
+CALLBACK = 'TopologyCallback(out="results/live-demo"'
+
+
+def example(steps: int, with_callback: bool) -> str:
+    code = PAGE.read_text().split(MARKER, 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    code = code.replace("max_steps=300", f"max_steps={steps}")
+    if not with_callback:
+        code = "\n".join(line for line in code.splitlines() if CALLBACK not in line)
+    return code
+
+
+def run(code: str) -> tuple[float, list[str], Path]:
+    """Wall seconds, the console lines (stdout and stderr) and the working folder."""
+    folder = Path(tempfile.mkdtemp(prefix="bench-callback-"))
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"),
+           "TOPOSIG_DATASETS_DIR": os.environ.get("TOPOSIG_DATASETS_DIR",
+                                                  str(ROOT / "datasets"))}
+    t0 = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", code], cwd=folder, env=env,
+                          capture_output=True, text=True)
+    seconds = time.perf_counter() - t0
+    if done.returncode:
+        sys.exit(f"the example failed:\n{done.stderr[-3000:]}")
+    lines = [line for text in (done.stdout, done.stderr)
+             for line in text.replace("\r", "\n").splitlines() if line.strip()]
+    return seconds, lines, folder
+
+
+def measured_seconds(folder: Path) -> tuple[int, float]:
+    """The measurements the results folder holds and the seconds its records say they
+    took (every family's own timing)."""
+    entries = json.loads((folder / "results" / "live-demo" / "data" / "all_results.json")
+                         .read_text())
+    total = 0.0
+    for entry in entries:  # the embedding's timings at the top, each other family's its own
+        parts = [entry, *(entry[f] for f in ("weights", "landscape", "gradients", "interlayer")
+                          if isinstance(entry.get(f), dict))]
+        total += sum(float((part.get("timings_s") or {}).get("total") or 0.0)
+                     for part in parts)
+    return len(entries), total
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--steps", type=int, default=300)
+    p.add_argument("--repeats", type=int, default=1)
+    args = p.parse_args()
+    print(f"# {date.today()}, {platform.node()}, {os.cpu_count()} CPUs, "
+          f"load {os.getloadavg()[0]:.1f}; docs/training.md's Trainer example, "
+          f"{args.steps} steps")
+    plain, timed = [], []
+    for _ in range(args.repeats):  # alternating, so drift in the machine's load is shared
+        plain.append(run(example(args.steps, False)))
+        timed.append(run(example(args.steps, True)))
+    base = statistics.median(s for s, _, _ in plain)
+    with_cb = statistics.median(s for s, _, _ in timed)
+    n, inside = measured_seconds(timed[-1][2])
+    added = len(timed[-1][1]) - len(plain[-1][1])
+    print(f"without the callback: {base:.1f} s; with it: {with_cb:.1f} s "
+          f"(+{with_cb - base:.1f} s, {100 * (with_cb - base) / base:.1f} % of training)")
+    print(f"{n} measurements; inside them (the records' timings): {inside:.1f} s, "
+          f"{inside / n:.2f} s each, {100 * inside / base:.1f} % of training")
+    print(f"console lines added: {added} ({added / n:.1f} per measurement)")
+    for line in timed[-1][1]:
+        if "topology" in line:
+            print(f"a logged line: {line[:160]}")
+            break
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
