@@ -87,12 +87,14 @@ def main() -> int:
     base = statistics.median(s for s, _, _ in plain)
     with_cb = statistics.median(s for s, _, _ in timed)
     n, inside = measured_seconds(timed[-1][2])
-    added = len(timed[-1][1]) - len(plain[-1][1])
+    # the callback's own lines (the Trainer's bar redraws are no lines of it)
+    added = sum("topology/" in line or "measuring" in line or "toposig" in line
+                for line in timed[-1][1])
     print(f"without the callback: {base:.1f} s; with it: {with_cb:.1f} s "
           f"(+{with_cb - base:.1f} s, {100 * (with_cb - base) / base:.1f} % of training)")
     print(f"{n} measurements; inside them (the records' timings): {inside:.1f} s, "
           f"{inside / n:.2f} s each, {100 * inside / base:.1f} % of training")
-    print(f"console lines added: {added} ({added / n:.1f} per measurement)")
+    print(f"console lines of the callback: {added} ({added / n:.1f} per measurement)")
     for line in timed[-1][1]:
         if "topology" in line:
             print(f"a logged line: {line[:160]}")

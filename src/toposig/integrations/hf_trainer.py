@@ -292,7 +292,8 @@ class TopologyCallback(TrainerCallback, ExportableState):
                  or default_label(output_dir))
         if self.monitor is not None:
             self.monitor.close()  # an earlier training's (finished, or not ended)
-        opts = {k: v for k, v in self.options.items() if k != "label"}
+        # no progress bar of its own: the Trainer's console gets one line per measurement
+        opts = {"progress": False, **{k: v for k, v in self.options.items() if k != "label"}}
         self.monitor = TopologyMonitor(
             tokenizer, self.out, schedule=self.schedule, label=label,
             command="toposig.integrations.TopologyCallback (transformers Trainer)", **opts)

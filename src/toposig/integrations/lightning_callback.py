@@ -72,10 +72,11 @@ class LightningTopologyCallback(pl.Callback):
                  doubling: bool = False, families: Sequence[str] = DEFAULT_FAMILIES,
                  label: str = "model", model: Callable | None = None,
                  stop_on_signal: bool = False, **monitor):
-        self.monitor = TopologyMonitor(
+        self.monitor = TopologyMonitor(  # no progress bar of its own, as the Trainer's
             tokenizer, out, texts=texts, families=families, label=label,
             schedule=Schedule(every_n_steps, doubling, at_save=False),
-            command="toposig.integrations.LightningTopologyCallback", **monitor)
+            command="toposig.integrations.LightningTopologyCallback",
+            **{"progress": False, **monitor})
         self.model_of = model
         self.stop_on_signal = stop_on_signal
         self.stopped_at: int | None = None  # the step whose signal stopped training

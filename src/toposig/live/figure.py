@@ -37,8 +37,13 @@ class LiveFigure:
 
     def draw(self, entries: Sequence[Record], signal: online.Signal | None,
              force: bool) -> None:
-        """Draw now when ``force`` or the interval has passed since the last drawing."""
+        """Draw now when ``force`` or the interval has passed since the last drawing (or,
+        before the first, since the first measurement: one point is no curve, and a run
+        shorter than the interval is drawn once, when it ends)."""
         now = time.monotonic()
+        if self.drawn_at == -math.inf and not force:
+            self.drawn_at = now
+            return
         if not force and now - self.drawn_at < self.interval_s:
             return
         from toposig.report.live_figure import draw_live_figure

@@ -142,8 +142,9 @@ class TopologyMonitor:
             (the per-family keywords of earlier versions are still taken, with a
             DeprecationWarning).
         log_features: the features logged as scalars, or ``"all"``.
-        figure_interval_s: the least time between two refreshes of the figure (it is
-            always drawn by :meth:`finish`).
+        figure_interval_s: the least time between two refreshes of the figure, and
+            between the first measurement and the first drawing (it is always drawn by
+            :meth:`finish`).
         overwrite: let a training that starts at step 0 remove the folder's live
             records of ``label`` and start afresh (refused by default:
             :class:`LiveRunExistsError`); never while another monitor is writing the
