@@ -1204,6 +1204,15 @@ _PARTS: tuple[tuple[str, str, tuple[Build, ...]], ...] = (
 )
 
 
+def _alpha(statistics: Statistics | Mapping) -> float:
+    """The level the controls tested at (0.05 where the section is missing or damaged:
+    its own table says so)."""
+    try:
+        return (controlled_of(statistics) or Controlled()).level or 0.05
+    except SectionError:
+        return 0.05
+
+
 def too_short(records: Sequence[Record], alpha: float) -> dict[str, int]:
     """The models with too few checkpoints for any within-model test at ``alpha`` (the
     smallest exact Spearman p, 2/n!, not below it: fewer than 5 at 0.05) -> their number
@@ -1266,7 +1275,7 @@ def _header(statistics: Statistics | Mapping, records: list[Record]) -> list[str
              + (f" ({'; '.join(made_from)})" if made_from else "")
              + " and the per-checkpoint records in `data/all_results.json`. Every number is "
              "a value of those files, rounded for display.", ""]
-    alpha = controlled.level or 0.05
+    alpha = _alpha(statistics)
     short = too_short(records, alpha)
     if models:
         lines.append(f"Models ({len(models)}): " + ", ".join(
@@ -1373,7 +1382,6 @@ def summary_markdown(statistics: Statistics | Mapping,
         lines += ["", f"## {title}", "", intro]
         for heading, build in built:
             lines += ["", f"### {heading}", "", *_built(build, statistics, records)]
-    level = (controlled_of(statistics) or Controlled()).level or 0.05
-    lines = mark_short_models(lines, too_short(records, level))
+    lines = mark_short_models(lines, too_short(records, _alpha(statistics)))
     text = "\n".join(lines) + "\n"
     return re.sub(r"\n{3,}", "\n\n", text)
