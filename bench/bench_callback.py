@@ -9,7 +9,7 @@ overhead as a share of the training without the callback, and the console lines 
 callback added per measurement. The target (issue 37, row 12): at most 10 % of the
 training time, and one console line per measurement.
 
-    python bench/bench_callback.py [--steps 300] [--repeats 1]
+    python bench/bench_callback.py [--steps 300] [--repeats 1] [--keep]
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -76,6 +77,7 @@ def main() -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--repeats", type=int, default=1)
+    p.add_argument("--keep", action="store_true", help="keep the runs' folders")
     args = p.parse_args()
     print(f"# {date.today()}, {platform.node()}, {os.cpu_count()} CPUs, "
           f"load {os.getloadavg()[0]:.1f}; docs/training.md's Trainer example, "
@@ -99,6 +101,11 @@ def main() -> int:
         if "topology" in line:
             print(f"a logged line: {line[:160]}")
             break
+    if args.keep:
+        print(f"the runs: {', '.join(str(f) for _, _, f in (*plain, *timed))}")
+    else:
+        for _, _, folder in (*plain, *timed):
+            shutil.rmtree(folder, ignore_errors=True)
     return 0
 
 

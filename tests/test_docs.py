@@ -150,3 +150,81 @@ def test_the_docs_check_fails_on_a_planted_bad_docstring(tmp_path):
     done = build_site(copy, tmp_path / "site")
     assert done.returncode != 0
     assert "no_such_option" in done.stderr
+
+
+# --- stated times and sizes (issue 37, row 2) ------------------------------------------------
+
+QUANTITY = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?\s?(?:ms|s|seconds?|min|minutes?|hours?"
+                      r"|GB|MB|GiB|MiB|kB)(?![\w])")
+SOURCE = re.compile(r"\b((?:bench|tests)/[\w/]+\.py)|`--durations`")
+DATE = re.compile(r"\b20\d\d-\d\d-\d\d\b")
+NOT_MEASURED = "<!-- not measured:"
+
+
+def paragraphs(page: Path) -> list[tuple[int, str]]:
+    """(first line, text) of each paragraph or table of a page, code blocks left out."""
+    out, current, start, fence = [], [], 0, False
+    for i, line in enumerate(page.read_text(encoding="utf-8").split("\n"), 1):
+        if line.startswith("```"):
+            fence = not fence
+            continue
+        if fence:
+            continue
+        if not line.strip():
+            if current:
+                out.append((start, "\n".join(current)))
+            current = []
+            continue
+        if not current:
+            start = i
+        current.append(line)
+    if current:
+        out.append((start, "\n".join(current)))
+    return out
+
+
+def unsourced(page: Path, project: Path = PROJECT) -> list[str]:
+    """Each paragraph of ``page`` that states a time or a size (``6 minutes``, ``1.8
+    GB``...) without naming the bench or test that measured it (a ``bench/`` or
+    ``tests/`` file that exists) and the date it was measured, in the paragraph or the
+    one before it (a table's introduction); or that is not marked ``<!-- not measured:
+    why -->`` (a limit, a timeout, a target)."""
+    found, before = [], ""
+    for line, text in paragraphs(page):
+        quantities = QUANTITY.findall(text)
+        where = f"{before}\n{text}"
+        if quantities and NOT_MEASURED not in text:
+            sources = [m.group(0) for m in SOURCE.finditer(where)
+                       if m.group(1) is None or (project / m.group(1)).is_file()]
+            if not sources or not DATE.search(where):
+                found.append(f"{page.name}:{line}: {', '.join(quantities[:3])} "
+                             f"(source: {sources or 'none'}, date: "
+                             f"{'yes' if DATE.search(where) else 'none'})")
+        before = text
+    return found
+
+
+def test_every_stated_time_or_size_names_its_source_and_date():
+    """A source is the bench or test that prints the number (or pytest's own
+    ``--durations``), with the date it was measured."""
+    assert [problem for page in PAGES for problem in unsourced(page)] == []
+
+
+def test_the_check_finds_a_stated_time_without_a_source(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("It takes about 5 minutes on 2 cores.\n\n"
+                    "Measured on 2026-11-28 by `bench/bench_help.py`: 0.3 s.\n\n"
+                    "<!-- not measured: a limit -->\nA pattern over 2 s is refused.\n\n"
+                    "`bench/no_such_bench.py` (2026-11-28) says 3 GB.\n")
+    problems = unsourced(page)
+    assert [p.split(":")[1] for p in problems] == ["1", "8"]
+
+
+def test_long_pages_have_a_table_of_contents():
+    """Issue 37, row 13: a long page without sub-headings had an empty table of contents."""
+    bare = [f"{page.name}: {n} lines, {len(heads)} sections"
+            for page in PAGES[1:]
+            if (n := len(page.read_text(encoding="utf-8").splitlines())) > 100
+            and len(heads := [line for _, text in paragraphs(page)
+                              for line in text.splitlines() if line.startswith("## ")]) < 3]
+    assert bare == []
