@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from toposig.cli.main import COMMANDS, main
-from toposig.cli.parser import CommandParser
+from toposig.cli.parser import CommandParser, add_deprecated
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 HEAVY = ("torch", "scipy", "pandas", "matplotlib", "transformers", "huggingface_hub",
@@ -129,3 +129,26 @@ def test_each_option_means_one_thing_across_commands():
 def test_a_command_with_too_few_or_many_examples_is_refused():
     with pytest.raises(ValueError, match="2 to 4 examples"):
         CommandParser("toposig x", "about", ["one"])
+
+
+def test_a_mistyped_required_option_is_named_with_the_missing_one(capsys):
+    """argparse stops at the required option before any unknown one is reported (review)."""
+    with pytest.raises(SystemExit):
+        parser_of("train").parse_args(["--preest", "tiny"])
+    err = capsys.readouterr().err
+    assert "the following arguments are required: --preset" in err
+    assert "--preest: did you mean --preset?" in err
+
+
+def test_an_old_spelling_of_an_option_argparse_checks_itself_is_refused():
+    parser = CommandParser("toposig x", "about", ["--new 1", "--new 2"])
+    parser.add_argument("--new", required=True)
+    with pytest.raises(ValueError, match="would bypass argparse's own checks"):
+        add_deprecated(parser, "--old", "--new")
+
+
+def test_a_scripts_examples_are_written_as_the_script_is_run(monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["src/extract_embeddings.py"])
+    from toposig.cli.extract import build_parser
+
+    assert "  python src/extract_embeddings.py --models " in build_parser().format_help()

@@ -144,7 +144,7 @@ def test_the_docs_check_fails_on_a_planted_bad_docstring(tmp_path):
     shutil.copy(PROJECT / "mkdocs.yml", copy / "mkdocs.yml")
     results = copy / "src" / "toposig" / "results.py"
     text = results.read_text()
-    anchor = "        seed: the seed of the statistics computed in memory (``--seed``).\n"
+    anchor = "            ``--analysis-seed``).\n"
     assert text.count(anchor) == 1
     results.write_text(text.replace(anchor, anchor + "        no_such_option: planted.\n"))
     done = build_site(copy, tmp_path / "site")

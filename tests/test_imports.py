@@ -108,7 +108,8 @@ def test_the_checker_finds_a_cycle_and_a_private_import():
 # The layers of the Layout section (docs/development.md), lowest first: a module may import from its
 # own layer or a lower one. analysis/ is pure (data in, statistics out) and sits below run/,
 # which reads and writes the results folders.
-LAYERS = [("config", "records", "files", "version", "checkpoint_steps"), ("features",),
+LAYERS = [("config", "records", "files", "version", "checkpoint_steps", "defaults",
+           "progress"), ("features",),
           ("sources",), ("model",), ("stages",), ("analysis",), ("run",), ("report",),
           ("in_memory", "results", "analyze"), ("live",), ("integrations", "cli", "__init__")]
 

@@ -507,6 +507,7 @@ def test_names_and_others_given_as_paths(results, tmp_path):
 # when it is the cell's value, and nothing for a figure assigned or drawn on an Axes of a
 # figure pyplot does not hold.
 KERNEL_CELLS = (("plain", 1), ("open-example", 1), ("display-example", 1), ("axes-example", 1),
+                ("figure-given", 1),
                 ("typed-example", 0), ("compare-example", 1), ("setup", 0),
                 ("measurement-example", 1))
 # First, a kernel that has not loaded pyplot (so no inline display is set up): a figure
@@ -516,6 +517,12 @@ import sys
 import toposig
 assert "matplotlib.pyplot" not in sys.modules
 toposig.open("results").plot.perplexity_curves()
+"""
+# A pyplot Figure given as ax: shown once by pyplot, not a second time as the value (a
+# review found it twice)
+KERNEL_FIGURE = """
+f = plt.figure(figsize=(6, 4))
+res.plot.perplexity_curves(ax=f)
 """
 KERNEL_SETUP = """
 from matplotlib.figure import Figure
@@ -534,7 +541,7 @@ def test_the_page_runs_in_a_jupyter_kernel_with_one_image_per_figure(
         in_a_copy_of_the_quick_start):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
-    own = {"plain": KERNEL_PLAIN, "setup": KERNEL_SETUP}
+    own = {"plain": KERNEL_PLAIN, "setup": KERNEL_SETUP, "figure-given": KERNEL_FIGURE}
     cells = [nbformat.v4.new_code_cell(own[name] if name in own else snippet(name))
              for name, _ in KERNEL_CELLS]
     notebook = nbformat.v4.new_notebook(cells=cells)

@@ -193,7 +193,8 @@ def open_results(folder: str | Path = "results", name: str | None = None, *,
         target: the quality measure of the statistics computed in memory (``toposig
             analyze``'s ``--target``); one other than ``auto`` that the file was not
             computed against has them computed.
-        seed: the seed of the statistics computed in memory (``--seed``).
+        seed: the seed of the statistics computed in memory (``toposig analyze``'s
+            ``--analysis-seed``).
 
     Raises:
         toposig.run.results_folder.ResultsMissingError: the folder has no records.

@@ -46,8 +46,12 @@ class CommandParser(argparse.ArgumentParser):
             raise ValueError(f"a command's help shows 2 to 4 examples, got {len(examples)}")
         super().__init__(prog=prog, allow_abbrev=False,
                          formatter_class=argparse.RawDescriptionHelpFormatter, **kwargs)
-        self.description = f"{_examples_text(examples, self.prog)}\n\n{description}"
+        # a script run as python src/x.py: its examples say so (argparse's prog is x.py)
+        typed = (prog if prog is not None else f"python {sys.argv[0]}"
+                 if sys.argv[0].endswith(".py") else self.prog)
+        self.description = f"{_examples_text(examples, typed)}\n\n{description}"
         self.examples = tuple(examples)
+        self._given: list[str] = []
 
     def format_usage(self) -> str:
         return self._short_usage()
@@ -75,30 +79,37 @@ class CommandParser(argparse.ArgumentParser):
         deprecated spellings left out, closest first."""
         name = word.split("=", 1)[0]
         shown = [o for o in self.option_names()
-                 if o.startswith("--") and self._option_string_actions[o].help
-                 is not argparse.SUPPRESS]
-        close = difflib.get_close_matches(name, shown, n=3, cutoff=0.6)
+                 if o.startswith("--") and o != "--help"
+                 and self._option_string_actions[o].help is not argparse.SUPPRESS]
+        close = difflib.get_close_matches(name, shown, n=3, cutoff=0.75)
         # a prefix of a real option (--model for --models) is the likeliest meaning
         prefixed = [o for o in shown if o.startswith(name) and len(name) > 2]
         return list(dict.fromkeys([*prefixed[:1], *close]))[:3]
 
     def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
                    namespace: argparse.Namespace | None = None) -> argparse.Namespace:
+        self._given = list(sys.argv[1:] if args is None else args)
         parsed, extras = self.parse_known_args(args, namespace)
         if extras:
-            unknown = [a for a in extras if a.startswith("-") and a != "-"]
-            hints = []
-            for word in unknown:
-                if near := self.nearest_options(word):
-                    hints.append(f"{word}: did you mean {' or '.join(near)}?")
-            message = f"unrecognized arguments: {' '.join(extras)}"
-            self.error("\n  ".join([message, *hints]))
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
         return parsed
+
+    def error(self, message: str):  # type: ignore[override]
+        """argparse's error, with the nearest options to each option given that the
+        command does not have (also when the error is another one, such as a required
+        option missing because it was mistyped)."""
+        hints = []
+        for word in self._given:
+            name = word.split("=", 1)[0]
+            if (word.startswith("--") and name not in self._option_string_actions
+                    and (near := self.nearest_options(word))):
+                hints.append(f"{name}: did you mean {' or '.join(near)}?")
+        super().error("\n  ".join([message, *dict.fromkeys(hints)]))
 
 
 class _Deprecated(argparse.Action):
-    """An old spelling of an option: stores into the new option's ``dest`` and warns once
-    on stderr."""
+    """An old spelling of an option: stores into the new option's ``dest`` and warns on
+    stderr each time it is used."""
 
     def __init__(self, option_strings: list[str], dest: str, use: str,
                  stored: argparse.Action, **kwargs: Any) -> None:
@@ -122,6 +133,11 @@ def add_deprecated(p: argparse.ArgumentParser, old: str, new: str,
     still works, with a warning that names ``new`` (and ``note``, if given), and is left
     out of the help."""
     stored = p._option_string_actions[new]
+    if (stored.required or (stored.nargs == "?" and stored.const is not None)
+            or isinstance(stored, argparse.BooleanOptionalAction)
+            or any(stored in g._group_actions for g in p._mutually_exclusive_groups)):
+        raise ValueError(f"{old}: an old spelling of a required, constant, boolean or "
+                         f"exclusive option ({new}) would bypass argparse's own checks")
     p.add_argument(old, dest=stored.dest, action=_Deprecated, help=argparse.SUPPRESS,
                    use=f"{new} {note}" if note else new, stored=stored, default=argparse.SUPPRESS)
 

@@ -41,7 +41,7 @@ class LiveFigure:
         before the first, since the first measurement: one point is no curve, and a run
         shorter than the interval is drawn once, when it ends)."""
         now = time.monotonic()
-        if self.drawn_at == -math.inf and not force:
+        if self.drawn_at == -math.inf and not force and self.interval_s > 0:
             self.drawn_at = now
             return
         if not force and now - self.drawn_at < self.interval_s:

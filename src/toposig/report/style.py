@@ -109,11 +109,14 @@ class ShownFigure(MplFigure):
 def drawn_on(drawn: Drawn | None, ax: Target | None) -> Shown | None:
     """What a drawing returns to its caller: the figure it made (``ax`` None); else what
     it drew on: the Axes given, when the panels went onto it, or the sub-figure that took
-    its place, or the Figure or SubFigure given. Returning the Axes, not the caller's
-    Figure, is what keeps a notebook from showing a pyplot figure twice (once as the
-    cell's value, once as pyplot's figure at the end of the cell)."""
+    its place, or the SubFigure given, or given a Figure the list of its Axes. Returning
+    those, never the caller's Figure, is what keeps a notebook from showing a pyplot
+    figure twice (once as the cell's value, once as pyplot's figure at the end of the
+    cell)."""
     if isinstance(ax, Axes) and drawn is not None and ax in drawn.axes:
         return ax
+    if isinstance(ax, MplFigure) and drawn is ax:  # the caller's Figure: its Axes
+        return list(ax.axes)
     return drawn
 
 # Font sizes of every figure (applied per figure with plt.rc_context); typed Any since
@@ -135,7 +138,7 @@ VECTOR_RC: Any = {"pdf.fonttype": 42, "svg.fonttype": "none", "svg.hashsalt": "t
 NO_DATES = {"pdf": {"CreationDate": None}, "svg": {"Date": None}}
 
 Drawn = MplFigure | SubFigure
-Shown = MplFigure | SubFigure | Axes  # what a public drawing returns: drawn_on
+Shown = MplFigure | SubFigure | Axes | list[Axes]  # what a public drawing returns: drawn_on
 RecordLike = Record | Mapping[str, Any]
 """A record, or the JSON of one (an entry of ``data/all_results.json``)."""
 StatisticsLike = Statistics | Mapping[str, Any]
