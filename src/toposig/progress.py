@@ -30,7 +30,6 @@ def quiet_missing_widgets() -> None:
 
 @functools.cache
 def _bar() -> Any:
-    quiet_missing_widgets()
     if importlib.util.find_spec("ipywidgets") is not None:
         from tqdm.auto import tqdm
     else:

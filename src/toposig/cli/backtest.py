@@ -92,9 +92,8 @@ def load_series(folders: list[str]) -> dict[str, Series]:
                                  "perplexity or a masked-LM loss")
             name = label if counts[label] == 1 else f"{folder}/{label}"
             names = feature_names(recs)
-            out[name] = Series([r.step for r in recs],
-                                        [quality_loss(r) for r in recs],
-                                        {f: feature_values(recs, f) for f in names})
+            out[name] = Series([r.step for r in recs], [quality_loss(r) for r in recs],
+                               {f: feature_values(recs, f) for f in names})
     return out
 
 

@@ -6,7 +6,6 @@ import argparse
 import logging
 from typing import Any
 
-from toposig.cli.parser import help_text as help_text
 from toposig.config import (
     DTYPE_CHOICES,
     EXECUTOR_CHOICES,

@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 _SCRIPTS = {"run": "run_experiments", "analyze": "analyze_results", "train": "train_suite",
             "extract": "extract_embeddings"}
+_ROLES = re.compile(r":(?:func|class|mod|meth|data|attr):`~?([^`]+)`")
 
 
 def _examples_text(examples: Sequence[str], prog: str) -> str:
@@ -148,10 +150,7 @@ def help_text(doc: str | None, prog: str | None = None) -> str:
     (``prog`` such as ``toposig train``), its scripts' names (``python
     src/train_suite.py``) replaced by the ``toposig`` commands and the checkout's
     ``src/toposig/`` paths by the package's."""
-    import re
-
-    text = re.sub(r":(?:func|class|mod|meth|data|attr):`~?([^`]+)`", r"\1",
-                  doc or "").replace("``", "")
+    text = _ROLES.sub(r"\1", doc or "").replace("``", "")
     if prog:
         for command, script in _SCRIPTS.items():
             text = text.replace(f"python src/{script}.py", f"toposig {command}")

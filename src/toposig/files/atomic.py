@@ -173,23 +173,39 @@ def atomic_write_with(path: str | Path, write: Callable[[BinaryIO], None], *,
             folder); its ``filename`` is ``path``, never the temporary file or none.
     """
     parts = parts_below(root, path)
-    name = parts[-1]
     with open_folder(root, parts[:-1]) as folder:
-        tmp = f".{name}.{secrets.token_hex(4)}.tmp"
+        _replace_via_temporary(folder, parts[-1], lambda fd: _write_file(fd, write), path,
+                               durable=True)
+
+
+def _write_file(fd: int, write: Callable[[BinaryIO], None]) -> None:
+    with os.fdopen(fd, "wb", closefd=False) as f:  # flushed when the block ends
+        write(f)
+
+
+def _replace_via_temporary(folder: int, name: str, write: Callable[[int], None],
+                           shown: str | Path, *, durable: bool) -> None:
+    """Write ``name`` in the open ``folder`` with ``write(fd)``: into a temporary file
+    beside it (flushed to disk first when ``durable``), then renamed into place. The
+    temporary is removed if anything fails, and a refused write names ``shown``
+    (:func:`_naming`)."""
+    tmp = f".{name}.{secrets.token_hex(4)}.tmp"
+    try:
+        fd = os.open(tmp, _FILE_FLAGS, 0o666, dir_fd=folder)
         try:
-            fd = os.open(tmp, _FILE_FLAGS, 0o666, dir_fd=folder)
             try:
-                with os.fdopen(fd, "wb") as f:
-                    write(f)
-                    f.flush()
-                    os.fsync(f.fileno())
-                os.replace(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp, dir_fd=folder)
-                raise
-        except OSError as exc:
-            raise _naming(exc, path) from exc
+                write(fd)
+                if durable:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=folder)
+            raise
+    except OSError as exc:
+        raise _naming(exc, shown) from exc
 
 
 def _naming(exc: OSError, path: str | Path) -> OSError:
@@ -234,25 +250,17 @@ def many_files(root: str | Path, folder: str | Path) -> Iterator[Callable[[str, 
                         return False
                 finally:
                     os.close(old)
-            tmp = f".{name}.{secrets.token_hex(4)}.tmp"
-            try:
-                out = os.open(tmp, _FILE_FLAGS, 0o666, dir_fd=fd)
-                try:
-                    view = memoryview(data)
-                    while view:
-                        view = view[os.write(out, view):]
-                finally:
-                    os.close(out)
-                os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
-            except BaseException as exc:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp, dir_fd=fd)
-                if isinstance(exc, OSError):
-                    raise _naming(exc, Path(folder, name)) from exc
-                raise
+            _replace_via_temporary(fd, name, lambda out: _write_all(out, data),
+                                   Path(folder, name), durable=False)
             return True
 
         yield write
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def _read_all(fd: int) -> bytes:

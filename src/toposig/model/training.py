@@ -48,7 +48,6 @@ from toposig.sources import corpus
 
 logger = logging.getLogger(__name__)
 
-CONFIGS_DIR = PRESETS_DIR  # shipped with the package
 EOS = "<|endoftext|>"
 BYTE_VOCAB = 257  # 256 bytes + EOS
 MODEL_VOCAB = 264  # padded to a multiple of 8, as Pythia pads its vocabulary
@@ -293,11 +292,11 @@ def read_preset(name_or_path: str) -> dict:
     """
     # a shipped preset's name always means the preset, whatever files the folder holds
     shipped = name_or_path in preset_names()
-    path = CONFIGS_DIR / f"{name_or_path}.json" if shipped else Path(name_or_path)
+    path = PRESETS_DIR / f"{name_or_path}.json" if shipped else Path(name_or_path)
     if not path.is_file():
         raise TrainingConfigError(
             f"unknown preset {name_or_path!r}; presets: {', '.join(preset_names())} "
-            f"(files in {CONFIGS_DIR}), or pass a path to a JSON file of one"
+            f"(files in {PRESETS_DIR}), or pass a path to a JSON file of one"
         )
     try:
         data = json.loads(path.read_text(encoding="utf-8"))

@@ -1256,7 +1256,10 @@ def mark_short_models(lines: list[str], short: Mapping[str, int]) -> list[str]:
     return out
 
 
-def _header(statistics: Statistics | Mapping, records: list[Record]) -> list[str]:
+def _header(statistics: Statistics | Mapping, records: list[Record], alpha: float,
+            short: Mapping[str, int]) -> list[str]:
+    """The summary's opening: what it was computed from, the models (``short``: those too
+    short to test at ``alpha``, :func:`too_short`), the target and the notes."""
     about = about_of(statistics)
     try:
         models = models_of(statistics) or {}
@@ -1275,8 +1278,6 @@ def _header(statistics: Statistics | Mapping, records: list[Record]) -> list[str
              + (f" ({'; '.join(made_from)})" if made_from else "")
              + " and the per-checkpoint records in `data/all_results.json`. Every number is "
              "a value of those files, rounded for display.", ""]
-    alpha = _alpha(statistics)
-    short = too_short(records, alpha)
     if models:
         lines.append(f"Models ({len(models)}): " + ", ".join(
             f"`{k}`" + (f" ({short[k]} checkpoints: too short to test)" if k in short else "")
@@ -1366,7 +1367,9 @@ def summary_markdown(statistics: Statistics | Mapping,
         statistics = Statistics.from_json(statistics)
     records = records_from_json(records)
     present = about_of(statistics).sections
-    lines = _header(statistics, records)
+    alpha = _alpha(statistics)
+    short = too_short(records, alpha)
+    lines = _header(statistics, records, alpha, short)
     builders = iter(HEADINGS)
     for title, intro, sections in _PARTS:
         lines += ["", f"## {title}", "", intro]
@@ -1382,6 +1385,6 @@ def summary_markdown(statistics: Statistics | Mapping,
         lines += ["", f"## {title}", "", intro]
         for heading, build in built:
             lines += ["", f"### {heading}", "", *_built(build, statistics, records)]
-    lines = mark_short_models(lines, too_short(records, _alpha(statistics)))
+    lines = mark_short_models(lines, short)
     text = "\n".join(lines) + "\n"
     return re.sub(r"\n{3,}", "\n\n", text)
