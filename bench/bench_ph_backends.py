@@ -2,7 +2,9 @@
 """Time the installed Vietoris-Rips backends (H0 + H1) and check they agree exactly.
 
 Confirms the order of ``toposig.features.homology.BACKEND_PREFERENCE`` that ``--ph-backend auto``
-uses. Gaussian clouds, best of ``--repeats`` runs after a warm-up.
+uses. Gaussian clouds, best of ``--repeats`` runs after a warm-up. First, what each backend
+costs a fresh process to import and run once (the cost a training callback pays; why a
+live measurement uses ``toposig.live.measurement.LIVE_PH_BACKEND``), median of 3.
 
     python bench/bench_ph_backends.py [--sizes 200 1000] [--dim 50] [--repeats 3]
 """
@@ -10,6 +12,8 @@ uses. Gaussian clouds, best of ``--repeats`` runs after a warm-up.
 from __future__ import annotations
 
 import argparse
+import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -19,6 +23,19 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from toposig.features import homology  # noqa: E402
+
+
+def first_use_seconds(backend: str) -> float:
+    """Seconds a fresh interpreter that has toposig's homology module loaded spends on its
+    first diagram by ``backend`` (median of 3 processes)."""
+    code = ("import time, numpy as np; from toposig.features import homology; "
+            "t = time.perf_counter(); homology.vietoris_rips("
+            f"np.random.default_rng(0).normal(size=(20, 3)), backend={backend!r}); "
+            "print(time.perf_counter() - t)")
+    env = {"PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src"), "PATH": "/usr/bin:/bin"}
+    return statistics.median(
+        float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             check=True, env=env).stdout) for _ in range(3))
 
 
 def main() -> int:
@@ -33,6 +50,9 @@ def main() -> int:
 
     backends = homology.available_backends()
     print(f"installed, in auto order: {backends}; auto picks {homology.resolve_backend('auto')}")
+    print("\nfirst use in a fresh process (import + one 20-point cloud), beyond NumPy/SciPy:")
+    for b in backends:
+        print(f"  {b:<10} {first_use_seconds(b) * 1000:10.0f} ms")
     ok = True
     for n in args.sizes:
         cloud = np.random.default_rng(n).normal(size=(n, args.dim))

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -55,6 +58,40 @@ def test_every_installed_backend_gives_identical_diagrams(shape):
         assert used == b
         for q in (0, 1):
             np.testing.assert_array_equal(dgms[q], reference[q])
+
+
+@pytest.mark.parametrize("cloud", ["normal", "ties", "duplicates", "two points", "one point"])
+@pytest.mark.parametrize("maxdim", [0, 1, 2])
+def test_the_ripser_core_gives_the_ripser_wrappers_diagrams(cloud, maxdim):
+    """The ripser backend calls ripser.py's C++ core directly (no scikit-learn import);
+    its raw diagrams equal those of ``ripser.ripser`` itself, bit for bit, on clouds with
+    distinct, tied (a grid) and repeated points, and on the smallest clouds."""
+    ripser = pytest.importorskip("ripser")
+    rng = np.random.default_rng(3)
+    points = {"normal": rng.normal(size=(40, 6)),
+              "ties": np.array([[i, j] for i in range(6) for j in range(6)], dtype=float),
+              "duplicates": np.repeat(rng.normal(size=(12, 4)), 3, axis=0),
+              "two points": np.array([[0.0, 0.0], [3.0, 4.0]]),
+              "one point": np.zeros((1, 3))}[cloud]
+    if cloud == "normal" and maxdim == 2:
+        points = points[:25]
+    dist = homology.distance_matrix(points)
+    ours = homology._ripser(dist, maxdim)
+    theirs = ripser.ripser(dist, maxdim=maxdim, distance_matrix=True)["dgms"]
+    assert len(ours) == len(theirs) == maxdim + 1
+    for a, b in zip(ours, theirs, strict=True):
+        assert a.dtype == np.float64 and a.shape == np.asarray(b).reshape(-1, 2).shape
+        np.testing.assert_array_equal(a, np.asarray(b).reshape(-1, 2))
+
+
+def test_importing_the_ripser_backend_does_not_import_scikit_learn():
+    code = ("import sys, numpy as np; from toposig.features import homology; "
+            "homology.vietoris_rips(np.random.default_rng(0).normal(size=(30, 3)), "
+            "backend='ripser'); print('sklearn' in sys.modules)")
+    src = Path(__file__).resolve().parents[1] / "src"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, env={"PYTHONPATH": str(src), "PATH": "/usr/bin:/bin"})
+    assert done.stdout.strip() == "False"
 
 
 def test_auto_backend_is_the_first_installed_and_bad_names_are_refused():

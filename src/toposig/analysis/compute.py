@@ -25,6 +25,7 @@ import numpy as np
 
 from toposig.analysis import controls, correlations, phases, prediction, scaling
 from toposig.analysis.ensembles import ensemble_analysis, first_seeds
+from toposig.analysis.feature_sets import PHASE_FEATURES, PREDICTION_FEATURES
 from toposig.analysis.ground_truth import positive_control_analysis
 from toposig.defaults import SEED_CONTROLS
 from toposig.features import homology
@@ -209,9 +210,6 @@ def feature_targets(records: Sequence[Record], features: list[str],
 
 # np_seed_mean and weight_h*_total_persistence: the weight study's own names (an import of
 # its tables has no np_mean or weight_h*_total), used where the records have them
-PHASE_FEATURES = ("h1_total_persistence", "h0_total_persistence", "rankme", "np_mean",
-                  "weight_h0_total", "weight_h1_total", "np_seed_mean",
-                  "weight_h0_total_persistence", "weight_h1_total_persistence")
 SCALING_FEATURES = ("h0_total_persistence", "h1_total_persistence", "rankme", "np_mean",
                     "np_seed_mean", "weight_h0_total", "weight_h1_total", "weight_l2_norm",
                     "weight_h0_total_persistence", "weight_h1_total_persistence")
@@ -336,14 +334,6 @@ def scaling_analysis(records: Sequence[Record]) -> dict:
              *(f for f in SCALING_FEATURES if any(f in v for v in final.values()))]
     return {"n_models": len(finals), "num_parameters": sizes,
             "fits": scaling.scaling_table(final, sizes, names)}
-
-
-# Features each given their own topology-only and ridge predictors (prediction_by_feature).
-PREDICTION_FEATURES = ("np_mean", "weight_h0_total", "h1_total_persistence",
-                       "h0_total_persistence", "rankme", "hessian_eig_1", "hessian_trace",
-                       "landscape_basin_depth", "landscape_n_minima",
-                       "grad_h0_total_persistence", "grad_h1_total_persistence",
-                       "grad_norm_mean", "grad_cosine_mean")
 
 
 def _prediction_series(records: Sequence[Record]) -> dict[str, dict]:

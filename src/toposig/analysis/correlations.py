@@ -11,7 +11,6 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import stats as sps
 
 from toposig.features import homology
 from toposig.features.registry import WEIGHT_STATISTICS, family_by_convention, feature_info
@@ -34,6 +33,7 @@ def correlation(x: Sequence[float], y: Sequence[float]) -> dict:
     dominated by the huge values at initialisation. Values are ``None`` where undefined
     (fewer than three pairs, or a constant series).
     """
+    from scipy import stats as sps  # here: the live figure imports this module, not SciPy
     xa = np.array([np.nan if v is None else v for v in x], dtype=np.float64)
     ya = np.array([np.nan if v is None else v for v in y], dtype=np.float64)
     keep = np.isfinite(xa) & np.isfinite(ya)
@@ -80,6 +80,7 @@ def spearman_exact_p(x: np.ndarray, y: np.ndarray) -> float:
     gives the same p without ties (tested) but defines the two-sided p as twice the
     smaller one-sided one, which differs under ties, and is about 400x slower here.
     """
+    from scipy import stats as sps
     rx = sps.rankdata(x) - (x.size + 1) / 2
     ry = sps.rankdata(y) - (y.size + 1) / 2
     perms = _orderings(y.size)

@@ -122,7 +122,7 @@ def table_lines(result: dict) -> list[str]:
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     args = build_parser(prog).parse_args(argv)
     from toposig.analysis import backtest
-    from toposig.analysis.compute import PREDICTION_FEATURES
+    from toposig.analysis.feature_sets import PREDICTION_FEATURES
     from toposig.files.atomic import atomic_write_json
     from toposig.records.rounding import STATISTICS_DIGITS, round_floats
     from toposig.run.results_folder import ResultsMissingError

@@ -88,9 +88,21 @@ def distance_matrix(points: np.ndarray) -> np.ndarray:
 
 
 def _ripser(dist: np.ndarray, maxdim: int) -> list[Diagram]:
-    from ripser import ripser
+    """ripser.py's own C++ core (``pyRipser``), called as ``ripser.ripser`` calls it for a
+    dense distance matrix with a zero diagonal: the upper triangle, row by row, as
+    float32, no threshold, over Z/2, no cocycles. Importing the core alone skips the
+    wrapper's import of scikit-learn (about 1.7 s of a process on 2 cores); the diagrams
+    are the wrapper's (``tests/test_homology.py`` compares them). Where the core cannot be
+    imported (another ripser.py layout), the wrapper is used."""
+    try:
+        from pyRipser import doRipsFiltrationDM
+    except ImportError:  # pragma: no cover - ripser.py has shipped the core since 0.4
+        from ripser import ripser
 
-    return list(ripser(dist, maxdim=maxdim, distance_matrix=True)["dgms"])
+        return list(ripser(dist, maxdim=maxdim, distance_matrix=True)["dgms"])
+    upper = np.ascontiguousarray(dist[np.triu_indices(dist.shape[0], 1)], dtype=np.float32)
+    found = doRipsFiltrationDM(upper, maxdim, np.inf, 2, False)["births_and_deaths_by_dim"]
+    return [np.asarray(d, dtype=np.float64).reshape(-1, 2) for d in found]
 
 
 def _giotto(dist: np.ndarray, maxdim: int) -> list[Diagram]:

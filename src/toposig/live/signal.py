@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from toposig.analysis import online
-from toposig.analysis.compute import PHASE_FEATURES, PREDICTION_FEATURES
+from toposig.analysis.feature_sets import PHASE_FEATURES, PREDICTION_FEATURES
 from toposig.files.atomic import atomic_write_json, read_json
 from toposig.records import Record
 

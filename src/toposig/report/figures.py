@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import matplotlib.pyplot as plt
+import matplotlib as mpl
 from matplotlib.figure import Figure as MplFigure
 
 from toposig.analysis.compute import ArraysOf
@@ -178,7 +178,7 @@ def plot_compared(fig: Figure, runs: Sequence[RunData], ax: Target | None = None
     if not drawn:
         return None
     sizes = [d.get_size_inches() for _, d in drawn if isinstance(d, MplFigure)]
-    with plt.rc_context(RC_PARAMS):
+    with mpl.rc_context(RC_PARAMS):
         width = sum(float(w) for w, _ in sizes)
         height = max(float(h) for _, h in sizes)
         parent = canvas(figsize=(width, height), layout="constrained", target=ax)
@@ -197,6 +197,6 @@ def save_compared(fig: Figure, runs: Sequence[RunData], path: str | Path,
     """:func:`plot_compared` written to ``path`` (each format of ``output``, and
     ``root``, see :func:`toposig.report.style.save_figure`); ``None`` when nothing was
     drawn."""
-    with plt.rc_context(RC_PARAMS):
+    with mpl.rc_context(RC_PARAMS):
         drawn = plot_compared(fig, runs)
         return None if drawn is None else save_figure(drawn, path, output, root=root)

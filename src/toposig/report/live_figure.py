@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-import matplotlib.pyplot as plt
+import matplotlib as mpl
 
 from toposig.analysis.online import Signal
 from toposig.records import Record, records_from_json
@@ -48,7 +48,7 @@ def draw_live_figure(entries: Sequence[Record | Mapping], path: str | Path,
     if not panels:
         return None
     forecast = signal.forecast if signal is not None else None
-    with plt.rc_context(RC_PARAMS):
+    with mpl.rc_context(RC_PARAMS):
         fig, axes = subplots(1, len(panels), figsize=(3.2 * len(panels), 2.9),
                                  squeeze=False)
         for ax, (key, title, values) in zip(axes[0], panels, strict=True):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-import matplotlib.pyplot as plt
+import matplotlib as mpl
 import numpy as np
 
 from toposig.features.homology import betti_curve
@@ -27,12 +27,12 @@ def plot_diagrams(diagrams: Sequence[np.ndarray], title: str = "",
                   ax: Target | None = None) -> Drawn:
     """The diagrams [H0, H1, ...] ((m, 2) birth, death each, in the distance's units) on
     one Axes, drawn by :func:`persim.plot_diagrams` (the global style it sets is undone
-    when the :func:`matplotlib.pyplot.rc_context` around it ends)."""
+    when the :func:`matplotlib.rc_context` around it ends)."""
     from persim import plot_diagrams as persim_plot
 
     if not diagrams or not any(len(d) for d in diagrams):
         raise ValueError("no persistence diagram to draw (was the embedding measured?)")
-    with plt.rc_context(RC_PARAMS):
+    with mpl.rc_context(RC_PARAMS):
         fig, axes = subplots(figsize=(5.0, 4.6), layout="constrained", target=ax)
         persim_plot([np.asarray(d, dtype=np.float64) for d in diagrams], ax=axes,
                     title=title or None, show=False)
@@ -48,7 +48,7 @@ def plot_betti(diagrams: Sequence[np.ndarray], title: str = "",
     if top <= 0:
         raise ValueError("no persistence diagram with a finite bar to draw")
     grid = np.linspace(0.0, top * 1.05, BETTI_POINTS)
-    with plt.rc_context(RC_PARAMS):
+    with mpl.rc_context(RC_PARAMS):
         fig, axes = subplots(figsize=(6.0, 4.0), layout="constrained", target=ax)
         for q, diagram in enumerate(diagrams):
             axes.step(grid, betti_curve(diagram, grid), where="post", label=f"β{q}")
@@ -69,7 +69,7 @@ def plot_layers(layer_features: Mapping[int, Mapping[str, float | None]],
     layers = sorted(layer_features)
     if not layers:
         raise ValueError("no per-layer features: measure with layers='all' (or a list)")
-    with plt.rc_context(RC_PARAMS):
+    with mpl.rc_context(RC_PARAMS):
         fig, axes = subplots(1, len(LAYER_PANELS), figsize=(9.0, 3.8), layout="constrained",
                              squeeze=False, target=ax)
         for panel, (key, name) in zip(axes[0], LAYER_PANELS, strict=True):

@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-import matplotlib.pyplot as plt
+import matplotlib as mpl
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.colors import to_hex
@@ -131,7 +131,7 @@ def seed_group_of(label: str) -> str:
 def model_styles(labels: Iterable[str]) -> dict[str, Style]:
     """A colour and marker per model, in first-seen order; the seeds of one model
     (``m-seed0``, ``m-seed1``, ...) share their model's, so that an ensemble reads by size."""
-    colors = plt.get_cmap("tab10").colors
+    colors = mpl.colormaps["tab10"].colors
     groups = list(dict.fromkeys(seed_group_of(label) for label in labels))
     index = {g: i for i, g in enumerate(groups)}
     return {label: Style(to_hex(colors[index[g] % len(colors)]), MARKERS[index[g] % len(MARKERS)])

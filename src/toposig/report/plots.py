@@ -25,8 +25,9 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 
-import matplotlib.pyplot as plt
+import matplotlib as mpl
 import numpy as np
+from matplotlib.artist import setp
 from matplotlib.axes import Axes
 from matplotlib.cm import ScalarMappable
 from matplotlib.colors import Normalize, to_rgba
@@ -642,7 +643,7 @@ def plot_correlation_heatmap(records: Sequence[Record], statistics: StatisticsLi
         ax.set_axis_off()
         return fig
 
-    cmap = plt.get_cmap("RdBu_r")
+    cmap = mpl.colormaps["RdBu_r"]
     norm = Normalize(-1.0, 1.0)
     cells = {(i, j): _spearman(table, feature)
              for i, feature in enumerate(features) for j, table in enumerate(tables)}
@@ -677,7 +678,7 @@ def plot_correlation_heatmap(records: Sequence[Record], statistics: StatisticsLi
     ax.set_xticks(range(len(columns)), columns)
     ax.xaxis.tick_top()
     if max(len(c) for c in columns) * 0.075 > width / (len(columns) + 3.5):  # too wide
-        plt.setp(ax.get_xticklabels(), rotation=25, ha="left", rotation_mode="anchor")
+        setp(ax.get_xticklabels(), rotation=25, ha="left", rotation_mode="anchor")
     ax.set_yticks(range(len(features)), features)
     ax.tick_params(length=0)
     for spine in ax.spines.values():

@@ -21,7 +21,7 @@ import logging
 import math
 from collections.abc import Mapping, Sequence
 
-import matplotlib.pyplot as plt
+import matplotlib as mpl
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.cm import ScalarMappable
@@ -339,7 +339,7 @@ def plot_controls_summary(records: Sequence[Record], statistics: StatisticsLike,
     height = max(4.5, 3.4 + 0.26 * len(features))
     fig, ax = subplots(figsize=(width, height), layout="constrained",
                        figure_artists=True, target=on)
-    cmap = plt.get_cmap("RdBu_r")
+    cmap = mpl.colormaps["RdBu_r"]
     norm = Normalize(-1.0, 1.0)
     for i, feature in enumerate(features):
         for g, table in enumerate(tables):
@@ -958,7 +958,7 @@ def plot_layer_heatmaps(records: Sequence[Record], statistics: StatisticsLike,
                              layout="constrained",
                              figsize=(4.2 * len(labels) + 0.8, 4.0 * len(LAYER_FEATURES) + 0.6),
                              target=on)
-    cmap = plt.get_cmap("magma").with_extremes(bad="0.85")
+    cmap = mpl.colormaps["magma"].with_extremes(bad="0.85")
     for row, feature in enumerate(LAYER_FEATURES):
         name, unit = FEATURE_LABELS.get(feature, (feature, feature))
         for col, label in enumerate(labels):

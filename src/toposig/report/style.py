@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import functools
 import logging
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import matplotlib.pyplot as plt
+import matplotlib as mpl
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure as MplFigure
@@ -119,7 +120,7 @@ def drawn_on(drawn: Drawn | None, ax: Target | None) -> Shown | None:
         return list(ax.axes)
     return drawn
 
-# Font sizes of every figure (applied per figure with plt.rc_context); typed Any since
+# Font sizes of every figure (applied per figure with mpl.rc_context); typed Any since
 # matplotlib types rcParams keys as a Literal of every key.
 RC_PARAMS: Any = {
     "font.size": 10,
@@ -206,7 +207,7 @@ class Figure:
         Returns:
             The Figure or SubFigure holding the panels.
         """
-        with plt.rc_context(RC_PARAMS):
+        with mpl.rc_context(RC_PARAMS):
             return self.draw(as_records(records), statistics or {}, arrays, ax)
 
     def save(self, records: Iterable[RecordLike] | None, statistics: StatisticsLike | None,
@@ -217,7 +218,7 @@ class Figure:
         (see :func:`save_figure`, and for ``root``); returns the path written (first
         output format), or ``None`` when there was nothing to draw and nothing was
         written. ``None`` records or statistics count as empty."""
-        with plt.rc_context(RC_PARAMS):
+        with mpl.rc_context(RC_PARAMS):
             drawn = self.plot(records, statistics, arrays)
             return None if drawn is None else save_figure(drawn, path, output, root=root)
 
@@ -305,11 +306,13 @@ def save_figure(fig: Drawn, path: str | Path, output: FigureOutput | None = None
             target = path.with_suffix(f".{fmt}")
 
             def write(f, fmt=fmt):
-                with plt.rc_context(VECTOR_RC):
+                with mpl.rc_context(VECTOR_RC):
                     top.savefig(f, dpi=output.dpi, format=fmt, metadata=NO_DATES.get(fmt))
 
             atomic_write_with(target, write, root=path.parent if root is None else root)
             logger.debug("wrote %s", target)
     finally:
-        plt.close(top)  # a pyplot figure a caller made; report figures are not pyplot's
+        pyplot = sys.modules.get("matplotlib.pyplot")  # only a caller's figure is pyplot's
+        if pyplot is not None:
+            pyplot.close(top)
     return path.with_suffix(f".{output.formats[0]}")
