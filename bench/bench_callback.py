@@ -86,6 +86,8 @@ def main() -> int:
     for _ in range(args.repeats):  # alternating, so drift in the machine's load is shared
         plain.append(run(example(args.steps, False)))
         timed.append(run(example(args.steps, True)))
+    for i, ((a, _, _), (b, _, _)) in enumerate(zip(plain, timed, strict=True)):
+        print(f"  pair {i + 1}: {a:.1f} s, {b:.1f} s with the callback (+{b - a:.1f} s)")
     base = statistics.median(s for s, _, _ in plain)
     with_cb = statistics.median(s for s, _, _ in timed)
     n, inside = measured_seconds(timed[-1][2])

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import warnings
 from pathlib import Path
 
@@ -560,3 +561,80 @@ def test_the_first_measurement_shows_a_progress_bar_unless_turned_off(tmp_path, 
     assert ("measuring bar at step 0" in first) is progress
     assert "1/1" in first if progress else first == ""
     assert "measuring bar" not in later  # only the first measurement, which reads the texts
+
+
+# --------------------------------------------------------------------------- cost
+
+class CountingTokenizer:
+    """A byte tokenizer that counts its calls."""
+
+    def __init__(self):
+        self.inner, self.calls = byte_tokenizer(), 0
+        self.marker = "delegated"
+
+    def __len__(self):
+        return len(self.inner)
+
+    def __call__(self, texts, **options):
+        self.calls += 1
+        return self.inner(texts, **options)
+
+
+def test_a_live_run_tokenizes_its_texts_once_and_again_when_the_vocabulary_grows():
+    from toposig.live.measurement import RememberingTokenizer
+
+    counting = CountingTokenizer()
+    remembering = RememberingTokenizer(counting)
+    texts = ["the first text", "a second one"]
+    first = remembering(texts, max_length=8, truncation=True)
+    assert remembering(list(texts), max_length=8, truncation=True) is first
+    assert counting.calls == 1
+    remembering(texts, max_length=4, truncation=True)  # other options: other tokens
+    assert counting.calls == 2
+    counting.inner.add_tokens(["<new>"])  # a token added between two measurements
+    remembering(texts, max_length=8, truncation=True)
+    assert counting.calls == 3
+    remembering(texts, max_length=8, truncation=True, extra=[1])  # cannot be a key
+    remembering(texts, max_length=8, truncation=True, extra=[1])
+    assert counting.calls == 5
+    for n in range(RememberingTokenizer.KEPT + 2):  # a bounded memory
+        remembering([f"text {n}"], max_length=8)
+    assert len(remembering._made) == RememberingTokenizer.KEPT
+    assert remembering.marker == "delegated" and len(remembering) == len(counting.inner)
+
+
+def test_a_live_measurement_imports_neither_scikit_learn_nor_pyplot(tmp_path):
+    """What keeps the callback cheap (issue 37, row 12): a live measurement given no
+    settings computes its diagrams with ripser's core (LIVE_PH_BACKEND), so the process
+    never imports scikit-learn (1.7 s), and the live figure uses matplotlib without pyplot.
+    """
+    import subprocess
+    import sys
+
+    code = f"""
+import json, sys, torch
+from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
+from toposig.live.monitor import TopologyMonitor
+from toposig.model.training import byte_tokenizer
+from toposig.sources.corpus import wikitext_rows
+torch.manual_seed(0)
+model = GPTNeoXForCausalLM(GPTNeoXConfig(vocab_size=264, hidden_size=32, num_hidden_layers=2,
+    num_attention_heads=4, intermediate_size=128, max_position_embeddings=128))
+texts = [t for t in wikitext_rows("validation") if len(t.strip()) >= 100][:30]
+monitor = TopologyMonitor(byte_tokenizer(), {str(tmp_path / "live")!r}, texts=texts,
+                          label="cost", figure_interval_s=0)
+monitor(model, 0)
+monitor(model, 1)
+monitor.finish()
+print(json.dumps({{m: m in sys.modules for m in ("sklearn", "matplotlib.pyplot")}}))
+"""
+    src = Path(__file__).resolve().parents[1] / "src"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(src)}, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {
+        "sklearn": False, "matplotlib.pyplot": False}
+    assert (tmp_path / "live" / "live" / "cost" / "topology.png").stat().st_size > 0
+    records = list((tmp_path / "live" / "records").rglob("step*.json"))
+    backends = {json.loads(p.read_text()).get("ph_backend") for p in records} - {None}
+    assert backends == {"ripser"}, backends

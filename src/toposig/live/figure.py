@@ -4,8 +4,10 @@ unless forced. A figure that cannot be drawn is logged, and never stops training
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,6 +19,14 @@ from toposig.records import Record
 logger = logging.getLogger(__name__)
 
 FIGURE_NAME = "topology.png"  # live/<label>/topology.png
+
+
+def _import_drawing() -> None:
+    """Import the drawing code (matplotlib: about 0.5 s of a process on 2 cores), so that
+    the first figure does not wait for it. Run on a thread while the model trains; a
+    failure is left for the drawing to report."""
+    with contextlib.suppress(Exception):  # the drawing itself logs why it cannot draw
+        import toposig.report.live_figure  # noqa: F401
 
 
 class LiveFigure:
@@ -34,6 +44,10 @@ class LiveFigure:
         self.root = root
         self.interval_s = interval_s
         self.drawn_at = -math.inf
+        # imported while the model trains, on a thread: the import holds Python's lock
+        # of the module, so a drawing that comes first waits for it, never imports twice
+        threading.Thread(target=_import_drawing, name="toposig-figure-import",
+                         daemon=True).start()
 
     def draw(self, entries: Sequence[Record], signal: online.Signal | None,
              force: bool) -> None:

@@ -80,6 +80,44 @@ class Measured:
     failures: list[dict] = field(default_factory=list)
 
 
+class RememberingTokenizer:
+    """A live run's tokenizer that remembers what it made of each list of texts: a live
+    run tokenizes the same texts at every measurement (0.04 to 0.1 s each time on 2 cores,
+    for 200 texts). Everything but the call is the tokenizer's own.
+
+    A call is answered from memory when the texts, the options and the vocabulary's size
+    are those of an earlier call (a token added between two measurements changes the
+    size, and so the key); a call with an option that cannot be a key is not remembered.
+    What it returns is shared between calls: read it, do not change it. At most
+    :attr:`KEPT` answers are kept (the analysed texts and the probe texts).
+    """
+
+    KEPT = 4
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+        self._made: dict[tuple, Any] = {}
+
+    def __getattr__(self, name: str):
+        return getattr(self.__dict__["tokenizer"], name)
+
+    def __len__(self) -> int:
+        return len(self.tokenizer)
+
+    def __call__(self, texts, **options):
+        try:
+            key = (texts if isinstance(texts, str) else tuple(texts),
+                   tuple(sorted(options.items())), len(self.tokenizer))
+            hash(key)
+        except TypeError:  # an option that cannot be a key: not remembered
+            return self.tokenizer(texts, **options)
+        if key not in self._made:
+            if len(self._made) >= self.KEPT:
+                self._made.pop(next(iter(self._made)))
+            self._made[key] = self.tokenizer(texts, **options)
+        return self._made[key]
+
+
 class LiveMeasurement:
     """Measures one label's model into a results folder.
 
@@ -100,6 +138,7 @@ class LiveMeasurement:
                  model_name: str, inputs: StageInputs, command: str,
                  extend: bool, progress: bool = True):
         self.tokenizer = tokenizer
+        self._remembering = RememberingTokenizer(tokenizer)  # what the measurements use
         self.out = out
         self.families = families
         self.label = label
@@ -136,7 +175,7 @@ class LiveMeasurement:
         folder's aggregates then)."""
         plan = self.plan(self.checkpoint(step), self.placement(model))
         outcome = execute(plan, self.out, force=True, progress=False,
-                          executor=InMemoryExecutor(model, self.tokenizer, stored_loss,
+                          executor=InMemoryExecutor(model, self._remembering, stored_loss,
                                                     self.progress and first),
                           extend=self.extend, refresh_first=first)
         label = plan.checkpoints[0].label  # as the study knows it
