@@ -94,6 +94,24 @@ def test_importing_the_ripser_backend_does_not_import_scikit_learn():
     assert done.stdout.strip() == "False"
 
 
+def test_the_installed_backends_are_looked_up_once_per_process(monkeypatch):
+    calls = []
+    real = homology.importlib.util.find_spec
+    monkeypatch.setattr(homology.importlib.util, "find_spec",
+                        lambda name, *a: calls.append(name) or real(name, *a))
+    forget = getattr(homology._installed_backends, "cache_clear", lambda: None)
+    forget()
+    try:
+        for _ in range(50):
+            homology.resolve_backend("auto")
+            homology.resolve_backend("ripser")
+        assert sorted(calls) == sorted(homology._MODULE_OF_BACKEND.values())
+        homology.available_backends().clear()  # a caller's list is its own
+        assert homology.available_backends()
+    finally:
+        forget()
+
+
 def test_auto_backend_is_the_first_installed_and_bad_names_are_refused():
     assert homology.resolve_backend("auto") == homology.available_backends()[0]
     with pytest.raises(ValueError, match="unknown PH backend 'dionysus'"):

@@ -16,6 +16,7 @@ Conventions (definitions: docs/measures.md):
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import logging
 import math
@@ -46,8 +47,16 @@ FEATURE_NAMES: tuple[str, ...] = (
 
 
 def available_backends() -> list[str]:
-    """Installed Vietoris–Rips backends, fastest first."""
-    return [b for b in BACKEND_PREFERENCE if importlib.util.find_spec(_MODULE_OF_BACKEND[b])]
+    """Installed Vietoris–Rips backends, fastest first (looked up once per process: a
+    library installed while it runs is seen by the next one)."""
+    return list(_installed_backends())
+
+
+@functools.cache
+def _installed_backends() -> tuple[str, ...]:
+    # find_spec searches sys.path: 0.6 ms a call, and the weight stage resolves the
+    # backend once per matrix (2,551 times, 1.6 s, on the seed paper's 255 checkpoints)
+    return tuple(b for b in BACKEND_PREFERENCE if importlib.util.find_spec(_MODULE_OF_BACKEND[b]))
 
 
 def resolve_backend(backend: str) -> str:
