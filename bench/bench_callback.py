@@ -33,12 +33,43 @@ MARKER = "<!-- tested: tests/test_live.py trainer-example -->"
 CALLBACK = 'TopologyCallback(out="results/live-demo"'
 
 
+# Put before the example's code when it runs with the callback: the seconds spent importing
+# toposig (after torch and transformers, which the example imports anyway) and inside the
+# callback's events, printed at exit. On this machine the wall time of a whole run varies
+# by more than the callback costs, so this in-process count is the precise figure.
+TIMER = """
+import atexit as _atexit, json as _json, time as _time
+import torch, transformers.trainer
+_t0 = _time.perf_counter()
+import toposig.integrations.hf_trainer as _hf
+_spent = {"import_s": _time.perf_counter() - _t0, "events_s": 0.0}
+def _timed(name):
+    event = getattr(_hf.TopologyCallback, name)
+    def timed(*args, **kwargs):
+        t = _time.perf_counter()
+        try:
+            return event(*args, **kwargs)
+        finally:
+            _spent["events_s"] += _time.perf_counter() - t
+    setattr(_hf.TopologyCallback, name, timed)
+for _name in [n for n in dir(_hf.TopologyCallback) if n.startswith("on_")]:
+    _timed(_name)
+_atexit.register(lambda: print("CALLBACK_SECONDS", _json.dumps(_spent)))
+"""
+
+
 def example(steps: int, with_callback: bool) -> str:
     code = PAGE.read_text().split(MARKER, 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
     code = code.replace("max_steps=300", f"max_steps={steps}")
     if not with_callback:
-        code = "\n".join(line for line in code.splitlines() if CALLBACK not in line)
-    return code
+        return "\n".join(line for line in code.splitlines() if CALLBACK not in line)
+    return TIMER + code
+
+
+def callback_seconds(lines: list[str]) -> dict[str, float]:
+    """The TIMER's count of one run: ``import_s`` and ``events_s``."""
+    found = [line for line in lines if line.startswith("CALLBACK_SECONDS ")]
+    return json.loads(found[-1].split(" ", 1)[1])
 
 
 def run(code: str) -> tuple[float, list[str], Path]:
@@ -90,12 +121,20 @@ def main() -> int:
         print(f"  pair {i + 1}: {a:.1f} s, {b:.1f} s with the callback (+{b - a:.1f} s)")
     base = statistics.median(s for s, _, _ in plain)
     with_cb = statistics.median(s for s, _, _ in timed)
+    # the median of the pairs' differences: a pair shares the machine's load of its minute
+    added_s = statistics.median(b - a for (a, _, _), (b, _, _) in zip(plain, timed, strict=True))
     n, inside = measured_seconds(timed[-1][2])
+    spent = [callback_seconds(lines) for _, lines, _ in timed]
+    own = statistics.median(c["import_s"] + c["events_s"] for c in spent)
     # the callback's own lines (the Trainer's bar redraws are no lines of it)
     added = sum("topology/" in line or "measuring" in line or "toposig" in line
-                for line in timed[-1][1])
-    print(f"without the callback: {base:.1f} s; with it: {with_cb:.1f} s "
-          f"(+{with_cb - base:.1f} s, {100 * (with_cb - base) / base:.1f} % of training)")
+                for line in timed[-1][1] if not line.startswith("CALLBACK_SECONDS "))
+    print(f"without the callback: {base:.1f} s; with it: {with_cb:.1f} s (medians); "
+          f"the pairs' median difference: +{added_s:.1f} s, "
+          f"{100 * added_s / base:.1f} % of training")
+    print(f"in the process: toposig's import and the callback's events took {own:.1f} s "
+          f"(median; import {statistics.median(c['import_s'] for c in spent):.2f} s), "
+          f"{100 * own / base:.1f} % of training")
     print(f"{n} measurements; inside them (the records' timings): {inside:.1f} s, "
           f"{inside / n:.2f} s each, {100 * inside / base:.1f} % of training")
     print(f"console lines of the callback: {added} ({added / n:.1f} per measurement)")
