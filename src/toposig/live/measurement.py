@@ -99,7 +99,11 @@ class RememberingTokenizer:
         self._made: dict[tuple, Any] = {}
 
     def __getattr__(self, name: str):
-        return getattr(self.__dict__["tokenizer"], name)
+        try:
+            tokenizer = self.__dict__["tokenizer"]
+        except KeyError:  # not yet set (a copy being made): no attribute of its own
+            raise AttributeError(name) from None
+        return getattr(tokenizer, name)
 
     def __len__(self) -> int:
         return len(self.tokenizer)
