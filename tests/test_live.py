@@ -597,10 +597,30 @@ def test_a_live_run_tokenizes_its_texts_once_and_again_when_the_vocabulary_grows
     remembering(texts, max_length=8, truncation=True, extra=[1])  # cannot be a key
     remembering(texts, max_length=8, truncation=True, extra=[1])
     assert counting.calls == 5
+    counting.truncation_side = "left"  # a setting that changes the ids
+    remembering(texts, max_length=8, truncation=True)
+    assert counting.calls == 6
+    assert remembering(iter(texts), max_length=8, truncation=True) is not None  # a generator
+    assert counting.calls == 6  # the same texts, read once
     for n in range(RememberingTokenizer.KEPT + 2):  # a bounded memory
         remembering([f"text {n}"], max_length=8)
     assert len(remembering._made) == RememberingTokenizer.KEPT
     assert remembering.marker == "delegated" and len(remembering) == len(counting.inner)
+    remembering.marker = "set through"  # attributes set go to the tokenizer
+    assert counting.marker == "set through"
+
+
+def test_a_monitor_tokenizes_its_texts_once_over_its_measurements(tmp_path):
+    texts = [t for t in wikitext_rows("validation") if len(t.strip()) >= 100][:20]
+    counting = CountingTokenizer()
+    counting.pad_token_id, counting.eos_token_id = 256, 256
+    monitor = TopologyMonitor(counting, tmp_path / "live", texts=texts, label="once",
+                              families=["embedding"], figure_interval_s=3600)
+    model = tiny_model()
+    for step in (0, 1, 2):
+        monitor.measure(model, step)
+    monitor.finish()
+    assert counting.calls == 1
 
 
 def test_a_live_measurement_imports_neither_scikit_learn_nor_pyplot(tmp_path):

@@ -44,10 +44,6 @@ class LiveFigure:
         self.root = root
         self.interval_s = interval_s
         self.drawn_at = -math.inf
-        # imported while the model trains, on a thread: the import holds Python's lock
-        # of the module, so a drawing that comes first waits for it, never imports twice
-        threading.Thread(target=_import_drawing, name="toposig-figure-import",
-                         daemon=True).start()
 
     def draw(self, entries: Sequence[Record], signal: online.Signal | None,
              force: bool) -> None:
@@ -57,6 +53,12 @@ class LiveFigure:
         now = time.monotonic()
         if self.drawn_at == -math.inf and not force and self.interval_s > 0:
             self.drawn_at = now
+            # the drawing code is imported while the model trains on, on a thread (after
+            # the first measurement, when the training's data loader has started): the
+            # import holds Python's lock of the module, so a drawing that comes first
+            # waits for it and never imports twice
+            threading.Thread(target=_import_drawing, name="toposig-figure-import",
+                             daemon=True).start()
             return
         if not force and now - self.drawn_at < self.interval_s:
             return
