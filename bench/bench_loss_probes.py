@@ -16,7 +16,13 @@ And two ratios against the straightforward way of doing the same work:
   products used and seconds;
 - per-example gradients by ``vmap(grad)`` against one backward pass per example.
 
-    python bench/bench_loss_probes.py [--skip-pythia]
+With ``--parts``, instead: where the time of the two families goes on issue 38's tiny
+Pythia-shaped checkpoint (hidden 64, 2 layers, the 50,304-token vocabulary): one forward
+pass and loss with and without the output head, one grid point of the surface, one
+Hessian-vector product, one chunk of per-example gradients and its projection, and the
+family's cost estimated from them (the HVP count is the most Lanczos may use).
+
+    python bench/bench_loss_probes.py [--skip-pythia] [--parts]
 """
 
 from __future__ import annotations
@@ -142,10 +148,83 @@ def measure(name: str, folder: Path, texts: list[str], ls: LandscapeSettings,
             f"{t_pow / t_lan:>6.1f}{t_vmap:>8.2f}{t_loop:>8.2f}{t_loop / t_vmap:>6.1f}")
 
 
+def mean_seconds(fn, repeats: int = 3) -> float:
+    """Mean seconds of ``fn()`` over ``repeats`` calls after one warm-up call."""
+    fn()
+    t0 = time.perf_counter()
+    for _ in range(repeats):
+        fn()
+    return (time.perf_counter() - t0) / repeats
+
+
+def parts(texts: list[str], ls: LandscapeSettings, gs: GradientSettings) -> None:
+    """Print where the probes' time goes on a tiny Pythia-shaped checkpoint."""
+    from bench_embedding_stage import TOKENIZER_FILE
+    from torch.func import functional_call
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM, PreTrainedTokenizerFast
+
+    from toposig.model.loss_probes import next_token_loss
+
+    torch.manual_seed(0)
+    model = GPTNeoXForCausalLM(GPTNeoXConfig(
+        vocab_size=50304, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=256)).float().eval()
+    tok = PreTrainedTokenizerFast(tokenizer_file=str(TOKENIZER_FILE), eos_token="<|endoftext|>")
+    ids = probe_windows(tok, texts, ls.n_windows, ls.window, ls.seed)
+    names = [n for n, _ in model.named_parameters()]
+    params = [p for _, p in model.named_parameters()]
+    dim = sum(p.numel() for p in params)
+    in_head = model.get_output_embeddings().weight.numel()
+    print(f"tiny Pythia shape: {dim:,} parameters ({in_head:,} in the output head); "
+          f"landscape batch {tuple(ids.shape)}")
+    with torch.no_grad():
+        whole = mean_seconds(lambda: batch_loss(model, ids))
+        body = mean_seconds(lambda: model.gpt_neox(ids))
+    theta = [p.detach() for p in params]
+    step = [torch.randn_like(t) for t in theta]
+    buffers = dict(model.named_buffers())
+
+    def grid_point() -> float:
+        with torch.no_grad():
+            point = {n: t + 0.1 * d for n, t, d in zip(names, theta, step, strict=True)}
+            return float(next_token_loss(functional_call(model, (point, buffers), (ids,)).logits,
+                                         ids))
+
+    point = mean_seconds(grid_point)
+    with sdpa_kernel(SDPBackend.MATH):
+        hvp = curvature.loss_hvp(lambda: batch_loss(model, ids), params)
+        vector = np.random.default_rng(0).standard_normal(dim)
+        product = mean_seconds(lambda: hvp(vector), repeats=2)
+    gids = probe_windows(tok, texts, gs.n_windows, gs.window, gs.seed)
+
+    def chunk() -> np.ndarray:
+        return next(iter(gradients.per_example_gradients(model, gids[:gs.chunk_size],
+                                                         gs.chunk_size)))
+
+    grads = mean_seconds(chunk, repeats=1)
+    proj = gradients.sketch(dim, gs.proj_dim, gs.seed)
+    g = chunk()
+    projection = mean_seconds(lambda: proj.transform(g), repeats=2)
+    n_hvp = ls.top_k * ls.lanczos_maxiter + ls.trace_samples
+    chunks = gs.n_windows // gs.chunk_size
+    print(f"forward + loss {whole * 1000:.0f} ms, of which the body {body * 1000:.0f} ms: "
+          f"the output head and its loss {100 * (whole - body) / whole:.0f} %")
+    print(f"one grid point {point * 1000:.0f} ms; one Hessian-vector product "
+          f"{product * 1000:.0f} ms; per-example gradients {grads * 1000:.0f} ms and their "
+          f"projection {projection * 1000:.0f} ms per chunk of {gs.chunk_size}")
+    print(f"landscape ≈ {ls.res ** 2} grid points × {point:.2f} s + at most {n_hvp} HVPs × "
+          f"{product:.2f} s = {ls.res ** 2 * point:.0f} + {n_hvp * product:.0f} s; "
+          f"gradients ≈ {chunks} chunks × {grads + projection:.2f} s = "
+          f"{chunks * (grads + projection):.0f} s")
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--skip-pythia", action="store_true")
+    p.add_argument("--parts", action="store_true",
+                   help="where the probes' time goes on a tiny Pythia-shaped checkpoint")
     args = p.parse_args()
     from transformers.utils import logging as hf_logging
 
@@ -158,6 +237,9 @@ def main() -> int:
     print(f"landscape: {ls.n_windows} windows x {ls.window} tokens, top {ls.top_k}, "
           f"{ls.trace_samples} trace probes, {ls.res}x{ls.res} grid; gradients: "
           f"{gs.n_windows} windows, projected to {gs.proj_dim}")
+    if args.parts:
+        parts(texts, ls, gs)
+        return 0
     head = (f"{'model':<18}{'params':>11}{'curv s':>8}{'surf s':>8}{'landsc s':>9}"
             f"{'grad s':>8}{'Lanczos hvp/s':>15}{'power hvp/s':>14}{'x':>6}"
             f"{'vmap s':>8}{'loop s':>8}{'x':>6}")
