@@ -57,13 +57,41 @@ for _name in [n for n in dir(_hf.TopologyCallback) if n.startswith("on_")]:
 _atexit.register(lambda: print("CALLBACK_SECONDS", _json.dumps(_spent)))
 """
 
+# Put before the example's code in both runs: the seconds of trainer.train(), printed at exit.
+TRAIN_TIMER = """
+import atexit as _atexit2, time as _time2
+import transformers as _tf
+_train = _tf.Trainer.train
+_took = {}
+def _timed_train(self, *args, **kwargs):
+    t = _time2.perf_counter()
+    try:
+        return _train(self, *args, **kwargs)
+    finally:
+        _took["train_s"] = _time2.perf_counter() - t
+_tf.Trainer.train = _timed_train
+_atexit2.register(lambda: print("TRAIN_SECONDS", _took.get("train_s")))
+"""
 
-def example(steps: int, with_callback: bool) -> str:
+
+def example(steps: int, with_callback: bool, foreground: bool = False,
+            threads: int | None = None) -> str:
     code = PAGE.read_text().split(MARKER, 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
     code = code.replace("max_steps=300", f"max_steps={steps}")
+    if threads is not None:  # a training that leaves cores free (as a GPU's, or one
+        code = f"import torch\ntorch.set_num_threads({threads})\n" + code  # data-bound)
     if not with_callback:
-        return "\n".join(line for line in code.splitlines() if CALLBACK not in line)
-    return TIMER + code
+        return TRAIN_TIMER + "\n".join(line for line in code.splitlines()
+                                       if CALLBACK not in line)
+    if foreground:
+        code = code.replace(CALLBACK, CALLBACK + ", background=False")
+    return TRAIN_TIMER + TIMER + code
+
+
+def train_seconds(lines: list[str]) -> float:
+    """The TRAIN_TIMER's count of one run: the seconds of ``trainer.train()``."""
+    found = [line for line in lines if line.startswith("TRAIN_SECONDS ")]
+    return float(found[-1].split(" ", 1)[1])
 
 
 def callback_seconds(lines: list[str]) -> dict[str, float]:
@@ -109,14 +137,19 @@ def main() -> int:
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--repeats", type=int, default=1)
     p.add_argument("--keep", action="store_true", help="keep the runs' folders")
+    p.add_argument("--foreground", action="store_true",
+                   help="the callback with background=False (the training waits)")
+    p.add_argument("--train-threads", type=int, default=None,
+                   help="torch's threads for the training (default: torch's own, one "
+                        "per core); fewer leave cores free for a background measurement")
     args = p.parse_args()
     print(f"# {date.today()}, {platform.node()}, {os.cpu_count()} CPUs, "
           f"load {os.getloadavg()[0]:.1f}; docs/training.md's Trainer example, "
           f"{args.steps} steps")
     plain, timed = [], []
     for _ in range(args.repeats):  # alternating, so drift in the machine's load is shared
-        plain.append(run(example(args.steps, False)))
-        timed.append(run(example(args.steps, True)))
+        plain.append(run(example(args.steps, False, threads=args.train_threads)))
+        timed.append(run(example(args.steps, True, args.foreground, args.train_threads)))
     for i, ((a, _, _), (b, _, _)) in enumerate(zip(plain, timed, strict=True)):
         print(f"  pair {i + 1}: {a:.1f} s, {b:.1f} s with the callback (+{b - a:.1f} s)")
     base = statistics.median(s for s, _, _ in plain)
@@ -128,15 +161,29 @@ def main() -> int:
     own = statistics.median(c["import_s"] + c["events_s"] for c in spent)
     # the callback's own lines (the Trainer's bar redraws are no lines of it)
     added = sum("topology/" in line or "measuring" in line or "toposig" in line
-                for line in timed[-1][1] if not line.startswith("CALLBACK_SECONDS "))
-    print(f"without the callback: {base:.1f} s; with it: {with_cb:.1f} s (medians); "
-          f"the pairs' median difference: +{added_s:.1f} s, "
+                for line in timed[-1][1]
+        if not line.startswith(("CALLBACK_SECONDS ", "TRAIN_SECONDS ")))
+    print(f"whole processes: without the callback: {base:.1f} s; with it: {with_cb:.1f} s "
+          f"(medians); the pairs' median difference: +{added_s:.1f} s, "
           f"{100 * added_s / base:.1f} % of training")
-    print(f"in the process: toposig's import and the callback's events took {own:.1f} s "
-          f"(median; import {statistics.median(c['import_s'] for c in spent):.2f} s), "
-          f"{100 * own / base:.1f} % of training")
+    trained = [train_seconds(lines) for _, lines, _ in plain]
+    with_trained = [train_seconds(lines) + c["import_s"]
+                    for (_, lines, _), c in zip(timed, spent, strict=True)]
+    for i, (a, b) in enumerate(zip(trained, with_trained, strict=True)):
+        print(f"  pair {i + 1}, in the process: trainer.train() {a:.1f} s; with the callback, "
+              f"and toposig's import: {b:.1f} s (+{b - a:.1f} s)")
+    train_base = statistics.median(trained)
+    cost = statistics.median(b - a for a, b in zip(trained, with_trained, strict=True))
+    mode = "in the foreground (background=False)" if args.foreground else "by default"
+    print(f"COST {mode}: trainer.train() {train_base:.1f} s without the callback; the "
+          f"callback and toposig's import add {cost:.1f} s, {100 * cost / train_base:.1f} % "
+          "(median of the pairs, counted in the process)")
+    print(f"inside the callback's events (the training waiting on them) and the import: "
+          f"{own:.1f} s (median; import "
+          f"{statistics.median(c['import_s'] for c in spent):.2f} s), "
+          f"{100 * own / train_base:.1f} % of training")
     print(f"{n} measurements; inside them (the records' timings): {inside:.1f} s, "
-          f"{inside / n:.2f} s each, {100 * inside / base:.1f} % of training")
+          f"{inside / n:.2f} s each, {100 * inside / train_base:.1f} % of training")
     print(f"console lines of the callback: {added} ({added / n:.1f} per measurement)")
     for line in timed[-1][1]:
         if "topology" in line:

@@ -18,7 +18,7 @@ import pytest
 from conftest import neox_config, save_checkpoint
 
 import run_experiments
-from toposig.files.locks import LOCK_NAME, UnsafeLockFileError, exclusive
+from toposig.files.locks import LOCK_NAME, FolderLockedError, UnsafeLockFileError, exclusive
 from toposig.files.names import UnsafeNameError, check_label, series_labels
 from toposig.records import Family, record_problem
 from toposig.run.store import remove_stale_temporaries
@@ -110,6 +110,37 @@ def test_the_lock_file_is_never_truncated(tmp_path):
         pass
     assert (out / LOCK_NAME).stat().st_size == len(held)
 
+
+
+def test_another_thread_waits_for_the_lock_or_is_refused(tmp_path):
+    """Re-entrant in one thread, exclusive between threads: a measurement made on a
+    worker thread while training goes on must not write the folder alongside the main
+    thread."""
+    import threading
+
+    out = tmp_path / "out"
+    inside, release, order = threading.Event(), threading.Event(), []
+
+    def hold() -> None:
+        with exclusive(out):
+            order.append("held")
+            inside.set()
+            release.wait(10)
+            order.append("released")
+
+    worker = threading.Thread(target=hold)
+    worker.start()
+    assert inside.wait(10)
+    with (pytest.raises(FolderLockedError, match="another thread of this process"),
+          exclusive(out)):  # no wait: refused at once
+        pass
+    threading.Timer(0.3, release.set).start()
+    with exclusive(out, wait_s=10):  # waits until the worker lets go
+        order.append("main")
+        with exclusive(out):  # and is re-entrant in its own thread
+            pass
+    worker.join(10)
+    assert order == ["held", "released", "main"]
 
 # 2, 3 --------------------------------------------- names read back from the folder
 

@@ -119,7 +119,8 @@ def hf_train(out_dir: Path, results: Path | None, max_steps: int = 12, **callbac
 @pytest.fixture(scope="module")
 def hf_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("hf")
-    trainer, callback = hf_train(root / "run", root / "live", every_n_steps=4, doubling=True)
+    trainer, callback = hf_train(root / "run", root / "live", every_n_steps=4, doubling=True,
+                                 background=True)  # the other Trainer tests: in the foreground
     return root, trainer, callback
 
 
@@ -658,3 +659,115 @@ print(json.dumps({{m: m in sys.modules for m in ("sklearn", "matplotlib.pyplot")
     records = list((tmp_path / "live" / "records").rglob("step*.json"))
     backends = {json.loads(p.read_text()).get("ph_backend") for p in records} - {None}
     assert backends == {"ripser"}, backends
+
+
+# ------------------------------------------------ measuring while training goes on
+
+
+def test_the_trainer_callback_measures_in_the_background_when_asked(hf_run, tmp_path):
+    _, _, callback = hf_run
+    assert callback.monitor.results and all(r.background for r in callback.monitor.results)
+    _, foreground = hf_train(tmp_path / "run", tmp_path / "live", max_steps=4,
+                             every_n_steps=4)
+    assert foreground.monitor.results
+    assert not any(r.background for r in foreground.monitor.results)
+
+
+def global_rng_states() -> tuple:
+    import random
+
+    import numpy as np
+
+    return torch.get_rng_state(), np.random.get_state()[1].copy(), random.getstate()
+
+
+def test_a_measurement_draws_nothing_from_the_global_random_generators(tmp_path):
+    """A measurement on the worker thread does not restore the global generators (that
+    would rewind the training's draws), so it must not draw from them at all."""
+    from toposig.config import EmbeddingSettings
+    from toposig.in_memory import measure_families, measure_inputs
+    from toposig.records import Family
+    from toposig.sources.checkpoints import Checkpoint
+
+    texts = [t for t in wikitext_rows("validation") if len(t.strip()) >= 100][:30]
+    families = (Family.EMBEDDING, Family.WEIGHTS)
+    inputs = measure_inputs(EmbeddingSettings(), texts, families)
+    ckpt = Checkpoint(model="m", label="m", step=0, source="memory", location="<in memory>")
+    model, kept = tiny_model(), []
+    before = global_rng_states()
+    measure_families(model, byte_tokenizer(), ckpt, families, inputs,
+                     lambda family, result: kept.append(result), restore_rngs=False)
+    after = global_rng_states()
+    assert len(kept) == 2 and not any(isinstance(r, BaseException) for r in kept)
+    assert torch.equal(before[0], after[0])
+    assert (before[1] == after[1]).all()
+    assert before[2] == after[2]
+
+
+def test_a_background_measurement_is_of_the_weights_at_its_step(tmp_path):
+    """submit() copies the weights at once: changing the model afterwards (the training
+    going on) does not reach the measurement, which equals one made with the training
+    waiting."""
+    texts = [t for t in wikitext_rows("validation") if len(t.strip()) >= 100][:30]
+    model = tiny_model()
+    back = TopologyMonitor(byte_tokenizer(), tmp_path / "back", texts=texts, label="m",
+                           figure_interval_s=3600, background=True)
+    fore = TopologyMonitor(byte_tokenizer(), tmp_path / "fore", texts=texts, label="m",
+                           figure_interval_s=3600, background=False)
+    for step in (0, 1):
+        with torch.no_grad():
+            for p in model.parameters():
+                p.mul_(1.01)
+        fore.measure(model, step)
+        back.submit(model, step)
+        with torch.no_grad():  # the training moves on while the worker measures
+            for p in model.parameters():
+                p.add_(0.5)
+    done = back.collect(wait=True)
+    assert [r.step for r in done] == [0, 1] and all(r.background for r in done)
+    back.finish()
+    fore.finish()
+    got, want = entries(tmp_path / "back"), entries(tmp_path / "fore")
+    assert sorted(got) == sorted(want) == [0, 1]
+    for step in (0, 1):
+        assert got[step]["features"] == want[step]["features"], step
+        assert got[step]["perplexity"] == want[step]["perplexity"]
+
+
+def test_a_model_that_cannot_be_copied_is_measured_with_the_training_waiting(tmp_path,
+                                                                            caplog):
+    class Uncopyable(GPTNeoXForCausalLM):
+        def __deepcopy__(self, memo):
+            raise TypeError("no copies of this one")
+
+    model = Uncopyable(tiny_model().config)
+    with pytest.raises(ValueError, match="background must be True or False"):
+        TopologyMonitor(byte_tokenizer(), tmp_path / "x", background="auto")
+    texts = [t for t in wikitext_rows("validation") if len(t.strip()) >= 100][:20]
+    monitor = TopologyMonitor(byte_tokenizer(), tmp_path / "live", texts=texts,
+                              families=["weights"], figure_interval_s=3600, background=True)
+    with caplog.at_level("WARNING", logger="toposig.live.monitor"):
+        monitor.submit(model, 0)
+        monitor.submit(model, 1)
+    done = monitor.collect()
+    assert [r.step for r in done] == [0, 1] and not any(r.background for r in done)
+    assert sum("cannot be copied" in r.message for r in caplog.records) == 1
+    monitor.finish()
+
+
+def test_a_first_measurement_failing_in_the_background_is_raised_by_collect(tmp_path,
+                                                                           monkeypatch):
+    from toposig.live.measurement import LiveMeasurement
+
+    def broken(self, *args, **kwargs):
+        raise RuntimeError("cannot measure this model")
+
+    texts = [t for t in wikitext_rows("validation") if len(t.strip()) >= 100][:20]
+    monitor = TopologyMonitor(byte_tokenizer(), tmp_path / "live", texts=texts,
+                              families=["weights"], background=True)
+    monkeypatch.setattr(LiveMeasurement, "run", broken)
+    monitor.submit(tiny_model(), 0)
+    with pytest.raises(RuntimeError, match="cannot measure this model"):
+        monitor.collect(wait=True)
+    assert monitor.collect() == []  # raised once
+    monitor.finish()

@@ -155,11 +155,17 @@ class Measurement:
 
 
 @contextlib.contextmanager
-def preserved_state(model) -> Iterator[None]:
+def preserved_state(model, *, rngs: bool = True) -> Iterator[None]:
     """Restore after the block, whatever it did to them: the train/eval mode of ``model``
     and of each of its submodules (a frozen block kept in eval mode stays so), every
-    parameter's ``requires_grad`` and ``.grad``, and the random number generators (torch's
-    CPU and CUDA ones, NumPy's global one and Python's ``random``)."""
+    parameter's ``requires_grad`` and ``.grad``, and, with ``rngs``, the random number
+    generators (torch's CPU and CUDA ones, NumPy's global one and Python's ``random``).
+
+    ``rngs=False`` is for a block on another thread than the training's (a measurement
+    of a copy while training goes on): restoring the generators there would rewind the
+    draws the training made meanwhile. The measurement code draws from its own seeded
+    generators only (``tests/test_live.py`` checks that it leaves the global ones
+    untouched)."""
     import random
 
     import torch
@@ -168,10 +174,11 @@ def preserved_state(model) -> Iterator[None]:
     flags = [p.requires_grad for p in params]
     grads = [p.grad for p in params]
     modes = [(m, m.training) for m in model.modules()]
-    cpu_rng = torch.get_rng_state()
-    cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
-    np_rng = np.random.get_state()
-    py_rng = random.getstate()
+    if rngs:
+        cpu_rng = torch.get_rng_state()
+        cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+        np_rng = np.random.get_state()
+        py_rng = random.getstate()
     try:
         yield
     finally:
@@ -180,11 +187,12 @@ def preserved_state(model) -> Iterator[None]:
             p.grad = grad
         for module, training in modes:
             module.training = training
-        torch.set_rng_state(cpu_rng)
-        if cuda_rng is not None:
-            torch.cuda.set_rng_state_all(cuda_rng)
-        np.random.set_state(np_rng)
-        random.setstate(py_rng)
+        if rngs:
+            torch.set_rng_state(cpu_rng)
+            if cuda_rng is not None:
+                torch.cuda.set_rng_state_all(cuda_rng)
+            np.random.set_state(np_rng)
+            random.setstate(py_rng)
 
 
 def measure(model, tokenizer, texts: Sequence[str] | None = None, *,
@@ -383,10 +391,13 @@ class InMemoryModel:
 
 def measure_families(model, tokenizer, ckpt: Checkpoint, families: Sequence[Family],
                      inputs: StageInputs, emit: Callable[[Family, object], None], *,
-                     stored_loss: tuple[float | None, str | None] = (None, None)) -> None:
+                     stored_loss: tuple[float | None, str | None] = (None, None),
+                     restore_rngs: bool = True) -> None:
     """Compute ``families`` on the in-memory ``model`` and hand each family's result (a
     :class:`~toposig.records.CheckpointOutput`, or the exception it raised) to ``emit``
-    as soon as it is done; the model is left as it was (:func:`preserved_state`).
+    as soon as it is done; the model is left as it was (:func:`preserved_state`, the
+    random number generators too unless ``restore_rngs`` is false: a copy measured on
+    another thread).
 
     The stages run as the pipeline's do on a loaded checkpoint
     (:func:`toposig.stages.runner.run_stages`), in the model's own device and precision.
@@ -409,6 +420,6 @@ def measure_families(model, tokenizer, ckpt: Checkpoint, families: Sequence[Fami
             f"(this model is in {placement.dtype}); measure a float32 copy "
             "(copy.deepcopy(model).float()) for them")
     loaded = InMemoryModel(ckpt, placement, stored_loss, model, tokenizer)
-    with preserved_state(model):
+    with preserved_state(model, rngs=restore_rngs):
         model.eval()  # no dropout: the pipeline's models are loaded in eval mode
         run_stages(loaded, families, inputs, emit)

@@ -6,8 +6,10 @@ the file. The file is opened without following a symbolic link and never truncat
 link, a non-regular file, a hard-linked file or one larger than a process id planted
 there is refused (:class:`UnsafeLockFileError`), so the lock cannot write outside the
 folder. A second run on the same folder is refused at once, naming the holder, rather
-than interleaving its writes with the first's. Within one process the lock is
-re-entrant, so a script and the library function it calls can both hold it.
+than interleaving its writes with the first's. Within one thread the lock is re-entrant,
+so a script and the library function it calls can both hold it; another thread of the
+same process (a measurement made while training goes on) waits for it, or is refused,
+as another process is.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import stat
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,6 +29,20 @@ logger = logging.getLogger(__name__)
 
 LOCK_NAME = ".toposig.lock"
 _held: dict[Path, int] = {}  # folders this process holds, and how many times (re-entrant)
+_owners: dict[Path, threading.RLock] = {}  # which thread of this process holds a folder
+_owners_lock = threading.Lock()
+
+
+def _forget_owners() -> None:
+    """In a forked child: only the forking thread lives on, and it keeps what it held
+    (``_held``); a lock of a thread that did not follow must not block the child."""
+    global _owners_lock
+    _owners.clear()
+    _owners_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_owners)
 
 
 class FolderLockedError(RuntimeError):
@@ -135,36 +152,46 @@ def exclusive(folder: str | Path, what: str = "folder", *, create: bool = True,
             f"cannot create the {what} {str(folder)!r} ({exc.strerror}); choose a folder "
             "you can write to") from None
     key = folder.resolve()
-    if key in _held:  # this process holds it already (a script around a library call)
-        _held[key] += 1
-        try:
-            yield folder
-        finally:
-            _held[key] -= 1
-        return
-    path = folder / LOCK_NAME
-    fd = open_lock_file(path)
+    with _owners_lock:
+        owner = _owners.setdefault(key, threading.RLock())
+    if not (owner.acquire(timeout=wait_s) if wait_s > 0 else owner.acquire(blocking=False)):
+        raise FolderLockedError(
+            f"the {what} {str(folder)!r} is in use by another thread of this process (a "
+            "measurement made while training goes on, or a second run started from it); "
+            "wait for it to finish, or choose another folder")
     try:
-        deadline = time.monotonic() + wait_s
-        while True:
+        if key in _held:  # this thread holds it already (a script around a library call)
+            _held[key] += 1
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except OSError:
-                if time.monotonic() >= deadline:
-                    holder = read_holder(fd)
-                    raise FolderLockedError(
-                        f"the {what} {str(folder)!r} is in use by another toposig run "
-                        f"(process {holder}); wait for it to finish, or choose another "
-                        "folder") from None
-                time.sleep(0.2)
-        write_holder(fd)
-        _held[key] = 1
+                yield folder
+            finally:
+                _held[key] -= 1
+            return
+        path = folder / LOCK_NAME
+        fd = open_lock_file(path)
         try:
-            yield folder
+            deadline = time.monotonic() + wait_s
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except OSError:
+                    if time.monotonic() >= deadline:
+                        holder = read_holder(fd)
+                        raise FolderLockedError(
+                            f"the {what} {str(folder)!r} is in use by another toposig run "
+                            f"(process {holder}); wait for it to finish, or choose another "
+                            "folder") from None
+                    time.sleep(0.2)
+            write_holder(fd)
+            _held[key] = 1
+            try:
+                yield folder
+            finally:
+                del _held[key]
+                write_holder(fd, None)
+                fcntl.flock(fd, fcntl.LOCK_UN)
         finally:
-            del _held[key]
-            write_holder(fd, None)
-            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
     finally:
-        os.close(fd)
+        owner.release()

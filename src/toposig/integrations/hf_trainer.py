@@ -15,6 +15,18 @@ Trainer stores in that step's checkpoint (the last ``eval_loss``, else the last 
 training ``loss``), and the offline pipeline run on the saved checkpoint gives the same
 record.
 
+While training goes on (``background=True``; off by default, see
+:mod:`toposig.live.background` for when it pays): a due step's weights are copied into a
+twin of the model, which a worker thread measures while the Trainer trains on; the
+records are the step's, and its scalars are logged when the measurement is done, under
+the step measured
+(``Trainer.log`` is called with ``state.global_step`` set to it for the call, so
+``log_history``, TensorBoard and the other loggers place them at that step). A checkpoint
+the Trainer saves waits for the measurement in flight, so its state names only steps
+whose records are written; so do an epoch's start when the data loader forks workers,
+the last step and the end of training. With ``stop_on_signal=True`` each measurement is
+waited for (the step training stops at must not depend on how long a measurement took).
+
 Logging: the scalars go through ``Trainer.log`` when the callback is attached to the
 trainer (:meth:`TopologyCallback.attach`), so TensorBoard, W&B, MLflow and the rest
 receive them like the loss; a callback passed in ``callbacks=[...]`` cannot reach the
@@ -154,6 +166,8 @@ class TopologyCallback(TrainerCallback, ExportableState):
         after the checkpoint is written), and the step and reason of a stop on the
         signal (``stopped_at``, ``stop_reason``; ``None`` when none).
         """
+        if self.monitor is not None:
+            self.monitor.wait()  # the steps named measured have their records written
         label = self.monitor.label if self.monitor is not None else self.options["label"]
         s = self.schedule
         args: dict[str, object] = {
@@ -269,6 +283,12 @@ class TopologyCallback(TrainerCallback, ExportableState):
         self._flush(args, state, model, control)
         return control
 
+    def on_epoch_begin(self, args, state, control, **kwargs):
+        if self.monitor is not None and args.dataloader_num_workers > 0:
+            self.monitor.wait()  # the data loader forks its workers: no thread mid-work
+            self._collect(state, control)
+        return control
+
     def on_epoch_end(self, args, state, control, model=None, **kwargs):
         self._flush(args, state, model, control)
         return control
@@ -276,7 +296,10 @@ class TopologyCallback(TrainerCallback, ExportableState):
     def on_train_end(self, args, state, control, model=None, **kwargs):
         self._flush(args, state, model, None)  # training is over: nothing to stop
         if self.monitor is not None and state.is_world_process_zero:
-            self.monitor.finish()
+            try:
+                self._collect(state, None, wait=True)
+            finally:
+                self.monitor.finish()
 
     # -- internals ------------------------------------------------------------------
 
@@ -304,22 +327,37 @@ class TopologyCallback(TrainerCallback, ExportableState):
             self._pending = state.global_step
 
     def _flush(self, args, state, model, control) -> None:
-        if self._pending is None or model is None or not state.is_world_process_zero:
+        """Measure the step due, if any, and take up what the measurements finished."""
+        if self.monitor is None or not state.is_world_process_zero:
             return
-        self._pending = None
-        self._measure(args, state, model, control)
+        if self._pending is not None and model is not None:
+            self._pending = None
+            self._measure(args, state, model, control)
+        else:
+            self._collect(state, control)
 
-    def _measure(self, args, state, model, control) -> LiveResult:
-        """Measure now, log the scalars, and with ``stop_on_signal`` set
-        ``control.should_training_stop`` when the signal says stop (``control`` ``None``:
-        training is over, nothing is stopped)."""
+    def _measure(self, args, state, model, control) -> None:
+        """Measure the current step (in the background where the monitor can), then
+        take up what the measurements finished (:meth:`_collect`)."""
         stored = trainer_state_dict_loss({"log_history": state.log_history})
-        result = self.monitor.measure(model, state.global_step, stored_loss=stored,
-                                      final_step=state.max_steps or None)
-        if result.scalars:
-            self._log(state, result.scalars)
-        self._act(result, control)
-        return result
+        self.monitor.submit(model, state.global_step, stored_loss=stored,
+                            final_step=state.max_steps or None)
+        # acting on the signal waits for it: the step training stops at must not depend
+        # on how long a measurement took; so does the last step (its line in the console)
+        last = bool(state.max_steps) and state.global_step >= state.max_steps
+        self._collect(state, control, wait=self.stop_on_signal or last)
+
+    def _collect(self, state, control, wait: bool = False) -> None:
+        """Log the scalars of each measurement done since the last call (with ``wait``,
+        after the one in flight), and with ``stop_on_signal`` set
+        ``control.should_training_stop`` when its signal says stop (``control``
+        ``None``: training is over, nothing is stopped)."""
+        if self.monitor is None:
+            return
+        for result in self.monitor.collect(wait=wait):
+            if result.scalars:
+                self._log(state, result.scalars, result.step)
+            self._act(result, control)
 
     def _act(self, result: LiveResult, control) -> None:
         """Stop training (once) when asked to and ``result``'s signal says stop."""
@@ -334,9 +372,15 @@ class TopologyCallback(TrainerCallback, ExportableState):
         logger.warning("toposig: stopping training at step %d on the experimental "
                        "stop-or-scale signal (stop_on_signal=True): %s", result.step, reason)
 
-    def _log(self, state, scalars: dict[str, float]) -> None:
+    def _log(self, state, scalars: dict[str, float], step: int) -> None:
+        """Log ``scalars`` under the ``step`` they were measured at (a measurement made
+        in the background ends some steps later)."""
         if self.trainer is not None:
-            self.trainer.log(dict(scalars))
+            now, state.global_step = state.global_step, step
+            try:
+                self.trainer.log(dict(scalars))
+            finally:
+                state.global_step = now
         else:
-            state.log_history.append({**scalars, "step": state.global_step})
-            logger.info("toposig step %d: %s", state.global_step, scalars)
+            state.log_history.append({**scalars, "step": step})
+            logger.info("toposig step %d: %s", step, scalars)

@@ -31,12 +31,15 @@ class InMemoryExecutor:
         stored_loss: the loss the trainer knows for this state and where it was found.
         progress: show a progress bar over each task's families (``tqdm``, as
             :func:`toposig.measure` does).
+        restore_rngs: restore the global random number generators after measuring
+            (false for a copy measured on another thread than the training's).
     """
 
     model: Any
     tokenizer: Any
     stored_loss: tuple[float | None, str | None] = (None, None)
     progress: bool = False
+    restore_rngs: bool = True
 
     def run(self, tasks: Sequence[Task], plan: RunPlan, emit: EmitResult,
             done: TaskDone) -> None:
@@ -51,7 +54,8 @@ class InMemoryExecutor:
 
             try:
                 measure_families(self.model, self.tokenizer, task.ckpt, task.todo,
-                                 plan.inputs, keep, stored_loss=self.stored_loss)
+                                 plan.inputs, keep, stored_loss=self.stored_loss,
+                                 restore_rngs=self.restore_rngs)
             finally:
                 bar.close()
             done(task)

@@ -190,14 +190,22 @@ class LiveMeasurement:
                        command=self.command)
 
     def run(self, model, step: int, stored_loss: tuple[float | None, str | None],
-            first: bool) -> Measured:
+            first: bool, *, tokenizer=None, restore_rngs: bool = True) -> Measured:
         """Measure ``model`` at ``step`` and write its records (the folder's lock held by
         the caller); ``first``: the run's first measurement (the pipeline refreshes the
-        folder's aggregates then)."""
+        folder's aggregates then).
+
+        Args:
+            tokenizer: the tokenizer to use instead of :attr:`tokenizer` (a copy, for a
+                measurement on another thread; wrap it in :class:`RememberingTokenizer`).
+            restore_rngs: restore the global random number generators after (false on
+                another thread than the training's).
+        """
         plan = self.plan(self.checkpoint(step), self.placement(model))
-        outcome = execute(plan, self.out, force=True, progress=False,
-                          executor=InMemoryExecutor(model, self._remembering, stored_loss,
-                                                    self.progress and first),
+        tok = self._remembering if tokenizer is None else tokenizer
+        executor = InMemoryExecutor(model, tok, stored_loss, self.progress and first,
+                                    restore_rngs)
+        outcome = execute(plan, self.out, force=True, progress=False, executor=executor,
                           extend=self.extend, refresh_first=first)
         label = plan.checkpoints[0].label  # as the study knows it
         entries = [r for r in outcome.entries if r.model_label == label and r.step is not None]

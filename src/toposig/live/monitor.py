@@ -35,6 +35,13 @@ A measurement that fails outright (after the first) is logged and training goes 
 the first one raises, so a results folder that belongs to another study, or a model
 that cannot be measured, stops the run before it has trained for long.
 
+Measuring while training goes on (:meth:`TopologyMonitor.submit`, which the
+``transformers`` callback uses): the weights are copied into a twin of the model and a
+worker thread measures the twin and writes its records while the training goes on; the
+results are taken up by :meth:`TopologyMonitor.collect` (see
+:mod:`toposig.live.background`). :meth:`TopologyMonitor.measure` measures at once, on the
+model itself.
+
 The monitor composes one part per job, each in its own module:
 
 - :mod:`toposig.live.schedule`: when to measure (:class:`Schedule`);
@@ -44,13 +51,15 @@ The monitor composes one part per job, each in its own module:
   records written through the pipeline's driver; the logged feature scalars);
 - :mod:`toposig.live.signal`: the experimental stop-or-scale signal (``signal.json``,
   :func:`stop_reason`);
-- :mod:`toposig.live.figure`: the live figure (``topology.png``).
+- :mod:`toposig.live.figure`: the live figure (``topology.png``);
+- :mod:`toposig.live.background`: the twin and the worker thread.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,6 +69,7 @@ from toposig.analysis import online
 from toposig.config import EmbeddingSettings
 from toposig.files.names import check_label
 from toposig.in_memory import check_families, given_settings
+from toposig.live.background import Twin, Worker, check_background
 from toposig.live.figure import FIGURE_NAME, LiveFigure
 from toposig.live.guard import (
     WRITER_LOCK,
@@ -112,7 +122,10 @@ class LiveResult:
         failures: the failure records of the families that failed.
         scalars: name -> value, as logged (``topology/...``).
         signal: the experimental stop-or-scale signal after this measurement.
-        seconds: wall time of the measurement, bookkeeping included.
+        seconds: wall time of the measurement, bookkeeping included (in the background:
+            from the copy of the weights to the records written).
+        background: measured on a twin of the model while training went on
+            (:meth:`TopologyMonitor.submit`).
     """
 
     step: int
@@ -121,6 +134,7 @@ class LiveResult:
     scalars: dict[str, float] = field(default_factory=dict)
     signal: online.Signal | None = None
     seconds: float = 0.0
+    background: bool = False
 
 
 class TopologyMonitor:
@@ -157,9 +171,13 @@ class TopologyMonitor:
         command: how the run was made, for ``config.json``.
         progress: a progress bar over the families of the first measurement (the one that
             also reads the texts; later ones are quiet), on stderr; ``False``: none.
+        background: whether :meth:`submit` measures a twin of the model on a worker
+            thread while training goes on (``True``: worth it where the training leaves
+            cores idle, :mod:`toposig.live.background`), or at once (``False``).
 
     Raises:
-        ValueError: an unknown family or an unsafe label.
+        ValueError: an unknown family, an unsafe label or a ``background`` that is not
+            ``True`` or ``False``.
     """
 
     def __init__(self, tokenizer, out: str | Path, *, texts: Sequence[str] | None = None,
@@ -171,7 +189,7 @@ class TopologyMonitor:
                  figure_interval_s: float = 60.0, overwrite: bool = False,
                  extend: bool = False, lock_wait_s: float = 60.0,
                  command: str = "toposig live monitor", progress: bool = True,
-                 **legacy: Any):
+                 background: bool = False, **legacy: Any):
         out = Path(out)
         checked = check_families(families)
         label = check_label(label, "label")
@@ -194,6 +212,12 @@ class TopologyMonitor:
         self._started = False
         self._entries: list[Record] = []
         self._start_step: int | None = None  # the step start() was given, until it is done
+        self.background = check_background(background)
+        self._worker = Worker()
+        self._twin: Twin | None = None
+        self._done: deque[LiveResult] = deque()  # measured in the background, not collected
+        self._failed: BaseException | None = None  # the first measurement's, in the background
+        self._uncopyable = False  # the model or its tokenizer could not be copied: said once
 
     # -- the parts' settings, as attributes ---------------------------------------------
 
@@ -306,6 +330,7 @@ class TopologyMonitor:
             FolderLockedError: another toposig process holds the folder.
         """
         check_step(step)
+        self.wait()
         admitted = self._guard.admit(step, model, measuring=bool(self.results))
         if admitted is None:  # measuring already: the folder was checked at its start
             return
@@ -317,13 +342,19 @@ class TopologyMonitor:
         self._started = True
 
     def close(self) -> None:
-        """Release the label (:meth:`finish` does; a later measurement takes it again,
-        if no other monitor has taken it meanwhile)."""
-        self._guard.close()
+        """Wait for a measurement in flight, drop the model's twin, and release the label
+        (:meth:`finish` does; a later measurement takes it again, if no other monitor
+        has taken it meanwhile)."""
+        try:
+            self._worker.close()
+        finally:
+            self._twin = None
+            self._guard.close()
 
     def recorded_steps(self) -> set[int]:
         """The steps of this label that have records in the results folder (measured,
         or failed), any family."""
+        self.wait()
         return {s for s, _ in self._guard.label_records()}
 
     def measure(self, model, step: int, *,
@@ -346,6 +377,7 @@ class TopologyMonitor:
                 returned, and write nothing.
         """
         check_step(step)
+        self.wait()
         first = not self.results
         if not self._started:
             self.start(step if self._start_step is None else self._start_step, model)
@@ -353,25 +385,97 @@ class TopologyMonitor:
             self.final_step = final_step
         t0 = time.perf_counter()
         try:
-            with self._guard.locked():
-                self._guard.claim()  # again after finish(), unless another monitor took it
-                result = self._measure(model, step, stored_loss, first)
+            result = self._locked_measure(model, step, stored_loss, first)
         except Exception as exc:
             if first:
                 raise
-            logger.error("toposig: the measurement at step %d failed (training goes on): "
-                         "%s: %s", step, type(exc).__name__, exc)
-            result = LiveResult(step, None, [{"error_type": type(exc).__name__,
-                                              "error": str(exc)}])
+            result = self._failure(step, exc)
         result.seconds = time.perf_counter() - t0
         self.measured.add(step)
         self.results.append(result)
         return result
 
+    def submit(self, model, step: int, *,
+               stored_loss: tuple[float | None, str | None] = (None, None),
+               final_step: int | None = None) -> None:
+        """Measure ``model`` at ``step`` while training goes on: copy its weights into a
+        twin now and measure the twin on a worker thread (:mod:`toposig.live.background`);
+        :meth:`collect` hands over the result. Where the model is measured in the
+        foreground (``background``), it is measured at once, as by :meth:`measure`, and
+        :meth:`collect` hands over that result too. A measurement still in flight is
+        waited for first.
+
+        Args: as :meth:`measure`.
+
+        Raises:
+            ValueError: ``step`` is not a non-negative integer.
+            Exception: what :meth:`start` raises; in the foreground, what the first
+                measurement raises (in the background, :meth:`collect` raises it).
+        """
+        check_step(step)
+        self.wait()
+        if not self._started:
+            self.start(step if self._start_step is None else self._start_step, model)
+        twin = self._twin_for(model)
+        if twin is None:
+            self._done.append(self.measure(model, step, stored_loss=stored_loss,
+                                           final_step=final_step))
+            return
+        if final_step is not None:
+            self.final_step = final_step
+        first = not self.results
+        t0 = time.perf_counter()
+        twin.refresh(model, self.tokenizer)
+        self.measured.add(step)
+
+        def job() -> None:
+            try:
+                result = self._locked_measure(twin.model, step, stored_loss, first,
+                                              tokenizer=twin.tokenizer, restore_rngs=False)
+            except Exception as exc:  # noqa: BLE001 - reported by collect()
+                if first:
+                    self._failed = exc
+                    return
+                result = self._failure(step, exc)
+            result.seconds = time.perf_counter() - t0
+            result.background = True
+            self.results.append(result)
+            self._done.append(result)
+
+        self._worker.submit(job)
+
+    def collect(self, wait: bool = False) -> list[LiveResult]:
+        """The results of :meth:`submit` not collected yet, oldest first; with ``wait``,
+        after the measurement in flight has ended.
+
+        Raises:
+            Exception: what the run's first measurement raised in the background (once).
+        """
+        if wait:
+            self.wait()
+        failed, self._failed = self._failed, None
+        if failed is not None:
+            raise failed
+        out = []
+        while self._done:
+            out.append(self._done.popleft())
+        return out
+
+    def wait(self) -> None:
+        """Wait for the measurement in flight, if any (:meth:`submit`)."""
+        self._worker.wait()
+
+    @property
+    def measuring(self) -> bool:
+        """Whether a measurement is in flight on the worker thread."""
+        return self._worker.busy
+
     def finish(self) -> None:
-        """Draw the figure once more with everything measured and release the label
-        (:meth:`close`) for another training (call at the end)."""
+        """Wait for the measurement in flight, draw the figure once more with everything
+        measured, and release the label (:meth:`close`) for another training (call at
+        the end)."""
         try:
+            self.wait()
             if self._entries and self._guard.held:
                 with self._guard.locked():
                     self._figure.draw(self._entries, self._signal.signal, force=True)
@@ -390,10 +494,45 @@ class TopologyMonitor:
 
     # -- internals ------------------------------------------------------------------
 
+    def _twin_for(self, model) -> Twin | None:
+        """The twin of ``model`` that :meth:`submit` measures, made at its first use
+        (``None``: ``model`` is measured in the foreground: ``background`` is off, or the
+        model or its tokenizer cannot be copied, which is logged once)."""
+        if not self.background:
+            return None
+        if self._twin is not None and self._twin.of is model:
+            return self._twin
+        self._twin = None
+        try:
+            self._twin = Twin(model, self.tokenizer)
+        except Exception as exc:  # noqa: BLE001 - measured in the foreground then
+            if not self._uncopyable:
+                logger.warning("toposig: measuring %s with the training waiting: the model or "
+                               "its tokenizer cannot be copied for a background measurement "
+                               "(%s: %s)", self.label, type(exc).__name__, exc)
+            self._uncopyable = True
+        return self._twin
+
+    def _locked_measure(self, model, step: int,
+                        stored_loss: tuple[float | None, str | None], first: bool,
+                        **options: Any) -> LiveResult:
+        """:meth:`_measure` with the folder's lock held and the label claimed."""
+        with self._guard.locked():
+            self._guard.claim()  # again after finish(), unless another monitor took it
+            return self._measure(model, step, stored_loss, first, **options)
+
+    def _failure(self, step: int, exc: Exception) -> LiveResult:
+        """A measurement after the first failed: logged, and training goes on."""
+        logger.error("toposig: the measurement at step %d failed (training goes on): "
+                     "%s: %s", step, type(exc).__name__, exc)
+        return LiveResult(step, None, [{"error_type": type(exc).__name__,
+                                        "error": str(exc)}])
+
     def _measure(self, model, step: int, stored_loss: tuple[float | None, str | None],
-                 first: bool) -> LiveResult:
-        """One measurement, the folder's lock held (:meth:`measure`)."""
-        measured = self._measurement.run(model, step, stored_loss, first)
+                 first: bool, **options: Any) -> LiveResult:
+        """One measurement, the folder's lock held (:meth:`measure`); ``options`` go to
+        :meth:`LiveMeasurement.run`."""
+        measured = self._measurement.run(model, step, stored_loss, first, **options)
         self._entries = measured.entries
         try:  # the experimental signal and the figure never cost a measurement
             self._signal.update(self._entries, self.final_step)
