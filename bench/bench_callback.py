@@ -74,7 +74,7 @@ _atexit2.register(lambda: print("TRAIN_SECONDS", _took.get("train_s")))
 """
 
 
-def example(steps: int, with_callback: bool, foreground: bool = False,
+def example(steps: int, with_callback: bool, background: bool = False,
             threads: int | None = None) -> str:
     code = PAGE.read_text().split(MARKER, 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
     code = code.replace("max_steps=300", f"max_steps={steps}")
@@ -83,8 +83,8 @@ def example(steps: int, with_callback: bool, foreground: bool = False,
     if not with_callback:
         return TRAIN_TIMER + "\n".join(line for line in code.splitlines()
                                        if CALLBACK not in line)
-    if foreground:
-        code = code.replace(CALLBACK, CALLBACK + ", background=False")
+    if background:
+        code = code.replace(CALLBACK, CALLBACK + ", background=True")
     return TRAIN_TIMER + TIMER + code
 
 
@@ -137,8 +137,8 @@ def main() -> int:
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--repeats", type=int, default=1)
     p.add_argument("--keep", action="store_true", help="keep the runs' folders")
-    p.add_argument("--foreground", action="store_true",
-                   help="the callback with background=False (the training waits)")
+    p.add_argument("--background", action="store_true",
+                   help="the callback with background=True (a twin measured on a thread)")
     p.add_argument("--train-threads", type=int, default=None,
                    help="torch's threads for the training (default: torch's own, one "
                         "per core); fewer leave cores free for a background measurement")
@@ -149,7 +149,7 @@ def main() -> int:
     plain, timed = [], []
     for _ in range(args.repeats):  # alternating, so drift in the machine's load is shared
         plain.append(run(example(args.steps, False, threads=args.train_threads)))
-        timed.append(run(example(args.steps, True, args.foreground, args.train_threads)))
+        timed.append(run(example(args.steps, True, args.background, args.train_threads)))
     for i, ((a, _, _), (b, _, _)) in enumerate(zip(plain, timed, strict=True)):
         print(f"  pair {i + 1}: {a:.1f} s, {b:.1f} s with the callback (+{b - a:.1f} s)")
     base = statistics.median(s for s, _, _ in plain)
@@ -174,7 +174,10 @@ def main() -> int:
               f"and toposig's import: {b:.1f} s (+{b - a:.1f} s)")
     train_base = statistics.median(trained)
     cost = statistics.median(b - a for a, b in zip(trained, with_trained, strict=True))
-    mode = "in the foreground (background=False)" if args.foreground else "by default"
+    mode = ("in the background (background=True)" if args.background
+            else "by default (the training waits)")
+    if args.train_threads:
+        mode += f", training on {args.train_threads} thread(s)"
     print(f"COST {mode}: trainer.train() {train_base:.1f} s without the callback; the "
           f"callback and toposig's import add {cost:.1f} s, {100 * cost / train_base:.1f} % "
           "(median of the pairs, counted in the process)")

@@ -16,13 +16,14 @@ is exclusive between threads (:func:`toposig.files.locks.exclusive`). At most on
 measurement is in flight: the next one, and every call that reads or writes the folder,
 waits for it.
 
-It is off by default (``background=False``): it pays only where the training leaves
-cores idle. Measured on the docs' example on 2 cores (``bench/bench_callback.py``,
-2026-11-28; ``docs/training.md`` § Cost has the figures): with torch's default threads,
-one per core, the worker's threads and the training's share the cores and the training
-slowed by more than the measurements take when it waits for them; with the training on
-one thread, the background measurement cost it less. The twin lives where the model
-does (on an accelerator, it takes as much device memory again).
+It is off by default (``background=False``), because on a CPU it was measured not to
+pay: on the docs' example on 2 cores (``bench/bench_callback.py``, 2026-11-28, medians
+of 5 pairs; ``docs/training.md`` § Cost), with torch's default threads (one per core)
+the worker's threads and the training's fight for the cores and the training slowed by
+9.5 s, against 3.9 s when it waits for the measurements; with the training on one thread
+it slowed by 4.6 s either way. It is meant for a training that leaves the CPU idle (one
+on a GPU), where it is not measured yet. The twin lives where the model does (on an
+accelerator it takes as much device memory again).
 """
 
 from __future__ import annotations
