@@ -142,6 +142,36 @@ def test_another_thread_waits_for_the_lock_or_is_refused(tmp_path):
     worker.join(10)
     assert order == ["held", "released", "main"]
 
+
+def test_a_forked_child_does_not_inherit_a_lock_another_thread_held(tmp_path):
+    """A data loader forked while a measurement's thread holds the folder: the child
+    does not count itself a holder (it would write without the file lock)."""
+    import threading
+
+    out = tmp_path / "out"
+    inside, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with exclusive(out):
+            inside.set()
+            release.wait(10)
+
+    worker = threading.Thread(target=hold)
+    worker.start()
+    assert inside.wait(10)
+    pid = os.fork()
+    if pid == 0:  # the child: only this thread; the worker's lock must not let it in
+        try:
+            with exclusive(out):
+                os._exit(1)
+        except FolderLockedError:
+            os._exit(0)
+        os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    release.set()
+    worker.join(10)
+    assert os.waitstatus_to_exitcode(status) == 0
+
 # 2, 3 --------------------------------------------- names read back from the folder
 
 def test_a_record_naming_a_path_as_its_model_writes_nothing_outside(tmp_path, checkpoint):

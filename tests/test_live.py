@@ -771,3 +771,52 @@ def test_a_first_measurement_failing_in_the_background_is_raised_by_collect(tmp_
         monitor.collect(wait=True)
     assert monitor.collect() == []  # raised once
     monitor.finish()
+
+
+def test_a_checkpoint_saved_while_measuring_in_the_background_logs_its_steps(tmp_path):
+    """The Trainer's checkpoint names a step measured only once its scalars are in the
+    log history the checkpoint keeps, each under its own step and epoch."""
+    trainer, cb = hf_train(tmp_path / "run", tmp_path / "live", max_steps=12,
+                           every_n_steps=5, background=True)
+    assert all(r.background for r in cb.monitor.results)
+    for ckpt in ("checkpoint-6", "checkpoint-12"):
+        saved = json.loads((tmp_path / "run" / ckpt / "trainer_state.json").read_text())
+        measured = saved["stateful_callbacks"]["TopologyCallback"]["attributes"][
+            "checkpoint_state"]["measured"]
+        logged = {h["step"] for h in saved["log_history"] if "topology/rankme" in h}
+        assert measured and set(measured) <= logged, (ckpt, measured, logged)
+    history = trainer.state.log_history
+    epochs = {h["step"]: h["epoch"] for h in history if "loss" in h}
+    for h in history:
+        if "topology/rankme" in h and h["step"] in epochs:
+            assert h["epoch"] == epochs[h["step"]], h
+
+
+def test_a_resized_model_gets_a_new_twin_and_is_refused_as_in_the_foreground(tmp_path):
+    """A resized vocabulary needs a new twin (the old one's tensors no longer fit); the
+    study then refuses the changed model, in the background as in the foreground: a
+    failure recorded, the training going on."""
+    texts = [t for t in wikitext_rows("validation") if len(t.strip()) >= 100][:20]
+    outcomes = {}
+    for background in (True, False):
+        monitor = TopologyMonitor(byte_tokenizer(), tmp_path / str(background), texts=texts,
+                                  families=["weights"], figure_interval_s=3600,
+                                  background=background)
+        model = tiny_model()
+        monitor.submit(model, 0)
+        model.resize_token_embeddings(300)
+        monitor.submit(model, 1)
+        done = monitor.collect(wait=True)
+        assert [r.step for r in done] == [0, 1]
+        assert [r.background for r in done] == [background] * 2
+        outcomes[background] = [[f.get("error_type") for f in r.failures] for r in done]
+        monitor.finish()
+    assert outcomes[True] == outcomes[False] == [[], ["StudyMismatchError"]]
+
+
+def test_the_lightning_callback_refuses_background(tmp_path):
+    pytest.importorskip("lightning")
+    from toposig.integrations.lightning_callback import LightningTopologyCallback
+
+    with pytest.raises(ValueError, match="Trainer callback only"):
+        LightningTopologyCallback(byte_tokenizer(), out=tmp_path / "live", background=True)

@@ -29,14 +29,20 @@ logger = logging.getLogger(__name__)
 
 LOCK_NAME = ".toposig.lock"
 _held: dict[Path, int] = {}  # folders this process holds, and how many times (re-entrant)
+_holders: dict[Path, int] = {}  # the thread (ident) that holds each of them
 _owners: dict[Path, threading.RLock] = {}  # which thread of this process holds a folder
 _owners_lock = threading.Lock()
 
 
 def _forget_owners() -> None:
-    """In a forked child: only the forking thread lives on, and it keeps what it held
-    (``_held``); a lock of a thread that did not follow must not block the child."""
+    """In a forked child: only the forking thread lives on, and it keeps what it held;
+    what another thread held (its lock, and its count in ``_held``) does not follow, so
+    that it neither blocks the child nor lets it in without the file lock."""
     global _owners_lock
+    me = threading.get_ident()
+    for key in [k for k, ident in _holders.items() if ident != me]:
+        _held.pop(key, None)
+        _holders.pop(key, None)
     _owners.clear()
     _owners_lock = threading.Lock()
 
@@ -185,10 +191,12 @@ def exclusive(folder: str | Path, what: str = "folder", *, create: bool = True,
                     time.sleep(0.2)
             write_holder(fd)
             _held[key] = 1
+            _holders[key] = threading.get_ident()
             try:
                 yield folder
             finally:
                 del _held[key]
+                _holders.pop(key, None)
                 write_holder(fd, None)
                 fcntl.flock(fd, fcntl.LOCK_UN)
         finally:

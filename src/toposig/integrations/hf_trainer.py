@@ -19,13 +19,14 @@ While training goes on (``background=True``; off by default, see
 :mod:`toposig.live.background` for when it pays): a due step's weights are copied into a
 twin of the model, which a worker thread measures while the Trainer trains on; the
 records are the step's, and its scalars are logged when the measurement is done, under
-the step measured
-(``Trainer.log`` is called with ``state.global_step`` set to it for the call, so
-``log_history``, TensorBoard and the other loggers place them at that step). A checkpoint
-the Trainer saves waits for the measurement in flight, so its state names only steps
-whose records are written; so do an epoch's start when the data loader forks workers,
-the last step and the end of training. With ``stop_on_signal=True`` each measurement is
-waited for (the step training stops at must not depend on how long a measurement took).
+the step measured and its epoch (``Trainer.log`` is called with ``state.global_step`` and
+``state.epoch`` set to them for the call, so ``log_history``, TensorBoard and the other
+loggers place them there). Before the Trainer saves a checkpoint, the measurement in
+flight is waited for and logged, so the checkpoint's state names only steps whose
+records are written and whose scalars its ``log_history`` holds; so are the last step and
+the end of training, and, when the data loader forks workers, an epoch's start and an
+evaluation. With ``stop_on_signal=True`` each measurement is waited for (the step
+training stops at must not depend on how long a measurement took).
 
 Logging: the scalars go through ``Trainer.log`` when the callback is attached to the
 trainer (:meth:`TopologyCallback.attach`), so TensorBoard, W&B, MLflow and the rest
@@ -132,6 +133,7 @@ class TopologyCallback(TrainerCallback, ExportableState):
         self.monitor: TopologyMonitor | None = None
         self.trainer = None
         self._pending: int | None = None
+        self._epochs: dict[int, float | None] = {}  # step submitted -> the epoch then
         self._warned = False
         self.stop_on_signal = stop_on_signal
         self.stopped_at: int | None = None  # the step whose signal stopped training
@@ -268,6 +270,7 @@ class TopologyCallback(TrainerCallback, ExportableState):
                 or (self.schedule.at_save and control.should_save)
                 or (self.schedule.at_evaluate and control.should_evaluate)):
             self._mark(state)
+        self._settle(args, state, control)
 
     def on_evaluate(self, args, state, control, **kwargs):
         if self.schedule.at_evaluate:  # evaluations at an epoch's end pass no on_step_end
@@ -291,6 +294,7 @@ class TopologyCallback(TrainerCallback, ExportableState):
 
     def on_epoch_end(self, args, state, control, model=None, **kwargs):
         self._flush(args, state, model, control)
+        self._settle(args, state, control)
         return control
 
     def on_train_end(self, args, state, control, model=None, **kwargs):
@@ -326,6 +330,16 @@ class TopologyCallback(TrainerCallback, ExportableState):
         if self.monitor is not None and state.global_step not in self.monitor.measured:
             self._pending = state.global_step
 
+    def _settle(self, args, state, control) -> None:
+        """Before the Trainer saves a checkpoint, wait for the measurement in flight and
+        log it, so that the checkpoint's state and ``log_history`` hold every step named
+        measured; before it evaluates with a data loader that forks workers, wait too."""
+        if self.monitor is None or not state.is_world_process_zero:
+            return
+        forks = control.should_evaluate and args.dataloader_num_workers > 0
+        if control.should_save or forks:
+            self._collect(state, control, wait=True)
+
     def _flush(self, args, state, model, control) -> None:
         """Measure the step due, if any, and take up what the measurements finished."""
         if self.monitor is None or not state.is_world_process_zero:
@@ -340,6 +354,7 @@ class TopologyCallback(TrainerCallback, ExportableState):
         """Measure the current step (in the background where the monitor can), then
         take up what the measurements finished (:meth:`_collect`)."""
         stored = trainer_state_dict_loss({"log_history": state.log_history})
+        self._epochs[state.global_step] = state.epoch
         self.monitor.submit(model, state.global_step, stored_loss=stored,
                             final_step=state.max_steps or None)
         # acting on the signal waits for it: the step training stops at must not depend
@@ -355,8 +370,9 @@ class TopologyCallback(TrainerCallback, ExportableState):
         if self.monitor is None:
             return
         for result in self.monitor.collect(wait=wait):
+            epoch = self._epochs.pop(result.step, state.epoch)
             if result.scalars:
-                self._log(state, result.scalars, result.step)
+                self._log(state, result.scalars, result.step, epoch)
             self._act(result, control)
 
     def _act(self, result: LiveResult, control) -> None:
@@ -372,15 +388,17 @@ class TopologyCallback(TrainerCallback, ExportableState):
         logger.warning("toposig: stopping training at step %d on the experimental "
                        "stop-or-scale signal (stop_on_signal=True): %s", result.step, reason)
 
-    def _log(self, state, scalars: dict[str, float], step: int) -> None:
-        """Log ``scalars`` under the ``step`` they were measured at (a measurement made
-        in the background ends some steps later)."""
+    def _log(self, state, scalars: dict[str, float], step: int,
+             epoch: float | None) -> None:
+        """Log ``scalars`` under the ``step`` they were measured at, and that step's
+        ``epoch`` (a measurement made in the background ends some steps later)."""
         if self.trainer is not None:
-            now, state.global_step = state.global_step, step
+            now = state.global_step, state.epoch
+            state.global_step, state.epoch = step, epoch
             try:
                 self.trainer.log(dict(scalars))
             finally:
-                state.global_step = now
+                state.global_step, state.epoch = now
         else:
             state.log_history.append({**scalars, "step": step})
             logger.info("toposig step %d: %s", step, scalars)

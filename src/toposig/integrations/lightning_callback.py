@@ -72,6 +72,10 @@ class LightningTopologyCallback(pl.Callback):
                  doubling: bool = False, families: Sequence[str] = DEFAULT_FAMILIES,
                  label: str = "model", model: Callable | None = None,
                  stop_on_signal: bool = False, **monitor):
+        if monitor.get("background"):
+            raise ValueError("background=True is taken by the transformers Trainer callback "
+                             "only; the Lightning callback measures with the training "
+                             "waiting")
         self.monitor = TopologyMonitor(  # no progress bar of its own, as the Trainer's
             tokenizer, out, texts=texts, families=families, label=label,
             schedule=Schedule(every_n_steps, doubling, at_save=False),

@@ -72,13 +72,20 @@ class Twin:
                 p.grad = None
                 p.requires_grad_(False)
         self.model.eval()
-        if self._names(self.model) != self._names(model):  # pragma: no cover - deepcopy
+        if not self.fits(model):  # pragma: no cover - deepcopy keeps them
             raise ValueError("the model's copy does not have the model's tensors")
         self.tokenizer = RememberingTokenizer(copy.deepcopy(tokenizer))
 
     @staticmethod
-    def _names(model) -> list[str]:
-        return [n for n, _ in model.named_parameters()] + [n for n, _ in model.named_buffers()]
+    def _layout(model) -> list[tuple]:
+        """Name, shape, dtype and device of every parameter and buffer."""
+        return [(n, tuple(t.shape), t.dtype, t.device) for n, t in
+                [*model.named_parameters(), *model.named_buffers()]]
+
+    def fits(self, model) -> bool:
+        """Whether ``model`` still has the twin's tensors (names, shapes, dtypes and
+        devices): a resized vocabulary, a model moved or cast needs a new twin."""
+        return self._layout(self.model) == self._layout(model)
 
     @staticmethod
     def _tensors(model) -> list:

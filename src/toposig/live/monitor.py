@@ -417,6 +417,15 @@ class TopologyMonitor:
         if not self._started:
             self.start(step if self._start_step is None else self._start_step, model)
         twin = self._twin_for(model)
+        t0 = time.perf_counter()
+        if twin is not None:
+            try:
+                twin.refresh(model, self.tokenizer)
+            except Exception as exc:  # noqa: BLE001 - measured in the foreground then
+                logger.warning("toposig: measuring step %d with the training waiting: the "
+                               "model could not be copied (%s: %s)", step,
+                               type(exc).__name__, exc)
+                twin = self._twin = None
         if twin is None:
             self._done.append(self.measure(model, step, stored_loss=stored_loss,
                                            final_step=final_step))
@@ -424,8 +433,6 @@ class TopologyMonitor:
         if final_step is not None:
             self.final_step = final_step
         first = not self.results
-        t0 = time.perf_counter()
-        twin.refresh(model, self.tokenizer)
         self.measured.add(step)
 
         def job() -> None:
@@ -500,7 +507,7 @@ class TopologyMonitor:
         model or its tokenizer cannot be copied, which is logged once)."""
         if not self.background:
             return None
-        if self._twin is not None and self._twin.of is model:
+        if self._twin is not None and self._twin.of is model and self._twin.fits(model):
             return self._twin
         self._twin = None
         try:
