@@ -394,11 +394,15 @@ class TopologyCallback(TrainerCallback, ExportableState):
         ``epoch`` (a measurement made in the background ends some steps later)."""
         if self.trainer is not None:
             now = state.global_step, state.epoch
+            # Trainer.log's on_log clears control.should_log: called from a step's end it
+            # would cancel the Trainer's own logging of that step's loss
+            should_log = self.trainer.control.should_log
             state.global_step, state.epoch = step, epoch
             try:
                 self.trainer.log(dict(scalars))
             finally:
                 state.global_step, state.epoch = now
+                self.trainer.control.should_log = should_log
         else:
             state.log_history.append({**scalars, "step": step})
             logger.info("toposig step %d: %s", step, scalars)
