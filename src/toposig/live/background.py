@@ -1,11 +1,11 @@
 """Measuring while training goes on: a twin of the model, measured on a worker thread.
 
-A live measurement of the docs' ``Trainer`` example takes about as long as five of its
-training steps. With ``background`` on, a monitor copies the model's weights into a twin
-(a copy made once, refreshed in place at each measurement: milliseconds for a small
-model) and hands the twin to one worker thread, which measures it and writes the
-records, the signal and the figure while the training thread goes on. The records are
-those of the step the weights were copied at.
+A live measurement of the docs' ``Trainer`` example takes about as long as nine of its
+training steps (0.46 s against 0.05 s). With ``background`` on, a monitor copies the
+model's weights into a twin (a copy made once, refreshed in place at each measurement:
+milliseconds for a small model) and hands the twin to one worker thread, which measures
+it and writes the records, the signal and the figure while the training thread goes on.
+The records are those of the step the weights were copied at.
 
 What keeps the training untouched: the twin is a separate model (its own parameters,
 eval mode, no gradients), its tokenizer a separate copy (a fast tokenizer must not be
@@ -36,6 +36,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from toposig.live.measurement import RememberingTokenizer, tokenizer_state
 
 logger = logging.getLogger(__name__)
+
 
 def check_background(choice) -> bool:
     """``choice`` if it is ``True`` or ``False``.

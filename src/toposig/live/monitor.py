@@ -35,12 +35,12 @@ A measurement that fails outright (after the first) is logged and training goes 
 the first one raises, so a results folder that belongs to another study, or a model
 that cannot be measured, stops the run before it has trained for long.
 
-Measuring while training goes on (:meth:`TopologyMonitor.submit`, which the
-``transformers`` callback uses): the weights are copied into a twin of the model and a
-worker thread measures the twin and writes its records while the training goes on; the
-results are taken up by :meth:`TopologyMonitor.collect` (see
-:mod:`toposig.live.background`). :meth:`TopologyMonitor.measure` measures at once, on the
-model itself.
+Measuring while training goes on (:meth:`TopologyMonitor.submit` with
+``background=True``; the ``transformers`` callback submits its measurements): the weights
+are copied into a twin of the model and a worker thread measures the twin and writes its
+records while the training goes on; the results are taken up by
+:meth:`TopologyMonitor.collect` (see :mod:`toposig.live.background`).
+:meth:`TopologyMonitor.measure` measures at once, on the model itself.
 
 The monitor composes one part per job, each in its own module:
 
