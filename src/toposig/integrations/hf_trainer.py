@@ -288,8 +288,8 @@ class TopologyCallback(TrainerCallback, ExportableState):
 
     def on_epoch_begin(self, args, state, control, **kwargs):
         if self.monitor is not None and args.dataloader_num_workers > 0:
-            self.monitor.wait()  # the data loader forks its workers: no thread mid-work
-            self._collect(state, control)
+            # the data loader forks its workers: no measuring thread mid-work
+            self._collect(state, control, wait=True)
         return control
 
     def on_epoch_end(self, args, state, control, model=None, **kwargs):

@@ -78,19 +78,17 @@ class Twin:
         self.tokenizer = RememberingTokenizer(copy.deepcopy(tokenizer))
 
     @staticmethod
-    def _layout(model) -> list[tuple]:
-        """Name, shape, dtype and device of every parameter and buffer."""
-        return [(n, tuple(t.shape), t.dtype, t.device) for n, t in
-                [*model.named_parameters(), *model.named_buffers()]]
+    def _named(model) -> list[tuple]:
+        """Every parameter and buffer, by name."""
+        return [*model.named_parameters(), *model.named_buffers()]
 
     def fits(self, model) -> bool:
         """Whether ``model`` still has the twin's tensors (names, shapes, dtypes and
         devices): a resized vocabulary, a model moved or cast needs a new twin."""
-        return self._layout(self.model) == self._layout(model)
+        def layout(m) -> list[tuple]:
+            return [(n, tuple(t.shape), t.dtype, t.device) for n, t in self._named(m)]
 
-    @staticmethod
-    def _tensors(model) -> list:
-        return [t for _, t in model.named_parameters()] + [t for _, t in model.named_buffers()]
+        return layout(self.model) == layout(model)
 
     def refresh(self, model, tokenizer) -> None:
         """Copy ``model``'s current parameters and buffers into the twin, and the
@@ -98,8 +96,8 @@ class Twin:
         import torch
 
         with torch.no_grad():
-            for mine, theirs in zip(self._tensors(self.model), self._tensors(model),
-                                    strict=True):
+            for (_, mine), (_, theirs) in zip(self._named(self.model), self._named(model),
+                                              strict=True):
                 mine.copy_(theirs)
         if tokenizer_state(tokenizer) != tokenizer_state(self.tokenizer._wrapped):
             self.tokenizer = RememberingTokenizer(copy.deepcopy(tokenizer))
@@ -112,11 +110,6 @@ class Worker:
     def __init__(self):
         self._pool: ThreadPoolExecutor | None = None
         self._future: Future | None = None
-
-    @property
-    def busy(self) -> bool:
-        """Whether a job is in flight."""
-        return self._future is not None and not self._future.done()
 
     def submit(self, job: Callable[[], None]) -> None:
         """Run ``job`` on the thread, after the job before it has ended."""

@@ -472,11 +472,6 @@ class TopologyMonitor:
         """Wait for the measurement in flight, if any (:meth:`submit`)."""
         self._worker.wait()
 
-    @property
-    def measuring(self) -> bool:
-        """Whether a measurement is in flight on the worker thread."""
-        return self._worker.busy
-
     def finish(self) -> None:
         """Wait for the measurement in flight, draw the figure once more with everything
         measured, and release the label (:meth:`close`) for another training (call at
