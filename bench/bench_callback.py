@@ -1,7 +1,9 @@
 #!/usr/bin/env python
 """The cost of the ``transformers`` callback on the docs' own example (docs/training.md).
 
-Runs the page's ``Trainer`` example as written (300 steps, the callback at its cadence),
+Runs the page's ``Trainer`` example as written (1,000 steps, a checkpoint every 500: the
+callback measures at steps 0, 500 and 1,000, its default cadence at the Trainer's default
+``save_steps``),
 and the same example without the callback line, each as a whole process in a fresh
 folder, and prints: the wall time of each, the measurements made, the time spent inside
 them (the records' own timings, and the monitor's bookkeeping around them), the
@@ -9,7 +11,10 @@ overhead as a share of the training without the callback, and the console lines 
 callback added per measurement. The target (issue 37, row 12): at most 10 % of the
 training time, and one console line per measurement.
 
-    python bench/bench_callback.py [--steps 300] [--repeats 1] [--keep]
+    python bench/bench_callback.py [--steps N] [--save-steps K] [--repeats 1] [--keep]
+
+``--steps 300 --save-steps 100`` is the denser cadence the page used before 2026-11-29
+(four measurements in a 15-s training).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import shutil
 import statistics
 import subprocess
@@ -74,10 +80,14 @@ _atexit2.register(lambda: print("TRAIN_SECONDS", _took.get("train_s")))
 """
 
 
-def example(steps: int, with_callback: bool, background: bool = False,
-            threads: int | None = None) -> str:
+def example(steps: int | None, with_callback: bool, background: bool = False,
+            threads: int | None = None, save_steps: int | None = None) -> str:
     code = PAGE.read_text().split(MARKER, 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
-    code = code.replace("max_steps=300", f"max_steps={steps}")
+    for option, value in (("max_steps", steps), ("save_steps", save_steps)):
+        if value is not None:
+            code, n = re.subn(rf"{option}=\d+", f"{option}={value}", code)
+            if n != 1:
+                sys.exit(f"the page's example has no single {option}= to change")
     if threads is not None:  # a training that leaves cores free (as a GPU's, or one
         code = f"import torch\ntorch.set_num_threads({threads})\n" + code  # data-bound)
     if not with_callback:
@@ -134,7 +144,10 @@ def measured_seconds(folder: Path) -> tuple[int, float]:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--steps", type=int, default=300)
+    p.add_argument("--steps", type=int, default=None,
+                   help="max_steps (default: the page's own)")
+    p.add_argument("--save-steps", type=int, default=None,
+                   help="save_steps, so the cadence (default: the page's own)")
     p.add_argument("--repeats", type=int, default=1)
     p.add_argument("--keep", action="store_true", help="keep the runs' folders")
     p.add_argument("--background", action="store_true",
@@ -145,11 +158,13 @@ def main() -> int:
     args = p.parse_args()
     print(f"# {date.today()}, {platform.node()}, {os.cpu_count()} CPUs, "
           f"load {os.getloadavg()[0]:.1f}; docs/training.md's Trainer example, "
-          f"{args.steps} steps")
+          f"max_steps {args.steps or 'as written'}, save_steps {args.save_steps or 'as written'}")
     plain, timed = [], []
     for _ in range(args.repeats):  # alternating, so drift in the machine's load is shared
-        plain.append(run(example(args.steps, False, threads=args.train_threads)))
-        timed.append(run(example(args.steps, True, args.background, args.train_threads)))
+        plain.append(run(example(args.steps, False, threads=args.train_threads,
+                                 save_steps=args.save_steps)))
+        timed.append(run(example(args.steps, True, args.background, args.train_threads,
+                                 args.save_steps)))
     for i, ((a, _, _), (b, _, _)) in enumerate(zip(plain, timed, strict=True)):
         print(f"  pair {i + 1}: {a:.1f} s, {b:.1f} s with the callback (+{b - a:.1f} s)")
     base = statistics.median(s for s, _, _ in plain)
