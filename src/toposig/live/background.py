@@ -2,10 +2,10 @@
 
 A live measurement of the docs' ``Trainer`` example takes about as long as ten of its
 training steps (0.5 s against 0.05 s, 2026-11-29). With ``background`` on, a monitor
-copies the model's weights into a twin (a copy made once, refreshed in place at each measurement:
-milliseconds for a small model) and hands the twin to one worker thread, which measures
-it and writes the records, the signal and the figure while the training thread goes on.
-The records are those of the step the weights were copied at.
+copies the model's weights into a twin (a copy made once, refreshed in place at each
+measurement: milliseconds for a small model) and hands the twin to one worker thread,
+which measures it and writes the records, the signal and the figure while the training
+thread goes on. The records are those of the step the weights were copied at.
 
 What keeps the training untouched: the twin is a separate model (its own parameters,
 eval mode, no gradients), its tokenizer a separate copy (a fast tokenizer must not be
