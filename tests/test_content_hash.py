@@ -47,6 +47,35 @@ def test_each_file_is_read_once_until_it_changes(tmp_path, monkeypatch):
     assert content_fingerprint(f) != first and len(reads) == 2
 
 
+def test_the_cache_file_is_parsed_again_only_when_it_changed(tmp_path, monkeypatch):
+    """A run fingerprints every checkpoint: the machine's cache (thousands of entries) is
+    parsed once, not once per checkpoint, and another process's write is still seen."""
+    monkeypatch.setenv("TOPOSIG_CACHE_DIR", str(tmp_path / "cache"))
+    f = tmp_path / "w.pt"
+    f.write_bytes(b"x" * 1000)
+    first = content_fingerprint(f)  # hashes and saves: the cache file now exists
+    parsed = []
+    real = content_hash._read_cache_file
+    monkeypatch.setattr(content_hash, "_read_cache_file",
+                        lambda p: parsed.append(p) or real(p))
+    hashed = []
+    real_sha = content_hash.file_sha256
+    monkeypatch.setattr(content_hash, "file_sha256", lambda p: hashed.append(p) or real_sha(p))
+    for _ in range(5):
+        assert content_fingerprint(f) == first
+    assert len(parsed) == 1 and hashed == []
+    # another process rewrites the cache (a new file in its place): read again, and its
+    # entry is used (a planted hash, so the fingerprint shows which entry was read)
+    cache = content_hash.cache_path()
+    entries = json.loads(cache.read_text())
+    (key,) = entries
+    entries[key]["sha256"] = "0" * 64
+    (cache.parent / "new").write_text(json.dumps(entries))
+    os.replace(cache.parent / "new", cache)
+    assert content_fingerprint(f) != first
+    assert len(parsed) == 2 and hashed == []
+
+
 def test_a_moved_series_reuses_every_record(tmp_path, wikitext_dir, capsys):
     """A fresh clone or a copied suite: same bytes, new paths and times, nothing redone."""
     cfg = neox_config(hidden=8, layers=1, heads=2, vocab=264)

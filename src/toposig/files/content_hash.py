@@ -52,12 +52,36 @@ def cache_path() -> Path:
     return Path(root) / "file_hashes.json"
 
 
-def _load_cache() -> dict:
+# The cache as last parsed: its path, its file_stamp and its entries. A run fingerprints
+# every checkpoint, and a machine's cache of a few thousand files takes about 10 ms to
+# parse (2.5 s over the seed paper's 255 checkpoints, bench/bench_seed_weights.py,
+# 2026-11-29); it is parsed again only when the file changed (a hash added, another
+# process's write: a new inode, size or time).
+_parsed: tuple[Path, list[int], dict] | None = None
+
+
+def _read_cache_file(path: Path) -> dict:
     try:
-        data = json.loads(cache_path().read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError):  # unreadable, not JSON, nested too deep
         return {}
     return data if isinstance(data, dict) else {}
+
+
+def _load_cache() -> dict:
+    """The cache's entries (empty where there is no readable cache); the caller holds
+    ``_lock``. What is returned may be changed and saved (:func:`_save_cache`)."""
+    global _parsed
+    path = cache_path()
+    try:
+        stamp = file_stamp(path.stat())
+    except OSError:
+        return {}
+    if _parsed is not None and _parsed[0] == path and _parsed[1] == stamp:
+        return _parsed[2]
+    data = _read_cache_file(path)
+    _parsed = (path, stamp, data)
+    return data
 
 
 def _save_cache(cache: dict) -> None:
