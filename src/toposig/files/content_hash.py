@@ -54,9 +54,9 @@ def cache_path() -> Path:
 
 # The cache as last parsed: its path, its file_stamp and its entries. A run fingerprints
 # every checkpoint, and a machine's cache of a few thousand files takes about 10 ms to
-# parse (2.5 s over the seed paper's 255 checkpoints, bench/bench_seed_weights.py,
-# 2026-11-29); it is parsed again only when the file changed (a hash added, another
-# process's write: a new inode, size or time).
+# parse (2.5 s over the seed paper's 255 checkpoints, by cProfile of the run that
+# bench/bench_seed_weights.py times, 2026-11-29); it is parsed again only when the file
+# changed (a hash added, another process's write: a new inode, size or time).
 _parsed: tuple[Path, list[int], dict] | None = None
 
 
