@@ -45,6 +45,7 @@ from toposig.run.plan import RunPlan
 from toposig.run.store import DamagedResultsError, ResultStore, remove_stale_temporaries
 from toposig.run.study import Study, StudyMismatchError, elsewhere, merge_study
 from toposig.run.tasks import Task, TaskFailure
+from toposig.sources import reload
 from toposig.sources.checkpoints import Checkpoint, checkpoint_identity
 from toposig.stages.registry import STAGES
 from toposig.version import __version__
@@ -196,7 +197,10 @@ def execute(plan: RunPlan, out_dir: str | Path, force: bool = False,
         study = Study.load(out_dir)
         plan.join(study, extend=extend)
         remove_stale_temporaries(out_dir)
-        return _execute(plan, study, force, progress, executor, refresh_first)
+        try:
+            return _execute(plan, study, force, progress, executor, refresh_first)
+        finally:
+            reload.forget()  # a series' model is kept for this run's checkpoints only
 
 
 def _execute(plan: RunPlan, held: Study, force: bool, progress: bool,

@@ -25,6 +25,7 @@ from toposig.model.matrices import (
     state_dict_parameters,
 )
 from toposig.records import CheckpointOutput, Family
+from toposig.sources import reload
 from toposig.sources.checkpoint_files import load_checkpoint_file, trainer_state_loss
 from toposig.sources.checkpoints import Checkpoint, load_model, load_tokenizer
 from toposig.sources.fetch import Download, evict_snapshot, hub_snapshot
@@ -96,6 +97,7 @@ class DiskCheckpoint:
         self.local_files_only = plan.local_files_only
         self._run = plan.settings
         self._model = None
+        self._reused = False
         self._tensors = None
         self._tokenizer: object = None
         if ckpt.source == "file":
@@ -106,10 +108,12 @@ class DiskCheckpoint:
             self.available = [n for n, t in loaded.tensors.items() if t.dim() == 2]
             self.num_parameters = state_dict_parameters(loaded.tensors, self._copies)
         else:
+            # no stage runs it: the series' model may be reused (the weights copied in)
+            self._reused = not any(s.runs_model for s in stages)
             self._model = load_model(
                 ckpt, torch.float32 if self.fp32 else plan.placement.weight_dtype,
                 "cpu" if reads else plan.device, local_files_only=plan.local_files_only,
-                trust_remote_code=plan.settings.trust_remote_code)
+                trust_remote_code=plan.settings.trust_remote_code, reuse=self._reused)
             self.available = [n for n, p in self._model.named_parameters() if p.dim() == 2]
             self.num_parameters = count_parameters(self._model.parameters())
             self.stored_loss = (trainer_state_loss(ckpt.location) if ckpt.source == "local"
@@ -124,9 +128,18 @@ class DiskCheckpoint:
                                        config_source=loaded.config_source or "config")
         return model_matrices(self._model, include, exclude)
 
+    def close(self) -> None:
+        """The stages are done: a reused model goes back to its series."""
+        if self._reused:
+            reload.release(self._model)
+            self._reused = False
+
     def model(self, *, float32: bool):
         if self._model is None:
             raise ValueError(f"{self.ckpt.describe()} is a state dict: there is no model to run")
+        if self._reused:
+            raise RuntimeError("a model loaded for stages that only read its weights is "
+                               "shared by the series; it cannot be run")
         t0 = time.perf_counter()
         if float32:
             self._model = self._model.to(self.placement.device)
@@ -165,7 +178,10 @@ def load_once(ckpt: Checkpoint, families: tuple[str, ...], plan: RunPlan, emit: 
         for f in families:
             emit(Family(f), exc)
         return
-    run_stages(loaded, families, plan.inputs, emit)
+    try:
+        run_stages(loaded, families, plan.inputs, emit)
+    finally:
+        loaded.close()
 
 
 def run_task(plan: RunPlan, ckpt: Checkpoint, todo: tuple[str, ...], *, evict: bool = False,

@@ -735,9 +735,14 @@ def check_head_weights(config, kind: str) -> None:
 
 
 def load_model(ckpt: Checkpoint, torch_dtype, device: str, *, local_files_only: bool = False,
-               trust_remote_code: bool = False):
+               trust_remote_code: bool = False, reuse: bool = False):
     """Load a checkpoint in eval mode on ``device``: as a causal LM, or as a masked LM
     when it is an encoder (:func:`model_kind`).
+
+    With ``reuse`` (for a caller that only reads the weights, and gives the model back
+    with :func:`toposig.sources.reload.release` when done), a local folder of the same
+    config and tensors as the series' previous checkpoint is copied into that model
+    instead (:mod:`toposig.sources.reload`: the same tensors, without building a model).
 
     Raises:
         UnsupportedModelError: neither kind; a class whose head weights would be random,
@@ -745,6 +750,15 @@ def load_model(ckpt: Checkpoint, torch_dtype, device: str, *, local_files_only: 
             ELECTRA's discriminator) or by the loader after (weights missing from the
             files).
     """
+    from toposig.sources import reload
+
+    source, revision = ckpt.load_source
+    folder = (source if reuse and revision is None and not trust_remote_code
+              and Path(source).is_dir() else None)
+    if folder is not None:
+        reused = reload.reload(folder, torch_dtype, device)
+        if reused is not None:
+            return reused
     config = load_config(ckpt, local_files_only=local_files_only,
                          trust_remote_code=trust_remote_code)
     kind = model_kind(config)
@@ -753,7 +767,6 @@ def load_model(ckpt: Checkpoint, torch_dtype, device: str, *, local_files_only: 
     except UnsupportedModelError as exc:
         raise UnsupportedModelError(f"{ckpt.describe()}: {exc}") from exc
     auto = _lm_auto_class(kind)
-    source, revision = ckpt.load_source
     model, info = auto.from_pretrained(
         source,
         revision=revision,
@@ -767,7 +780,10 @@ def load_model(ckpt: Checkpoint, torch_dtype, device: str, *, local_files_only: 
     if missing:
         raise UnsupportedModelError(f"{ckpt.describe()}: " + random_weights_message(
             missing, type(model).__name__, auto.__name__[9:]))
-    return model.to(device).eval()
+    model = model.to(device).eval()
+    if folder is not None:
+        reload.remember(folder, model, torch_dtype, device)
+    return model
 
 
 def load_tokenizer(ckpt: Checkpoint, override: str | None = None, *,
