@@ -411,3 +411,19 @@ def test_default_run_without_hub_stops_fast_with_advice(tmp_path, wikitext_dir):
     assert res.returncode == 2
     assert "cannot reach the Hugging Face Hub" in res.stderr
     assert "EleutherAI/pythia-160m" in res.stderr and "--models path/to/run" in res.stderr
+
+
+def test_records_and_aggregates_are_compact_and_the_config_indented(tmp_path):
+    """Programs read the records and data/*_results.json (compact: the C encoder, one
+    line); people read config.json (indented)."""
+    series = make_series(tmp_path / "s", [0, 10], None, config=neox_config(hidden=16, vocab=64))
+    out = tmp_path / "out"
+    assert run_experiments.main(["--models", str(series), "--signatures", "weights",
+                                 "--no-progress", "--out", str(out)]) == 0
+    compact = [*(out / "data").glob("*_results.json"), *(out / "records").rglob("*.json")]
+    assert len(compact) == 4  # all_results, the model's, two records
+    for path in compact:
+        text = path.read_text()
+        assert text.count("\n") == 1 and ", " not in text and json.loads(text)
+    config = (out / "data" / "config.json").read_text()
+    assert config.count("\n") > 20 and json.loads(config)

@@ -281,9 +281,17 @@ def atomic_write_bytes(path: str | Path, data: bytes, *, root: str | Path) -> No
     atomic_write_with(path, lambda f: f.write(data), root=root)
 
 
-def atomic_write_json(path: str | Path, obj, *, root: str | Path) -> None:
-    """``obj`` as strict JSON (NaN and inf as null, indented) at ``path`` inside ``root``."""
-    text = json.dumps(clean_floats(obj), indent=2, default=_json_default, allow_nan=False)
+def atomic_write_json(path: str | Path, obj, *, root: str | Path, compact: bool = False) -> None:
+    """``obj`` as strict JSON (NaN and inf as null) at ``path`` inside ``root``: indented
+    for a reader, or ``compact`` (no spaces, one line) where a program is the reader.
+
+    Compact JSON is also made by the standard library's C encoder, where an indented one
+    goes through its Python encoder: the weight stage's records and aggregates over the
+    seed paper's 255 checkpoints (7 MB) took 2.4 s to encode indented, under a profiler.
+    """
+    text = (json.dumps(clean_floats(obj), separators=(",", ":"), default=_json_default,
+                       allow_nan=False) if compact else
+            json.dumps(clean_floats(obj), indent=2, default=_json_default, allow_nan=False))
     atomic_write_bytes(path, (text + "\n").encode("utf-8"), root=root)
 
 

@@ -171,7 +171,7 @@ class ResultStore:
             np.savez_compressed(buf, **arrays)
             atomic_write_bytes(self.arrays_path(ckpt), buf.getvalue(), root=self.root)
             record["arrays_file"] = self.arrays_file(ckpt)
-        atomic_write_json(path, record, root=self.root)
+        atomic_write_json(path, record, root=self.root, compact=True)
         return record
 
     def write_aggregates(self, records: list[dict], config: Mapping[str, Any]) -> None:
@@ -191,10 +191,12 @@ class ResultStore:
         for r in ok:
             by_label.setdefault(check_label(r["model_label"], "model label"), []).append(r)
         try:
-            atomic_write_json(self.data_dir / "all_results.json", ok, root=self.root)
+            # read by programs (people read summary.md and the figures): compact
+            atomic_write_json(self.data_dir / "all_results.json", ok, root=self.root,
+                              compact=True)
             for label, recs in by_label.items():
                 atomic_write_json(self.data_dir / f"{label}_results.json", recs,
-                                  root=self.root)
+                                  root=self.root, compact=True)
             atomic_write_json(self.data_dir / "config.json", config, root=self.root)
         except LinkedFolderError as exc:
             raise DamagedResultsError(str(exc)) from None
