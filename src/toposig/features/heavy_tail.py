@@ -305,14 +305,15 @@ def _candidates_small_n(data: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.nd
 
 
 def heavy_tail_features(matrix: np.ndarray, *, min_evals: int = MIN_EVALS,
-                        method: str = "svd") -> dict[str, float]:
+                        method: str = ESD_METHOD) -> dict[str, float]:
     """weightwatcher's heavy-tail metrics and the norms of one weight matrix.
 
     Args:
         matrix: (out, in) weights.
         min_evals: below this many eigenvalues (min(out, in)) weightwatcher's ``analyze()``
             skips the layer; the ``ww_*`` values are then NaN. 0 fits every matrix.
-        method: how :func:`esd` computes the eigenvalues (``"svd"``: as weightwatcher).
+        method: how :func:`esd` computes the eigenvalues (default ``"gram"``; ``"svd"``:
+            as weightwatcher, bit for bit).
 
     Returns:
         Floats (NaN where weightwatcher reports nothing or −1; λ and its range in squared
