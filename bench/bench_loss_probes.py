@@ -188,10 +188,16 @@ def parts(texts: list[str], ls: LandscapeSettings, gs: GradientSettings) -> None
     def grid_point() -> float:
         with torch.no_grad():
             point = {n: t + 0.1 * d for n, t, d in zip(names, theta, step, strict=True)}
+            return float(functional_call(model, (point, buffers), (ids,), {"labels": ids}).loss)
+
+    def grid_point_copying() -> float:  # the way before 2026-11-29: the logits sliced, copied
+        with torch.no_grad():
+            point = {n: t + 0.1 * d for n, t, d in zip(names, theta, step, strict=True)}
             return float(next_token_loss(functional_call(model, (point, buffers), (ids,)).logits,
                                          ids))
 
     point = mean_seconds(grid_point)
+    copying = mean_seconds(grid_point_copying)
     with sdpa_kernel(SDPBackend.MATH):
         hvp = curvature.loss_hvp(lambda: batch_loss(model, ids), params)
         vector = np.random.default_rng(0).standard_normal(dim)
@@ -210,7 +216,10 @@ def parts(texts: list[str], ls: LandscapeSettings, gs: GradientSettings) -> None
     chunks = gs.n_windows // gs.chunk_size
     print(f"forward + loss {whole * 1000:.0f} ms, of which the body {body * 1000:.0f} ms: "
           f"the output head and its loss {100 * (whole - body) / whole:.0f} %")
-    print(f"one grid point {point * 1000:.0f} ms; one Hessian-vector product "
+    print(f"one grid point {point * 1000:.0f} ms by the model's own loss "
+          f"(model(ids, labels=ids).loss), {copying * 1000:.0f} ms with the logits sliced and "
+          f"copied first ({copying / point:.2f}x)")
+    print(f"one Hessian-vector product "
           f"{product * 1000:.0f} ms; per-example gradients {grads * 1000:.0f} ms and their "
           f"projection {projection * 1000:.0f} ms per chunk of {gs.chunk_size}")
     print(f"landscape ≈ {ls.res ** 2} grid points × {point:.2f} s + at most {n_hvp} HVPs × "

@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 import pytest
+from conftest import ARCHITECTURES, causal_lm
 
 from toposig.features import heavy_tail
 
@@ -74,10 +75,14 @@ def test_esd_is_the_squared_singular_values_unnormalised():
 
 def test_esd_gram_method_agrees():
     rng = np.random.default_rng(1)
-    for shape in [(64, 32), (40, 90), (128, 128)]:
+    for shape in [(64, 32), (40, 90), (128, 128), (1, 7), (7, 1)]:
         w = rng.standard_normal(shape)
-        np.testing.assert_allclose(heavy_tail.esd(w, method="gram"), heavy_tail.esd(w),
-                                   rtol=1e-8, atol=1e-12)
+        svd = heavy_tail.esd(w, method="svd")
+        for given in (w, np.asfortranarray(w), w.astype(np.float32), w.T.copy().T):
+            gram = heavy_tail.esd(given, method="gram")
+            np.testing.assert_allclose(gram, heavy_tail.esd(given, method="svd"),
+                                       rtol=1e-8, atol=1e-14 * svd.max())
+        assert np.array_equal(heavy_tail.esd(w), heavy_tail.esd(w, method="gram"))
     with pytest.raises(ValueError, match="method"):
         heavy_tail.esd(w, method="eig")
 
@@ -291,3 +296,49 @@ def test_checkpoint_means_match_weightwatcher_summary():
     assert sig.features["weight_alpha_mean"] == pytest.approx(summary["alpha"], rel=1e-12)
     assert sig.features["weight_alpha_weighted_mean"] == pytest.approx(
         summary["alpha_weighted"], rel=1e-12)
+
+
+WW_KEYS = {"ww_pl_alpha": "alpha", "ww_pl_xmin": "xmin", "ww_pl_xmax": "xmax",
+           "ww_pl_ks_distance": "D", "ww_pl_sigma": "sigma",
+           "ww_pl_num_spikes": "num_pl_spikes", "ww_weighted_alpha": "alpha_weighted",
+           "ww_log_alpha_norm": "log_alpha_norm", "ww_lambda_max": "lambda_max",
+           "ww_num_evals": "num_evals", "spectral_norm": "sv_max",
+           "stable_rank": "stable_rank"}
+
+
+@pytest.mark.filterwarnings("ignore:Passing a dict to DataFrame.from_records")
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_the_weight_stages_spectra_equal_weightwatchers_on_every_architecture(arch):
+    """Every matrix the weight stage analyses in a tiny model of each architecture (Gram
+    eigenvalues, :data:`heavy_tail.ESD_METHOD`), against ``WeightWatcher.analyze()`` on
+    the same matrices (its SVD in float64): α, λ_max, the whole fit and the norms to
+    1e-9 relative."""
+    ww = pytest.importorskip("weightwatcher")
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("weightwatcher reads float16 weights with CUDA")
+    from toposig.features import weights
+    from toposig.model.matrices import model_matrices
+
+    assert heavy_tail.ESD_METHOD == "gram"
+    logging.getLogger("weightwatcher").setLevel(logging.ERROR)
+    # one block of hidden size 32: square and rectangular matrices (both ways), each of
+    # at least 8 eigenvalues
+    mats = {n: w.float().numpy() for n, w in model_matrices(causal_lm(arch, layers=1)).items()}
+    model = linear_stack(torch, list(mats.values()))
+    with contextlib.redirect_stdout(io.StringIO()):
+        rows = {int(r["longname"]): r for r in
+                ww.WeightWatcher(model=model).analyze().to_dict("records")}
+    sig = weights.weight_signatures(mats, max_rows=8)
+    shapes = set()
+    for i, entry in enumerate(sig.matrices):
+        lin = model[i]
+        assert np.array_equal(lin.weight.detach().numpy(), mats[entry["name"]])
+        shapes.add(tuple(entry["shape"]))
+        if i not in rows:  # fewer than 8 eigenvalues: weightwatcher skips it
+            assert min(entry["shape"]) < heavy_tail.MIN_EVALS
+            continue
+        for ours, theirs in WW_KEYS.items():
+            assert entry[ours] == pytest.approx(rows[i][theirs], rel=1e-9, abs=0.0), \
+                (arch, entry["name"], ours)
+    assert len(shapes) >= 2, shapes  # square and rectangular (both ways) where it has them

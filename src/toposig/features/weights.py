@@ -450,8 +450,10 @@ def _summarise(per_matrix: list[dict], maxdim: int) -> dict[str, float]:
 
 def _esd_torch(t) -> np.ndarray:
     """:func:`toposig.features.heavy_tail.esd` of a torch tensor, on its device: the
-    squared singular values in float64, ascending (the same values up to rounding)."""
+    eigenvalues of its min(out, in)-square Gram matrix in float64, ascending, clipped at
+    0 (the CPU's method, the same values up to rounding)."""
     import torch
 
-    sv = torch.linalg.svdvals(t.to(torch.float64))
-    return np.sort((sv * sv).cpu().numpy())
+    w = t.to(torch.float64)
+    gram = w.T @ w if w.shape[0] >= w.shape[1] else w @ w.T
+    return torch.linalg.eigvalsh(gram).clamp_min(0.0).cpu().numpy()
