@@ -5,7 +5,7 @@ For the three ``tiny`` model shapes (byte-level, random weights) and a Pythia-14
 checkpoint (random weights, Pythia tokenizer), with the default settings
 (``LandscapeSettings()``, ``GradientSettings()``), prints the seconds per checkpoint of
 
-- ``landscape``: curvature (Lanczos top-2 + 16 Hutchinson probes) and the 21 × 21 loss
+- ``landscape``: curvature (Lanczos top-2 + 16 Hutchinson probes) and the 13 × 13 loss
   surface with its merge tree;
 - ``gradients``: per-example gradients of 64 windows, projection and Vietoris–Rips.
 
@@ -20,9 +20,13 @@ With ``--parts``, instead: where the time of the two families goes on issue 38's
 Pythia-shaped checkpoint (hidden 64, 2 layers, the 50,304-token vocabulary): one forward
 pass and loss with and without the output head, one grid point of the surface, one
 Hessian-vector product, one chunk of per-example gradients and its projection, and the
-family's cost estimated from them (the HVP count is the most Lanczos may use).
+family's cost estimated from them (the HVP count is the most Lanczos may use); then both
+families measured on it as a run computes them (target: at most 60 s on 2 cores).
+``--landscape-windows``, ``--landscape-res`` and ``--lanczos-tol`` try other settings
+(the defaults before 2026-11-29: 16, 21 and 1e-3).
 
     python bench/bench_loss_probes.py [--skip-pythia] [--parts]
+        [--landscape-windows N] [--landscape-res R] [--lanczos-tol T]
 """
 
 from __future__ import annotations
@@ -226,6 +230,23 @@ def parts(texts: list[str], ls: LandscapeSettings, gs: GradientSettings) -> None
           f"{product:.2f} s = {ls.res ** 2 * point:.0f} + {n_hvp * product:.0f} s; "
           f"gradients ≈ {chunks} chunks × {grads + projection:.2f} s = "
           f"{chunks * (grads + projection):.0f} s")
+    # a run imports these once, before its first checkpoint's probes: not a per-checkpoint cost
+    import gph  # noqa: F401
+    import sklearn.random_projection  # noqa: F401
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "tiny-pythia" / "step0"
+        model.save_pretrained(folder)
+        tok.save_pretrained(folder)
+        ckpt = resolve_series(str(folder.parent), None)[0]
+        land = analyse_landscape(ckpt, model, tok, texts, ls).record
+        grad = analyse_gradients(ckpt, model, tok, texts, gs).record
+    t, g = land["timings_s"], grad["timings_s"]["gradients"]
+    total = t["landscape"] + g
+    print(f"MEASURED both families, as a run computes them: landscape {t['landscape']:.1f} s "
+          f"(curvature {t['curvature']:.1f} s with {land['lanczos']['n_hvp']} + "
+          f"{ls.trace_samples} HVPs, surface {t['surface']:.1f} s) + gradients {g:.1f} s "
+          f"= {total:.1f} s (target at most 60 s: {'met' if total <= 60 else 'NOT met'})")
 
 
 def main() -> int:
@@ -233,13 +254,22 @@ def main() -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--skip-pythia", action="store_true")
     p.add_argument("--parts", action="store_true",
-                   help="where the probes' time goes on a tiny Pythia-shaped checkpoint")
+                   help="where the probes' time goes on a tiny Pythia-shaped checkpoint, "
+                        "and both families measured on it")
+    p.add_argument("--landscape-windows", type=int, default=LandscapeSettings.n_windows,
+                   help="try another probe batch (default: the package's)")
+    p.add_argument("--landscape-res", type=int, default=LandscapeSettings.res,
+                   help="try another grid (default: the package's)")
+    p.add_argument("--lanczos-tol", type=float, default=LandscapeSettings.lanczos_tol,
+                   help="try another Lanczos tolerance (default: the package's)")
     args = p.parse_args()
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()
-    ls, gs = LandscapeSettings(), GradientSettings()
+    ls = LandscapeSettings(n_windows=args.landscape_windows, res=args.landscape_res,
+                           lanczos_tol=args.lanczos_tol)
+    gs = GradientSettings()
     texts = probe_texts(None, 100)
     print(f"machine: {platform.processor() or platform.machine()}, "
           f"{torch.get_num_threads()} torch threads, torch {torch.__version__}")

@@ -40,6 +40,18 @@ def test_per_example_gradients_equal_one_text_at_a_time(small_lm):
     small_lm.zero_grad()
 
 
+def test_row_norms_equal_numpys_in_float64_without_a_float64_copy():
+    rng = np.random.default_rng(0)
+    g = (rng.standard_normal((5, 300_001)) * np.logspace(-20, 20, 5)[:, None]
+         ).astype(np.float32)
+    got = gradients.row_norms(g)
+    assert got.dtype == np.float64
+    np.testing.assert_allclose(got, np.linalg.norm(g.astype(np.float64), axis=1),
+                               rtol=1e-13, atol=0)
+    # a float32 sum would lose the rows of 1e-20-scale values to underflow
+    assert np.all(got > 0)
+
+
 def test_the_projection_is_seeded_and_keeps_distances():
     a = gradients.sketch(5000, 256, seed=3)
     b = gradients.sketch(5000, 256, seed=3)

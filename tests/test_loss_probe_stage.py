@@ -19,7 +19,7 @@ from toposig.sources.corpus import probe_texts
 # Small enough for the test suite: 2 windows of 16 tokens, a 5 x 5 grid, 6 gradients.
 FAST = ["--no-progress", "--probe-length", "16", "--landscape-windows", "2",
         "--landscape-res", "5", "--trace-samples", "2", "--gradient-windows", "6",
-        "--gradient-dim", "8"]
+        "--gradient-dim", "8", "--lanczos-tol", "0.05"]
 
 
 def records_of(out: Path) -> list[dict]:
@@ -48,6 +48,7 @@ def test_records_hold_both_families(probed):
         assert f["grad_h0_n_features"] == 5  # 6 points: 5 finite H0 bars
         assert f["grad_norm_mean"] > 0 and -1 <= f["grad_cosine_mean"] <= 1
         assert r["landscape"]["lanczos"]["n_hvp"] > 0
+        assert r["landscape"]["settings"]["lanczos_tol"] == 0.05
         grid = load_arrays(out, r["landscape"]["arrays_file"])["grid"]
         assert grid.shape == (5, 5)
         assert grid[2, 2] == pytest.approx(r["landscape"]["probe_loss"])
@@ -104,6 +105,7 @@ def test_random_directions_and_the_analysis(probed, tiny_series, tmp_path, capsy
     (["--landscape-res", "4"], "odd"),
     (["--landscape-dirs", "hessian", "--hessian-k", "1"], "hessian-k"),
     (["--landscape-span", "0"], "positive"),
+    (["--lanczos-tol", "1"], "--lanczos-tol"),
     (["--gradient-windows", "2"], "gradient-windows"),
 ])
 def test_bad_probe_settings_are_refused_before_work(tiny_series, tmp_path, capsys, bad,

@@ -210,7 +210,7 @@ def analyse_gradients(ckpt: Checkpoint, model, tokenizer, texts: list[str],
     proj = gradients.sketch(dim, s.proj_dim, s.seed)
     projected, norms = [], []
     for g in gradients.per_example_gradients(model, ids, s.chunk_size):
-        norms.append(np.linalg.norm(g.astype(np.float64), axis=1))
+        norms.append(gradients.row_norms(g))
         projected.append(proj.transform(g))
     cloud = np.concatenate(projected).astype(np.float64)
     t_grad = time.perf_counter()

@@ -75,6 +75,9 @@ class LandscapeStage(ProbeStage):
         g.add_argument("--hessian-k", type=int, default=d.top_k,
                        help="top Hessian eigenvalues estimated by Lanczos (default: "
                             "%(default)s)")
+        g.add_argument("--lanczos-tol", type=float, default=d.lanczos_tol,
+                       help="relative accuracy asked of the top Hessian eigenvalues "
+                            "(default: %(default)s)")
         g.add_argument("--trace-samples", type=int, default=d.trace_samples,
                        help="Rademacher probes of the Hutchinson trace estimate (default: "
                             "%(default)s)")
@@ -89,7 +92,8 @@ class LandscapeStage(ProbeStage):
 
     def settings_from_args(self, args: argparse.Namespace) -> LandscapeSettings:
         return LandscapeSettings(n_windows=args.landscape_windows, window=args.probe_length,
-                                 top_k=args.hessian_k, trace_samples=args.trace_samples,
+                                 top_k=args.hessian_k, lanczos_tol=args.lanczos_tol,
+                                 trace_samples=args.trace_samples,
                                  res=args.landscape_res, dirs=args.landscape_dirs,
                                  span=args.landscape_span, seed=args.seed)
 
