@@ -282,3 +282,34 @@ def test_ray_run_equals_the_serial_run_and_a_failing_task_costs_only_itself(
     again = pipeline.execute(plan, tmp_path / "ray", progress=False,
                              executor=RayExecutor(cpus_per_task=1, num_cpus=2))
     assert (again.computed, again.skipped) == (1, 3)
+
+
+def test_a_workers_share_of_cores_caps_torch_and_every_blas_pool_while_it_runs(
+        tmp_path, monkeypatch):
+    """run_task with num_threads: torch's threads and the BLAS / OpenMP pools of NumPy
+    and SciPy (threadpoolctl) are that share while the task runs; the BLAS pools are
+    given back after (torch's threads, and with them its OpenMP pool, stay the worker's)."""
+    import torch
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from toposig.run import tasks
+
+    series = make_series(tmp_path / "s", [0], None, config=neox_config(hidden=16, vocab=64))
+    plan = planning.plan_run([str(series)], None, fast_settings(), ["weights"])
+    seen = {}
+
+    def spy(ckpt, todo, plan, emit):
+        seen["torch"] = torch.get_num_threads()
+        seen["pools"] = {p["internal_api"]: p["num_threads"] for p in threadpool_info()}
+
+    monkeypatch.setattr(tasks, "load_once", spy)
+    before_torch = torch.get_num_threads()
+    with threadpool_limits(limits=2):  # a pool larger than the share, as on a big node
+        before = {p["internal_api"]: p["num_threads"] for p in threadpool_info()}
+        tasks.run_task(plan, plan.checkpoints[0], ("weights",), num_threads=1)
+        after = {p["internal_api"]: p["num_threads"] for p in threadpool_info()}
+    torch.set_num_threads(before_torch)
+    assert seen["torch"] == 1
+    assert seen["pools"] and set(seen["pools"].values()) == {1}, seen["pools"]
+    blas = [k for k in before if k != "openmp"]
+    assert blas and all(after[k] == before[k] == 2 for k in blas)

@@ -9,6 +9,7 @@ that travels between processes (a :class:`TaskFailure` in place of an exception)
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import time
@@ -190,13 +191,24 @@ def run_task(plan: RunPlan, ckpt: Checkpoint, todo: tuple[str, ...], *, evict: b
     """Fetch (Hub checkpoints), load once, compute ``todo``; one result per family.
 
     What a remote worker runs. With ``evict``, files this call downloaded are deleted
-    once the results are computed. ``num_threads`` caps torch's CPU threads (a worker's
-    share of a node's cores).
+    once the results are computed. ``num_threads`` (a worker's share of a node's cores)
+    caps torch's CPU threads and, while the task runs, the BLAS and OpenMP thread pools
+    of NumPy, SciPy and the rest (``threadpoolctl``), so that workers side by side do not
+    each start a pool as large as the node.
     """
+    limits: contextlib.AbstractContextManager = contextlib.nullcontext()
     if num_threads:
         import torch
+        from threadpoolctl import threadpool_limits
 
         torch.set_num_threads(num_threads)
+        limits = threadpool_limits(limits=num_threads)
+    with limits:
+        return _run_task(plan, ckpt, todo, evict, download)
+
+
+def _run_task(plan: RunPlan, ckpt: Checkpoint, todo: tuple[str, ...], evict: bool,
+              download: Download | None) -> dict[str, CheckpointOutput | TaskFailure]:
     fetched = None
     if ckpt.source == "hub":
         try:
