@@ -15,7 +15,8 @@ weight families on ``--device auto``:
 3. with ``--probes``: the loss probes (landscape and gradients) on one checkpoint.
 
 It prints each run's wall time and, per checkpoint, the record's timings, device, dtype and
-batch size. Needs a CUDA GPU (it runs on a CPU too, slowly, for a dry run: --cpu-dry-run).
+batch size, then a table of each family's seconds per checkpoint. Needs a CUDA GPU (it
+runs on a CPU too, slowly, for a dry run: --cpu-dry-run).
 
     python bench/bench_gpu_410m.py [--n-long 1600] [--probes] [--skip-default] [--out DIR]
 """
@@ -67,9 +68,16 @@ def run(args: list[str]) -> float:
     return time.perf_counter() - t
 
 
+TABLE: list[tuple[str, str, float]] = []  # (family, what, seconds per checkpoint)
+
+
 def report(out: Path, title: str, wall: float) -> None:
     entries = json.loads((out / "data" / "all_results.json").read_text())
     print(f"{title}: {wall:.1f} s for {len(entries)} checkpoints")
+    TABLE.append(("embedding", "200 texts <= 128 tokens, every layer",
+                  max(e["timings_s"]["total"] for e in entries)))
+    TABLE.append(("weights", f"{entries[0]['weights']['n_matrices']} matrices",
+                  max(e["weights"]["timings_s"]["total"] for e in entries)))
     for e in entries:
         t = {k: round(v, 2) for k, v in e["timings_s"].items()}
         w = {k: round(v, 2) for k, v in e["weights"]["timings_s"].items()}
@@ -115,6 +123,10 @@ def main() -> None:
                        for f in ("landscape", "gradients")}
             print(f"loss probes (landscape + gradients, one checkpoint): {wall:.1f} s; "
                   f"landscape {timings['landscape']}; gradients {timings['gradients']}")
+            TABLE.append(("landscape", "curvature + 13 x 13 surface, 4 windows",
+                          timings["landscape"]["total"]))
+            TABLE.append(("gradients", "64 per-example gradients",
+                          timings["gradients"]["total"]))
         out = base / "backoff"
         n = 40 if args.cpu_dry_run else args.n_long
         wall = run(["--models", str(models), "--signatures", "embedding", *device,
@@ -125,6 +137,16 @@ def main() -> None:
               f"stage settled on batch {report_backoff['batch_size']} "
               f"({report_backoff['n_input_tokens']} tokens, timings "
               f"{ {k: round(v, 2) for k, v in report_backoff['timings_s'].items()} })")
+        TABLE.append(("embedding", f"{n} texts <= 2048 tokens, back-off",
+                      report_backoff["timings_s"]["total"]))
+    print(f"\n{'family':<11}{'what':<42}{'s / checkpoint':>15}  (the slowest checkpoint)")
+    for family, what, seconds in TABLE:
+        print(f"{family:<11}{what:<42}{seconds:>15.2f}")
+    per = {f: max(s for g, w, s in TABLE if g == f and "back-off" not in w)
+           for f in ("embedding", "weights") if any(g == f for g, _, _ in TABLE)}
+    if len(per) == 2:
+        print(f"embedding + weights: {sum(per.values()):.2f} s a checkpoint "
+              f"(issue 38's target on an H100: at most 3 s)")
 
 
 if __name__ == "__main__":
