@@ -136,20 +136,30 @@ def test_a_tied_tensor_saved_under_both_names_is_not_a_plain_renaming(tmp_path):
     assert reload.plain_renaming(model, lacking) is None  # a tensor nothing fills
 
 
-def test_a_failed_copy_drops_the_model(tmp_path, monkeypatch):
+def test_a_damaged_file_goes_the_long_way_and_a_failed_copy_drops_the_model(tmp_path,
+                                                                            monkeypatch):
     config = neox_config(hidden=16, vocab=64)
     model = remembered(save(tmp_path / "a", config, 0))
-    second = save(tmp_path / "b", config, 1)
+    damaged = save(tmp_path / "damaged", config, 1)
+    data = (damaged / "model.safetensors").read_bytes()
+    (damaged / "model.safetensors").write_bytes(data[: len(data) // 2])
+    assert reload.reload(damaged, F32, "cpu") is None  # from_pretrained will report it
+    with pytest.raises(Exception, match="(?i)safetensors|header|incomplete|deserializ"):
+        load_model(Checkpoint(model="d", label="d", step=1, source="local",
+                              location=str(damaged)), F32, "cpu", local_files_only=True,
+                   reuse=True)
+    second = save(tmp_path / "b", config, 2)
+    assert reload.reload(second, F32, "cpu") is model  # still the series' model
+    reload.release(model)
 
-    def broken(path):
-        raise OSError("disk gone")
+    def broken(self, value):
+        raise RuntimeError("copy failed")
 
-    monkeypatch.setattr("safetensors.torch.load_file", broken)
-    with pytest.raises(OSError, match="disk gone"):
+    monkeypatch.setattr(torch.Tensor, "copy_", broken)
+    with pytest.raises(RuntimeError, match="copy failed"):
         reload.reload(second, F32, "cpu")
     monkeypatch.undo()
     assert reload.reload(second, F32, "cpu") is None  # never handed out half copied
-    del model
 
 
 def test_load_model_reuses_only_local_folders_without_remote_code(tmp_path):

@@ -134,8 +134,9 @@ def plain_renaming(model, saved: dict[str, tuple]) -> dict | None:
 
 def reload(folder: str | Path, dtype, device: str):
     """The series' model with the tensors of ``folder``'s ``model.safetensors`` copied in,
-    or ``None`` when they cannot be (see the module): the caller then calls
-    ``from_pretrained`` and :func:`remember`."""
+    or ``None`` when they cannot be (see the module; a file that cannot be read too, so
+    that ``from_pretrained`` reports it as it reports any damaged checkpoint): the caller
+    then calls ``from_pretrained`` and :func:`remember`."""
     import torch
     from safetensors.torch import load_file
 
@@ -151,14 +152,17 @@ def reload(folder: str | Path, dtype, device: str):
         t.in_use = True
     try:
         tensors = load_file(str(path))
-        if _signature(tensors) != t.signature:
-            raise LookupError("other tensors")
+    except Exception as exc:  # noqa: BLE001 - damaged: from_pretrained will say so its way
+        logger.debug("%s not read for reuse: %s", path, exc)
+        release(t.model)
+        return None
+    if _signature(tensors) != t.signature:
+        release(t.model)
+        return None
+    try:
         with torch.no_grad():
             for name, value in tensors.items():
                 t.targets[name].copy_(value)
-    except LookupError:
-        release(t.model)
-        return None
     except BaseException:
         with _lock:  # half copied: never hand it out again
             if _template is t:
