@@ -132,11 +132,16 @@ def bench_matrix(shape: tuple[int, int], repeats: int) -> None:
           f"ratio {tight_s / fast_s:7.1f}x")
 
 
-def bench_checkpoint(layers: int) -> None:
+def pythia_410m_matrices(layers: int) -> dict[str, np.ndarray]:
+    """``layers`` Pythia-410m-shaped layers' weight matrices, N(0, 0.02), seeded."""
     rng = np.random.default_rng(1)
-    mats = {f"gpt_neox.layers.{i}.{name}.weight": (0.02 * rng.standard_normal(shape)
+    return {f"gpt_neox.layers.{i}.{name}.weight": (0.02 * rng.standard_normal(shape)
                                                     ).astype(np.float32)
             for i in range(layers) for name, shape in PYTHIA_410M_LAYER}
+
+
+def bench_checkpoint(layers: int) -> None:
+    mats = pythia_410m_matrices(layers)
     w_max = max(float(np.abs(m).max()) for m in mats.values())
     t0 = time.perf_counter()
     for m in mats.values():
@@ -174,9 +179,7 @@ def bench_threads(layers: int) -> None:
     """The ESD of ``layers`` Pythia-410m-shaped layers at 1 and 2 BLAS threads."""
     from threadpoolctl import threadpool_limits
 
-    rng = np.random.default_rng(1)
-    mats = [(0.02 * rng.standard_normal(shape)).astype(np.float32)
-            for _ in range(layers) for _, shape in PYTHIA_410M_LAYER]
+    mats = list(pythia_410m_matrices(layers).values())
     seconds: dict[int, list[float]] = {1: [], 2: []}
     values = {}
     for n in (1, 2, 1, 2):
