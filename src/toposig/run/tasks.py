@@ -115,10 +115,15 @@ class DiskCheckpoint:
                 ckpt, torch.float32 if self.fp32 else plan.placement.weight_dtype,
                 "cpu" if reads else plan.device, local_files_only=plan.local_files_only,
                 trust_remote_code=plan.settings.trust_remote_code, reuse=self._reused)
-            self.available = [n for n, p in self._model.named_parameters() if p.dim() == 2]
-            self.num_parameters = count_parameters(self._model.parameters())
-            self.stored_loss = (trainer_state_loss(ckpt.location) if ckpt.source == "local"
-                                else (None, None))
+            try:
+                self.available = [n for n, p in self._model.named_parameters()
+                                  if p.dim() == 2]
+                self.num_parameters = count_parameters(self._model.parameters())
+                self.stored_loss = (trainer_state_loss(ckpt.location)
+                                    if ckpt.source == "local" else (None, None))
+            except BaseException:
+                self.close()  # no stage will run: the series' model goes back now
+                raise
         self.load_s = time.perf_counter() - t0
 
     def matrices(self, include, exclude):

@@ -20,7 +20,9 @@ the previous checkpoint. ``tests/test_reload.py`` checks that both ways give the
 tensors, bit for bit, on every architecture of the test matrix.
 
 One model is kept per process (the last series loaded), handed to one checkpoint at a
-time: :func:`release` gives it back when that checkpoint's stages are done.
+time: :func:`release` gives it back when that checkpoint's stages are done. A run lets
+it go when it ends (``toposig.run.pipeline.execute``); a Ray worker keeps it between its
+tasks, for the next checkpoint of the series, until the worker exits.
 """
 
 from __future__ import annotations
@@ -51,6 +53,9 @@ class _Template:
         model: the model, or ``None`` where this config's loads go the long way.
         targets: saved tensor name -> the model's tensor it is copied into.
         signature: saved tensor name -> (shape, dtype) in the file it was built from.
+        layout: the identities (memory, shape, strides, dtype) of the model's state-dict
+            tensors when ``targets`` were taken: a model moved or cast since has other
+            storage, and the targets would no longer be its tensors.
         in_use: handed to a checkpoint not yet released.
     """
 
@@ -58,6 +63,7 @@ class _Template:
     model: object = None
     targets: dict = field(default_factory=dict)
     signature: dict = field(default_factory=dict)
+    layout: frozenset = frozenset()
     in_use: bool = False
 
 
@@ -92,6 +98,10 @@ def _signature(tensors: dict) -> dict[str, tuple]:
 
 def _identity(t) -> tuple:
     return (t.data_ptr(), tuple(t.shape), tuple(t.stride()), t.dtype)
+
+
+def _layout(model) -> frozenset:
+    return frozenset(_identity(t) for t in model.state_dict().values())
 
 
 def plain_renaming(model, saved: dict[str, tuple]) -> dict | None:
@@ -135,8 +145,10 @@ def plain_renaming(model, saved: dict[str, tuple]) -> dict | None:
 def reload(folder: str | Path, dtype, device: str):
     """The series' model with the tensors of ``folder``'s ``model.safetensors`` copied in,
     or ``None`` when they cannot be (see the module; a file that cannot be read too, so
-    that ``from_pretrained`` reports it as it reports any damaged checkpoint): the caller
-    then calls ``from_pretrained`` and :func:`remember`."""
+    that ``from_pretrained`` reports it as it reports any damaged checkpoint; a copy
+    that fails, which drops the model): the caller then calls ``from_pretrained`` and
+    :func:`remember`. A model of another series, or one still in use, is let go here,
+    before ``from_pretrained`` builds the next."""
     import torch
     from safetensors.torch import load_file
 
@@ -147,7 +159,12 @@ def reload(folder: str | Path, dtype, device: str):
         return None
     with _lock:
         t = _template
-        if t is None or t.model is None or t.in_use or t.key != key:
+        if t is None or t.model is None:
+            return None
+        if t.in_use or t.key != key:
+            # another series, or a checkpoint still holds it: let it go now, so that two
+            # models are not kept while from_pretrained builds the next one
+            _template = None
             return None
         t.in_use = True
     try:
@@ -156,18 +173,17 @@ def reload(folder: str | Path, dtype, device: str):
         logger.debug("%s not read for reuse: %s", path, exc)
         release(t.model)
         return None
-    if _signature(tensors) != t.signature:
-        release(t.model)
+    if _signature(tensors) != t.signature or _layout(t.model) != t.layout:
+        forget()  # other tensors, or a model moved or cast since: build anew
         return None
     try:
         with torch.no_grad():
             for name, value in tensors.items():
                 t.targets[name].copy_(value)
-    except BaseException:
-        with _lock:  # half copied: never hand it out again
-            if _template is t:
-                _template = None
-        raise
+    except Exception as exc:  # noqa: BLE001 - half copied: never hand it out again
+        logger.debug("%s: copy failed, loading it anew: %s", path, exc)
+        forget()
+        return None
     return t.model
 
 
@@ -190,9 +206,14 @@ def remember(folder: str | Path, model, dtype, device: str) -> None:
     except Exception as exc:  # noqa: BLE001 - from_pretrained read it: leave it alone
         logger.debug("%s: not read again: %s", path, exc)
         return
-    targets = plain_renaming(model, signature)
+    try:
+        targets = plain_renaming(model, signature)
+        layout = _layout(model)
+    except Exception as exc:  # noqa: BLE001 - a state dict it cannot vouch for
+        logger.debug("%s: not kept for reuse: %s", type(model).__name__, exc)
+        targets = None
     with _lock:
-        _template = (_Template(key, model, targets, signature, in_use=True)
+        _template = (_Template(key, model, targets, signature, layout, in_use=True)
                      if targets is not None else _Template(key))
 
 
