@@ -161,14 +161,21 @@ def mean_seconds(fn, repeats: int = 3) -> float:
     return (time.perf_counter() - t0) / repeats
 
 
+def next_token_loss(logits, ids):
+    """The probes' loss before 2026-11-29: the logits (n, T, V) sliced and copied, then
+    the mean next-token cross-entropy (nats) of the windows ``ids`` (n, T)."""
+    import torch.nn.functional as F
+
+    return F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]).float(),
+                           ids[:, 1:].reshape(-1))
+
+
 def parts(texts: list[str], ls: LandscapeSettings, gs: GradientSettings) -> None:
     """Print where the probes' time goes on a tiny Pythia-shaped checkpoint."""
     from bench_embedding_stage import TOKENIZER_FILE
     from torch.func import functional_call
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from transformers import GPTNeoXConfig, GPTNeoXForCausalLM, PreTrainedTokenizerFast
-
-    from toposig.model.loss_probes import next_token_loss
 
     torch.manual_seed(0)
     model = GPTNeoXForCausalLM(GPTNeoXConfig(

@@ -55,14 +55,6 @@ def probe_windows(tokenizer, texts: list[str], n: int, length: int, seed: int):
     return torch.tensor([stream[s:s + length] for s in starts], dtype=torch.long)
 
 
-def next_token_loss(logits, ids):
-    """Mean next-token cross-entropy (nats) of logits (n, T, V) for windows ``ids`` (n, T)."""
-    import torch.nn.functional as F
-
-    return F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]).float(),
-                           ids[:, 1:].reshape(-1))
-
-
 def batch_loss(model, ids):
     """Mean next-token cross-entropy (nats) over every window of ``ids`` (n, T): the loss
     the model itself returns, ``model(ids, labels=ids).loss`` (which shifts the labels

@@ -51,11 +51,10 @@ class _Template:
         key: what a checkpoint must share with it: the dtype and device it was loaded
             in and the bytes of ``config.json`` (which decide the loader class).
         model: the model, or ``None`` where this config's loads go the long way.
-        targets: saved tensor name -> the model's tensor it is copied into.
+        targets: saved tensor name -> the model's tensor it is copied into (together,
+            every tensor of its state dict when they were taken: a model moved or cast
+            since has other storage, and they are no longer its tensors).
         signature: saved tensor name -> (shape, dtype) in the file it was built from.
-        layout: the identities (memory, shape, strides, dtype) of the model's state-dict
-            tensors when ``targets`` were taken: a model moved or cast since has other
-            storage, and the targets would no longer be its tensors.
         in_use: handed to a checkpoint not yet released.
     """
 
@@ -63,7 +62,6 @@ class _Template:
     model: object = None
     targets: dict = field(default_factory=dict)
     signature: dict = field(default_factory=dict)
-    layout: frozenset = frozenset()
     in_use: bool = False
 
 
@@ -173,7 +171,8 @@ def reload(folder: str | Path, dtype, device: str):
         logger.debug("%s not read for reuse: %s", path, exc)
         release(t.model)
         return None
-    if _signature(tensors) != t.signature or _layout(t.model) != t.layout:
+    if (_signature(tensors) != t.signature
+            or _layout(t.model) != {_identity(v) for v in t.targets.values()}):
         forget()  # other tensors, or a model moved or cast since: build anew
         return None
     try:
@@ -208,12 +207,11 @@ def remember(folder: str | Path, model, dtype, device: str) -> None:
         return
     try:
         targets = plain_renaming(model, signature)
-        layout = _layout(model)
     except Exception as exc:  # noqa: BLE001 - a state dict it cannot vouch for
         logger.debug("%s: not kept for reuse: %s", type(model).__name__, exc)
         targets = None
     with _lock:
-        _template = (_Template(key, model, targets, signature, layout, in_use=True)
+        _template = (_Template(key, model, targets, signature, in_use=True)
                      if targets is not None else _Template(key))
 
 
