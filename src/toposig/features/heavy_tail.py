@@ -40,7 +40,8 @@ eigenvalue above the threshold, ``num_pl_spikes`` the number of eigenvalues ``�
 This module reproduces both paths in NumPy: the tail sums use one ``np.sum`` per
 candidate, the reduction weightwatcher uses, so α is the same to the last bit, and the
 O(n²) KS distances are computed in vectorised blocks instead of weightwatcher's Python
-loop (the same element-wise operations, so they agree to an ulp or so).
+loop, the power as the exponential of a difference of logarithms (equal to
+weightwatcher's to about 1e-14 absolute).
 
 **Norms** (weightwatcher ``apply_norm_metrics``). Beware its names: its ``spectral_norm``
 column is ``λ_max = σ_max²`` (its ``sv_max`` is σ_max), its ``norm`` is ``Σλ = ‖W‖_F²``,
@@ -76,7 +77,7 @@ EVALS_THRESH = 1e-5  # eigenvalues at or below are left out of the fit
 SMALL_N_CUTOFF = 20  # fewer eigenvalues above the threshold: fit_powerlaw_smallN
 SMALL_N_MIN_TAIL = 8  # fit_powerlaw_smallN's k_min
 MIN_EVALS = 8  # analyze(min_evals=8): layers with fewer eigenvalues are skipped
-_BLOCK_ELEMENTS = 1 << 20  # entries of one block of the KS distance computation
+_BLOCK_ELEMENTS = 1 << 16  # entries of one block of the KS distance computation (fits L2)
 
 FIT_KEYS: tuple[str, ...] = ("alpha", "xmin", "xmax", "D", "sigma", "num_pl_spikes",
                              "lambda_max", "num_evals")
@@ -240,14 +241,19 @@ def _candidates_standard(data: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.n
     ds = np.ones(n - 1)
     fitted = np.flatnonzero(alphas > 1)
     if fitted.size:
-        ds[fitted] = _ks_distances(data, alphas, fitted)
+        ds[fitted] = _ks_distances(data, log_data, alphas, fitted)
     sigmas = (alphas - 1) / np.sqrt(n - np.arange(n - 1))
     return alphas, ds, sigmas
 
 
-def _ks_distances(data: np.ndarray, alphas: np.ndarray, rows: np.ndarray) -> np.ndarray:
+def _ks_distances(data: np.ndarray, log_data: np.ndarray, alphas: np.ndarray,
+                  rows: np.ndarray) -> np.ndarray:
     """Dᵢ = max_{j≥i} |1 − (xⱼ/xᵢ)^(1−αᵢ) − (j−i)/(n−i)| for the candidates ``rows``
-    (ascending), in blocks of rows of about ``_BLOCK_ELEMENTS`` entries."""
+    (ascending), in blocks of rows of about ``_BLOCK_ELEMENTS`` entries.
+
+    The power is taken as ``exp((1−αᵢ)(ln xⱼ − ln xᵢ))`` from the logarithms already at
+    hand: 4x faster than ``**`` and equal to it to about 1e-14 absolute in Dᵢ.
+    """
     n = data.size
     out = np.empty(rows.size)
     start = 0
@@ -256,11 +262,10 @@ def _ks_distances(data: np.ndarray, alphas: np.ndarray, rows: np.ndarray) -> np.
         width = n - first  # columns j ≥ first
         stop = min(rows.size, start + max(1, _BLOCK_ELEMENTS // width))
         r = rows[start:stop]
-        x = data[first:]
-        xmin = data[r][:, None]
         k = (n - r).astype(np.float64)[:, None]
         offset = np.arange(first, n)[None, :] - r[:, None]  # j − i
-        dev = np.abs(1 - (x[None, :] / xmin) ** (-alphas[r][:, None] + 1) - offset / k)
+        cdf = np.exp((1 - alphas[r])[:, None] * (log_data[None, first:] - log_data[r][:, None]))
+        dev = np.abs(1 - cdf - offset / k)
         dev[offset < 0] = 0.0  # j < i: outside the tail (the j = i entry is 0 anyway)
         out[start:stop] = dev.max(axis=1)
         start = stop
