@@ -377,9 +377,10 @@ def prediction_by_feature(records: Sequence[Record]) -> dict[str, dict]:
 
 def records_digest(records: Sequence[Record | Mapping]) -> str:
     """SHA-256 of the records as canonical JSON (sorted keys): which records the
-    statistics were computed from, with no clock or path in it, so that the same records
-    give the same ``statistics.json`` byte for byte (a :class:`toposig.records.Record`
-    hashes as the JSON it was read from)."""
+    statistics were computed from, so that the same records give the same
+    ``statistics.json`` byte for byte (a :class:`toposig.records.Record` hashes as the JSON
+    it was read from). The aggregate entries carry each checkpoint's ``finished_at`` and
+    ``timings_s``, so a rerun that reproduces every value still gets another digest."""
     text = json.dumps([r.to_json() if isinstance(r, Record) else r for r in records],
                       sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
