@@ -227,6 +227,38 @@ def test_weight_signatures_summaries():
         weights.weight_signatures({})
 
 
+def test_weight_signatures_are_the_same_to_the_bit_at_any_thread_count():
+    """Several matrices at once, each ESD at one BLAS thread: the values do not depend on
+    how many threads the run has, although a 300-wide ESD at 2 BLAS threads differs from
+    one at 1 thread in its last bits (LAPACK's blocked reduction splits its work)."""
+    from threadpoolctl import threadpool_limits
+
+    rng = np.random.default_rng(4)
+    mats = {f"m{i}.weight": rng.standard_normal((350, 300)).astype(np.float32)
+            for i in range(3)}
+    mats["small.weight"] = rng.standard_normal((12, 40))
+    runs = {}
+    for outer in (1, 2):
+        with threadpool_limits(limits=outer, user_api="blas"):
+            assert weights.blas_threads() == outer
+            for threads in (None, 1, 2, 3):
+                runs[outer, threads] = weights.weight_signatures(mats, max_rows=20,
+                                                                 threads=threads)
+    first = runs[1, 1]
+    for sig in runs.values():
+        assert sig.matrices == first.matrices and sig.features == first.features
+        assert all(np.array_equal(a, b) for name in mats
+                   for a, b in zip(sig.diagrams[name], first.diagrams[name], strict=True))
+    with threadpool_limits(limits=1, user_api="blas"):
+        one = heavy_tail.esd(mats["m0.weight"])
+    with threadpool_limits(limits=2, user_api="blas"):
+        two = heavy_tail.esd(mats["m0.weight"])
+    if weights.blas_threads() >= 2:  # the bits would differ without the one-thread rule
+        assert not np.array_equal(one, two)
+    entry = first.matrices[0]
+    assert entry["ww_lambda_max"] == heavy_tail.powerlaw_alpha(one)["lambda_max"]
+
+
 def test_row_homology_of_a_circle_of_rows():
     # Rows on a circle in R^2: one long H1 bar.
     theta = np.linspace(0, 2 * np.pi, 60, endpoint=False)

@@ -119,14 +119,20 @@ def esd(matrix: np.ndarray, method: str = ESD_METHOD) -> np.ndarray:
     Args:
         matrix: (out, in) weights, any real dtype (used in float64, as stored).
         method: ``"gram"`` (default): the eigenvalues of the min(out, in)-square Gram
-            matrix in float64 (``WᵀW`` or ``WWᵀ`` by BLAS ``dsyrk``, then
-            ``scipy.linalg.eigvalsh``), clipped at 0: 3-4x faster than the SVD, with an
-            absolute error of order 1e-16 · λ_max (so a relative error up to about 1e-9
-            on the smallest eigenvalues of a square random matrix; the fit's α, λ_max
-            and norms agree with weightwatcher's to far below 1e-9 relative,
-            ``tests/test_heavy_tail.py``). ``"svd"``: the squared singular values from
-            ``scipy.linalg.svd(W, compute_uv=False)``, as weightwatcher computes them (the
-            same values to the last bit on the same LAPACK).
+            matrix in float64 (``WᵀW`` or ``WWᵀ``, which NumPy computes by BLAS
+            ``dsyrk``, half the work of a full product, then ``numpy.linalg.eigvalsh``,
+            LAPACK ``dsyevd``; both release the GIL, so threads can compute several
+            matrices at once), clipped at 0: 3-4x faster than the SVD, with an absolute
+            error of order 1e-16 · λ_max (so a relative error up to about 1e-9 on the
+            smallest eigenvalues of a square random matrix; the fit's α, λ_max and norms
+            agree with weightwatcher's to far below 1e-9 relative,
+            ``tests/test_heavy_tail.py``). The last bits depend on the BLAS thread count
+            (LAPACK's blocked reduction to tridiagonal form divides its work by
+            threads); :func:`toposig.features.weights.weight_signatures` computes every
+            ESD at one BLAS thread, so that its values do not. ``"svd"``: the squared
+            singular values from ``scipy.linalg.svd(W, compute_uv=False)``, as
+            weightwatcher computes them (the same values to the last bit on the same
+            LAPACK).
 
     Returns:
         (min(out, in),) float64 eigenvalues λ = σ², ascending, in squared weight units.
@@ -136,23 +142,17 @@ def esd(matrix: np.ndarray, method: str = ESD_METHOD) -> np.ndarray:
         sv = scipy.linalg.svd(w, compute_uv=False)
         return np.sort(sv * sv)
     if method == "gram":
-        return np.maximum(scipy.linalg.eigvalsh(gram_matrix(w), lower=False), 0.0)
+        return np.maximum(np.linalg.eigvalsh(gram_matrix(w), UPLO="U"), 0.0)
     raise ValueError(f"unknown method {method!r} (expected one of {', '.join(ESD_METHODS)})")
 
 
 def gram_matrix(w: np.ndarray) -> np.ndarray:
     """The min(out, in)-square Gram matrix of a float64 (out, in) matrix: ``WᵀW`` when
-    out ≥ in, else ``WWᵀ``; only its upper triangle is filled (BLAS ``dsyrk``, half the
-    work of a full product)."""
-    from scipy.linalg import blas
-
+    out ≥ in, else ``WWᵀ``, both triangles filled. NumPy recognises a product of a matrix
+    with its own transpose and calls BLAS ``dsyrk`` (half the work of a full product; the
+    same bits as SciPy's ``blas.dsyrk``), and releases the GIL while it runs."""
     w = np.asarray(w, dtype=np.float64)
-    tall = w.shape[0] >= w.shape[1]
-    # dsyrk(a, trans=0) is a·aᵀ and dsyrk(a, trans=1) is aᵀ·a; a Fortran-ordered a is
-    # used without a copy, and w.T of a C-ordered w is one
-    if w.flags.c_contiguous:
-        return blas.dsyrk(1.0, w.T, trans=0 if tall else 1)
-    return blas.dsyrk(1.0, np.asfortranarray(w), trans=1 if tall else 0)
+    return w.T @ w if w.shape[0] >= w.shape[1] else w @ w.T
 
 
 def spectral_norm(matrix: np.ndarray) -> float:
