@@ -3,8 +3,9 @@
 
 Confirms the order of ``toposig.features.homology.BACKEND_PREFERENCE`` that ``--ph-backend auto``
 uses. Gaussian clouds, best of ``--repeats`` runs after a warm-up. First, what each backend
-costs a fresh process to import and run once (the cost a training callback pays; why a
-live measurement uses ``toposig.live.measurement.LIVE_PH_BACKEND``), median of 3.
+costs a fresh process to import and run once (the cost a training callback pays: ripser's
+and giotto-ph's C++ cores are loaded without their wrappers' import of scikit-learn),
+median of 3.
 
     python bench/bench_ph_backends.py [--sizes 200 1000] [--dim 50] [--repeats 3]
 """

@@ -84,10 +84,36 @@ def test_the_ripser_core_gives_the_ripser_wrappers_diagrams(cloud, maxdim):
         np.testing.assert_array_equal(a, np.asarray(b).reshape(-1, 2))
 
 
-def test_importing_the_ripser_backend_does_not_import_scikit_learn():
+@pytest.mark.parametrize("cloud", ["normal", "ties", "duplicates", "two points", "one point"])
+@pytest.mark.parametrize("maxdim", [0, 1, 2])
+def test_the_giotto_core_gives_the_giotto_wrappers_diagrams(cloud, maxdim):
+    """The giotto-ph backend calls giotto-ph's C++ core directly (no scikit-learn
+    import); its diagrams equal those of ``gph.ripser_parallel`` itself, bit for bit."""
+    gph = pytest.importorskip("gph")
+    rng = np.random.default_rng(5)
+    points = {"normal": rng.normal(size=(60, 6)),
+              "ties": np.array([[i, j] for i in range(6) for j in range(6)], dtype=float),
+              "duplicates": np.repeat(rng.normal(size=(12, 4)), 3, axis=0),
+              "two points": np.array([[0.0, 0.0], [3.0, 4.0]]),
+              "one point": np.zeros((1, 3))}[cloud]
+    if cloud == "normal" and maxdim == 2:
+        points = points[:25]
+    dist = homology.distance_matrix(points)
+    ours = homology._giotto(dist, maxdim)
+    theirs = gph.ripser_parallel(dist, metric="precomputed", maxdim=maxdim,
+                                 n_threads=1)["dgms"]
+    assert homology._giotto_core() is not None
+    assert len(ours) == len(theirs) == maxdim + 1
+    for a, b in zip(ours, theirs, strict=True):
+        assert a.dtype == np.float64 and a.shape == np.asarray(b).reshape(-1, 2).shape
+        np.testing.assert_array_equal(a, np.asarray(b).reshape(-1, 2))
+
+
+@pytest.mark.parametrize("backend", ["ripser", "giotto-ph"])
+def test_importing_the_ripser_and_giotto_backends_does_not_import_scikit_learn(backend):
     code = ("import sys, numpy as np; from toposig.features import homology; "
             "homology.vietoris_rips(np.random.default_rng(0).normal(size=(30, 3)), "
-            "backend='ripser'); print('sklearn' in sys.modules)")
+            f"backend={backend!r}); print('sklearn' in sys.modules)")
     src = Path(__file__).resolve().parents[1] / "src"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True, env={"PYTHONPATH": str(src), "PATH": "/usr/bin:/bin"})

@@ -21,6 +21,7 @@ import analyze_results
 import run_experiments
 import train_suite
 from toposig.checkpoint_steps import is_scheduled, scheduled_steps
+from toposig.features import homology
 from toposig.live.monitor import LiveRunExistsError, Schedule, TopologyMonitor, loss_series
 from toposig.model import training as T
 from toposig.model.training import byte_tokenizer
@@ -626,10 +627,9 @@ def test_a_monitor_tokenizes_its_texts_once_over_its_measurements(tmp_path):
 
 
 def test_a_live_measurement_imports_neither_scikit_learn_nor_pyplot(tmp_path):
-    """What keeps the callback cheap (issue 37, row 12): a live measurement given no
-    settings computes its diagrams with ripser's core (LIVE_PH_BACKEND), so the process
-    never imports scikit-learn (1.7 s), and the live figure uses matplotlib without pyplot.
-    """
+    """What keeps the callback cheap (issue 37, row 12): a live measurement's diagrams come
+    from the default backend's C++ core (giotto-ph's since issue 38), so the process never
+    imports scikit-learn (1.7 s), and the live figure uses matplotlib without pyplot."""
     import subprocess
     import sys
 
@@ -659,7 +659,7 @@ print(json.dumps({{m: m in sys.modules for m in ("sklearn", "matplotlib.pyplot")
     assert (tmp_path / "live" / "live" / "cost" / "topology.png").stat().st_size > 0
     records = list((tmp_path / "live" / "records").rglob("step*.json"))
     backends = {json.loads(p.read_text()).get("ph_backend") for p in records} - {None}
-    assert backends == {"ripser"}, backends
+    assert backends == {homology.resolve_backend("auto")}, backends
 
 
 def test_a_measurement_in_the_foreground_leaves_no_thread_working_beside_the_training(

@@ -115,9 +115,49 @@ def _ripser(dist: np.ndarray, maxdim: int) -> list[Diagram]:
 
 
 def _giotto(dist: np.ndarray, maxdim: int) -> list[Diagram]:
-    from gph import ripser_parallel
+    """giotto-ph's C++ core over Z/2 (``gph.modules.gph_ripser.rips_dm``), called as
+    ``gph.ripser_parallel(dist, metric="precomputed", maxdim=maxdim, n_threads=1)`` calls
+    it for a dense distance matrix: the upper triangle and the diagonal as float32, the
+    enclosing radius (the smallest row maximum) as threshold, one thread, no generators.
+    The core is loaded from its own file, so that ``gph/__init__`` and its import of
+    scikit-learn (about 1.7 s of a process on 2 cores, once) are not run; the diagrams
+    are the wrapper's (``tests/test_homology.py`` compares them). Where the core cannot
+    be loaded (another giotto-ph layout), the wrapper is used."""
+    core = _giotto_core()
+    if core is None:  # pragma: no cover - giotto-ph has shipped gph.modules since 0.2
+        from gph import ripser_parallel
 
-    return list(ripser_parallel(dist, metric="precomputed", maxdim=maxdim, n_threads=1)["dgms"])
+        return list(ripser_parallel(dist, metric="precomputed", maxdim=maxdim,
+                                    n_threads=1)["dgms"])
+    thresh = np.max(dist, axis=1).min()
+    found = core.rips_dm(squareform(dist, checks=False).astype(np.float32),
+                         np.diagonal(dist).astype(np.float32), 2, maxdim, thresh, 1, False)
+    return [np.asarray(d, dtype=np.float64).reshape(-1, 2)
+            for d in found.births_and_deaths_by_dim()]
+
+
+@functools.cache
+def _giotto_core():
+    """The module ``gph.modules.gph_ripser`` (giotto-ph's compiled core), loaded from its
+    file without importing the ``gph`` package; ``None`` where it is not found."""
+    import sys
+    from importlib.machinery import EXTENSION_SUFFIXES, ExtensionFileLoader
+    from pathlib import Path
+
+    name = "gph.modules.gph_ripser"
+    if name in sys.modules:  # gph itself was imported: the same module
+        return sys.modules[name]
+    spec = importlib.util.find_spec("gph")  # finds the package, does not run it
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        for suffix in EXTENSION_SUFFIXES:
+            path = Path(folder) / "modules" / f"gph_ripser{suffix}"
+            if path.is_file():
+                loader = ExtensionFileLoader(name, str(path))
+                module = importlib.util.module_from_spec(
+                    importlib.util.spec_from_loader(name, loader))
+                loader.exec_module(module)
+                return module
+    return None
 
 
 def _gudhi(dist: np.ndarray, maxdim: int) -> list[Diagram]:

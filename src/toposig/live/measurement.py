@@ -34,32 +34,13 @@ LOG_FEATURES = ("perplexity", "h1_total_persistence", "rankme", "np_mean", "hess
                 "grad_h0_total_persistence")
 
 
-LIVE_PH_BACKEND = "ripser"
-"""The Vietoris–Rips library of a live measurement given no settings. Every backend gives
-the same diagrams (:mod:`toposig.features.homology`); giotto-ph, the fastest per cloud
-(``auto``), costs a training process about 1.7 s to import (it imports scikit-learn),
-more than it saves on a live run's tens of small clouds: ripser's core costs 2 ms to
-import and about 17 ms more per 200-point cloud (bench/bench_ph_backends.py, 2026-11-28,
-2 cores)."""
-
-
-def live_ph_backend() -> str:
-    """:data:`LIVE_PH_BACKEND` where it is installed, else ``auto``."""
-    from toposig.features.homology import available_backends
-
-    return LIVE_PH_BACKEND if LIVE_PH_BACKEND in available_backends() else "auto"
-
-
 def live_inputs(texts: Sequence[str] | None, families: Sequence[Family], layers: str,
                 settings: EmbeddingSettings | None = None,
                 given: Mapping[Family, Any] | None = None) -> StageInputs:
     """The inputs of a live measurement: the embedding's settings with ``layers``, the
     other families' ``given`` settings (defaults where not given), and where the texts
-    come from, as ``config.json`` says it.
-
-    Without ``settings``, the diagrams are computed by :data:`LIVE_PH_BACKEND`."""
-    embedding = replace(settings or EmbeddingSettings(ph_backend=live_ph_backend()),
-                        layers=layers)
+    come from, as ``config.json`` says it."""
+    embedding = replace(settings or EmbeddingSettings(), layers=layers)
     return measure_inputs(embedding, texts, families, given,
                           texts_source="texts given to the monitor" if texts is not None
                           else None)
