@@ -531,3 +531,31 @@ def test_what_statistics_say_of_themselves_reads_the_same_typed_or_partial():
     assert about_of({"target": 3, "settings_hash": "abc", "notes": ["x"],
                      "ensembles": "broken"}) == About(sections=frozenset(
                          {"target", "settings_hash", "notes", "ensembles"}))
+
+
+def test_json_tree_makes_plain_strict_json_of_every_kind_of_value():
+    """The fast path for exact ``float``/``int``/``str``/``dict``/``list`` and the
+    general one (NumPy values, tuples, subclasses, typed records) give plain JSON alike:
+    NaN and infinities as ``None`` whatever their type, ``bool`` kept."""
+    import math
+
+    import numpy as np
+
+    from toposig.records.vocabulary import json_tree
+
+    class Subclassed(float):
+        pass
+
+    value = {"f": 1.5, "nan": math.nan, "inf": -math.inf, "np_nan": np.float64("nan"),
+             "np_f": np.float32(0.25), "i": 3, "np_i": np.int64(7), "b": True,
+             "np_b": np.bool_(False), "s": "x", "none": None, "t": (1, 2.5, math.inf),
+             "arr": np.array([[1.0, np.nan]]), "sub": Subclassed(math.inf),
+             "nested": [{"k": [np.float64(2.0), -0.0]}]}
+    tree = json_tree(value)
+    assert tree == {"f": 1.5, "nan": None, "inf": None, "np_nan": None, "np_f": 0.25,
+                    "i": 3, "np_i": 7, "b": True, "np_b": False, "s": "x", "none": None,
+                    "t": [1, 2.5, None], "arr": [[1.0, None]], "sub": None,
+                    "nested": [{"k": [2.0, -0.0]}]}
+    assert type(tree["np_f"]) is float and type(tree["np_i"]) is int
+    assert type(tree["np_b"]) is bool
+    assert json.loads(json.dumps(tree, allow_nan=False)) == tree

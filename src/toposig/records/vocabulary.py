@@ -193,6 +193,15 @@ def json_tree(obj: object) -> object:
     lists, NaN and infinities as ``None`` (what strict JSON, and so the files, hold), a
     typed record or statistics (:class:`JsonView`) as its JSON; everything else
     unchanged."""
+    # the common exact types first (a record holds thousands of numbers), then the rest
+    if type(obj) is float:
+        return obj if math.isfinite(obj) else None
+    if type(obj) is str or type(obj) is int or type(obj) is bool or obj is None:
+        return obj
+    if type(obj) is dict:
+        return {k: json_tree(v) for k, v in obj.items()}
+    if type(obj) is list:
+        return [json_tree(v) for v in obj]
     if isinstance(obj, JsonView):
         return json_tree(obj.to_json())
     if isinstance(obj, np.ndarray):
