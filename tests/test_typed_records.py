@@ -506,6 +506,29 @@ def test_compute_statistics_gives_typed_statistics_the_same_from_records_or_dict
     json.dumps(typed.to_json(), allow_nan=False)
 
 
+def test_the_records_digest_leaves_out_the_clocks_and_nothing_else():
+    """A rerun that reproduces every value (other finished_at and timings_s, at the top
+    and in a family's part) has the same digest, so the same statistics.json byte for
+    byte; any other change to a record changes it."""
+    raw = small_records()
+    rerun = copy.deepcopy(raw)
+    for entry in rerun:
+        entry["finished_at"] = "2030-01-01T00:00:00Z"
+        entry["timings_s"] = {"total": 123.0}
+        entry["weights"] = {"timings_s": {"weights": 1.0}, "finished_at": "2030"}
+    with_parts = copy.deepcopy(raw)
+    for entry in with_parts:
+        entry["weights"] = {}
+    assert records_digest(rerun) == records_digest(with_parts)
+    assert records_digest([Record.from_json(e) for e in raw]) == records_digest(raw)
+    changed = copy.deepcopy(raw)
+    changed[0]["features"]["rankme"] += 1e-12
+    assert records_digest(changed) != records_digest(raw)
+    renamed = copy.deepcopy(raw)
+    renamed[0]["location"] = "elsewhere"
+    assert records_digest(renamed) != records_digest(raw)
+
+
 def test_records_and_statistics_pickle_and_copy_as_what_they_read():
     import pickle
 

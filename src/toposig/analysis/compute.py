@@ -375,15 +375,28 @@ def prediction_by_feature(records: Sequence[Record]) -> dict[str, dict]:
     return out
 
 
+CLOCK_FIELDS = ("finished_at", "timings_s")
+"""The fields of a record (and of its families' parts) that say when and how fast it was
+made: :func:`records_digest` leaves them out."""
+
+
 def records_digest(records: Sequence[Record | Mapping]) -> str:
-    """SHA-256 of the records as canonical JSON (sorted keys): which records the
-    statistics were computed from, so that the same records give the same
-    ``statistics.json`` byte for byte (a :class:`toposig.records.Record` hashes as the JSON
-    it was read from). The aggregate entries carry each checkpoint's ``finished_at`` and
-    ``timings_s``, so a rerun that reproduces every value still gets another digest."""
-    text = json.dumps([r.to_json() if isinstance(r, Record) else r for r in records],
-                      sort_keys=True, separators=(",", ":"))
+    """SHA-256 of the records as canonical JSON (sorted keys), less their clocks
+    (:data:`CLOCK_FIELDS`, at any depth): which records the statistics were computed
+    from, so that the same records give the same ``statistics.json`` byte for byte, and a
+    rerun that reproduces every value gets the same digest however long it took (a
+    :class:`toposig.records.Record` hashes as the JSON it was read from)."""
+    text = json.dumps([_without_clocks(r.to_json() if isinstance(r, Record) else r)
+                       for r in records], sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _without_clocks(obj: object) -> object:
+    if isinstance(obj, Mapping):
+        return {k: _without_clocks(v) for k, v in obj.items() if k not in CLOCK_FIELDS}
+    if isinstance(obj, (list, tuple)):
+        return [_without_clocks(v) for v in obj]
+    return obj
 
 
 def _no_arrays(arrays_file: str) -> Mapping[str, np.ndarray]:
