@@ -60,13 +60,23 @@ def test_every_installed_backend_gives_identical_diagrams(shape):
             np.testing.assert_array_equal(dgms[q], reference[q])
 
 
+def _wrappers_diagrams(backend: str, dist: np.ndarray, maxdim: int) -> list:
+    """The diagrams of the library's own Python wrapper (which imports scikit-learn)."""
+    if backend == "ripser":
+        ripser = pytest.importorskip("ripser")
+        return ripser.ripser(dist, maxdim=maxdim, distance_matrix=True)["dgms"]
+    gph = pytest.importorskip("gph")
+    return gph.ripser_parallel(dist, metric="precomputed", maxdim=maxdim, n_threads=1)["dgms"]
+
+
+@pytest.mark.parametrize("backend", ["ripser", "giotto-ph"])
 @pytest.mark.parametrize("cloud", ["normal", "ties", "duplicates", "two points", "one point"])
 @pytest.mark.parametrize("maxdim", [0, 1, 2])
-def test_the_ripser_core_gives_the_ripser_wrappers_diagrams(cloud, maxdim):
-    """The ripser backend calls ripser.py's C++ core directly (no scikit-learn import);
-    its raw diagrams equal those of ``ripser.ripser`` itself, bit for bit, on clouds with
-    distinct, tied (a grid) and repeated points, and on the smallest clouds."""
-    ripser = pytest.importorskip("ripser")
+def test_the_ripser_and_giotto_cores_give_their_wrappers_diagrams(backend, cloud, maxdim):
+    """The ripser and giotto-ph backends call their library's C++ core directly (no
+    scikit-learn import); the raw diagrams equal those of ``ripser.ripser`` and
+    ``gph.ripser_parallel`` themselves, bit for bit, on clouds with distinct, tied (a
+    grid) and repeated points, and on the smallest clouds."""
     rng = np.random.default_rng(3)
     points = {"normal": rng.normal(size=(40, 6)),
               "ties": np.array([[i, j] for i in range(6) for j in range(6)], dtype=float),
@@ -76,33 +86,10 @@ def test_the_ripser_core_gives_the_ripser_wrappers_diagrams(cloud, maxdim):
     if cloud == "normal" and maxdim == 2:
         points = points[:25]
     dist = homology.distance_matrix(points)
-    ours = homology._ripser(dist, maxdim)
-    theirs = ripser.ripser(dist, maxdim=maxdim, distance_matrix=True)["dgms"]
-    assert len(ours) == len(theirs) == maxdim + 1
-    for a, b in zip(ours, theirs, strict=True):
-        assert a.dtype == np.float64 and a.shape == np.asarray(b).reshape(-1, 2).shape
-        np.testing.assert_array_equal(a, np.asarray(b).reshape(-1, 2))
-
-
-@pytest.mark.parametrize("cloud", ["normal", "ties", "duplicates", "two points", "one point"])
-@pytest.mark.parametrize("maxdim", [0, 1, 2])
-def test_the_giotto_core_gives_the_giotto_wrappers_diagrams(cloud, maxdim):
-    """The giotto-ph backend calls giotto-ph's C++ core directly (no scikit-learn
-    import); its diagrams equal those of ``gph.ripser_parallel`` itself, bit for bit."""
-    gph = pytest.importorskip("gph")
-    rng = np.random.default_rng(5)
-    points = {"normal": rng.normal(size=(60, 6)),
-              "ties": np.array([[i, j] for i in range(6) for j in range(6)], dtype=float),
-              "duplicates": np.repeat(rng.normal(size=(12, 4)), 3, axis=0),
-              "two points": np.array([[0.0, 0.0], [3.0, 4.0]]),
-              "one point": np.zeros((1, 3))}[cloud]
-    if cloud == "normal" and maxdim == 2:
-        points = points[:25]
-    dist = homology.distance_matrix(points)
-    ours = homology._giotto(dist, maxdim)
-    theirs = gph.ripser_parallel(dist, metric="precomputed", maxdim=maxdim,
-                                 n_threads=1)["dgms"]
-    assert homology._giotto_core() is not None
+    theirs = _wrappers_diagrams(backend, dist, maxdim)
+    if backend == "giotto-ph":
+        assert homology._giotto_core() is not None  # the core itself, not the fallback
+    ours = homology._BACKENDS[backend](dist, maxdim)
     assert len(ours) == len(theirs) == maxdim + 1
     for a, b in zip(ours, theirs, strict=True):
         assert a.dtype == np.float64 and a.shape == np.asarray(b).reshape(-1, 2).shape
