@@ -78,10 +78,10 @@ HEAVY_TAIL_SUMMARY: dict[str, str] = {
     "weight_spectral_norm_mean": "spectral_norm",
     "weight_stable_rank_mean": "stable_rank",
 }
-# Above this share of all edges, the threshold candidate set is no saving: use Prim.
 NP_NAMES: tuple[str, ...] = ("np", "np_normalized", "np_seed")
 """The neural-persistence values of one matrix (:func:`neural_persistence`)."""
 
+# Above this share of all edges, the threshold candidate set is no saving: use Prim.
 _MAX_CANDIDATE_SHARE = 0.25
 
 
