@@ -400,32 +400,30 @@ def weight_signatures(
         head = {"name": name, "shape": list(m.shape), "n_rows_used": int(rows.size)}
         return head, homology.diagrams_features(dgms), dgms
 
-    def spectra(m: np.ndarray) -> tuple[dict, tuple[float, ...]]:
-        return _matrix_statistics(m, w_max, device)
-
     workers = 1 if device is not None else max(1, min(len(items), threads or blas_threads()))
     # one BLAS thread per matrix: the eigenvalues' last bits depend on the BLAS thread
     # count (LAPACK's blocked reductions), so this keeps them the same on any machine
     with _blas_controller().limit(limits=1):
         if workers == 1:
             rows_part = [rows_homology(name, m) for name, m in named]
-            numeric = [spectra(m) for _, m in named]
+            numeric = [_matrix_statistics(m, w_max, device) for _, m in named]
         else:
             # NumPy's matrix products and eigvalsh release the GIL, so the pool's threads
             # run side by side; the PH libraries are not documented as thread-safe (one
             # deadlocked two threads in a static initialiser), so homology stays here
             with ThreadPoolExecutor(workers, thread_name_prefix="toposig-weights") as pool:
-                futures = [pool.submit(spectra, m) for _, m in named]
+                futures = [pool.submit(_matrix_statistics, m, w_max, device) for _, m in named]
                 rows_part = [rows_homology(name, m) for name, m in named]
                 numeric = [f.result() for f in futures]
-    measured = [  # each entry's keys in one order: identity, NP, homology, the rest
-        ({**head, **{k: values[k] for k in NP_NAMES}, **rows_features, **values}, dgms, sums)
-        for (head, rows_features, dgms), (values, sums) in zip(rows_part, numeric, strict=True)]
-    per_matrix = [entry for entry, _, _ in measured]
-    diagrams = {entry["name"]: dgms for entry, dgms, _ in measured}
+    per_matrix: list[dict] = []
+    diagrams: dict[str, list[np.ndarray]] = {}
     sum_sq = sum_abs = total = 0.0
-    for _, _, sums in measured:  # in the matrices' order, as one loop would add them
-        total += sums[0]
+    for (head, rows_features, dgms), (values, sums) in zip(rows_part, numeric, strict=True):
+        # each entry's keys in one order: identity, NP, homology, the rest
+        per_matrix.append({**head, **{k: values[k] for k in NP_NAMES}, **rows_features,
+                           **values})
+        diagrams[head["name"]] = dgms
+        total += sums[0]  # in the matrices' order, as one loop would add them
         sum_sq += sums[1]
         sum_abs += sums[2]
     count = sum(m.size for _, m in named)
