@@ -7,8 +7,9 @@ The same command as ``toposig analyze``; its code and --help are in ``toposig.cl
 import sys
 
 from toposig.cli.analyze import build_parser, main
+from toposig.cli.process import run_command
 
 __all__ = ["build_parser", "main"]
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_command(main))  # toposig.cli.process: a quick teardown

@@ -6,9 +6,10 @@ The same command as ``toposig train``; its code and --help are in ``toposig.cli.
 
 import sys
 
+from toposig.cli.process import run_command
 from toposig.cli.train import build_parser, main
 
 __all__ = ["build_parser", "main"]
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_command(main))  # toposig.cli.process: a quick teardown

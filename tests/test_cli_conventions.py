@@ -152,3 +152,47 @@ def test_a_scripts_examples_are_written_as_the_script_is_run(monkeypatch):
     from toposig.cli.extract import build_parser
 
     assert "  python src/extract_embeddings.py --models " in build_parser().format_help()
+
+
+SCRIPTS = {"run_experiments.py": "run", "analyze_results.py": "analyze",
+           "train_suite.py": "train", "extract_embeddings.py": "extract"}
+
+
+def test_every_script_and_the_toposig_command_end_through_finish():
+    """Each way a command is started as a process (the scripts in src/, ``python -m
+    toposig.cli.compare``, the installed ``toposig``) returns the command's status and
+    freezes the collector's objects first (toposig.cli.process: the quick teardown); a
+    command's ``main`` called in a process that goes on does not."""
+    from importlib.metadata import entry_points
+
+    (script,) = entry_points(group="console_scripts", name="toposig")
+    code = ("import gc, importlib, runpy, sys\n"
+            "def started(path, module):\n"
+            "    importlib.import_module(module).main = lambda: 7  # the command, stubbed\n"
+            "    gc.unfreeze()\n"
+            "    try: runpy.run_path(path, run_name='__main__')\n"
+            "    except SystemExit as e: return (e.code, gc.get_freeze_count() > 0)\n"
+            f"out = {{s: started({str(SRC)!r} + '/' + s, 'toposig.cli.' + c)\n"
+            f"       for s, c in {SCRIPTS!r}.items()}}\n"
+            "import toposig.cli.compare as compare  # run again as __main__: its own main,\n"
+            "sys.argv = ['compare']  # which returns 2 for no folders\n"
+            "out['compare'] = started(compare.__file__, 'toposig.cli.compare')\n"
+            "import toposig.cli.main as cli\n"
+            "cli.main = lambda: 7\n"
+            "gc.unfreeze()\n"
+            f"status = importlib.import_module({script.module!r}).{script.attr}()\n"
+            "out['toposig'] = (status, gc.get_freeze_count() > 0)\n"
+            "print(out)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={"PYTHONPATH": str(SRC), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr
+    ended = eval(done.stdout)  # noqa: S307 - our own subprocess's dict of tuples
+    assert ended == {**dict.fromkeys([*SCRIPTS, "toposig"], (7, True)), "compare": (2, True)}
+
+
+def test_a_command_called_in_process_freezes_nothing(capsys):
+    import gc
+
+    before = gc.get_freeze_count()
+    assert main(["--version"]) == 0
+    assert gc.get_freeze_count() == before

@@ -249,4 +249,6 @@ def main(argv: list[str] | None = None, prog: str | None = "toposig compare") ->
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from toposig.cli.process import run_command
+
+    sys.exit(run_command(main))

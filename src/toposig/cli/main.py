@@ -61,5 +61,13 @@ def main(argv: list[str] | None = None) -> int:
     return module.main(rest, prog=f"toposig {name}")
 
 
+def console() -> int:
+    """The installed ``toposig`` command: :func:`main`, then a quick end of the process
+    (:func:`toposig.cli.process.finish`)."""
+    from toposig.cli.process import finish
+
+    return finish(main())
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(console())
