@@ -210,9 +210,12 @@ def linear_stack(torch, mats: list[np.ndarray]):
 def test_matches_weightwatcher_analyze():
     """Layer by layer against ``WeightWatcher().analyze()`` with its defaults.
 
-    On a CPU weightwatcher reads the float32 weights and runs SciPy's SVD in float64:
-    the ESD is the same to the last bit and so is the fit; only the Frobenius norm is
-    computed another way (Σλ there), so the tolerance is rel 1e-12. With CUDA,
+    On a CPU weightwatcher reads the float32 weights and squares the singular values of
+    SciPy's SVD in float64; we take the eigenvalues of the float64 Gram matrix (issue 38).
+    Both are backward stable, so an eigenvalue differs by a few ε·λ_max, which is more,
+    relative to it, for a small one: the largest difference here is 1.3e-12 relative, in
+    an xmin, with OpenBLAS's AVX-512 kernels (5e-13 with its AVX2 ones, 2026-11-29). The
+    tolerance is rel 1e-11 (issue 38 asked for 1e-9), the counts exact. With CUDA,
     weightwatcher reads the weights as float16 and its default SVD runs in float32 on the
     GPU: there we give it ``svd_method="accurate"`` and ourselves the float16-rounded
     weights.
@@ -239,7 +242,7 @@ def test_matches_weightwatcher_analyze():
     rows = {str(r["longname"]): r for r in details.to_dict("records")}
     assert set(rows) == {str(i) for i in range(len(mats) - 1)}  # the 5x10 layer skipped
 
-    tight = {"rel": 1e-12, "abs": 0.0}
+    tight = {"rel": 1e-11, "abs": 0.0}
     for i, lin in enumerate(model):
         w = lin.weight.detach()
         w = (w.half().float() if cuda else w).numpy()

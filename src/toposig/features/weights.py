@@ -402,7 +402,8 @@ def weight_signatures(
 
     workers = 1 if device is not None else max(1, min(len(items), threads or blas_threads()))
     # one BLAS thread per matrix: the eigenvalues' last bits depend on the BLAS thread
-    # count (LAPACK's blocked reductions), so this keeps them the same on any machine
+    # count (LAPACK's blocked reductions), so this keeps them the same at any thread count
+    # (not across processor kinds: OpenBLAS picks its kernels by the processor)
     with _blas_controller().limit(limits=1):
         if workers == 1:
             rows_part = [rows_homology(name, m) for name, m in named]
