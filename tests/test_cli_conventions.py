@@ -161,8 +161,7 @@ SCRIPTS = {"run_experiments.py": "run", "analyze_results.py": "analyze",
 def test_every_script_and_the_toposig_command_end_through_finish():
     """Each way a command is started as a process (the scripts in src/, ``python -m
     toposig.cli.compare``, the installed ``toposig``) returns the command's status and
-    freezes the collector's objects first (toposig.cli.process: the quick teardown); a
-    command's ``main`` called in a process that goes on does not."""
+    freezes the collector's objects first (toposig.cli.process: the quick teardown)."""
     from importlib.metadata import entry_points
 
     (script,) = entry_points(group="console_scripts", name="toposig")
@@ -191,6 +190,8 @@ def test_every_script_and_the_toposig_command_end_through_finish():
 
 
 def test_a_command_called_in_process_freezes_nothing(capsys):
+    """A notebook or test process goes on allocating: a command's ``main`` leaves the
+    collector as it was."""
     import gc
 
     before = gc.get_freeze_count()
