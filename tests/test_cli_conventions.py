@@ -158,7 +158,7 @@ SCRIPTS = {"run_experiments.py": "run", "analyze_results.py": "analyze",
            "train_suite.py": "train", "extract_embeddings.py": "extract"}
 
 
-def test_every_script_and_the_toposig_command_end_through_finish():
+def test_every_script_and_the_toposig_command_end_through_run_command():
     """Each way a command is started as a process (the scripts in src/, ``python -m
     toposig.cli.compare``, the installed ``toposig``) returns the command's status and
     freezes the collector's objects first (toposig.cli.process: the quick teardown)."""

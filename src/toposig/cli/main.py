@@ -63,10 +63,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def console() -> int:
     """The installed ``toposig`` command: :func:`main`, then a quick end of the process
-    (:func:`toposig.cli.process.finish`)."""
-    from toposig.cli.process import finish
+    (:func:`toposig.cli.process.run_command`)."""
+    from toposig.cli.process import run_command
 
-    return finish(main())
+    return run_command(main)
 
 
 if __name__ == "__main__":
