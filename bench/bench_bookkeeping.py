@@ -27,15 +27,15 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from toposig.config import EmbeddingSettings  # noqa: E402
+from toposig.config import RunSettings  # noqa: E402
+from toposig.families.base import FamilyInputs  # noqa: E402
+from toposig.families.weights import WeightsFamily  # noqa: E402
 from toposig.model.placement import Placement  # noqa: E402
-from toposig.records import CheckpointOutput, Family, record_header  # noqa: E402
+from toposig.records import CheckpointOutput, record_header  # noqa: E402
 from toposig.run import pipeline  # noqa: E402
 from toposig.run import plan as planning  # noqa: E402
 from toposig.run.store import ResultStore  # noqa: E402
 from toposig.sources.checkpoints import Checkpoint, checkpoint_identity  # noqa: E402
-from toposig.stages.base import StageInputs
-from toposig.stages.registry import complete_settings
 
 FEATURES = ("np_mean", "np_std", "np_min", "np_max", "np_seed_mean", "np_seed_std",
             "weight_h0_total", "weight_h1_total", "weight_h0_count", "weight_h1_count",
@@ -53,7 +53,7 @@ def synthetic_output(ckpt: Checkpoint, n_matrices: int, rng: np.random.Generator
     matrices = [{"name": f"layers.{i // 4}.m{i % 4}.weight", "shape": [128, 512],
                  "rows_used": 128, **{f: float(rng.random()) for f in MATRIX_FIELDS}}
                 for i in range(n_matrices)]
-    record = {**record_header(Family.WEIGHTS, checkpoint_identity(ckpt)),
+    record = {**record_header("weights", checkpoint_identity(ckpt)),
               "checkpoint_loss": float(rng.random()),
               "checkpoint_loss_key": "val_loss", "num_parameters": 14_000_000,
               "n_matrices": n_matrices, "w_max": 1.0, "ph_backend": "giotto-ph",
@@ -79,9 +79,9 @@ class InstantExecutor:
 def synthetic_plan(n: int) -> planning.RunPlan:
     ckpts = [Checkpoint("bench/model", "model", s * 100, "hub", "bench/model", f"step{s * 100}")
              for s in range(n)]
-    inputs = StageInputs([], [], complete_settings(EmbeddingSettings()))
+    inputs = FamilyInputs([], [], RunSettings(), {"weights": WeightsFamily()})
     return planning.RunPlan(ckpts, inputs, Placement(), "giotto-ph", True,
-                            {Family.WEIGHTS: "wbench00000"}, families=[("weights",)] * n)
+                            {"weights": "wbench00000"}, families=[("weights",)] * n)
 
 
 def time_run(n: int, n_matrices: int) -> tuple[float, list[dict], dict]:

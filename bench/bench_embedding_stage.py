@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 TOKENIZER_FILE = ROOT.parent / "shared" / "data" / "pythia-tokenizer" / "20B_tokenizer.json"
 
-from toposig.config import EmbeddingSettings  # noqa: E402
+from toposig.config import RunSettings  # noqa: E402
 from toposig.model.forward import tokenize  # noqa: E402
 from toposig.run.pipeline import execute  # noqa: E402
 from toposig.run.plan import plan_run  # noqa: E402
@@ -78,8 +78,8 @@ def main() -> int:
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
-    settings = EmbeddingSettings(n_texts=args.n_texts, max_length=args.max_length,
-                                 batch_size=args.batch_size)
+    settings = RunSettings(n_texts=args.n_texts, max_length=args.max_length,
+                           batch_size=args.batch_size)
     with tempfile.TemporaryDirectory() as tmp:
         folder = make_pythia14m(Path(tmp) / "pythia-14m-random" / "step0")
         texts = load_texts(None, args.n_texts, settings.min_chars)

@@ -52,7 +52,7 @@ def timed_import(table: Path, out: Path) -> float:
 
 def old_way(table: Path, out: Path) -> float:
     """Each record through atomic_write_json (indented, one fsync each), as before."""
-    from toposig.analysis.correlations import feature_family
+    from toposig.analysis.correlations import feature_group
     from toposig.files.atomic import atomic_write_json
     from toposig.run.importer import entry_of, import_digest
     from toposig.sources.imports import read_rows
@@ -61,7 +61,7 @@ def old_way(table: Path, out: Path) -> float:
     rows = read_rows([table])
     digest = import_digest(rows)
     for r in rows:
-        e = entry_of(r, digest, feature_family)
+        e = entry_of(r, digest, feature_group)
         atomic_write_json(out / "records" / f"import-{digest}" / r.label
                           / f"step{r.step:06d}.json", e, root=out)
     return time.perf_counter() - t0

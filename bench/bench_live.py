@@ -22,15 +22,13 @@ import argparse
 import sys
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from toposig.cli.train import live_measurement  # noqa: E402
-from toposig.config import parse_signatures  # noqa: E402
+from toposig.families.registry import parse_signatures  # noqa: E402
 from toposig.model import training as T  # noqa: E402
-from toposig.records import Family  # noqa: E402
 
 
 def train_tiny(root: Path, measure_out: Path | None, families, every: int | None
@@ -78,7 +76,7 @@ def pythia70m_cost(families) -> None:
     import torch
     from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
 
-    from toposig.config import EmbeddingSettings
+    from toposig.config import RunSettings
     from toposig.live.monitor import TopologyMonitor
     from toposig.model.training import byte_tokenizer
     from toposig.run.pipeline import execute
@@ -104,7 +102,7 @@ def pythia70m_cost(families) -> None:
         assert result.entry is not None, result.failures
         emb, weights = (part.timings_s.get("total", float("nan"))
                         if (part := result.entry.parts.get(f)) else float("nan")
-                        for f in (Family.EMBEDDING, Family.WEIGHTS))
+                        for f in ("embedding", "weights"))
         print(f"   {n:,} parameters; in memory: {live[1]:.2f} s per measurement (first "
               f"{live[0]:.2f} s; embedding {emb:.2f} s, weights {weights:.2f} s, the rest "
               "bookkeeping, signal and figure)")
@@ -114,7 +112,7 @@ def pythia70m_cost(families) -> None:
             model.save_pretrained(folder)
             tok.save_pretrained(folder)
         saved = (time.perf_counter() - t0) / 2
-        plan = plan_run([str(tmp / "series")], None, replace(EmbeddingSettings(), device="cpu"),
+        plan = plan_run([str(tmp / "series")], None, RunSettings(device="cpu"),
                         signatures=families)
         t1 = time.perf_counter()
         execute(plan, tmp / "offline", progress=False)

@@ -3,7 +3,7 @@
 
 For the three ``tiny`` model shapes (byte-level, random weights) and a Pythia-14m-shaped
 checkpoint (random weights, Pythia tokenizer), with the default settings
-(``LandscapeSettings()``, ``GradientSettings()``), prints the seconds per checkpoint of
+(``LandscapeFamily()``, ``GradientsFamily()``), prints the seconds per checkpoint of
 
 - ``landscape``: curvature (Lanczos top-2 + 16 Hutchinson probes) and the 13 × 13 loss
   surface with its merge tree;
@@ -47,7 +47,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_embedding_stage import make_pythia14m  # noqa: E402
 
-from toposig.config import GradientSettings, LandscapeSettings  # noqa: E402
+from toposig.families.gradients import GradientsFamily  # noqa: E402
+from toposig.families.landscape import LandscapeFamily  # noqa: E402
 from toposig.model import curvature, gradients  # noqa: E402
 from toposig.model.loss_probes import (  # noqa: E402
     analyse_gradients,
@@ -119,8 +120,8 @@ def per_example_loop(model, ids) -> list[torch.Tensor]:
     return rows
 
 
-def measure(name: str, folder: Path, texts: list[str], ls: LandscapeSettings,
-            gs: GradientSettings) -> str:
+def measure(name: str, folder: Path, texts: list[str], ls: LandscapeFamily,
+            gs: GradientsFamily) -> str:
     """One table row: both families' timings and the two ratios."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -170,7 +171,7 @@ def next_token_loss(logits, ids):
                            ids[:, 1:].reshape(-1))
 
 
-def parts(texts: list[str], ls: LandscapeSettings, gs: GradientSettings) -> None:
+def parts(texts: list[str], ls: LandscapeFamily, gs: GradientsFamily) -> None:
     """Print where the probes' time goes on a tiny Pythia-shaped checkpoint."""
     from bench_embedding_stage import TOKENIZER_FILE
     from torch.func import functional_call
@@ -263,20 +264,20 @@ def main() -> int:
     p.add_argument("--parts", action="store_true",
                    help="where the probes' time goes on a tiny Pythia-shaped checkpoint, "
                         "and both families measured on it")
-    p.add_argument("--landscape-windows", type=int, default=LandscapeSettings.n_windows,
+    p.add_argument("--landscape-windows", type=int, default=LandscapeFamily.n_windows,
                    help="try another probe batch (default: the package's)")
-    p.add_argument("--landscape-res", type=int, default=LandscapeSettings.res,
+    p.add_argument("--landscape-res", type=int, default=LandscapeFamily.res,
                    help="try another grid (default: the package's)")
-    p.add_argument("--lanczos-tol", type=float, default=LandscapeSettings.lanczos_tol,
+    p.add_argument("--lanczos-tol", type=float, default=LandscapeFamily.lanczos_tol,
                    help="try another Lanczos tolerance (default: the package's)")
     args = p.parse_args()
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()
-    ls = LandscapeSettings(n_windows=args.landscape_windows, res=args.landscape_res,
+    ls = LandscapeFamily(n_windows=args.landscape_windows, res=args.landscape_res,
                            lanczos_tol=args.lanczos_tol)
-    gs = GradientSettings()
+    gs = GradientsFamily()
     texts = probe_texts(None, 100)
     print(f"machine: {platform.processor() or platform.machine()}, "
           f"{torch.get_num_threads()} torch threads, torch {torch.__version__}")

@@ -41,7 +41,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_embedding_stage import make_pythia14m  # noqa: E402
 
-from toposig.config import EmbeddingSettings  # noqa: E402
+from toposig.config import RunSettings  # noqa: E402
+from toposig.families.embedding import EmbeddingFamily  # noqa: E402
 from toposig.run.pipeline import execute  # noqa: E402
 from toposig.run.plan import plan_run  # noqa: E402
 from toposig.sources.corpus import load_texts  # noqa: E402
@@ -112,7 +113,8 @@ def main() -> int:
 
     hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()
-    settings = EmbeddingSettings(n_texts=args.n_texts, layers="all")
+    settings = RunSettings(n_texts=args.n_texts)
+    every_layer = {"embedding": EmbeddingFamily(layers="all")}
     rows: dict[str, list[float]] = {"ours": [], "seed_fp32": [], "seed_fp16": []}
     check: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -120,7 +122,7 @@ def main() -> int:
         texts = load_texts(None, args.n_texts, settings.min_chars)
         seed_pipeline(folder, texts[:4], torch.float32)  # warm-up (imports, caches)
         for r in range(args.repeats):
-            plan = plan_run([str(folder.parent)], None, settings)
+            plan = plan_run([str(folder.parent)], None, settings, family_settings=every_layer)
             t0 = time.perf_counter()
             outcome = execute(plan, Path(tmp) / f"results{r}", progress=False)
             rows["ours"].append(time.perf_counter() - t0)

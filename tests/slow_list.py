@@ -39,6 +39,7 @@ SLOW_FIXTURES: dict[str, float] = {
     "full_run": 24.0,          # test_pipeline, test_plots_analysis: a full run
     "null_cells": 19.0,        # test_inference: the simulated null designs
     "measured": 13.4,          # test_interlayer: a run with the fifth family
+    "contract_series": 45.0,   # test_family_contract: every family run through the contract
     "hf_run": 6.2,             # test_live: a Trainer run with the callback
 }
 

@@ -84,7 +84,7 @@ def test_the_discriminator_is_refused_before_any_work(discriminator, tmp_path, c
 
 
 def test_the_message_is_the_loaders(discriminator, monkeypatch):
-    from toposig.config import EmbeddingSettings
+    from toposig.config import RunSettings
     from toposig.run import plan as planning
     from toposig.sources.checkpoints import SeriesError
 
@@ -93,7 +93,7 @@ def test_the_message_is_the_loaders(discriminator, monkeypatch):
     for auto in (T.AutoModelForMaskedLM, T.AutoModelForCausalLM):
         monkeypatch.setattr(auto, "from_pretrained", lambda *a, **k: pytest.fail("loaded"))
     with pytest.raises(SeriesError) as info:
-        planning.plan_run([str(discriminator)], None, EmbeddingSettings(),
+        planning.plan_run([str(discriminator)], None, RunSettings(),
                           signatures=("weights",))
     assert after_loading in str(info.value)  # the same words, said before loading
     with pytest.raises(UnsupportedModelError) as direct:  # and by load_model itself

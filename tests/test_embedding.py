@@ -9,7 +9,9 @@ import pytest
 from conftest import make_series, neox_config, pythia_tokenizer
 
 import run_experiments
-from toposig.config import EmbeddingSettings, settings_hash
+from toposig.config import RunSettings
+from toposig.families.base import FamilyInputs
+from toposig.families.embedding import EmbeddingFamily
 from toposig.model import embedding
 from toposig.model.placement import Placement
 
@@ -68,13 +70,13 @@ def test_a_text_drawn_twice_is_one_point_of_the_complex():
 
 
 def test_resamples_and_their_seed_enter_the_settings_hash():
-    base = settings_hash(EmbeddingSettings(), "t", "float32")
-    assert settings_hash(EmbeddingSettings(seed=1), "t", "float32") == base
-    with_b = settings_hash(EmbeddingSettings(resamples=5), "t", "float32")
+    base = EmbeddingFamily().hash_of("t", "float32")
+    assert EmbeddingFamily(seed=1).hash_of("t", "float32") == base
+    with_b = EmbeddingFamily(resamples=5).hash_of("t", "float32")
     assert with_b != base
-    assert settings_hash(EmbeddingSettings(resamples=5, seed=1), "t", "float32") != with_b
+    assert EmbeddingFamily(resamples=5, seed=1).hash_of("t", "float32") != with_b
     with pytest.raises(ValueError, match="--resamples"):
-        EmbeddingSettings(resamples=-1)
+        EmbeddingFamily(resamples=-1)
 
 
 def test_resamples_through_the_pipeline(tmp_path, tokenizer_file, wikitext_dir):
@@ -93,14 +95,14 @@ def test_resamples_through_the_pipeline(tmp_path, tokenizer_file, wikitext_dir):
 
 
 def test_batch_size_and_precision_choices():
-    assert EmbeddingSettings().batch_size == "auto"
+    assert RunSettings().batch_size == "auto"
     cpu, gpu = Placement("cpu", "float32"), Placement("cuda", "bf16-autocast")
     assert cpu.batch_size("auto", 200) == 32
     assert gpu.batch_size("auto", 200) == 200  # backs off on OOM
     assert gpu.batch_size(8, 200) == 8
     for bad in (0, "big"):
         with pytest.raises(ValueError, match="--batch-size"):
-            EmbeddingSettings(batch_size=bad)
+            RunSettings(batch_size=bad)
     # resolved once: auto is CUDA with bf16 autocast for remote GPU workers, and on this
     # machine whatever torch finds; an explicit dtype is kept
     assert Placement.resolve("auto", "auto", remote_gpus=True) == gpu
@@ -117,6 +119,12 @@ def test_batch_size_and_precision_choices():
     model = torch.nn.Linear(2, 2).to(torch.bfloat16)
     assert Placement.of_model(model) == Placement("cpu", "bfloat16")
     # the batch size never enters the hash; the precision does
-    base = settings_hash(EmbeddingSettings(), "t", "float32")
-    assert settings_hash(EmbeddingSettings(batch_size=7), "t", "float32") == base
-    assert settings_hash(EmbeddingSettings(), "t", "bf16-autocast") != base
+    family = EmbeddingFamily()
+
+    def hashed(run: RunSettings, dtype: str) -> str:
+        return family.settings_hash(FamilyInputs(["t"], [], run, {"embedding": family}), dtype)
+
+    base = hashed(RunSettings(), "float32")
+    assert hashed(RunSettings(batch_size=7), "float32") == base
+    assert hashed(RunSettings(), "bf16-autocast") != base
+    assert hashed(RunSettings(tokenizer="gpt2"), "float32") != base

@@ -127,12 +127,12 @@ def test_an_encoder_in_a_run_does_not_re_key_the_causal_records(bert_series, tmp
                                                                 wikitext_dir):
     from conftest import causal_lm
 
-    from toposig.config import EmbeddingSettings
+    from toposig.config import RunSettings
     from toposig.model.training import byte_tokenizer
 
     causal_lm("gpt2").save_pretrained(tmp_path / "gpt" / "step0")
     byte_tokenizer().save_pretrained(tmp_path / "gpt" / "step0")
-    s = EmbeddingSettings(n_texts=12)
+    s = RunSettings(n_texts=12)
     alone = planning.plan_run([str(tmp_path / "gpt")], None, s)
     mixed = planning.plan_run([str(tmp_path / "gpt"), str(bert_series)], None, s)
     assert alone.hash_of("embedding") == mixed.hash_of("embedding")

@@ -20,7 +20,7 @@ from conftest import neox_config, save_checkpoint
 import run_experiments
 from toposig.files.locks import LOCK_NAME, FolderLockedError, UnsafeLockFileError, exclusive
 from toposig.files.names import UnsafeNameError, check_label, series_labels
-from toposig.records import Family, record_problem
+from toposig.records import record_problem
 from toposig.run.store import remove_stale_temporaries
 from toposig.run.study import Study, StudyMismatchError
 
@@ -311,11 +311,11 @@ def test_record_problem_accepts_what_the_pipeline_writes(tmp_path, checkpoint):
     path = weight_record(out, "run", 0)
     rec = json.loads(path.read_text())
     arrays = str(path.with_suffix(".npz").relative_to(out))
-    assert record_problem(rec, family=Family.WEIGHTS, label="run", stem="step000000",
+    assert record_problem(rec, family="weights", label="run", stem="step000000",
                           arrays_file=arrays) is None
     assert "not its folder's" in record_problem(rec, label="other")
     assert "a copy" in record_problem(rec, stem="step000010")
-    assert "weights record" in record_problem(rec, family=Family.EMBEDDING)
+    assert "weights record" in record_problem(rec, family="embedding")
 
 
 def test_a_copied_record_gives_no_duplicate_entry(tmp_path, checkpoint):

@@ -19,7 +19,7 @@ import pytest
 import torch
 from test_live import tiny_model
 
-from toposig.config import WeightSettings
+from toposig.families.weights import WeightsFamily
 from toposig.files.locks import FolderLockedError
 from toposig.live.monitor import Schedule, TopologyMonitor
 from toposig.model.training import byte_tokenizer
@@ -184,7 +184,7 @@ def folder(trained_to_30, tmp_path) -> Path:
 
 @pytest.mark.parametrize("other", [
     {"layers": "all"},
-    {"weight_settings": WeightSettings(max_rows=50)},
+    {"family_settings": {"weights": WeightsFamily(max_rows=50)}},
     {"texts": 6},  # six texts, read when the test runs (a skip, not a collection error,
                    # where WikiText-2 is missing)
 ], ids=["layers", "weight-settings", "texts"])

@@ -12,9 +12,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from toposig.analysis.correlations import feature_family
+from toposig.analysis.correlations import feature_group
 from toposig.cli.import_tables import main as import_main
-from toposig.records import FeatureFamily
 from toposig.run.importer import write_import
 from toposig.run.results_folder import load_results
 from toposig.run.study import Study, StudyMismatchError
@@ -54,8 +53,8 @@ def test_seed_a_values_are_carried_exactly_with_their_provenance(seed_measuremen
             assert "total_time_s" not in e["features"]
             assert e["timings_s"]["total_time_s"] == src["total_time_s"]
             fams = e["imported"]["feature_family"]
-            assert fams["h1_total_persistence"] == FeatureFamily.EMBEDDING_TOPOLOGICAL
-            assert fams["effective_rank_cov"] == FeatureFamily.EMBEDDING_SPECTRAL
+            assert fams["h1_total_persistence"] == "embedding_topological"
+            assert fams["effective_rank_cov"] == "embedding_spectral"
             record = out / "records" / e["settings_hash"] / e["model_label"] / \
                 f"step{e['step']:06d}.json"
             assert json.loads(record.read_text()) == e
@@ -80,7 +79,7 @@ def test_seed_b_names_say_what_the_columns_measure(seed_measurements, tmp_path):
         assert e["features"]["weight_h0_total_persistence"] == row["h0_total_persistence"]
         assert e["features"]["np_seed_layer_0"] == row["layer_0_np"]
         assert e["families"] == ["weights"]
-    assert feature_family("weight_h0_total_persistence") == FeatureFamily.WEIGHT_TOPOLOGICAL
+    assert feature_group("weight_h0_total_persistence").name == "weight_topological"
 
 
 def test_a_table_keeps_unknown_columns_and_its_qualities(tmp_path):
@@ -258,21 +257,21 @@ def test_an_imported_folder_is_its_own_study(tmp_path):
     csv.write_text("model,step,loss,f\na,0,2,1\na,10,1,3\n")
     out = tmp_path / "out"
     rows = read_rows([csv])
-    write_import(out, rows, feature_family)
+    write_import(out, rows, feature_group)
     before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
-    write_import(out, read_rows([csv]), feature_family)  # the same import: the same bytes
+    write_import(out, read_rows([csv]), feature_group)  # the same import: the same bytes
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
     other = tmp_path / "u.csv"
     other.write_text("model,step,loss,f\nb,0,2,1\n")
     with pytest.raises(StudyMismatchError, match="an import of other files"):
-        write_import(out, read_rows([other]), feature_family)
+        write_import(out, read_rows([other]), feature_group)
     with pytest.raises(StudyMismatchError, match="imported with `toposig import`"):
         Study.load(out).check({"a": "runs/a"})
     run_folder = tmp_path / "run"
     (run_folder / "data").mkdir(parents=True)
     (run_folder / "data" / "config.json").write_text(json.dumps({"models": {"m": "x"}}))
     with pytest.raises(StudyMismatchError, match="the study of a run"):
-        write_import(run_folder, rows, feature_family)
+        write_import(run_folder, rows, feature_group)
 
 
 def test_the_same_file_with_other_options_is_named_as_such(tmp_path, capsys):

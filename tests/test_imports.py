@@ -110,7 +110,7 @@ def test_the_checker_finds_a_cycle_and_a_private_import():
 # which reads and writes the results folders.
 LAYERS = [("config", "records", "files", "version", "checkpoint_steps", "defaults",
            "progress"), ("features",),
-          ("sources",), ("model",), ("stages",), ("analysis",), ("run",), ("report",),
+          ("sources",), ("model",), ("families",), ("analysis",), ("run",), ("report",),
           ("in_memory", "results", "analyze"), ("live",), ("integrations", "cli", "__init__")]
 
 

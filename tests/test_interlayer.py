@@ -17,10 +17,10 @@ from conftest import causal_lm, pythia_tokenizer
 import analyze_results
 import run_experiments
 import toposig
+from toposig.families.interlayer import InterlayerFamily
 from toposig.features.zigzag import FEATURE_NAMES, knn_graph, summarize, zigzag_h0
 from toposig.model.training import byte_tokenizer
 from toposig.run.store import load_arrays
-from toposig.stages.interlayer import InterlayerSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 FAST = ["--no-progress", "--n-texts", "12", "--max-length", "24", "--interlayer-k", "3"]
@@ -62,7 +62,7 @@ def test_the_numbers_are_the_zigzag_of_the_hidden_states(tiny_series, tokenizer_
     model = GPTNeoXForCausalLM.from_pretrained(tiny_series / "step10").eval()
     tok = pythia_tokenizer(tokenizer_file)
     m = toposig.measure(model, tok, texts, families=("interlayer",), progress=False,
-                        family_settings={"interlayer": InterlayerSettings(k=1)})
+                        family_settings={"interlayer": InterlayerFamily(k=1)})
     pooled = []
     with torch.no_grad():
         for t in texts:
@@ -92,6 +92,38 @@ def test_it_is_analysed_with_the_other_families(measured):
     assert (measured / "plots" / "correlation_heatmap.png").is_file()
 
 
+def test_with_the_embedding_it_is_tabled_and_compared_as_its_kinds_say(measured, tmp_path):
+    """Issue 57's defects: the table dropped the family (no zigzag_* columns beside the
+    embedding's), and compare judged its diagram statistics as continuous, 50 times
+    stricter than the embedding's."""
+    import copy
+
+    from toposig.analysis.compare import compare_results
+    from toposig.run.compare_folders import load_results_folder
+
+    table = toposig.open(measured).table()
+    assert {"zigzag_h0_n_bars", "zigzag_h0_entropy", "layer_knn_overlap"} <= set(table.columns)
+    rows = table[table["family"] == "interlayer"]
+    assert len(rows) == 3 and rows["zigzag_h0_entropy"].notna().all()
+    assert rows["settings_hash"].str.startswith("i").all()
+    a = load_results_folder(measured)
+    assert compare_results(a, load_results_folder(measured)).differences == []
+
+    def moved(feature: str, relative: float):
+        b = copy.deepcopy(a)
+        for rec in [*b.records.values(), *b.aggregates]:
+            if feature in rec.get("features", {}):
+                rec["features"][feature] = rec["features"][feature] * (1 + relative) + 0.0
+        return compare_results(a, b)
+
+    assert moved("zigzag_h0_entropy", 1e-7).differences == []
+    # the mean span (2 layers here; the entropy of one bar is 0): within a diagram
+    # statistic's 5e-2, beyond it in every record and entry (3 + 3)
+    assert moved("zigzag_h0_mean_span", 2e-2).differences == []
+    assert [d.kind for d in moved("zigzag_h0_mean_span", 0.2).differences] == [
+        "discontinuous"] * 6
+
+
 def test_the_live_monitor_measures_it_while_training(tmp_path):
     from toposig.live.monitor import TopologyMonitor
 
@@ -99,7 +131,7 @@ def test_the_live_monitor_measures_it_while_training(tmp_path):
     texts = [f"text number {i} " * (1 + i % 4) for i in range(8)]
     monitor = TopologyMonitor(byte_tokenizer(), tmp_path / "live", texts=texts,
                               families=["interlayer"], label="run", progress=False,
-                              family_settings={"interlayer": InterlayerSettings(k=1)})
+                              family_settings={"interlayer": InterlayerFamily(k=1)})
     entry = monitor.measure(model, 0).entry
     monitor.finish()
     assert entry.families == ("interlayer",) and entry.features["zigzag_h0_n_bars"] >= 1

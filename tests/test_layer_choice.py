@@ -15,13 +15,13 @@ import extract_embeddings
 import run_experiments
 import toposig
 from toposig.config import (
-    EmbeddingSettings,
+    RunSettings,
     SettingsError,
     parse_layers,
     resolve_layers,
-    settings_hash,
     union_layers,
 )
+from toposig.families.embedding import EmbeddingFamily
 from toposig.model.forward import tokenize
 from toposig.model.training import byte_tokenizer
 
@@ -40,14 +40,14 @@ TEXTS = [f"text {i} about the geometry of language models and their hidden state
 ])
 def test_layers_have_one_normal_form(given, normal):
     assert parse_layers(given) == normal
-    assert EmbeddingSettings(layers=given).layers == normal
+    assert EmbeddingFamily(layers=given).layers == normal
 
 
 @pytest.mark.parametrize("bad", ["0,x", "", ",", "1,", "1.5", "first", "0;1", [], [1.0],
                                  [True], 3, None])
 def test_bad_layers_are_refused_naming_the_option(bad):
     with pytest.raises(SettingsError, match="--layers"):
-        EmbeddingSettings(layers=bad)
+        EmbeddingFamily(layers=bad)
 
 
 def test_the_union_of_two_choices():
@@ -74,16 +74,16 @@ def test_the_hash_of_last_and_all_is_what_it_was():
     the code still computes from its settings; "last" and "all" hash as before --layers
     took indices, and a plain -1 is "last"."""
     config = json.loads((ROOT / "results" / "data" / "config.json").read_text())
-    settings = EmbeddingSettings(**config["settings"])
+    settings = EmbeddingFamily.from_dict(config["settings"])
     assert settings.layers == "all"
-    recomputed = settings_hash(settings, config["texts_sha256"], config["dtype"])
+    recomputed = settings.hash_of(config["texts_sha256"], config["dtype"])
     assert recomputed == config["settings_hash"] == "945195e2ce8e"
     assert (ROOT / "results" / "records" / recomputed).is_dir()
-    last = settings_hash(EmbeddingSettings(), "texts", "float32")
+    last = EmbeddingFamily().hash_of("texts", "float32")
     assert last == "a4264bae7a7a"  # computed by the code before --layers took indices
-    assert settings_hash(EmbeddingSettings(layers="all"), "texts", "float32") == "ff92dfa23949"
-    assert settings_hash(EmbeddingSettings(layers=[-1]), "texts", "float32") == last
-    chosen = {settings_hash(EmbeddingSettings(layers=v), "texts", "float32")
+    assert EmbeddingFamily(layers="all").hash_of("texts", "float32") == "ff92dfa23949"
+    assert EmbeddingFamily(layers=[-1]).hash_of("texts", "float32") == last
+    chosen = {EmbeddingFamily(layers=v).hash_of("texts", "float32")
               for v in ("0,-1", [-1, 0], (0, -1, -1))}
     assert len(chosen) == 1 and chosen.isdisjoint({last, recomputed})
 
@@ -96,9 +96,11 @@ def model():
 
 
 def measured(model, layers, **kw):
-    settings = EmbeddingSettings(n_texts=len(TEXTS), save_hidden=True, **kw)
     return toposig.measure(model, byte_tokenizer(), TEXTS, families=("embedding",),
-                           layers=layers, settings=settings, progress=False)
+                           layers=layers, settings=RunSettings(n_texts=len(TEXTS)),
+                           family_settings={"embedding": EmbeddingFamily(save_hidden=True,
+                                                                         **kw)},
+                           progress=False)
 
 
 def test_index_i_is_hidden_state_i_as_the_model_returns_it(model):
@@ -114,7 +116,7 @@ def test_index_i_is_hidden_state_i_as_the_model_returns_it(model):
                            torch.from_numpy(every.arrays["embedding"][f"layer{i}_hidden"]))
     assert not any(k.startswith("layer1_") for k in arrays)
     # the pooled state is the mean over each text's tokens of hidden_states[i]
-    ids, mask = tokenize(byte_tokenizer(), TEXTS, EmbeddingSettings().max_length)
+    ids, mask = tokenize(byte_tokenizer(), TEXTS, EmbeddingFamily().max_length)
     with torch.no_grad():
         states = model(input_ids=ids, attention_mask=mask,
                        output_hidden_states=True).hidden_states
@@ -141,9 +143,11 @@ def test_an_index_the_model_lacks_and_conflicting_settings_are_errors(model):
         measured(model, "0,x")
     with pytest.raises(ValueError, match="disagree"):
         toposig.measure(model, byte_tokenizer(), TEXTS, families=("embedding",),
-                        layers=[0], settings=EmbeddingSettings(layers="all"), progress=False)
+                        layers=[0], family_settings={"embedding": EmbeddingFamily(layers="all")},
+                        progress=False)
     agreed = toposig.measure(model, byte_tokenizer(), TEXTS, families=("embedding",),
-                             layers="0,-1", settings=EmbeddingSettings(layers=(-1, 0)),
+                             layers="0,-1",
+                             family_settings={"embedding": EmbeddingFamily(layers=(-1, 0))},
                              progress=False)
     assert agreed.layer_features.keys() == {0, 3}
 
@@ -216,8 +220,8 @@ def test_extend_adds_layers_to_every_checkpoint_of_the_study(study, capsys):
     assert run(tmp_path, out, "--layers", "0", "--extend") == 0
     config = read(out, "config.json")
     assert config["settings"]["layers"] == [0, -1]  # the union
-    assert config["settings_hash"] == settings_hash(
-        EmbeddingSettings(**config["settings"]), config["texts_sha256"], config["dtype"])
+    assert config["settings_hash"] == EmbeddingFamily.from_dict(config["settings"]).hash_of(
+        config["texts_sha256"], config["dtype"])
     assert config["settings_hash"] != old["settings_hash"]
     assert config["weights_hash"] == old["weights_hash"]  # the weights are not touched
     assert config["last_run"]["n_computed"] == 2

@@ -163,20 +163,22 @@ def test_the_forward_pass_names_what_it_pooled(arch):
 @pytest.mark.parametrize("arch", ["llama", "mamba", "falcon_mamba", "rwkv"])
 def test_records_and_the_layer_heatmap_label_what_each_index_is(arch, tmp_path, monkeypatch):
     """The embedding record carries ``layer_names``; the heatmap's rows use them."""
-    from toposig.config import EmbeddingSettings
+    from toposig.config import RunSettings
+    from toposig.families.embedding import EmbeddingFamily
     from toposig.model.embedding import analyse_checkpoint
     from toposig.model.placement import Placement
     from toposig.sources.checkpoints import Checkpoint
 
     model = any_lm(arch)
-    settings = EmbeddingSettings(n_texts=len(TEXTS), max_length=16, pca_dim=3,
-                                 layers="all", batch_size=4, device="cpu", dtype="float32")
+    run = RunSettings(n_texts=len(TEXTS), max_length=16, batch_size=4, device="cpu",
+                      dtype="float32")
+    settings = EmbeddingFamily.seeded(run, pca_dim=3, layers="all")
     (tmp_path / arch).mkdir()
     (tmp_path / arch / "weights.bin").write_bytes(b"stand-in")  # for the fingerprint
     records = []
     for step in (0, 10):
         ckpt = Checkpoint(arch, arch, step, "local", str(tmp_path / arch))
-        out = analyse_checkpoint(ckpt, TEXTS, settings, placement=Placement.resolve(
+        out = analyse_checkpoint(ckpt, TEXTS, settings, run=run, placement=Placement.resolve(
             "cpu", "float32"), model=model, tokenizer=byte_tokenizer())
         records.append({**out.record, "model_label": arch, "status": "ok"})
     record = records[0]

@@ -717,14 +717,14 @@ def global_rng_states() -> tuple:
 def test_a_measurement_draws_nothing_from_the_global_random_generators(tmp_path):
     """A measurement on the worker thread does not restore the global generators (that
     would rewind the training's draws), so it must not draw from them at all."""
-    from toposig.config import EmbeddingSettings
+    from toposig.config import RunSettings
     from toposig.in_memory import measure_families, measure_inputs
     from toposig.records import Family
     from toposig.sources.checkpoints import Checkpoint
 
     texts = [t for t in wikitext_rows("validation") if len(t.strip()) >= 100][:30]
-    families = (Family.EMBEDDING, Family.WEIGHTS)
-    inputs = measure_inputs(EmbeddingSettings(), texts, families)
+    families = (Family("embedding"), Family("weights"))
+    inputs = measure_inputs(RunSettings(), texts, families)
     ckpt = Checkpoint(model="m", label="m", step=0, source="memory", location="<in memory>")
     model, kept = tiny_model(), []
     before = global_rng_states()

@@ -11,7 +11,10 @@ from conftest import causal_lm
 
 import run_experiments
 import toposig
-from toposig.config import EmbeddingSettings, GradientSettings, LandscapeSettings
+from toposig.config import RunSettings
+from toposig.families.embedding import EmbeddingFamily
+from toposig.families.gradients import GradientsFamily
+from toposig.families.landscape import LandscapeFamily
 from toposig.model.training import byte_tokenizer
 
 TEXTS = [(f"Text number {i}: " + "the quick brown fox jumps over the lazy dog; " * (2 + i % 3))
@@ -35,7 +38,7 @@ def test_measure_gives_the_pipelines_records_for_the_same_weights(model, tmp_pat
                                  str(len(TEXTS)), "--layers", "all", "--no-progress"]) == 0
     entry = json.loads((out / "data" / "all_results.json").read_text())[0]
     m = toposig.measure(model, tok, TEXTS, layers="all", step=7,
-                        settings=EmbeddingSettings(n_texts=len(TEXTS)))
+                        settings=RunSettings(n_texts=len(TEXTS)))
     assert m.perplexity == pytest.approx(entry["perplexity"], rel=1e-9)
     assert set(m.features) == set(entry["features"])
     for k, v in entry["features"].items():
@@ -56,7 +59,7 @@ def test_a_tokenizer_without_pad_token_or_padding_left_gives_the_same_numbers(to
 
     torch.manual_seed(0)
     model = GPTNeoXForCausalLM(neox_config(vocab=len(pythia_tokenizer(tokenizer_file))))
-    settings = EmbeddingSettings(n_texts=len(TEXTS))
+    settings = RunSettings(n_texts=len(TEXTS))
     bare = pythia_tokenizer(tokenizer_file)
     assert bare.pad_token is None
     left = pythia_tokenizer(tokenizer_file)
@@ -85,9 +88,9 @@ def test_measure_leaves_the_model_as_it_found_it(model):
     toposig.measure(model, byte_tokenizer(), TEXTS[:16],
                     families=("weights", "landscape", "gradients", "embedding"),
                     family_settings={
-                        "landscape": LandscapeSettings(n_windows=2, window=16, res=3,
-                                                       trace_samples=2, lanczos_maxiter=5),
-                        "gradients": GradientSettings(n_windows=8, window=16, proj_dim=8)})
+                        "landscape": LandscapeFamily(n_windows=2, window=16, res=3,
+                                                     trace_samples=2, lanczos_maxiter=5),
+                        "gradients": GradientsFamily(n_windows=8, window=16, proj_dim=8)})
     assert torch.equal(torch.rand(3), expected_draw)  # the generator's state is restored
     assert model.training
     assert not frozen.requires_grad and all(
@@ -105,9 +108,9 @@ def test_an_unknown_family_is_refused(model):
 
 
 def test_settings_are_given_per_family_and_the_old_keywords_still_work(model):
-    from toposig.config import WeightSettings
+    from toposig.families.weights import WeightsFamily
 
-    few = WeightSettings(max_rows=5)
+    few = WeightsFamily(max_rows=5)
     m = toposig.measure(model, byte_tokenizer(), TEXTS, families=("weights",),
                         family_settings={"weights": few}, progress=False)
     assert m.records["weights"]["settings"]["max_rows"] == 5
@@ -119,7 +122,7 @@ def test_settings_are_given_per_family_and_the_old_keywords_still_work(model):
         toposig.measure(model, byte_tokenizer(), TEXTS, weights_setting=few)
     with pytest.raises(TypeError, match="'spectra' is not a family"):
         toposig.measure(model, byte_tokenizer(), TEXTS, family_settings={"spectra": few})
-    with pytest.raises(TypeError, match="must be a WeightSettings"):
+    with pytest.raises(TypeError, match="must be a WeightsFamily"):
         toposig.measure(model, byte_tokenizer(), TEXTS, family_settings={"weights": 5})
 
 
@@ -169,8 +172,10 @@ def test_a_measurement_prints_in_a_few_lines(model):
 def test_layers_and_settings_layers_never_override_each_other(model):
     texts = [f"text {i} about the geometry of language models" for i in range(24)]
     m = toposig.measure(model, byte_tokenizer(), texts, families=("embedding",),
-                        settings=EmbeddingSettings(layers="all"), progress=False)
+                        family_settings={"embedding": EmbeddingFamily(layers="all")},
+                        progress=False)
     assert len(m.layer_features) > 1  # the settings' "all" is kept, not reset to "last"
     with pytest.raises(ValueError, match="disagree"):
         toposig.measure(model, byte_tokenizer(), texts, layers="last",
-                        settings=EmbeddingSettings(layers="all"), progress=False)
+                        family_settings={"embedding": EmbeddingFamily(layers="all")},
+                        progress=False)

@@ -97,10 +97,13 @@ def test_every_report_figure_draws_into_an_axes_of_the_users_figure(results):
     from matplotlib.figure import Figure as MplFigure
 
     names = results.plot.names()
-    # the reference folder has data for every figure but the seed ensemble's and the
-    # positive control's (it is neither; tests/test_seed_ensembles.py and
-    # tests/test_positive_controls.py draw those into a user's Axes)
-    assert names == [n for n in ALL_FIGURES if n not in ("seed_ensemble", "positive_control")]
+    # the reference folder has data for every figure but the seed ensemble's, the
+    # positive control's and the shared figure over training of the families without one
+    # of their own (it is neither and has none; tests/test_seed_ensembles.py,
+    # tests/test_positive_controls.py and tests/test_family_contract.py draw those into a
+    # user's Axes)
+    assert names == [n for n in ALL_FIGURES
+                     if n not in ("seed_ensemble", "positive_control", "feature_evolution")]
     for name in names:
         user = MplFigure(figsize=(12, 5))
         left, right = user.subplots(1, 2)
@@ -224,14 +227,14 @@ def test_measurement_plot_draws_diagrams_betti_curves_and_layers():
     from conftest import causal_lm
     from matplotlib.figure import Figure as MplFigure
 
-    from toposig.config import EmbeddingSettings
+    from toposig.config import RunSettings
     from toposig.model.training import byte_tokenizer
 
     texts = [f"text {i}: " + "a quick brown fox jumps over the lazy dog " * (1 + i % 3)
              for i in range(16)]
     m = toposig.measure(causal_lm("gpt_neox", seed=1), byte_tokenizer(), texts,
                         families=["embedding"], layers="all", progress=False,
-                        settings=EmbeddingSettings(n_texts=16))
+                        settings=RunSettings(n_texts=16))
     fig = m.plot()
     ax = fig.axes[0]
     n_points = sum(len(c.get_offsets()) for c in ax.collections)
@@ -343,8 +346,8 @@ def test_the_pages_open_example_runs(in_a_copy_of_the_quick_start, capsys):
     exec(compile(snippet("open-example"), "docs/notebook.md open", "exec"), {})
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("Results('results': 54 checkpoints of 3 model(s)")
-    assert out[-1] == str([n for n in ALL_FIGURES
-                           if n not in ("seed_ensemble", "positive_control")])
+    assert out[-1] == str([n for n in ALL_FIGURES if n not in (
+        "seed_ensemble", "positive_control", "feature_evolution")])
     assert (in_a_copy_of_the_quick_start / "summary.png").stat().st_size > 50_000
 
 

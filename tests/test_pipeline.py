@@ -19,7 +19,7 @@ from conftest import PROJECT, make_series, neox_config, pythia_tokenizer, save_c
 import analyze_results
 import extract_embeddings
 import run_experiments
-from toposig.analysis.correlations import is_weight_feature
+from toposig.analysis.correlations import signature_of
 from toposig.model import embedding as embedding_stage
 from toposig.run import pipeline
 from toposig.run import plan as planning
@@ -75,7 +75,8 @@ def test_local_series_runs_end_to_end(full_run, capsys):
     config = json.loads((out / "data" / "config.json").read_text())
     assert config["last_run"]["packages"]["torch"] and config["last_run"]["device"] == "cpu"
     assert config["last_run"]["n_computed"] == 3 and config["failures"] == []
-    assert config["settings"]["n_texts"] == 200
+    assert config["run_settings"]["n_texts"] == 200 and config["n_texts"] == 200
+    assert "n_texts" not in config["settings"]  # the run's, not the embedding's
 
 
 def test_analysis_writes_statistics_and_the_seven_figures(full_run, capsys):
@@ -147,7 +148,7 @@ def test_pythia14m_shaped_model_with_the_real_tokenizer_all_layers(tmp_path, wik
     assert rec["num_layers"] == 6 and rec["hidden_size"] == 128
     assert rec["num_parameters"] == pytest.approx(14_067_712)
     assert sorted(rec["layer_features"], key=int) == [str(i) for i in range(7)]
-    embedding = {k: v for k, v in rec["features"].items() if not is_weight_feature(k)}
+    embedding = {k: v for k, v in rec["features"].items() if signature_of(k) != "weights"}
     assert rec["layer_features"]["6"] == embedding
     # untrained: perplexity is near the vocabulary size
     assert 5_000 < rec["perplexity"] < 500_000

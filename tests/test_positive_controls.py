@@ -15,6 +15,7 @@ import analyze_results
 import run_experiments
 from toposig.analysis import ground_truth as G
 from toposig.analysis.compute import compute_statistics
+from toposig.families.registry import merge_family_records
 from toposig.model import modular_addition as M
 from toposig.model import training as T
 from toposig.model.presets import load_preset
@@ -23,9 +24,7 @@ from toposig.records import (
     Record,
     RecordError,
     ground_truth_problem,
-    merge_family_records,
 )
-from toposig.records.vocabulary import Family
 from toposig.report.summary import summary_markdown
 from toposig.sources.checkpoint_files import trainer_state_ground_truth
 
@@ -73,7 +72,7 @@ def test_the_aggregate_entry_declares_the_signal_its_quality():
                "model_label": "m", "step": 3, "source": "local", "location": "m/step3",
                "revision": None, "checkpoint_fingerprint": None, "ground_truth": TRUTH,
                "features": {"np_mean": 0.4}, "checkpoint_loss": 2.0}
-    entry = merge_family_records({Family.WEIGHTS: weights})
+    entry = merge_family_records({"weights": weights})
     assert entry["test_accuracy"] == 0.5 and entry["ground_truth"] == TRUTH
     assert entry["quality"] == {"column": "test_accuracy", "higher_is_better": True}
     assert entry["loss"] == 2.0

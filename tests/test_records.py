@@ -9,19 +9,18 @@ import matplotlib.pyplot as plt
 import pytest
 from conftest import records_of
 
-from toposig.analysis.correlations import feature_family, feature_names
-from toposig.config import SettingsError, parse_signatures
+from toposig.analysis.correlations import feature_group, feature_names, is_probe, signature_of
+from toposig.config import SettingsError
+from toposig.families import registry
+from toposig.families.registry import parse_signatures
 from toposig.records import (
-    FAMILIES,
     IDENTITY,
     SCHEMA_VERSION,
     Family,
-    FeatureFamily,
     record_family,
     record_header,
 )
 from toposig.report import figures, style
-from toposig.stages.registry import STAGES
 
 IDENT = {"model": "runs/m", "model_label": "m", "step": 4, "source": "local",
          "location": "runs/m/step4", "revision": None, "checkpoint_fingerprint": "abc",
@@ -29,23 +28,23 @@ IDENT = {"model": "runs/m", "model_label": "m", "step": 4, "source": "local",
 
 
 def test_a_family_is_its_plain_name_in_records_options_and_json():
-    assert Family.WEIGHTS == "weights" and f"{Family.LANDSCAPE}" == "landscape"
-    assert json.loads(json.dumps({Family.EMBEDDING: [Family.GRADIENTS]})) == {
+    assert Family("weights") == "weights" and f"{Family('landscape')}" == "landscape"
+    assert json.loads(json.dumps({Family("embedding"): [Family("gradients")]})) == {
         "embedding": ["gradients"]}
-    assert [str(f) for f in FAMILIES] == ["embedding", "weights", "landscape", "gradients",
-                                          "interlayer"]
-    assert [f.is_probe for f in FAMILIES] == [False, False, True, True, False]
-    assert [STAGES[f].runs_model for f in FAMILIES] == [True, False, True, True, True]
-    assert parse_signatures("weights, embedding,weights") == (Family.WEIGHTS, Family.EMBEDDING)
+    assert type(json.loads(json.dumps(Family("weights")))) is str
+    for bad in ("Weights", "2d", "", "a-b", None, 3):
+        with pytest.raises(ValueError, match="not a signature family's name"):
+            Family(bad)
+    assert parse_signatures("weights, embedding,weights") == ("weights", "embedding")
     with pytest.raises(SettingsError, match="embedding, weights, landscape, gradients"):
         parse_signatures("embedding,topology")
 
 
 @pytest.mark.parametrize(("family", "status", "tagged"), [
-    (Family.EMBEDDING, "ok", False),  # schema 2's embedding records have no family field
-    (Family.EMBEDDING, "failed", True),
-    (Family.WEIGHTS, "ok", True),
-    (Family.GRADIENTS, "failed", True),
+    ("embedding", "ok", False),  # schema 2's embedding records have no family field
+    ("embedding", "failed", True),
+    ("weights", "ok", True),
+    ("gradients", "failed", True),
 ])
 def test_every_record_starts_with_one_header(family, status, tagged):
     header = record_header(family, IDENT, status)
@@ -70,28 +69,32 @@ def test_the_committed_records_have_the_header_record_header_writes():
     assert seen == set(config["signatures"])  # the reference run's families, all of them
 
 
-def test_feature_families_name_their_signature_and_label():
-    cases = {"h1_total_persistence": FeatureFamily.EMBEDDING_TOPOLOGICAL,
-             "rankme": FeatureFamily.EMBEDDING_SPECTRAL,
-             "np_mean": FeatureFamily.WEIGHT_TOPOLOGICAL,
-             "weight_std": FeatureFamily.WEIGHT_STATISTICS,
-             "hessian_trace": FeatureFamily.CURVATURE,
-             "landscape_n_minima": FeatureFamily.LANDSCAPE_TOPOLOGICAL,
-             "grad_h1_total_persistence": FeatureFamily.GRADIENT_TOPOLOGICAL,
-             "grad_norm_mean": FeatureFamily.GRADIENT_STATISTICS,
-             "zigzag_h0_n_bars": FeatureFamily.INTERLAYER_TOPOLOGICAL,
-             "mean_norm": FeatureFamily.OTHER}
-    for name, fam in cases.items():
-        assert feature_family(name) is fam, name
-    assert {f.signature for f in FeatureFamily} == set(FAMILIES)
-    assert [f for f in FeatureFamily if f.is_probe] == [
-        FeatureFamily.CURVATURE, FeatureFamily.LANDSCAPE_TOPOLOGICAL,
-        FeatureFamily.GRADIENT_TOPOLOGICAL, FeatureFamily.GRADIENT_STATISTICS]
-    assert FeatureFamily.WEIGHT_TOPOLOGICAL.label == "weight topology"
-    # feature_names groups in FeatureFamily order, the unknown last
+def test_feature_groups_name_their_family_and_label():
+    cases = {"h1_total_persistence": ("embedding_topological", "embedding"),
+             "rankme": ("embedding_spectral", "embedding"),
+             "np_mean": ("weight_topological", "weights"),
+             "weight_std": ("weight_statistics", "weights"),
+             "hessian_trace": ("curvature", "landscape"),
+             "landscape_n_minima": ("landscape_topological", "landscape"),
+             "grad_h1_total_persistence": ("gradient_topological", "gradients"),
+             "grad_norm_mean": ("gradient_statistics", "gradients"),
+             "zigzag_h0_n_bars": ("interlayer_topological", "interlayer"),
+             "layer_knn_overlap": ("interlayer_statistics", "interlayer"),
+             "mean_norm": ("other", "embedding")}
+    for name, (group, family) in cases.items():
+        assert feature_group(name).name == group and signature_of(name) == family, name
+    assert {registry.owner(g).name for g in registry.groups()} == set(registry.names())
+    assert [g.name for g in registry.groups() if registry.owner(g).probes_loss] == [
+        "curvature", "landscape_topological", "gradient_topological", "gradient_statistics"]
+    assert [n for n in cases if is_probe(n)] == ["hessian_trace", "landscape_n_minima",
+                                                 "grad_h1_total_persistence", "grad_norm_mean"]
+    assert feature_group("np_mean").label == "weight topology"
+    assert str(feature_group("np_mean")) == "weight_topological"
+    # feature_names groups in the registry's group order, the unknown last
     records = records_of([{"model_label": "m", "features": {n: 1.0 for n in
                                                             reversed(list(cases))}}])
-    assert [feature_family(n) for n in feature_names(records)] == list(cases.values())
+    assert [feature_group(n).name for n in feature_names(records)] == [
+        g for g, _ in cases.values()]
 
 
 def test_the_package_version_is_pyprojects():
@@ -109,7 +112,7 @@ def test_the_package_version_is_pyprojects():
 
 
 def test_every_figure_follows_the_one_convention():
-    assert len(figures.ALL_FIGURES) == 23
+    assert len(figures.ALL_FIGURES) == 24
     for name, fig in figures.ALL_FIGURES.items():
         assert isinstance(fig, style.Figure) and fig.name == name
         assert fig.__doc__ and fig.__name__.startswith("plot_")

@@ -172,12 +172,12 @@ def test_offline_the_revisions_come_from_the_cache(fake_hub, tmp_path, caplog):
 
 def test_a_hub_series_with_olmo_revisions_runs_end_to_end(fake_hub, wikitext_dir, tmp_path,
                                                          monkeypatch):
-    from toposig.config import EmbeddingSettings
+    from toposig.config import RunSettings
 
     hub = FolderHub(fake_hub, tmp_path / "cache")
     monkeypatch.setattr(planning, "check_hub_access", lambda ckpts: False)  # the fake is up
     plan = planning.plan_run(["fake-org/suite1"], rv.parse_selection(["0", "20000"]),
-                             EmbeddingSettings(n_texts=12, max_length=24),
+                             RunSettings(n_texts=12, max_length=24),
                              list_refs=hub.list_repo_refs)
     outcome = pipeline.execute(plan, tmp_path / "out", progress=False,
                                executor=SerialExecutor(download=hub))

@@ -14,12 +14,11 @@ import pytest
 
 from toposig.analysis.compute import compute_statistics, records_digest
 from toposig.analysis.table import results_table
+from toposig.families import registry
 from toposig.records import (
     CheckpointId,
     Correlation,
     DeclaredQuality,
-    Family,
-    FeatureFamily,
     GroundTruth,
     Record,
     RecordError,
@@ -69,9 +68,9 @@ def test_every_committed_entry_reads_as_a_record_that_gives_its_json_back(folder
                                                   entry["weights"]["matrices"]]
         assert len(rec.matrices) == entry["weights"]["n_matrices"]
         assert rec.matrices[0].features["np"] == entry["weights"]["matrices"][0]["np"]
-        assert rec.parts[Family.EMBEDDING].settings_hash == entry["settings_hash"]
-        for family in (Family.WEIGHTS, Family.LANDSCAPE, Family.GRADIENTS):
-            part = entry[family.value]
+        assert rec.parts["embedding"].settings_hash == entry["settings_hash"]
+        for family in ("weights", "landscape", "gradients"):
+            part = entry[family]
             assert rec.parts[family].settings_hash == part["settings_hash"]
             assert rec.parts[family].arrays_file == part["arrays_file"]
             assert dict(rec.parts[family].settings) == part.get("settings", {})
@@ -84,12 +83,12 @@ def test_each_familys_record_file_reads_as_a_record_of_that_family():
     for path in sorted((FIXTURE / "records").glob("*/*/*.json")):
         raw = json.loads(path.read_text())
         rec = Record.from_json(raw, where=str(path))
-        family = Family(raw.get("family", "embedding"))
+        family = raw.get("family", "embedding")
         seen.add(family)
         assert rec.families == (family,) and family in rec.parts
         assert rec.parts[family].arrays_file == raw.get("arrays_file")
         assert rec.checkpoint.stem == path.stem and rec.to_json() == raw
-        if family == Family.WEIGHTS:
+        if family == "weights":
             assert [m.name for m in rec.matrices] == [m["name"] for m in raw["matrices"]]
             assert rec.loss == raw["checkpoint_loss"]
     config = json.loads((FIXTURE / "data" / "config.json").read_text())
@@ -147,7 +146,7 @@ DAMAGE = {
     "features a list": (lambda e: e.update(features=[1, 2]), "'features'"),
     "feature a string": (lambda e: e["features"].update(rankme="high"), "'features'"),
     "perplexity a string": (lambda e: e.update(perplexity="7"), "'perplexity'"),
-    "unknown family": (lambda e: e.update(families=["embedding", "vibes"]), "families"),
+    "unknown family": (lambda e: e.update(families=["embedding", "Vibes!"]), "families"),
     "layer a string": (lambda e: e.update(layer="3"), "layer '3'"),
     "layer keys not indices": (lambda e: e.update(layer_features={"top": {}}),
                                "layer_features"),
@@ -216,8 +215,8 @@ def test_every_field_the_analysis_reads_is_typed():
         assert rec.measure(name) == entry[name], name
     assert rec.measure("location") is None and rec.measure("nothing") is None  # no number
     assert rec.arrays_file() == entry["arrays_file"]
-    for family in (Family.WEIGHTS, Family.LANDSCAPE, Family.GRADIENTS):
-        assert rec.arrays_file(family) == entry[family.value]["arrays_file"]
+    for family in ("weights", "landscape", "gradients"):
+        assert rec.arrays_file(family) == entry[family]["arrays_file"]
     committed = entries()[0]  # the reference run has 20 resamples of the texts
     spread = Record.from_json(committed).resampled
     assert spread and {k: (s.mean, s.std, s.low, s.high) for k, s in spread.items()} == {
@@ -317,7 +316,7 @@ def test_a_damaged_record_file_is_recomputed_not_an_error_of_the_run(tmp_path, c
     shutil.copytree(FIXTURE, root)
     path = root / "records" / "w9c0bc8fc8d6" / "tiny-h16-l1" / "step000000.json"
     rec = json.loads(path.read_text())
-    store = ResultStore(root, "w9c0bc8fc8d6", Family.WEIGHTS)
+    store = ResultStore(root, "w9c0bc8fc8d6", "weights")
     ckpt = Checkpoint(rec["model"], "tiny-h16-l1", 0, rec["source"], rec["location"])
     assert store.load(ckpt) == rec
     del rec["matrices"][2]["name"]
@@ -349,20 +348,21 @@ def test_an_imports_families_share_its_settings_hash_and_quality_alone_is_tabled
                 "features": {"rankme": 5.0, "np_mean": 0.5}}
     rec = Record.from_json(imported)
     assert {f: p.settings_hash for f, p in rec.parts.items()} == {
-        Family.EMBEDDING: "import-abc", Family.WEIGHTS: "import-abc"}
+        "embedding": "import-abc", "weights": "import-abc"}
     quality_only = {**imported, "families": [], "features": {}}
     table = results_table([quality_only])
     assert table["family"].tolist() == ["embedding"] and table["perplexity"].tolist() == [30.0]
 
 
 def test_an_imported_target_cannot_take_a_field_the_record_gives_a_meaning():
-    from toposig.sources.imports import RESERVED_FIELDS
+    from toposig.families import registry
+    from toposig.sources.imports import reserved_fields
 
     checked = {"model", "model_label", "step", "status", "family", "families", "features",
-               "layer", "layer_names", "layer_features", "weights", "landscape", "gradients",
-               "matrices", "loss_key", "checkpoint_loss_key", "model_type", "arrays_file",
-               "settings_hash", "settings", "timings_s", "error"}
-    assert checked <= RESERVED_FIELDS
+               "layer", "layer_names", "layer_features", "matrices", "loss_key",
+               "checkpoint_loss_key", "model_type", "arrays_file", "settings_hash",
+               "settings", "timings_s", "error"}
+    assert checked | set(registry.names()) <= reserved_fields()  # every family's part too
 
 
 def test_the_run_refuses_to_write_an_unsound_entry_and_writes_nothing(tmp_path):
@@ -383,8 +383,8 @@ def test_every_committed_statistics_file_reads_typed_and_gives_its_json_back(pat
     assert st.to_json() == raw and st == Statistics.from_json(raw) and st != raw
     assert st.target == raw["target"] and st.records_sha256 == raw["records_sha256"]
     assert list(st.settings_hashes) == raw["settings_hash"]
-    assert {k.value: list(v) for k, v in st.features.items()} == raw["features"]
-    assert all(isinstance(k, FeatureFamily) for k in st.features)
+    assert {k: list(v) for k, v in st.features.items()} == raw["features"]
+    assert set(st.features) <= {g.name for g in registry.groups()}
     for label, m in raw["models"].items():
         summary = st.models[label]
         assert (summary.model, summary.n_checkpoints, list(summary.steps)) == (
@@ -430,7 +430,7 @@ STATISTICS_DAMAGE = {
     "final perplexity a string": (
         lambda s: s["models"]["tiny-h16-l1"].update(final_perplexity="low") or s,
         "final_perplexity = 'low'"),
-    "unknown feature family": (lambda s: s["features"].update(vibes=["x"]) or s,
+    "unknown feature family": (lambda s: s["features"].update({"Vibes!": ["x"]}) or s,
                                "features that are not lists"),
     "a correlation without n": (lambda s: s["correlations"]["pooled"]["rankme"].pop("n")
                                 and s, "have correlations with the target: they hold a pooled "

@@ -13,7 +13,7 @@ from safetensors.torch import load_file
 
 import analyze_results
 import run_experiments
-from toposig.config import WeightSettings, weights_hash
+from toposig.families.weights import WeightsFamily
 from toposig.features import weights
 from toposig.model import embedding as embedding_stage
 from toposig.model import weight_stage
@@ -89,8 +89,9 @@ def test_include_exclude_and_bad_patterns(neox_series, tmp_path, no_texts, capsy
     assert run_experiments.main([*base, "--weight-include", "mlp", "--weight-exclude",
                                  "4h_to_h"]) == 0
     hashes = {r["weights"]["settings_hash"] for r in records_of(out)}
-    assert hashes == {weights_hash(WeightSettings(include=("mlp",), exclude=("4h_to_h",)))}
-    assert hashes != {weights_hash(WeightSettings())}
+    assert hashes == {WeightsFamily(include=("mlp",), exclude=("4h_to_h",)).hash_of(None,
+                                                                                   "float32")}
+    assert hashes != {WeightsFamily().hash_of(None, "float32")}
     names = [m["name"] for m in records_of(out)[0]["weights"]["matrices"]]
     assert names == [f"gpt_neox.layers.{i}.mlp.dense_h_to_4h.weight" for i in range(2)]
     other = tmp_path / "embeddings"  # other weight settings: a study of their own

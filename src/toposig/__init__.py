@@ -10,8 +10,12 @@ The public API (imported on first use, so ``import toposig`` stays light):
   comparing runs;
 - :func:`load_results`: a results folder as one tidy :class:`pandas.DataFrame`, a row
   per (model, step, family, layer or matrix) and a column per feature;
-- :class:`Family`: the signature families (``embedding``, ``weights``, ``landscape``,
-  ``gradients``), a ``str`` enum, so plain names work wherever a family is asked for;
+- the signature families: each is one class (:class:`SignatureFamily`: its settings are
+  its fields, it declares its features and computes its record), listed by an open
+  registry: :func:`list_families` gives them (``embedding``, ``weights``, ``landscape``,
+  ``gradients``, ``interlayer``), :func:`register` adds one of your own, and
+  :class:`RunSettings` are what every family of a run shares; a family is named by a
+  plain string (:class:`Family`);
 - the pure functions on arrays: :func:`vietoris_rips` (points -> persistence diagrams),
   :func:`diagram_features`, :func:`spectral_features`, :func:`neural_persistence`,
   :func:`weight_signatures`.
@@ -38,6 +42,11 @@ _EXPORTS = {
     "open": "results",
     "Results": "results",
     "Family": "records",
+    "RunSettings": "config",
+    "SignatureFamily": "families.base",
+    "register": "families.registry",
+    "unregister": "families.registry",
+    "list_families": "families.registry",
     "vietoris_rips": "features.homology",
     "diagram_features": "features.homology",
     "spectral_features": "features.spectral",

@@ -1,22 +1,35 @@
-"""Settings of the embedding stage: one dataclass, validated in one place, hashed for results.
+"""Settings, stated once: a settings class is a frozen dataclass whose fields are declared
+with :func:`setting`, and everything else is derived from those fields.
 
-The settings hash keys every result on disk. It covers exactly the settings that change
-the numbers (the texts themselves, tokenisation, PCA, homology dimension, analysed layers,
-numeric precision) and nothing that does not (batch size, device index, PH backend: every
-backend gives identical diagrams), so a rerun with a different batch size still resumes.
+A field's :class:`Setting` says its help text, its command-line option, what values are
+allowed (a :class:`Check`), whether it changes the numbers (``hashed``: it is then part of
+the settings hash that keys the records) and whether its value is the run's
+(``from_run``: the run's setting of that name, whose option is the run's). From that,
+:class:`Settings` derives, as scikit-learn derives ``get_params`` from ``__init__`` and
+Hugging Face's argument parser derives options from dataclass fields:
+
+- validation on construction (:class:`SettingsError` naming the option and what is
+  allowed);
+- the ``config.json`` view (:meth:`Settings.to_dict`) and the hashed values
+  (:meth:`Settings.hashed_values`);
+- the command-line options (:meth:`Settings.add_options`) and the settings they give
+  (:meth:`Settings.from_args`).
+
+:class:`RunSettings` are the settings every family of a run shares (the texts, the
+device and precision, the seed, the homology library); each signature family's own
+settings are the fields of its class (:mod:`toposig.families`).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
+import argparse
+import dataclasses
 import math
 import re
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from numbers import Integral
-
-from toposig.records import FAMILIES, SCHEMA_VERSION, Family
+from typing import Any, ClassVar
 
 LAYER_CHOICES = ("last", "all")
 Layers = str | tuple[int, ...]  # "last", "all" or hidden-state indices (parse_layers)
@@ -29,66 +42,249 @@ PH_BACKEND_CHOICES = ("auto", "giotto-ph", "ripser", "gudhi")
 # who runs a plan's tasks (toposig.run.executors): this process, or Ray
 EXECUTOR_CHOICES = ("serial", "ray")
 _DEVICE_RE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
+WIKITEXT_SOURCE = "wikitext-2-raw-v1 validation"  # where the texts come from by default
 
 
 class SettingsError(ValueError):
     """A setting has a value that is not allowed; the message names both."""
 
 
+# ---------------------------------------------------------------------- one field, stated once
+
 @dataclass(frozen=True)
-class EmbeddingSettings:
-    """Everything the embedding stage needs besides the checkpoints.
+class Check:
+    """What values a setting allows: a test, and the same in words (``at least 3``), for
+    the message ``--option must be <allowed>, got <value>``."""
+
+    test: Callable[[Any], bool]
+    allowed: str
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v: object) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def at_least(n: int, unit: str = "") -> Check:
+    """An integer of at least ``n`` (``unit`` names what it counts, in the message)."""
+    return Check(lambda v: _is_int(v) and v >= n, f"at least {n}{' ' + unit if unit else ''}")
+
+
+def one_of(choices: Sequence[Any]) -> Check:
+    """One of ``choices``."""
+    choices = tuple(choices)
+    return Check(lambda v: any(v == c and type(v) is type(c) for c in choices),
+                 f"one of {choices}")
+
+
+SEED = Check(lambda v: _is_int(v) and 0 <= v < 2**32, "an integer from 0 to 2**32 - 1")
+POSITIVE = Check(lambda v: _is_number(v) and math.isfinite(v) and v > 0,
+                 "a positive finite number")
+FRACTION = Check(lambda v: _is_number(v) and 0 < v < 1, "in (0, 1)")
+ODD = Check(lambda v: _is_int(v) and v >= 3 and v % 2 == 1,
+            "an odd number >= 3 (so that the checkpoint is a grid point)")
+DEVICE = Check(lambda v: isinstance(v, str) and bool(_DEVICE_RE.match(v)),
+               "auto, cpu, cuda, cuda:N or mps")
+BATCH = Check(lambda v: v == "auto" or (_is_int(v) and v >= 1), "auto or at least 1")
+TEXT_OR_NONE = Check(lambda v: v is None or isinstance(v, str), "a path or name")
+FLAG = Check(lambda v: isinstance(v, bool), "true or false")
+
+
+def _regexes(v: object) -> bool:
+    if not (isinstance(v, tuple) and all(isinstance(p, str) for p in v)):
+        return False
+    for p in v:
+        try:
+            re.compile(p)
+        except re.error as exc:
+            raise SettingsError(f"{p!r} is not a regular expression: {exc}") from exc
+    return True
+
+
+REGEXES = Check(_regexes, "a list of regular expressions")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """How one settings field is stated: see the module.
 
     Attributes:
-        n_texts: number of analysed texts (points of the cloud).
-        min_chars: WikiText rows shorter than this after strip are skipped.
-        max_length: tokens per text after truncation.
-        pca_dim: PCA components before persistent homology (``min(k, n-1, d)`` kept).
-        maxdim: highest homology dimension.
-        layers: ``"last"`` (the final hidden state), ``"all"`` (every hidden state the
-            model returns: for most, the embedding output and every block; the record's
-            ``layer_names`` says what each is), or indices into the hidden states
-            (``(0, 3, -1)``, or the text ``"0,3,-1"``; negative ones count from the end),
-            kept as :func:`parse_layers` normalises them.
-        batch_size: texts per forward batch, or ``"auto"``: 32 on a CPU; on a GPU all
-            texts at once, halved on every out-of-memory error until the batch fits.
-        texts: a plain-text file (one text per non-empty line) instead of WikiText-2.
-        tokenizer: tokenizer name or path overriding the checkpoint's own.
-        device: ``auto``, ``cpu``, ``cuda``, ``cuda:N`` or ``mps``.
-        dtype: ``auto`` (``bf16-autocast`` on CUDA, fp32 elsewhere), a dtype the weights
-            are cast to, or ``bf16-autocast`` (fp32 weights, matrix products in bf16).
-        ph_backend: ``auto`` or a Vietoris–Rips library.
-        seed: drives every random choice.
-        trust_remote_code: allow a checkpoint's own Python code (off unless asked).
-        save_hidden: also save the pooled hidden states of the analysed layers.
-        resamples: bootstrap resamples of the texts per checkpoint (0: none) on which the
-            analysed layer's PH features are recomputed, to show their spread.
+        help: its help text, as ``--help`` prints it (``%(default)s`` is its default).
+        option: its command-line option (``--weight-max-rows``); ``None``: none, Python
+            only. Two families may declare the same option: it is one option, and both
+            take its value (``--probe-length``).
+        check: what values it allows.
+        hashed: it changes the numbers, so it is part of the settings hash.
+        from_run: the run's setting of this name gives its value (its option is the
+            run's): a family's ``seed`` is the run's ``--seed``.
+        normalise: turns a given value into its one normal form before the check (a
+            ``list`` of patterns into a ``tuple``, ``--layers`` text into indices).
+        cli: further keywords of ``ArgumentParser.add_argument`` (``type``,
+            ``choices``, ``metavar``, ``nargs``, ``action``); by default the type of the
+            field's default (an int, a float, a string; a flag for a bool).
     """
 
-    n_texts: int = 200
-    min_chars: int = 100
-    max_length: int = 128
-    pca_dim: int = 50
-    maxdim: int = 1
-    layers: Layers = "last"
-    batch_size: int | str = "auto"
-    texts: str | None = None
-    tokenizer: str | None = None
-    device: str = "auto"
-    dtype: str = "auto"
-    ph_backend: str = "auto"
-    seed: int = 42
-    trust_remote_code: bool = False
-    save_hidden: bool = False
-    resamples: int = 0
+    help: str
+    option: str | None = None
+    check: Check | None = None
+    hashed: bool = True
+    from_run: str | None = None
+    normalise: Callable[[Any], Any] | None = None
+    cli: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def dest(self) -> str | None:
+        """The parsed arguments' attribute of its option."""
+        return self.option.lstrip("-").replace("-", "_") if self.option else None
+
+
+def setting(default: Any, help: str, **how: Any) -> Any:  # noqa: A002 - argparse's word
+    """A settings field: its ``default`` and how it is stated (:class:`Setting`)."""
+    return field(default=default, metadata={"setting": Setting(help=help, **how)})
+
+
+def _statement(f: dataclasses.Field) -> Setting:
+    found = f.metadata.get("setting")
+    if not isinstance(found, Setting):
+        raise TypeError(f"settings field {f.name!r} is not declared with setting()")
+    return found
+
+
+class Settings:
+    """The base of every settings class (a frozen dataclass of :func:`setting` fields):
+    validated on construction, and what the module lists derived from its fields."""
+
+    # the option group of --help that its options are listed in
+    options_title: ClassVar[str] = ""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "layers", parse_layers(self.layers))
-        validate(self)
+        for f, how in self.statements():
+            value = getattr(self, f.name)
+            if how.normalise is not None:
+                value = how.normalise(value)
+                object.__setattr__(self, f.name, value)
+            check = how.check
+            if check is None:
+                continue
+            try:
+                allowed = check.test(value)
+            except SettingsError as exc:  # the check says itself what is wrong
+                raise SettingsError(f"{self.label_of(f.name)} {exc}") from exc
+            if not allowed:
+                raise SettingsError(f"{self.label_of(f.name)} must be {check.allowed}, "
+                                    f"got {value!r}")
+        self.check_together()
 
-    def to_dict(self) -> dict:
-        return asdict(self)
+    def check_together(self) -> None:
+        """Checks of several fields at once (none by default).
 
+        Raises:
+            SettingsError: naming the options and what is allowed.
+        """
+
+    @classmethod
+    def statements(cls) -> tuple[tuple[dataclasses.Field, Setting], ...]:
+        """Each field with its :class:`Setting`, in declaration order."""
+        return tuple((f, _statement(f)) for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+
+    @classmethod
+    def label_of(cls, name: str) -> str:
+        """How messages name field ``name``: its option (the run's for a ``from_run``
+        field), else the field's name."""
+        how = dict((f.name, s) for f, s in cls.statements())[name]
+        if how.option:
+            return how.option
+        if how.from_run:
+            run = dict((f.name, s) for f, s in RunSettings.statements())[how.from_run]
+            return run.option or name
+        return name
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field by name, as ``config.json`` records the settings."""
+        return dataclasses.asdict(self)  # type: ignore[call-overload]
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]):
+        """The settings ``config.json`` records (:meth:`to_dict`): its keys that are fields
+        of this class (an older layout's others are left out), validated.
+
+        Raises:
+            SettingsError: a recorded value that is not allowed.
+        """
+        names = {f.name for f, _ in cls.statements()}
+        return cls(**{k: v for k, v in values.items() if k in names})
+
+    def hashed_values(self) -> dict[str, Any]:
+        """The fields that change the numbers (``hashed``), by name."""
+        return {f.name: getattr(self, f.name) for f, how in self.statements() if how.hashed}
+
+    @classmethod
+    def add_options(cls, parser: argparse.ArgumentParser, title: str | None = None) -> None:
+        """Its command-line options, in an option group of ``title`` (default
+        :attr:`options_title`); an option another class added already is not added twice,
+        and ``from_run`` fields have none of their own."""
+        taken = {o for a in parser._actions for o in a.option_strings}
+        group = None
+        for f, how in cls.statements():
+            if not how.option or how.option in taken:
+                continue
+            if group is None:
+                group = parser.add_argument_group(title or cls.options_title or cls.__name__)
+            group.add_argument(how.option, help=how.help, **cls._cli(f, how))
+
+    @staticmethod
+    def _cli(f: dataclasses.Field, how: Setting) -> dict[str, Any]:
+        kw = dict(how.cli)
+        default = f.default
+        if isinstance(default, bool):
+            kw.setdefault("action", "store_true")
+            return kw
+        if isinstance(default, tuple):
+            kw.setdefault("nargs", "+")
+            kw.setdefault("default", list(default))
+            return kw
+        kw.setdefault("default", default)
+        if "choices" not in kw and "type" not in kw and isinstance(default, (int, float)):
+            kw["type"] = type(default)
+        return kw
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, run: RunSettings | None = None, **given: Any):
+        """The settings the parsed options give: each field's option, a ``from_run``
+        field the ``run``'s value (default: the run settings the options give), the rest
+        their defaults; ``given`` overrides them.
+
+        Raises:
+            SettingsError: naming the option with a bad value.
+        """
+        values: dict[str, Any] = {}
+        for f, how in cls.statements():
+            if how.dest and hasattr(args, how.dest):
+                values[f.name] = getattr(args, how.dest)
+            elif how.from_run:
+                run = run if run is not None else RunSettings.from_args(args)
+                values[f.name] = getattr(run, how.from_run)
+        values.update(given)
+        return cls(**values)
+
+    @classmethod
+    def seeded(cls, run: RunSettings, **given: Any):
+        """Its defaults, with every ``from_run`` field the ``run``'s value; ``given``
+        overrides them."""
+        values = {f.name: getattr(run, how.from_run) for f, how in cls.statements()
+                  if how.from_run}
+        return cls(**(values | given))
+
+
+def as_tuple(value: object) -> object:
+    """A list as a tuple (settings hold tuples: hashable, and equal however given)."""
+    return tuple(value) if isinstance(value, (list, tuple)) else value
+
+
+# ------------------------------------------------------------------------------ layers
 
 _LAYERS_HELP = ("--layers must be last, all or comma-separated hidden-state indices such "
                 "as 0,3,-1 (negative ones count from the end)")
@@ -161,261 +357,66 @@ def resolve_layers(layers: Layers, n_hidden_states: int) -> list[int]:
     return sorted({i % n for i in layers})
 
 
-def _require(ok: bool, message: str) -> None:
-    if not ok:
-        raise SettingsError(message)
+def _int_or_auto(value: str) -> int | str:
+    return value if value == "auto" else int(value)
 
 
-def _check_seed(seed: object) -> None:
-    _require(isinstance(seed, int) and not isinstance(seed, bool) and 0 <= seed < 2**32,
-             f"--seed must be an integer from 0 to 2**32 - 1, got {seed!r}")
-
-
-def validate(s: EmbeddingSettings) -> None:
-    """Raise :class:`SettingsError` naming the first bad value and what is allowed."""
-    _require(s.n_texts >= 3, f"--n-texts must be at least 3, got {s.n_texts}")
-    _require(s.min_chars >= 0, f"--min-chars must be >= 0, got {s.min_chars}")
-    _require(s.max_length >= 2, f"--max-length must be at least 2 tokens, got {s.max_length}")
-    _require(s.pca_dim >= 1, f"--pca-dim must be at least 1, got {s.pca_dim}")
-    _require(s.maxdim in (0, 1, 2), f"--maxdim must be 0, 1 or 2, got {s.maxdim}")
-    _require(s.batch_size == "auto" or (isinstance(s.batch_size, int) and s.batch_size >= 1),
-             f"--batch-size must be auto or at least 1, got {s.batch_size!r}")
-    _require(s.resamples >= 0, f"--resamples must be >= 0, got {s.resamples}")
-    _check_seed(s.seed)
-    _require(
-        bool(_DEVICE_RE.match(s.device)),
-        f"--device must be auto, cpu, cuda, cuda:N or mps, got {s.device!r}",
-    )
-    _require(s.dtype in DTYPE_CHOICES, f"--dtype must be one of {DTYPE_CHOICES}, got {s.dtype!r}")
-    _require(
-        s.ph_backend in PH_BACKEND_CHOICES,
-        f"--ph-backend must be one of {PH_BACKEND_CHOICES}, got {s.ph_backend!r}",
-    )
-
-
-def settings_hash(s: EmbeddingSettings, texts_sha: str, resolved_dtype: str) -> str:
-    """Short hash of every setting that changes the numbers.
-
-    Args:
-        s: the settings.
-        texts_sha: fingerprint of the analysed texts (covers n_texts, min_chars, source).
-        resolved_dtype: the dtype actually used (``auto`` resolved per device).
-    """
-    keyed = {
-        "schema": SCHEMA_VERSION,
-        "texts_sha": texts_sha,
-        "max_length": s.max_length,
-        "pca_dim": s.pca_dim,
-        "maxdim": s.maxdim,
-        "layers": s.layers,  # "last" and "all" as ever; indices as a list
-        "tokenizer": s.tokenizer,
-        "dtype": resolved_dtype,
-    }
-    if s.resamples:  # only then does the seed change the numbers
-        # resample 2: a text drawn twice is one point of the complex (before, the SVD's
-        # rounding made its copies distinct points, adding bars of length ~1e-16)
-        keyed.update(resamples=s.resamples, seed=s.seed, resample_version=2)
-    blob = json.dumps(keyed, sort_keys=True).encode()
-    return hashlib.sha256(blob).hexdigest()[:12]
-
-
-# --------------------------------------------------------------------------- weights
+# ------------------------------------------------------------------------- the run's own
 
 @dataclass(frozen=True)
-class WeightSettings:
-    """Everything the weight stage needs besides the checkpoints.
+class RunSettings(Settings):
+    """What every signature family of a run shares: the analysed texts, the tokenizer,
+    where and in what precision the model runs, the seed of every random choice, the
+    homology library and dimension. A family's own settings take theirs from here where
+    they say so (``from_run``); none of these is a family's.
 
-    Attributes:
-        max_rows: rows per matrix for weight-row homology (a seeded sample when more).
-        maxdim: highest homology dimension of the row diagrams.
-        include: regular expressions; when given, exactly the 2-D weights whose name
-            matches one are analysed (default: every linear layer's weight).
-        exclude: regular expressions of weights to leave out.
-        seed: seeds the row sample.
-        ph_backend: ``auto`` or a Vietoris–Rips library.
+    Attributes: see each field's help (``toposig run --help``).
     """
 
-    max_rows: int = 200
-    maxdim: int = 1
-    include: tuple[str, ...] = ()
-    exclude: tuple[str, ...] = ()
-    seed: int = 42
-    ph_backend: str = "auto"
+    options_title: ClassVar[str] = "run (texts, device, precision, seed: shared by every family)"
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "include", tuple(self.include))
-        object.__setattr__(self, "exclude", tuple(self.exclude))
-        validate_weights(self)
+    texts: str | None = setting(
+        None, "plain-text UTF-8 file, one text per non-empty line (lines end at \\n only; "
+              "only the lines used are read, each text cut to 100,000 characters), instead "
+              "of WikiText-2 validation (default: WikiText-2)",
+        option="--texts", check=TEXT_OR_NONE, cli={"metavar": "PATH"})
+    n_texts: int = setting(200, "number of texts = points of the cloud (default: %(default)s)",
+                           option="--n-texts", check=at_least(3))
+    min_chars: int = setting(100, "skip WikiText rows shorter than this after strip (default: "
+                                  "%(default)s)", option="--min-chars", check=at_least(0))
+    max_length: int = setting(128, "tokens per text after truncation (default: %(default)s)",
+                              option="--max-length", check=at_least(2, "tokens"))
+    tokenizer: str | None = setting(
+        None, "tokenizer to use instead of each checkpoint's own: a Hub name, a folder, or a "
+              "tokenizer.json file", option="--tokenizer", check=TEXT_OR_NONE,
+        cli={"metavar": "NAME_OR_PATH"})
+    maxdim: int = setting(1, "highest homology dimension (default: %(default)s)",
+                          option="--maxdim", check=one_of((0, 1, 2)), cli={"type": int})
+    ph_backend: str = setting("auto", "Vietoris-Rips library; auto = fastest installed "
+                                      "(default: %(default)s)",
+                              option="--ph-backend", check=one_of(PH_BACKEND_CHOICES),
+                              cli={"choices": PH_BACKEND_CHOICES}, hashed=False)
+    batch_size: int | str = setting(
+        "auto", "texts per forward batch, or auto: 32 on a CPU, on a GPU all texts at once, "
+                "halved on each out-of-memory error (default: %(default)s)",
+        option="--batch-size", check=BATCH, cli={"type": _int_or_auto}, hashed=False)
+    device: str = setting("auto", "auto (CUDA if present), cpu, cuda, cuda:N or mps "
+                                  "(default: %(default)s)",
+                          option="--device", check=DEVICE, hashed=False)
+    dtype: str = setting("auto", "model precision: a dtype the weights are cast to, or "
+                                 "bf16-autocast (fp32 weights, bf16 matrix products); auto = "
+                                 "bf16-autocast on CUDA, float32 otherwise (default: "
+                                 "%(default)s)",
+                         option="--dtype", check=one_of(DTYPE_CHOICES),
+                         cli={"choices": DTYPE_CHOICES})
+    seed: int = setting(42, "seed for every random choice (default: %(default)s)",
+                        option="--seed", check=SEED)
+    trust_remote_code: bool = setting(
+        False, "allow checkpoints to run their own Python code (off by default: a "
+               "checkpoint from elsewhere can carry code)",
+        option="--trust-remote-code", check=FLAG, hashed=False)
 
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-def validate_weights(s: WeightSettings) -> None:
-    """Raise :class:`SettingsError` naming the first bad value and what is allowed."""
-    _require(s.max_rows >= 3, f"--weight-max-rows must be at least 3, got {s.max_rows}")
-    _check_seed(s.seed)
-    _require(s.maxdim in (0, 1, 2), f"--maxdim must be 0, 1 or 2, got {s.maxdim}")
-    _require(
-        s.ph_backend in PH_BACKEND_CHOICES,
-        f"--ph-backend must be one of {PH_BACKEND_CHOICES}, got {s.ph_backend!r}",
-    )
-    for option, patterns in (("--weight-include", s.include), ("--weight-exclude", s.exclude)):
-        for p in patterns:
-            try:
-                re.compile(p)
-            except re.error as exc:
-                raise SettingsError(f"{option} {p!r} is not a regular expression: {exc}") from exc
-
-
-def weights_hash(s: WeightSettings) -> str:
-    """Short hash of every weight setting that changes the numbers (not the backend)."""
-    keyed = {
-        "schema": SCHEMA_VERSION,
-        "family": "weights",
-        "max_rows": s.max_rows,
-        "maxdim": s.maxdim,
-        "include": list(s.include),
-        "exclude": list(s.exclude),
-        "seed": s.seed,
-    }
-    blob = json.dumps(keyed, sort_keys=True).encode()
-    return "w" + hashlib.sha256(blob).hexdigest()[:11]
-
-
-# ------------------------------------------------------------ landscape and gradients
-
-LANDSCAPE_DIRS = ("hessian", "random")
-
-
-@dataclass(frozen=True)
-class LandscapeSettings:
-    """The ``landscape`` family: curvature and the loss surface around a checkpoint.
-
-    The loss is the mean next-token cross-entropy (nats) of a fixed, seeded batch of
-    ``n_windows`` token windows of ``window`` tokens from the analysed texts' source.
-
-    The defaults (since 2026-11-29: 4 windows, tolerance 1e-2, a 13 x 13 grid; before:
-    16, 1e-3, 21 x 21) let both probe families finish in under a minute a checkpoint on
-    2 CPU cores with Pythia's 50,304-token vocabulary, whose output head is 95 % of
-    every loss evaluation (``bench/bench_loss_probes.py --parts``).
-
-    Attributes:
-        n_windows: windows in the probe batch.
-        window: tokens per window.
-        top_k: Hessian eigenvalues estimated (Lanczos on Hessian-vector products).
-        lanczos_tol: relative accuracy asked of the eigenvalues.
-        lanczos_maxiter: Lanczos restarts at most.
-        trace_samples: Rademacher probes of Hutchinson's trace estimate.
-        res: grid points per axis of the loss surface (odd, so the checkpoint is one).
-        dirs: ``hessian`` (top two eigenvectors) or ``random`` (two filter-normalised
-            random directions, Li et al. 2018).
-        span: the grid covers steps of −span … span along each direction, in units of
-            the weights' own norm (see :mod:`toposig.features.landscape`).
-        seed: seeds the windows, the Lanczos start, the probes and random directions.
-    """
-
-    n_windows: int = 4
-    window: int = 64
-    top_k: int = 2
-    lanczos_tol: float = 1e-2
-    lanczos_maxiter: int = 20
-    trace_samples: int = 16
-    res: int = 13
-    dirs: str = "hessian"
-    span: float = 1.0
-    seed: int = 42
-
-    def __post_init__(self) -> None:
-        _require(self.n_windows >= 1, f"--landscape-windows must be at least 1, got "
-                                      f"{self.n_windows}")
-        _require(self.window >= 2, f"--probe-length must be at least 2 tokens, got "
-                                   f"{self.window}")
-        _require(self.top_k >= 1, f"--hessian-k must be at least 1, got {self.top_k}")
-        _require(self.dirs in LANDSCAPE_DIRS,
-                 f"--landscape-dirs must be one of {LANDSCAPE_DIRS}, got {self.dirs!r}")
-        _require(self.dirs != "hessian" or self.top_k >= 2,
-                 "--landscape-dirs hessian needs the top two eigenvectors: --hessian-k >= 2")
-        _require(self.res >= 3 and self.res % 2 == 1,
-                 f"--landscape-res must be an odd number >= 3 (so that the checkpoint is "
-                 f"a grid point), got {self.res}")
-        _require(math.isfinite(self.span) and self.span > 0,
-                 f"--landscape-span must be a positive finite number, got {self.span}")
-        _check_seed(self.seed)
-        _require(self.trace_samples >= 2,
-                 f"--trace-samples must be at least 2, got {self.trace_samples}")
-        _require(0 < self.lanczos_tol < 1, f"--lanczos-tol must be in (0, 1), got "
-                                           f"{self.lanczos_tol}")
-        _require(self.lanczos_maxiter >= 1, f"lanczos_maxiter must be at least 1, got "
-                                            f"{self.lanczos_maxiter}")
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class GradientSettings:
-    """The ``gradients`` family: homology of per-example gradients.
-
-    Attributes:
-        n_windows: examples (token windows of the analysed texts' source), one point
-            each.
-        window: tokens per window.
-        proj_dim: dimension of the seeded sparse random projection of the gradients.
-        maxdim: highest homology dimension.
-        chunk_size: examples per vectorised gradient call (memory only).
-        seed: seeds the windows and the projection.
-        ph_backend: ``auto`` or a Vietoris–Rips library.
-    """
-
-    n_windows: int = 64
-    window: int = 64
-    proj_dim: int = 128
-    maxdim: int = 1
-    chunk_size: int = 8
-    seed: int = 42
-    ph_backend: str = "auto"
-
-    def __post_init__(self) -> None:
-        _require(self.n_windows >= 3, f"--gradient-windows must be at least 3, got "
-                                      f"{self.n_windows}")
-        _require(self.window >= 2, f"--probe-length must be at least 2 tokens, got "
-                                   f"{self.window}")
-        _require(self.proj_dim >= 2, f"--gradient-dim must be at least 2, got "
-                                     f"{self.proj_dim}")
-        _require(self.maxdim in (0, 1, 2), f"--maxdim must be 0, 1 or 2, got {self.maxdim}")
-        _require(self.chunk_size >= 1, f"chunk_size must be at least 1, got "
-                                       f"{self.chunk_size}")
-        _check_seed(self.seed)
-        _require(self.ph_backend in PH_BACKEND_CHOICES,
-                 f"--ph-backend must be one of {PH_BACKEND_CHOICES}, got {self.ph_backend!r}")
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-def family_hash(family: Family, settings: LandscapeSettings | GradientSettings,
-                texts_sha: str) -> str:
-    """Short hash of the settings of the ``landscape`` or ``gradients`` family that change
-    the numbers (not the chunk size or the PH backend), and of the texts source."""
-    keyed = {k: v for k, v in asdict(settings).items() if k not in ("chunk_size", "ph_backend")}
-    keyed |= {"schema": SCHEMA_VERSION, "family": family, "texts_sha": texts_sha}
-    blob = json.dumps(keyed, sort_keys=True).encode()
-    return family[0] + hashlib.sha256(blob).hexdigest()[:11]
-
-
-def parse_signatures(value: str | None) -> tuple[Family, ...] | None:
-    """``--signatures embedding,weights`` -> a tuple of families in the order given;
-    ``None`` (per checkpoint kind) if unset.
-
-    Raises:
-        SettingsError: an unknown or empty family.
-    """
-    if value is None:
-        return None
-    names = tuple(dict.fromkeys(v.strip() for v in value.split(",") if v.strip()))
-    bad = [n for n in names if n not in FAMILIES]
-    _require(bool(names) and not bad,
-             f"--signatures takes a comma-separated list of {', '.join(FAMILIES)}, "
-             f"got {value!r}")
-    return tuple(Family(n) for n in names)
+    @property
+    def texts_source(self) -> str:
+        """Where the analysed texts come from, as ``config.json`` says it."""
+        return self.texts or WIKITEXT_SOURCE

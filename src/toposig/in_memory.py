@@ -22,14 +22,16 @@ from typing import Any
 
 import numpy as np
 
-from toposig.config import AUTOCAST, EmbeddingSettings, parse_layers
+from toposig.config import AUTOCAST, RunSettings, parse_layers
+from toposig.families import registry
+from toposig.families.base import FamilyInputs, SignatureFamily, Texts
+from toposig.families.embedding import EmbeddingFamily
+from toposig.families.registry import merge_family_records
+from toposig.families.runner import run_families
 from toposig.model.placement import Placement
 from toposig.progress import tqdm
-from toposig.records import DEFAULT_FAMILIES, FAMILIES, Family, Record, merge_family_records
+from toposig.records import Family, Record
 from toposig.sources.checkpoints import Checkpoint
-from toposig.stages.base import StageInputs, Texts
-from toposig.stages.registry import STAGES, by_key, complete_settings, needs_texts, run_order
-from toposig.stages.runner import run_stages
 
 IN_MEMORY = "<in memory>"
 
@@ -86,7 +88,7 @@ class Measurement:
         if layer is not None and layer < 0 and n_states:
             layer += n_states
         layer = (rec.layer if rec else None) if layer is None else layer
-        arrays = self.arrays.get(Family.EMBEDDING) or {}
+        arrays = self.arrays.get(EmbeddingFamily.name) or {}
         return [arrays[k] for q in range(8) if (k := f"layer{layer}_h{q}") in arrays]
 
     def __repr__(self) -> str:
@@ -101,7 +103,8 @@ class Measurement:
         for family, rec in self.records.items():
             typed = Record.from_json(rec)
             parts = [f"{len(typed.features)} features",
-                     *STAGES[Family(family)].record_parts(typed)]
+                     *(registry.get(family).record_parts(typed)
+                       if registry.is_registered(family) else [])]
             n_arrays = len(self.arrays.get(family) or {})
             lines.append(f"  {family}: {', '.join(parts)}; {n_arrays} arrays")
         return "\n".join(lines)
@@ -128,7 +131,7 @@ class Measurement:
         from toposig.report import measurement_figures as mf
         from toposig.report.style import drawn_on
 
-        rec = self.record if Family.EMBEDDING in self.records else None
+        rec = self.record if EmbeddingFamily.name in self.records else None
         name = rec.model_label if rec else "model"
         if kind == "layers":
             return drawn_on(mf.plot_layers(self.layer_features,
@@ -196,10 +199,10 @@ def preserved_state(model, *, rngs: bool = True) -> Iterator[None]:
 
 
 def measure(model, tokenizer, texts: Sequence[str] | None = None, *,
-            families: Sequence[str] = DEFAULT_FAMILIES,
+            families: Sequence[str] | None = None,
             layers: str | Sequence[int] | None = None,
             step: int | None = None, label: str = "model",
-            settings: EmbeddingSettings | None = None,
+            settings: RunSettings | None = None,
             family_settings: Mapping[str, Any] | None = None,
             progress: bool = True, **legacy: Any) -> Measurement:
     """The signature families of an in-memory model, without saving or reloading it.
@@ -212,21 +215,23 @@ def measure(model, tokenizer, texts: Sequence[str] | None = None, *,
             first 200 WikiText-2 validation rows of at least 100 characters); the
             landscape and gradient probes cut their windows from the same texts when
             given, else from WikiText-2 validation.
-        families: any of ``embedding``, ``weights``, ``landscape``, ``gradients``.
-        layers: ``"last"``, ``"all"`` (every hidden state the model returns; the
-            record's ``layer_names`` says what each is) or a list of indices into
-            ``model(..., output_hidden_states=True).hidden_states`` such as ``[0, 3, -1]``
-            (negative ones count from the end; indices naming the same state count once);
-            default: ``settings.layers``, else ``"last"``. With anything but ``"last"``,
-            ``Measurement.layer_features`` has each analysed index; ``features`` are the
-            highest index's.
+        families: registered family names (``toposig.families.registry.names()``:
+            ``embedding``, ``weights``, ``landscape``, ``gradients``, ``interlayer``, and
+            any registered since); default: embedding and weights.
+        layers: the embedding's ``"last"``, ``"all"`` (every hidden state the model
+            returns; the record's ``layer_names`` says what each is) or a list of indices
+            into ``model(..., output_hidden_states=True).hidden_states`` such as
+            ``[0, 3, -1]`` (negative ones count from the end; indices naming the same
+            state count once); default: the embedding's settings' ``layers``, else
+            ``"last"``. With anything but ``"last"``, ``Measurement.layer_features`` has
+            each analysed index; ``features`` are the highest index's.
         step: the training step, kept in the records.
         label: the model's name in the records.
-        settings: the embedding's settings (defaults as in ``run_experiments.py``);
-            ``layers=`` replaces their default ``layers``, and must agree with any other.
-        family_settings: family -> its settings, for the other families
-            (``{"weights": WeightSettings(max_rows=100)}``; defaults as in
-            ``run_experiments.py``, seeded by ``settings.seed``).
+        settings: the run's settings (:class:`toposig.config.RunSettings`: texts, seed,
+            homology dimension...; defaults as in ``run_experiments.py``).
+        family_settings: family -> the family with its settings
+            (``{"weights": WeightsFamily(max_rows=100)}``); the others' are their defaults,
+            seeded as ``settings`` say.
         progress: show a progress bar over the families (``tqdm``, on stderr, as the
             pipeline's over checkpoints).
         legacy: ``weight_settings=``, ``landscape_settings=``, ``gradient_settings=``:
@@ -238,12 +243,13 @@ def measure(model, tokenizer, texts: Sequence[str] | None = None, *,
 
     Raises:
         ValueError: no texts given (``texts`` empty, every text blank, or one string
-            instead of a list of them); ``layers`` and ``settings.layers`` disagree;
-            ``layers`` not one of the above, or an index the model does not have (a
-            :class:`~toposig.config.SettingsError` naming its count of hidden states); an
-            unknown family; the landscape or gradients
-            asked of a model not in float32 (the pipeline probes float32 weights);
-            parameters on several devices or in several precisions.
+            instead of a list of them); ``layers`` and the embedding's settings'
+            ``layers`` disagree; ``layers`` not one of the above, or an index the model
+            does not have (a :class:`~toposig.config.SettingsError` naming its count of
+            hidden states); an unknown family; the landscape or gradients asked of a
+            model not in float32 (the pipeline probes float32 weights); parameters on
+            several devices or in several precisions.
+        TypeError: a family's settings of another family's type.
     """
     from dataclasses import replace
 
@@ -255,22 +261,24 @@ def measure(model, tokenizer, texts: Sequence[str] | None = None, *,
         raise ValueError(f"no texts were given: texts has {len(texts)} item(s) and none is "
                          "a non-blank string; give a list of texts, or None for the "
                          "pipeline's WikiText-2 texts")
-    families = check_families(families)
-    default_layers = EmbeddingSettings().layers
-    if layers is not None:
+    names = check_families(registry.default_names() if families is None else families)
+    run = settings or RunSettings()
+    given = given_settings(family_settings, legacy, "measure")
+    if layers is not None:  # the embedding's layers, given on their own
         layers = parse_layers(layers)
-    if (settings is not None and layers is not None and settings.layers != layers
-            and settings.layers != default_layers):
-        raise ValueError(f"layers={layers!r} and settings.layers={settings.layers!r} "
-                         "disagree; give one of them")
-    settings = settings or EmbeddingSettings()
-    settings = replace(settings, layers=settings.layers if layers is None else layers)
-    inputs = measure_inputs(settings, texts, families,
-                            given_settings(family_settings, legacy, "measure"))
+        held = given.get(EmbeddingFamily.name)
+        if isinstance(held, EmbeddingFamily) and held.layers not in (
+                layers, EmbeddingFamily().layers):
+            raise ValueError(f"layers={layers!r} and the embedding settings' layers="
+                             f"{held.layers!r} disagree; give one of them")
+        given[EmbeddingFamily.name] = replace(
+            held if isinstance(held, EmbeddingFamily) else EmbeddingFamily.seeded(run),
+            layers=layers)
+    inputs = measure_inputs(run, texts, names, given)
     ckpt = Checkpoint(model=label, label=label, step=step, source="memory",
                       location=IN_MEMORY)
     out = Measurement()
-    bar = tqdm(total=len(families), desc=f"measuring {label}", unit="family",
+    bar = tqdm(total=len(names), desc=f"measuring {label}", unit="family",
                disable=not progress)
 
     def keep(family: Family, result) -> None:
@@ -281,83 +289,80 @@ def measure(model, tokenizer, texts: Sequence[str] | None = None, *,
         bar.update(1)
 
     try:
-        measure_families(model, tokenizer, ckpt, families, inputs, keep)
+        measure_families(model, tokenizer, ckpt, names, inputs, keep)
     finally:
         bar.close()
     return out
 
 
 def given_settings(family_settings: Mapping[str, Any] | None, legacy: Mapping[str, Any],
-                   caller: str) -> dict[Family, Any]:
-    """Family -> its settings as given to :func:`measure` or the live monitor:
-    ``family_settings``, and ``legacy`` keywords (``weight_settings=``: a family's key in
-    ``config.json``, :func:`toposig.stages.registry.by_key`), which earlier versions took.
+                   caller: str) -> dict[str, SignatureFamily]:
+    """Family -> the family with its settings, as given to :func:`measure` or the live
+    monitor: ``family_settings``, and ``legacy`` keywords (``weight_settings=``: a
+    family's key in ``config.json``, :func:`toposig.families.registry.by_key`), which
+    earlier versions took.
 
     Raises:
         TypeError: a keyword that names no family's settings (as Python says it for
-            ``caller``), or an unknown family.
+            ``caller``), an unknown family, or settings of another family's class.
     """
-    out: dict[Family, Any] = {}
+    out: dict[str, SignatureFamily] = {}
     for family, s in (family_settings or {}).items():
-        if family not in FAMILIES:
+        if not registry.is_registered(family):
             raise TypeError(f"{caller}() family_settings: {family!r} is not a family "
-                            f"({', '.join(FAMILIES)})")
-        out[Family(family)] = s
+                            f"({', '.join(registry.names())})")
+        if s is not None:
+            out[Family(family)] = registry.checked_settings(family, s)
     for key, s in legacy.items():
         try:
-            stage = by_key(key)
+            cls = registry.by_key(key)
         except KeyError:
             raise TypeError(f"{caller}() got an unexpected keyword argument {key!r}") from None
-        warnings.warn(f"{key}= is deprecated: pass family_settings={{{str(stage.family)!r}: "
+        warnings.warn(f"{key}= is deprecated: pass family_settings={{{cls.name!r}: "
                       "...}", DeprecationWarning, stacklevel=3)
         if s is not None:
-            out[stage.family] = s
+            out[Family(cls.name)] = registry.checked_settings(cls.name, s)
     return out
 
 
 def check_families(families: Sequence[str]) -> tuple[Family, ...]:
-    """``families`` as :class:`Family` members.
+    """``families`` as registered family names.
 
     Raises:
-        ValueError: none, or one that is not a family.
+        ValueError: none, or one that is not a registered family.
     """
-    unknown = [f for f in families if f not in FAMILIES]
-    if unknown or not families:
-        raise ValueError(f"families are {', '.join(FAMILIES)}; got {', '.join(families)}")
-    return tuple(Family(f) for f in families)
+    return registry.check_names(families)
 
 
-def measure_inputs(settings: EmbeddingSettings, texts: Sequence[str] | None,
-                   families: Sequence[str],
-                   given: Mapping[Family, Any] | None = None,
-                   texts_source: str | None = None) -> StageInputs:
+def measure_inputs(run: RunSettings, texts: Sequence[str] | None, families: Sequence[str],
+                   given: Mapping[str, SignatureFamily] | None = None,
+                   texts_source: str | None = None) -> FamilyInputs:
     """The inputs of ``families`` with the pipeline's defaults where not given: the
     analysed texts (given, else the pipeline's WikiText-2 rows), the probe texts (the
-    given texts, else WikiText-2 validation) and every family's settings (``given``,
-    else seeded by ``settings.seed``: :func:`toposig.stages.registry.complete_settings`).
-    Texts no family reads are not loaded.
+    given texts, else WikiText-2 validation) and each of ``families`` with its settings
+    (``given``, else its defaults seeded as ``run`` says:
+    :meth:`~toposig.config.Settings.seeded`), for those families only. Texts no family
+    reads are not loaded.
 
-    Args:
-        texts_source: where the texts come from, as ``config.json`` says it (default:
-            ``settings.texts`` or WikiText-2 validation).
+    Raises:
+        TypeError: settings of another family's class.
     """
     from toposig.sources.corpus import load_texts, probe_texts
 
     analysed, probe = [], []
-    if needs_texts(families, Texts.ANALYSED):
+    if registry.needs_texts(families, Texts.ANALYSED):
         analysed = (list(texts) if texts is not None
-                    else load_texts(settings.texts, settings.n_texts, settings.min_chars))
-    if needs_texts(families, Texts.PROBE):
-        probe = (list(texts) if texts is not None
-                 else probe_texts(settings.texts, settings.min_chars))
-    source = texts_source or settings.texts or "wikitext-2-raw-v1 validation"
-    return StageInputs(analysed, probe, complete_settings(settings, given), source)
+                    else load_texts(run.texts, run.n_texts, run.min_chars))
+    if registry.needs_texts(families, Texts.PROBE):
+        probe = (list(texts) if texts is not None else probe_texts(run.texts, run.min_chars))
+    return FamilyInputs(analysed, probe, run, registry.settings_for(run, families, given),
+                        texts_source)
 
 
 @dataclass
 class InMemoryModel:
-    """A model in hand, ready for the stages (:class:`toposig.stages.base.Loaded`): used as
-    it is, on its own device and in its own precision, never moved."""
+    """A model in hand, ready for the families (:class:`toposig.families.base.Loaded`):
+    used as it is, on its own device and in its own precision, never moved."""
 
     ckpt: Checkpoint
     placement: Placement
@@ -390,7 +395,7 @@ class InMemoryModel:
 
 
 def measure_families(model, tokenizer, ckpt: Checkpoint, families: Sequence[Family],
-                     inputs: StageInputs, emit: Callable[[Family, object], None], *,
+                     inputs: FamilyInputs, emit: Callable[[Family, object], None], *,
                      stored_loss: tuple[float | None, str | None] = (None, None),
                      restore_rngs: bool = True) -> None:
     """Compute ``families`` on the in-memory ``model`` and hand each family's result (a
@@ -399,8 +404,9 @@ def measure_families(model, tokenizer, ckpt: Checkpoint, families: Sequence[Fami
     random number generators too unless ``restore_rngs`` is false: a copy measured on
     another thread).
 
-    The stages run as the pipeline's do on a loaded checkpoint
-    (:func:`toposig.stages.runner.run_stages`), in the model's own device and precision.
+    The families run as the pipeline's do on a loaded checkpoint
+    (:func:`toposig.families.runner.run_families`), in the model's own device and
+    precision.
 
     Args:
         ckpt: the identity the records carry (``source: "memory"``).
@@ -412,8 +418,8 @@ def measure_families(model, tokenizer, ckpt: Checkpoint, families: Sequence[Fami
         ValueError: the landscape or gradients asked of a model not in float32, or
             parameters on several devices or precisions (before any family runs).
     """
-    placement = Placement.of_model(model, inputs.run_settings.dtype)
-    float32 = [s.family for s in run_order(families) if s.float32]
+    placement = Placement.of_model(model, inputs.run.dtype)
+    float32 = [c.name for c in registry.run_order(families) if c.float32]
     if float32 and placement.dtype not in ("float32", AUTOCAST):
         raise ValueError(
             f"the {' and '.join(float32)} probes need float32 weights, as the pipeline uses "
@@ -422,4 +428,4 @@ def measure_families(model, tokenizer, ckpt: Checkpoint, families: Sequence[Fami
     loaded = InMemoryModel(ckpt, placement, stored_loss, model, tokenizer)
     with preserved_state(model, rngs=restore_rngs):
         model.eval()  # no dropout: the pipeline's models are loaded in eval mode
-        run_stages(loaded, families, inputs, emit)
+        run_families(loaded, families, inputs, emit)

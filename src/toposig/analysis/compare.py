@@ -103,6 +103,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from fnmatch import fnmatchcase
 
+from toposig.families.base import Kind
+from toposig.families.registry import kind_of
+
 __all__ = [
     "IGNORED_KEYS", "IGNORED_SUFFIXES", "IGNORED_PATHS", "EXACT_KEYS", "KINDS", "ATOL_PER_RTOL",
     "Tolerances", "Difference", "ConclusionChange", "MethodAgreement", "Coverage",
@@ -149,9 +152,14 @@ KINDS = ("continuous", "discontinuous", "count", "correlation", "p-value", "deci
          "exact", "missing", "structure")
 # Values that are not smooth functions of the weights: a statistic of a persistence
 # diagram changes by a bar's share when rounding makes or removes a bar; a bootstrap
-# spread, a stability ratio or a phase fit's slope follows such values.
+# spread, a stability ratio or a phase fit's slope follows such values. A feature a family
+# declares says its own kind (toposig.families.registry.kind_of); these patterns are for
+# the names no family declares (an imported table's, the statistics' distances).
 _DISCONTINUOUS_KEY = re.compile(r"(^|_)h\d_(total|mean|std|max|min)_persistence(_scaled)?$"
                                 r"|persistence_entropy|_wasserstein|^landscape_")
+_MATRICES = re.compile(r"\.matrices\[")  # a weight matrix's values in a record
+_KIND_WORDS = {Kind.COUNT: "count", Kind.CONTINUOUS: "continuous",
+               Kind.DISCONTINUOUS: "discontinuous"}
 _DISCONTINUOUS_PATH = ("features_resampled", "statistics.stability.", "statistics.phases.",
                        "statistics.wasserstein", "statistics.weight_wasserstein")
 
@@ -419,7 +427,17 @@ def classify(key: str | None, parent: str | None, a: object, b: object,
         return "p-value"
     if _is_correlation_key(k):
         return "correlation"
-    if _is_count_key(k) or (k in _SUMMARY_LEAVES and parent and _is_count_key(parent)):
+    if k in _SUMMARY_LEAVES and parent and (kind_of(parent) == Kind.COUNT
+                                            or _is_count_key(parent)):
+        return "count"  # the bootstrap mean or spread of a count
+    declared = kind_of(k, matrix=_MATRICES.search(path) is not None)
+    if declared is not None:  # a feature: the kind its family declares
+        if declared == Kind.COUNT:
+            return "count"
+        if any(part in path for part in _DISCONTINUOUS_PATH):
+            return "discontinuous"
+        return _KIND_WORDS[declared]
+    if _is_count_key(k):
         return "count"
     if isinstance(a, int) and isinstance(b, int):
         return "count"

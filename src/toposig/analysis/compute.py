@@ -28,10 +28,10 @@ from toposig.analysis.ensembles import ensemble_analysis, first_seeds
 from toposig.analysis.feature_sets import PHASE_FEATURES, PREDICTION_FEATURES
 from toposig.analysis.ground_truth import positive_control_analysis
 from toposig.defaults import SEED_CONTROLS
+from toposig.families.weights import WeightsFamily
 from toposig.features import homology
 from toposig.records import (
     DeclaredQuality,
-    Family,
     ModelSummary,
     Record,
     Statistics,
@@ -157,10 +157,11 @@ def model_summaries(records: Sequence[Record]) -> dict[str, dict]:
 
 
 def feature_families(records: Sequence[Record]) -> dict[str, list[str]]:
-    """Feature names grouped by :func:`correlations.feature_family` (only non-empty groups)."""
+    """Feature names by the name of their group (:func:`correlations.feature_group`; only
+    non-empty groups, in the order their first feature is listed)."""
     out: dict[str, list[str]] = {}
     for f in correlations.feature_names(records):
-        out.setdefault(correlations.feature_family(f), []).append(f)
+        out.setdefault(correlations.feature_group(f).name, []).append(f)
     return out
 
 
@@ -171,7 +172,7 @@ def weight_wasserstein_series(records: Sequence[Record], arrays: ArraysOf
     ``arrays`` gives the arrays of each record's weight part."""
     out: dict[str, list[dict]] = {}
     for label, recs in correlations.by_model(records).items():
-        found = [(r, file) for r in recs if (file := r.arrays_file(Family.WEIGHTS))]
+        found = [(r, file) for r in recs if (file := r.arrays_file(WeightsFamily.name))]
         rows = []
         prev = None
         for r, file in found:

@@ -48,7 +48,7 @@ from scipy import stats as sps
 
 from toposig.analysis import correlations, inference, trend_controls
 from toposig.analysis.correlations import MIN_POINTS, by_model, correlation, feature_values
-from toposig.records import FeatureFamily, Record
+from toposig.records import Record
 
 ALPHA = 0.05
 N_BOOTSTRAP = 1000
@@ -64,36 +64,23 @@ HOLM_FAMILIES = (("spearman_p", "holm_p", "raw"), ("partial_p", "partial_holm_p"
 N_SURROGATES = 999
 DESIGN_RUNS = inference.NULL_RUNS  # null runs per test's design (power: half as many per coupling)
 NOISE_FLOOR_SHARE = 0.5  # below the floor: fewer than half the changes resolved
-# The non-topological quantities of the same space that a topological feature must beat,
-# the first of each list being the space's plain norm.
-WEIGHT_BASELINE = "weight_l2_norm"
-EMBEDDING_BASELINE = "mean_norm"
-LANDSCAPE_BASELINE = "hessian_trace"
-GRADIENT_BASELINE = "grad_norm_mean"
-WEIGHT_BASELINES = (WEIGHT_BASELINE, "weight_spectral_norm_mean", "weight_alpha_mean",
-                    "weight_alpha_weighted_mean")
-EMBEDDING_BASELINES = (EMBEDDING_BASELINE, "effective_rank_cov", "rankme")
-# the baselines of each topological family (the feature registry's families)
-_BASELINES: dict[FeatureFamily, tuple[str, ...]] = {
-    FeatureFamily.WEIGHT_TOPOLOGICAL: WEIGHT_BASELINES,
-    FeatureFamily.EMBEDDING_TOPOLOGICAL: EMBEDDING_BASELINES,
-    FeatureFamily.LANDSCAPE_TOPOLOGICAL: (LANDSCAPE_BASELINE,),
-    FeatureFamily.GRADIENT_TOPOLOGICAL: (GRADIENT_BASELINE,),
-}
 
 
 def baselines_of(feature: str) -> tuple[str, ...]:
-    """The baselines a feature is tested beyond, the space's plain norm first: for
-    weight-space topology (``np_*``, ``weight_h*``) the Frobenius norm of the weights, the
-    mean spectral norm, the mean heavy-tail exponent alpha and the mean weighted alpha of
-    the matrices (the field's standard weight diagnostics, as weightwatcher computes
-    them, where the records have them); for
-    embedding-space topology (``h*_``) the mean norm of the hidden states and their
-    effective rank (the covariance's entropy rank, and RankMe); for the loss surface's
-    merge tree (``landscape_*``) the Hessian trace; for gradient-space topology
-    (``grad_h*``) the mean gradient norm; ``()`` for the baselines themselves, the
-    spectral and curvature features and anything else."""
-    return _BASELINES.get(correlations.feature_family(feature), ())
+    """The baselines a feature is tested beyond, the space's plain norm first: those its
+    feature group declares (:attr:`~toposig.families.base.FeatureGroup.baselines`) when it
+    is topological: for weight-space topology (``np_*``, ``weight_h*``) the Frobenius norm
+    of the weights, the mean spectral norm, the mean heavy-tail exponent alpha and the mean
+    weighted alpha of the matrices (the field's standard weight diagnostics, as
+    weightwatcher computes them, where the records have them); for embedding-space
+    topology (``h*_``) the mean norm of the hidden states and their effective rank (the
+    covariance's entropy rank, and RankMe); for the loss surface's merge tree
+    (``landscape_*``) the Hessian trace; for gradient-space topology (``grad_h*``) the
+    mean gradient norm; for the inter-layer zigzag (``zigzag_*``) how much each text's
+    neighbours persist from layer to layer. ``()`` for the baselines themselves and every
+    feature of a group that is not topological."""
+    group = correlations.feature_group(feature)
+    return group.baselines if group.topological else ()
 
 
 def baseline_of(feature: str) -> str | None:

@@ -12,10 +12,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from toposig.families import registry
+from toposig.families.base import FeatureGroup, Order
 from toposig.features import homology
-from toposig.features.registry import WEIGHT_STATISTICS, family_by_convention, feature_info
-from toposig.features.spectral import SPECTRAL_NAMES
-from toposig.records import FeatureFamily, Record
+from toposig.records import Record
 
 MIN_POINTS = 3
 EXACT_SPEARMAN_MAX_N = 8  # exact permutation p-values up to 8! = 40,320 orderings
@@ -99,61 +99,59 @@ def _orderings(n: int) -> np.ndarray:
 
 
 def feature_names(records: Sequence[Record]) -> list[str]:
-    """Numeric feature keys present in the records' ``features``, grouped by family in
-    :class:`~toposig.records.FeatureFamily` order (embedding topological, embedding
-    spectral, weight topological, weight statistics, curvature, landscape topological,
-    gradient topological, gradient statistics, ..., other). Within a family: the
-    spectral names and the weight statistics in their defined order, the loss probes'
-    features in the order the records give them, any other family's by name.
+    """Numeric feature keys present in the records' ``features``, grouped by feature
+    group in table order (:func:`toposig.families.registry.groups`: the families in
+    registration order, each family's groups in its order). Within a group, as it says
+    (:class:`~toposig.families.base.Order`): by name, in its declared order (names the
+    group does not declare then come last, with any other name), or in the order the
+    records give them (the loss probes'); the names of no group, and those of a group
+    listed last (``other``), at the end by name.
     """
     keys: list[str] = []
     for r in records:
         for k, v in r.features.items():
             if k not in keys and isinstance(v, (int, float)):
                 keys.append(k)
-    defined = {FeatureFamily.EMBEDDING_SPECTRAL: SPECTRAL_NAMES,
-               FeatureFamily.WEIGHT_STATISTICS: WEIGHT_STATISTICS}
     grouped: list[str] = []
-    for fam in FeatureFamily:
-        if fam == FeatureFamily.OTHER:
+    for group in registry.groups():
+        if group.last:
             continue
-        if fam in defined:
-            grouped += [k for k in defined[fam] if k in keys]
+        if group.order == Order.DECLARED:
+            grouped += [k for k in group.names if k in keys]
         else:
-            members = [k for k in keys if feature_family(k) == fam]
-            grouped += members if fam.is_probe else sorted(members)
+            members = [k for k in keys if feature_group(k) is group]
+            grouped += members if group.order == Order.RECORDS else sorted(members)
     return grouped + sorted(k for k in keys if k not in grouped)
 
 
-def is_topological(name: str) -> bool:
-    """Embedding-space persistent-homology features (``h0_*``, ``h1_*``, ``h2_*``)."""
-    return feature_family(name) == FeatureFamily.EMBEDDING_TOPOLOGICAL
+def feature_group(name: str) -> FeatureGroup:
+    """What a feature measures: the group that declares it, or for a name the package
+    does not compute (an imported table's) the group the naming convention gives
+    (:func:`toposig.families.registry.group_of`; ``other`` when none does)."""
+    return registry.group_of(name)
 
 
-def is_weight_feature(name: str) -> bool:
-    """Weight-space features: neural persistence (``np_*``) and ``weight_*``."""
-    return feature_family(name) in (FeatureFamily.WEIGHT_TOPOLOGICAL,
-                                    FeatureFamily.WEIGHT_STATISTICS)
+def signature_of(name: str) -> str:
+    """The signature family whose records carry the checkpoint feature ``name``."""
+    return registry.family_of(name).name
 
 
-def feature_family(name: str) -> FeatureFamily:
-    """What a feature measures: its entry in the feature registry
-    (:func:`toposig.features.registry.feature_info`), or for a name the package does not
-    compute (an imported table's) the naming convention's family
-    (:func:`toposig.features.registry.family_by_convention`): ``embedding_topological``
-    (``h0_*`` ...), ``embedding_spectral``, ``weight_topological`` (neural persistence and
-    weight-row homology), ``weight_statistics`` (the non-topological weight baseline),
-    ``curvature`` (``hessian_*``), ``landscape_topological`` (``landscape_*``, the loss
-    surface's merge tree), ``gradient_topological`` (``grad_h*``), ``gradient_statistics``
-    (the other ``grad_*``) or ``other``."""
-    info = feature_info(name)
-    return info.family if info is not None else family_by_convention(name)
+def is_probe(name: str) -> bool:
+    """Whether a feature comes from a family that probes the loss (curvature, landscape,
+    gradients)."""
+    return registry.family_of(name).probes_loss
+
+
+def target_of(name: str) -> str:
+    """The quality measure a feature is tested against: ``perplexity`` (the hidden
+    states' families) or the stored ``loss`` (the weights', as the seed paper did, and
+    the loss probes')."""
+    return registry.family_of(name).target
 
 
 def prefers_loss(name: str) -> bool:
-    """Features tested against the loss rather than perplexity: the weight-space ones
-    (as the seed paper did) and the loss-derived curvature, landscape and gradients."""
-    return is_weight_feature(name) or feature_family(name).is_probe
+    """Features tested against the loss rather than perplexity (:func:`target_of`)."""
+    return target_of(name) == "loss"
 
 
 def by_model(records: Sequence[Record]) -> dict[str, list[Record]]:

@@ -3,13 +3,19 @@
 :func:`results_table` turns the aggregate entries (``data/all_results.json``, one per
 checkpoint with its families merged) into a :class:`pandas.DataFrame`:
 
-- ``embedding``: one row per analysed layer (every layer with ``--layers all``, from the
-  record's ``layer_features``; else the analysed one), its persistent-homology and
-  spectral features;
-- ``weights``: one row per weight matrix (``matrix`` = its parameter name: neural
-  persistence, row homology, norms) and one checkpoint-wide row (``matrix`` empty: the
-  summaries over matrices, ``np_mean``, ``weight_h0_total``, ...);
-- ``landscape`` and ``gradients``: one checkpoint-wide row each.
+- a family with per-layer features (the embedding's): one row per analysed layer (every
+  layer with ``--layers all``, from the record's ``layer_features``; else the analysed
+  one), its persistent-homology and spectral features;
+- a family with per-matrix features (the weights'): one row per weight matrix
+  (``matrix`` = its parameter name: neural persistence, row homology, norms) and one
+  checkpoint-wide row (``matrix`` empty: the summaries over matrices, ``np_mean``,
+  ``weight_h0_total``, ...);
+- every other family the entry has (``landscape``, ``gradients``, ``interlayer``, and any
+  registered since): one checkpoint-wide row each.
+
+Which family a feature is (:func:`toposig.analysis.correlations.signature_of`) and which
+families have per-layer or per-matrix features is the family registry's
+(:mod:`toposig.families.registry`).
 
 Every row carries the checkpoint's identity (``model``, ``model_path``, ``step``,
 ``revision``; ``seed`` and ``seed_group`` for a member of a seed ensemble, the model
@@ -31,17 +37,14 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from toposig.analysis.correlations import feature_family
-from toposig.records import Family, Record, records_from_json
+from toposig.analysis.correlations import signature_of
+from toposig.families import registry
+from toposig.families.base import Scope
+from toposig.records import TOP_FAMILY, Family, Record, records_from_json
 
 ID_COLUMNS = ("model", "model_path", "step", "revision", "family", "layer", "matrix",
               "settings_hash", "seed", "seed_group")
 QUALITY_COLUMNS = ("perplexity", "loss", "mlm_loss")
-
-
-def signature_family(name: str) -> Family:
-    """The signature family a checkpoint-level feature comes from (by its name)."""
-    return feature_family(name).signature
 
 
 def _rows(rec: Record) -> list[dict]:
@@ -57,21 +60,23 @@ def _rows(rec: Record) -> list[dict]:
                      "settings_hash": part.settings_hash if part else None, **quality,
                      **values})
 
-    own = {f: {k: v for k, v in rec.features.items() if signature_family(k) == f}
-           for f in rec.families}
-    if Family.EMBEDDING in rec.families:
-        if rec.layers:
+    families = registry.in_order(rec.families)
+    own: dict[str, dict] = {f: {} for f in families}
+    for k, v in rec.features.items():
+        if (f := signature_of(k)) in own:
+            own[f][k] = v
+    for family in families:
+        cls = registry.get(family)
+        layered = any(Scope.LAYER in f.scopes for f in cls.all_features())
+        if layered and rec.layers:
             for layer, values in sorted(rec.layers.items()):
-                row(Family.EMBEDDING, values, layer)
-        else:
-            row(Family.EMBEDDING, own[Family.EMBEDDING], rec.layer)
-    for family in (Family.WEIGHTS, Family.LANDSCAPE, Family.GRADIENTS):
-        if family not in rec.families:
+                row(family, values, layer)
             continue
-        if family == Family.WEIGHTS:
-            for m in rec.matrices:
-                row(Family.WEIGHTS, m.features, matrix=m.name)
-        row(family, own[family])
+        if cls.matrix_features:
+            part = rec.parts.get(family)
+            for m in part.matrices if part is not None and part.matrices else rec.matrices:
+                row(family, m.features, matrix=m.name)
+        row(family, own[family], rec.layer if family == TOP_FAMILY else None)
     return rows
 
 

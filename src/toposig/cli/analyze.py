@@ -7,10 +7,11 @@ from surrogates, Holm-adjusted p, partial correlations, first differences, the d
 and partial-difference tests with each one's calibration and power on its own design,
 pooled over models by a meta-analysis), training phases,
 scaling and prediction; Wasserstein distances between consecutive checkpoints' diagrams.
-Up to 23 figures, those the records have data for: 7 of embedding space, 4 of weight
+Up to 24 figures, those the records have data for: 7 of embedding space, 4 of weight
 space (the correlation heatmap among them), 8 of the analysis, 2 of the loss landscape
-and gradients, one of a seed ensemble and one of a positive control; a figure an earlier
-analysis drew that no longer applies is removed. The same records give the same files,
+and gradients, one over training of the families without a figure of their own (the
+inter-layer zigzag's), one of a seed ensemble and one of a positive control; a figure an
+earlier analysis drew that no longer applies is removed. The same records give the same files,
 byte for byte.
 
 Before it reads anything the analysis checks that it can write its files (a read-only

@@ -13,7 +13,7 @@ import json
 import sys
 
 from toposig.cli.options import (
-    add_embedding_options,
+    add_run_options,
     add_step_options,
     input_errors,
     selection_from_args,
@@ -21,6 +21,7 @@ from toposig.cli.options import (
     setup_logging,
 )
 from toposig.cli.parser import CommandParser, add_deprecated, help_text
+from toposig.families.embedding import EmbeddingFamily
 
 EXAMPLES = (
     "--models path/to/run/step1000",
@@ -44,7 +45,8 @@ def build_parser(prog: str | None = None) -> CommandParser:
     o.add_argument("--out", default=None, metavar="FOLDER",
                    help="also store the record in this results folder, as a run would")
     o.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    add_embedding_options(p)
+    add_run_options(p)
+    EmbeddingFamily.add_options(p)
     return p
 
 
@@ -53,13 +55,13 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     setup_logging(args.verbose)
     from toposig.config import SettingsError
     from toposig.model.embedding import analyse_checkpoint
-    from toposig.records import Family
     from toposig.run.plan import plan_run
     from toposig.run.store import DamagedResultsError, ResultStore, clean_floats
     from toposig.sources.checkpoints import SeriesError
 
     try:
         settings = settings_from_args(args)
+        embedding = EmbeddingFamily.from_args(args, settings)
         if not args.models:
             raise ValueError("--models is required: the model folder, series folder or "
                              "Hub id of the checkpoint")
@@ -68,7 +70,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
                              f"{len(args.models)} ({' '.join(args.models)}): use "
                              "toposig run for several")
         plan = plan_run(args.models, selection_from_args(args), settings,
-                        signatures=(Family.EMBEDDING,))
+                        signatures=(embedding.family,),
+                        family_settings={embedding.name: embedding})
         if len(plan.checkpoints) != 1:
             steps = [c.step for c in plan.checkpoints]
             raise SeriesError(f"{args.models[0]!r} is a series of {len(steps)} checkpoints "
@@ -78,14 +81,15 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         return 2
     ckpt = plan.checkpoints[0]
     try:
-        result = analyse_checkpoint(ckpt, plan.texts, settings, placement=plan.placement,
+        result = analyse_checkpoint(ckpt, plan.texts, embedding, run=settings,
+                                    placement=plan.placement,
                                     local_files_only=plan.local_files_only)
     except SettingsError as exc:  # --layers names an index the model does not have
         print(f"error: {exc}", file=sys.stderr)
         return 2
     record = result.record
     if args.out:
-        store = ResultStore(args.out, plan.hash_of(Family.EMBEDDING))
+        store = ResultStore(args.out, plan.hash_of(embedding.name))
         try:
             record = store.write(record, ckpt, result.arrays)
         except (DamagedResultsError, OSError) as exc:  # a link or a folder in the way,

@@ -25,10 +25,10 @@ from toposig.cli.parser import CommandParser, help_text
 from toposig.sources.imports import (
     FORMATS,
     QUALITY_COLUMNS,
-    RESERVED_FIELDS,
     ImportFormatError,
     parameter_counts,
     read_rows,
+    reserved_fields,
     with_parameters,
     with_target,
 )
@@ -67,7 +67,7 @@ def build_parser(prog: str | None = None) -> CommandParser:
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     args = build_parser(prog).parse_args(argv)
-    from toposig.analysis.correlations import feature_family
+    from toposig.analysis.correlations import feature_group
     from toposig.files.atomic import LinkedFolderError
     from toposig.files.locks import FolderLockedError
     from toposig.run.importer import write_import
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     try:
         quality = None
         if args.target is not None:
-            if args.target in RESERVED_FIELDS:
+            if args.target in reserved_fields():
                 raise ImportFormatError(f"--target {args.target!r} is a field every record "
                                         "has (identity or bookkeeping), not a quality")
             if args.higher_is_better and args.target in QUALITY_COLUMNS:
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
             rows = with_parameters(rows, counts)
         if quality is not None:
             rows = with_target(rows, args.target)
-        config = write_import(args.out, rows, feature_family, quality, counts,
+        config = write_import(args.out, rows, feature_group, quality, counts,
                               progress=not args.no_progress)
     except (ImportFormatError, StudyMismatchError, FolderLockedError, LinkedFolderError,
             OSError) as exc:

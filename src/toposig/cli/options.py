@@ -4,23 +4,14 @@ from __future__ import annotations
 
 import argparse
 import logging
-from typing import Any
+from collections.abc import Iterable
 
-from toposig.config import (
-    DTYPE_CHOICES,
-    EXECUTOR_CHOICES,
-    LAYER_CHOICES,
-    PH_BACKEND_CHOICES,
-    EmbeddingSettings,
-    SettingsError,
-    parse_signatures,
-)
-from toposig.records import FAMILIES, Family
+from toposig.config import EXECUTOR_CHOICES, RunSettings, SettingsError
+from toposig.families import registry
+from toposig.families.base import SignatureFamily
+from toposig.records import Family
 from toposig.sources.checkpoint_files import CHECKPOINT_SUFFIXES
 from toposig.sources.revisions import RevisionError, StepSelection, parse_selection
-from toposig.stages.registry import DEFAULT_STAGES, STAGES
-
-_DEFAULTS = EmbeddingSettings()
 
 
 def input_errors() -> tuple[type[Exception], ...]:
@@ -79,71 +70,25 @@ def selection_from_args(args: argparse.Namespace) -> StepSelection:
     return parse_selection(args.steps, args.revisions, args.revision_pattern)
 
 
-def add_embedding_options(p: argparse.ArgumentParser) -> None:
-    """Options that define what the embedding stage computes (see EmbeddingSettings)."""
-    g = p.add_argument_group("embedding stage")
-    g.add_argument("--texts", metavar="PATH", default=None,
-                   help="plain-text UTF-8 file, one text per non-empty line (lines end at "
-                        "\\n only; only the lines used are read, each text cut to "
-                        "100,000 characters), instead of WikiText-2 validation (default: "
-                        "WikiText-2)")
-    g.add_argument("--n-texts", type=int, default=_DEFAULTS.n_texts,
-                   help="number of texts = points of the cloud (default: %(default)s)")
-    g.add_argument("--min-chars", type=int, default=_DEFAULTS.min_chars,
-                   help="skip WikiText rows shorter than this after strip (default: %(default)s)")
-    g.add_argument("--max-length", type=int, default=_DEFAULTS.max_length,
-                   help="tokens per text after truncation (default: %(default)s)")
-    g.add_argument("--tokenizer", metavar="NAME_OR_PATH", default=None,
-                   help="tokenizer to use instead of each checkpoint's own: a Hub name, a "
-                        "folder, or a tokenizer.json file")
-    g.add_argument("--layers", metavar="|".join((*LAYER_CHOICES, "I,J,...")),
-                   default=_DEFAULTS.layers,
-                   help="analyse the last hidden state, every hidden state the model "
-                        "returns (for most, the embedding output and every block; records "
-                        "name them in layer_names), or the hidden states of these indices, "
-                        "e.g. 0,3,-1 (negative ones count from the end, -1 is the last; "
-                        "one that starts the list needs --layers=-2,-1) "
-                        "(default: %(default)s)")
-    g.add_argument("--pca-dim", type=int, default=_DEFAULTS.pca_dim,
-                   help="PCA components before persistent homology (default: %(default)s)")
-    g.add_argument("--maxdim", type=int, default=_DEFAULTS.maxdim,
-                   help="highest homology dimension (default: %(default)s)")
-    g.add_argument("--ph-backend", choices=PH_BACKEND_CHOICES, default=_DEFAULTS.ph_backend,
-                   help="Vietoris-Rips library; auto = fastest installed (default: %(default)s)")
-    g.add_argument("--batch-size", type=_int_or_auto, default=_DEFAULTS.batch_size,
-                   help="texts per forward batch, or auto: 32 on a CPU, on a GPU all texts "
-                        "at once, halved on each out-of-memory error (default: %(default)s)")
-    g.add_argument("--device", default=_DEFAULTS.device,
-                   help="auto (CUDA if present), cpu, cuda, cuda:N or mps (default: %(default)s)")
-    g.add_argument("--dtype", choices=DTYPE_CHOICES, default=_DEFAULTS.dtype,
-                   help="model precision: a dtype the weights are cast to, or bf16-autocast "
-                        "(fp32 weights, bf16 matrix products); auto = bf16-autocast on CUDA, "
-                        "float32 otherwise (default: %(default)s)")
-    g.add_argument("--seed", type=int, default=_DEFAULTS.seed,
-                   help="seed for every random choice (default: %(default)s)")
-    g.add_argument("--resamples", type=int, default=_DEFAULTS.resamples, metavar="B",
-                   help="recompute the analysed layer's persistent-homology features on B "
-                        "bootstrap resamples of the texts (seeded, the same at every "
-                        "checkpoint) and keep their spread (default: %(default)s)")
-    g.add_argument("--save-hidden", action="store_true",
-                   help="also save the pooled hidden states of the analysed layers (.npz)")
-    g.add_argument("--trust-remote-code", action="store_true",
-                   help="allow checkpoints to run their own Python code (off by default: "
-                        "a checkpoint from elsewhere can carry code)")
+def add_run_options(p: argparse.ArgumentParser) -> None:
+    """The options every family of a run shares (:class:`toposig.config.RunSettings`:
+    the texts, tokenizer, device, precision, seed, homology library and dimension)."""
+    RunSettings.add_options(p)
 
 
 def add_family_options(p: argparse.ArgumentParser) -> None:
-    """Which signature families (``--signatures``), and each family's own options
-    (:meth:`toposig.stages.base.Stage.add_options`, in registry order)."""
+    """Which signature families (``--signatures``), and each registered family's own
+    options (derived from its settings fields:
+    :meth:`toposig.config.Settings.add_options`), in registration order."""
     p.add_argument("--signatures", metavar="LIST", default=None,
-                   help=f"comma-separated signature families: {', '.join(FAMILIES)}. "
-                        f"Default: {' and '.join(DEFAULT_STAGES)} for model folders and Hub "
-                        "models, "
-                        f"{' and '.join(f for f, s in STAGES.items() if not s.runs_model)} "
+                   help=f"comma-separated signature families: {', '.join(registry.names())}. "
+                        f"Default: {' and '.join(registry.default_names())} for model "
+                        "folders and Hub models, "
+                        f"{' and '.join(registry.weights_only_names())} "
                         "only for plain checkpoint files "
                         f"({', '.join(CHECKPOINT_SUFFIXES)})")
-    for stage in STAGES.values():
-        stage.add_options(p)
+    for cls in registry.families():
+        cls.add_options(p)
 
 
 def add_executor_options(p: argparse.ArgumentParser) -> None:
@@ -183,28 +128,24 @@ def executor_from_args(args: argparse.Namespace):
                          gpus_per_task=args.gpus_per_task)
 
 
-def family_settings_from_args(args: argparse.Namespace) -> dict[Family, Any]:
-    """Family -> its validated settings, for the families whose settings have options of
-    their own (the embedding's are :func:`settings_from_args`); raises SettingsError
-    naming a bad value."""
-    return {f: s for f, stage in STAGES.items()
-            if (s := stage.settings_from_args(args)) is not None}
+def family_settings_from_args(args: argparse.Namespace, run: RunSettings,
+                              families: Iterable[str]) -> dict[Family, SignatureFamily]:
+    """Each of ``families`` with its validated settings from the parsed options (and the
+    ``run``'s where it takes them); no other family's are built.
+
+    Raises:
+        SettingsError: naming the option with a bad value.
+    """
+    return {f: registry.get(f).from_args(args, run) for f in registry.in_order(families)}
 
 
-def signatures_from_args(args: argparse.Namespace) -> tuple[str, ...] | None:
-    return parse_signatures(args.signatures)
+def signatures_from_args(args: argparse.Namespace) -> tuple[Family, ...] | None:
+    return registry.parse_signatures(args.signatures)
 
 
-def settings_from_args(args: argparse.Namespace) -> EmbeddingSettings:
-    """Build validated settings; raises SettingsError naming a bad value."""
-    return EmbeddingSettings(
-        n_texts=args.n_texts, min_chars=args.min_chars, max_length=args.max_length,
-        pca_dim=args.pca_dim, maxdim=args.maxdim, layers=args.layers,
-        batch_size=args.batch_size, texts=args.texts, tokenizer=args.tokenizer,
-        device=args.device, dtype=args.dtype, ph_backend=args.ph_backend, seed=args.seed,
-        trust_remote_code=args.trust_remote_code, save_hidden=args.save_hidden,
-        resamples=args.resamples,
-    )
+def settings_from_args(args: argparse.Namespace) -> RunSettings:
+    """The run's validated settings; raises SettingsError naming a bad value."""
+    return RunSettings.from_args(args)
 
 
 def setup_logging(verbose: bool = False) -> None:

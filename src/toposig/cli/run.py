@@ -33,12 +33,13 @@ import sys
 import threading
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 from toposig.cli.options import (
-    add_embedding_options,
     add_executor_options,
     add_family_options,
+    add_run_options,
     add_step_options,
     executor_from_args,
     family_settings_from_args,
@@ -50,7 +51,6 @@ from toposig.cli.options import (
 )
 from toposig.cli.parser import CommandParser, help_text
 from toposig.defaults import EXPERIMENT_A_MODELS, preset_names
-from toposig.stages.registry import DEFAULT_STAGES
 
 EXAMPLES = (
     "--preset tiny --out results/tiny",
@@ -100,7 +100,7 @@ def build_parser(prog: str | None = None) -> CommandParser:
     d = p.add_argument_group("display")
     d.add_argument("--no-progress", action="store_true", help="no progress bar")
     d.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    add_embedding_options(p)
+    add_run_options(p)
     add_family_options(p)
     add_executor_options(p)
     return p
@@ -173,11 +173,14 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
 
 def _main(args: argparse.Namespace, argv: list[str], prog: str | None) -> int:
     """:func:`main` once the options are parsed."""
+    from toposig.families.registry import default_names, weights_only_names
+    from toposig.families.weights import WeightsFamily
     from toposig.files.locks import exclusive
     from toposig.in_memory import measure_inputs
     from toposig.model.placement import Placement
     from toposig.model.presets import is_task, load_preset, run_names, train_preset
     from toposig.model.training import with_seeds
+    from toposig.records import Family
     from toposig.run.plan import fit_study, plan_run
     from toposig.run.store import read_json
     from toposig.run.study import Study
@@ -185,17 +188,22 @@ def _main(args: argparse.Namespace, argv: list[str], prog: str | None) -> int:
     lock = ExitStack()
     try:
         preset = with_seeds(load_preset(args.preset), args.seeds) if args.preset else None
+        settings = settings_from_args(args)
+        signatures = signatures_from_args(args)
+        requested = signatures or (default_names() if args.preset
+                                   else (*default_names(), *weights_only_names()))
+        given = family_settings_from_args(args, settings, requested)
         if is_task(preset):  # a task: measured on its own inputs
             if args.texts is not None:
                 raise ValueError(f"--preset {args.preset} measures the task's own inputs "
                                  "(inputs.txt of its suite folder); leave out --texts")
-            args.texts = str(preset.write_inputs(Path(args.suite_dir) / preset.name))
-            args.n_texts = preset.n_texts
-            if not args.weight_include and not args.weight_exclude:
-                args.weight_exclude = list(preset.WEIGHT_EXCLUDE)
-        settings = settings_from_args(args)
-        given = family_settings_from_args(args)
-        signatures = signatures_from_args(args)
+            settings = replace(settings, texts=str(preset.write_inputs(
+                Path(args.suite_dir) / preset.name)), n_texts=preset.n_texts)
+            given = family_settings_from_args(args, settings, requested)
+            weights = given.get(WeightsFamily.name)
+            if weights is not None and not (weights.include or weights.exclude):
+                given[Family(WeightsFamily.name)] = replace(
+                    weights, exclude=tuple(preset.WEIGHT_EXCLUDE))
         executor = executor_from_args(args)
         models, suite_dir = args.models, None
         remote_gpus = args.executor == "ray" and args.gpus_per_task > 0
@@ -208,13 +216,14 @@ def _main(args: argparse.Namespace, argv: list[str], prog: str | None) -> int:
                                  "leave out --models")
             suite = preset
             names = run_names(suite)  # every seed of every model
-            families = set(signatures or DEFAULT_STAGES)
+            families = set(requested)
             lock.enter_context(exclusive(args.out, "results folder"))  # before training
             placement = Placement.resolve(settings.device, settings.dtype, remote_gpus)
-            settings = fit_study(  # before training: --extend may widen the settings
+            inputs = fit_study(  # before training: --extend may widen the settings
                 Study.load(args.out), measure_inputs(settings, None, families, given), families,
                 placement, {n: str(Path(args.suite_dir) / suite.name / n) for n in names},
-                {n: "local" for n in names}, extend=args.extend).run_settings
+                {n: "local" for n in names}, extend=args.extend)
+            given = dict(inputs.families)
             suite_dir = train_preset(suite, args.suite_dir, progress=not args.no_progress)
             models = [str(suite_dir / n) for n in names]
         plan = plan_run(models, selection_from_args(args), settings, signatures,

@@ -74,7 +74,6 @@ def live_measurement(out: str, families, suite_dir: Path, final_step: int,
     from toposig.config import SettingsError
     from toposig.live.monitor import TopologyMonitor
     from toposig.model.training import ModelSpec, byte_tokenizer
-    from toposig.records import DEFAULT_FAMILIES
 
     if every is not None and every < 1:
         raise SettingsError(f"--measure-every must be at least 1, got {every}")
@@ -87,7 +86,7 @@ def live_measurement(out: str, families, suite_dir: Path, final_step: int,
             return
         if spec.name not in monitors:
             monitors[spec.name] = TopologyMonitor(
-                byte_tokenizer(), out, families=families or DEFAULT_FAMILIES,
+                byte_tokenizer(), out, families=families or None,
                 label=spec.name, model_name=str(suite_dir / spec.name),
                 command="toposig train --measure-out",
                 # the suite's models are one study, and its training is deterministic
@@ -120,7 +119,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
 
 def _main(args: argparse.Namespace) -> int:
     """:func:`main` once the options are parsed."""
-    from toposig.config import SettingsError, parse_signatures
+    from toposig.config import SettingsError
+    from toposig.families.registry import parse_signatures
     from toposig.files.atomic import LinkedFolderError
     from toposig.files.locks import FolderLockedError, UnusableFolderError
     from toposig.live.monitor import LIVE_DIR, LiveRunExistsError

@@ -26,6 +26,8 @@ from typing import NamedTuple
 import numpy as np
 from scipy.spatial.distance import pdist, squareform
 
+from toposig.features.names import DIAGRAM_STATISTICS
+
 logger = logging.getLogger(__name__)
 
 Diagram = np.ndarray  # shape (m, 2): birth, death
@@ -35,15 +37,7 @@ Diagram = np.ndarray  # shape (m, 2): birth, death
 BACKEND_PREFERENCE: tuple[str, ...] = ("giotto-ph", "ripser", "gudhi")
 _MODULE_OF_BACKEND = {"ripser": "ripser", "giotto-ph": "gph", "gudhi": "gudhi"}
 
-FEATURE_NAMES: tuple[str, ...] = (
-    "n_features",
-    "total_persistence",
-    "mean_persistence",
-    "max_persistence",
-    "std_persistence",
-    "persistence_entropy",
-    "n_significant",
-)
+FEATURE_NAMES: tuple[str, ...] = DIAGRAM_STATISTICS
 
 
 def available_backends() -> list[str]:

@@ -9,17 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from toposig.features.names import SPECTRAL_NAMES
+
 EPS_RANKME = 1e-7
 DECAY_WINDOW = 50  # the seed's window: the top min(50, rank) eigenvalues
 DECAY_FLOOR = 1e-12
 
-SPECTRAL_NAMES: tuple[str, ...] = (
-    "rankme",
-    "effective_rank_cov",
-    "participation_ratio",
-    "eigenspectrum_decay_alpha",
-    "stable_rank",
-)
 
 
 def _centred(points: np.ndarray) -> np.ndarray:

@@ -37,17 +37,9 @@ import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
-# Each feature's description and unit, for the feature registry.
-FEATURE_WORDS: dict[str, tuple[str, str]] = {
-    "zigzag_h0_n_bars": ("bars of the H0 zigzag over the layers' k-NN graphs", "count"),
-    "zigzag_h0_n_through": ("clusters of texts that persist through every layer", "count"),
-    "zigzag_h0_mean_span": ("mean layers an H0 zigzag bar spans", "layers"),
-    "zigzag_h0_entropy": ("entropy of the H0 zigzag bars' lengths", "nats"),
-    "zigzag_h0_mean_birth": ("mean layer at which an H0 zigzag bar is born", "layer"),
-    "zigzag_h0_layer_similarity": ("mean Jaccard index of the H0 zigzag bars alive at "
-                                   "neighbouring layers", "0-1"),
-}
-FEATURE_NAMES = tuple(FEATURE_WORDS)
+from toposig.features.names import ZIGZAG_NAMES
+
+FEATURE_NAMES = ZIGZAG_NAMES
 
 
 def knn_graph(cloud: np.ndarray, k: int) -> csr_matrix:
@@ -175,3 +167,26 @@ def summarize(bars: np.ndarray, n_layers: int) -> ZigzagSummary:
         entropy=float(-(p * np.log(p)).sum()) if len(bars) else 0.0,
         mean_birth=float((births / 2.0).mean()) if len(bars) else 0.0,
         layer_similarity=float(np.mean(sims)) if sims else math.nan)
+
+
+def knn_overlap(graphs: list[csr_matrix]) -> float:
+    """The non-topological counterpart of the zigzag: how much each text's neighbourhood
+    persists from one layer to the next, the mean over neighbouring layers ``l, l + 1``
+    of the mean over texts of the Jaccard index of the text's neighbours in the two
+    layers' graphs (1: every text keeps its neighbours; a text without neighbours in
+    either counts 1). NaN for one layer.
+
+    Args:
+        graphs: the layers' symmetric k-nearest-neighbour graphs (:func:`knn_graph`),
+            (n, n) on one vertex set.
+    """
+    if len(graphs) < 2:
+        return math.nan
+    means = []
+    for a, b in zip(graphs[:-1], graphs[1:], strict=True):
+        a, b = a.astype(bool), b.astype(bool)
+        both = np.asarray(a.multiply(b).sum(axis=1)).ravel()
+        either = np.asarray((a + b).astype(bool).sum(axis=1)).ravel()
+        jaccard = np.divide(both, either, out=np.ones(len(both)), where=either > 0)
+        means.append(float(jaccard.mean()))
+    return float(np.mean(means))

@@ -77,7 +77,6 @@ from transformers.trainer_callback import ExportableState
 from toposig.files.names import UnsafeNameError, check_label, escape
 from toposig.in_memory import check_families
 from toposig.live.monitor import LiveResult, Schedule, TopologyMonitor, stop_reason
-from toposig.records import DEFAULT_FAMILIES
 from toposig.sources.checkpoint_files import trainer_state_dict_loss
 
 logger = logging.getLogger(__name__)
@@ -124,7 +123,7 @@ class TopologyCallback(TrainerCallback, ExportableState):
     def __init__(self, tokenizer=None, texts: Sequence[str] | None = None,
                  out: str | Path = "results/live", every_n_steps: int | None = None, *,
                  doubling: bool = False, at_save: bool = True, at_evaluate: bool = False,
-                 families: Sequence[str] = DEFAULT_FAMILIES, label: str | None = None,
+                 families: Sequence[str] | None = None, label: str | None = None,
                  stop_on_signal: bool = False, **monitor):
         self.schedule = Schedule(every_n_steps, doubling, at_save, at_evaluate)
         self.options = {"texts": texts, "families": families, "label": label, **monitor}
@@ -141,7 +140,8 @@ class TopologyCallback(TrainerCallback, ExportableState):
         # what the checkpoint a training resumed from saved (state()'s attributes)
         self.checkpoint_state: dict | None = None
         self._can_stop = True  # False in a training of several processes
-        check_families(families)  # bad options fail here, not when training starts
+        if families is not None:  # bad options fail here, not when training starts
+            check_families(families)
         if label is not None:
             check_label(label, "label")
 

@@ -40,7 +40,6 @@ from pathlib import Path
 import lightning.pytorch as pl
 
 from toposig.live.monitor import LiveResult, Schedule, TopologyMonitor, stop_reason
-from toposig.records import DEFAULT_FAMILIES
 
 logger = logging.getLogger(__name__)
 
@@ -69,7 +68,7 @@ class LightningTopologyCallback(pl.Callback):
 
     def __init__(self, tokenizer, texts: Sequence[str] | None = None,
                  out: str | Path = "results/live", every_n_steps: int = 100, *,
-                 doubling: bool = False, families: Sequence[str] = DEFAULT_FAMILIES,
+                 doubling: bool = False, families: Sequence[str] | None = None,
                  label: str = "model", model: Callable | None = None,
                  stop_on_signal: bool = False, **monitor):
         if monitor.get("background"):

@@ -23,6 +23,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from toposig.families import registry
 from toposig.files.atomic import atomic_write_json, read_json, remove_file
 from toposig.files.locks import (
     FolderLockedError,
@@ -34,7 +35,6 @@ from toposig.files.locks import (
 from toposig.live.measurement import LiveMeasurement
 from toposig.model.placement import Placement
 from toposig.run.study import Study, StudyMismatchError
-from toposig.stages.registry import STAGES
 
 logger = logging.getLogger(__name__)
 
@@ -185,7 +185,7 @@ class StudyGuard:
             ValueError: ``model`` cannot be measured (several devices or precisions).
         """
         m = self.measurement
-        keyed = [f for f in m.families if STAGES[f].precision_keyed]
+        keyed = [f for f in m.families if registry.get(f).precision_keyed]
         if model is not None:
             placement = m.placement(model)
         else:

@@ -13,9 +13,9 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
-from toposig.config import EmbeddingSettings
+from toposig.config import RunSettings
+from toposig.families.base import FamilyInputs, SignatureFamily
 from toposig.in_memory import IN_MEMORY, measure_inputs
 from toposig.live.executor import InMemoryExecutor
 from toposig.model.placement import Placement
@@ -23,8 +23,6 @@ from toposig.records import Family, Record
 from toposig.run.pipeline import execute
 from toposig.run.plan import RunPlan
 from toposig.sources.checkpoints import Checkpoint
-from toposig.stages.base import StageInputs
-from toposig.stages.registry import hashes
 
 PREFIX = "topology/"
 # The features logged by default: one headline number per family, so that a trainer's
@@ -35,13 +33,20 @@ LOG_FEATURES = ("perplexity", "h1_total_persistence", "rankme", "np_mean", "hess
 
 
 def live_inputs(texts: Sequence[str] | None, families: Sequence[Family], layers: str,
-                settings: EmbeddingSettings | None = None,
-                given: Mapping[Family, Any] | None = None) -> StageInputs:
-    """The inputs of a live measurement: the embedding's settings with ``layers``, the
-    other families' ``given`` settings (defaults where not given), and where the texts
-    come from, as ``config.json`` says it."""
-    embedding = replace(settings or EmbeddingSettings(), layers=layers)
-    return measure_inputs(embedding, texts, families, given,
+                settings: RunSettings | None = None,
+                given: Mapping[Family, SignatureFamily] | None = None) -> FamilyInputs:
+    """The inputs of a live measurement: the run's ``settings``, the families' ``given``
+    settings (defaults where not given) with the embedding's ``layers``, and where the
+    texts come from, as ``config.json`` says it."""
+    from toposig.families import registry
+    from toposig.records import TOP_FAMILY
+
+    run = settings or RunSettings()
+    given = dict(given or {})
+    if TOP_FAMILY in families:
+        embedding = given.get(TOP_FAMILY) or registry.get(TOP_FAMILY).seeded(run)
+        given[TOP_FAMILY] = replace(embedding, layers=layers)
+    return measure_inputs(run, texts, families, given,
                           texts_source="texts given to the monitor" if texts is not None
                           else None)
 
@@ -137,7 +142,7 @@ class LiveMeasurement:
     """
 
     def __init__(self, tokenizer, out: Path, *, families: tuple[Family, ...], label: str,
-                 model_name: str, inputs: StageInputs, command: str,
+                 model_name: str, inputs: FamilyInputs, command: str,
                  extend: bool, progress: bool = True):
         self.tokenizer = tokenizer
         self._remembering = RememberingTokenizer(tokenizer)  # what the measurements use
@@ -156,7 +161,7 @@ class LiveMeasurement:
         Raises:
             ValueError: ``model`` cannot be measured (several devices or precisions).
         """
-        return Placement.of_model(model, self.inputs.run_settings.dtype)
+        return Placement.of_model(model, self.inputs.run.dtype)
 
     def checkpoint(self, step: int) -> Checkpoint:
         """The model in memory at ``step``, as the pipeline's driver names a checkpoint."""
@@ -166,8 +171,8 @@ class LiveMeasurement:
     def plan(self, ckpt: Checkpoint, placement: Placement) -> RunPlan:
         """The pipeline's plan of measuring ``ckpt`` on ``placement``."""
         i = self.inputs
-        return RunPlan([ckpt], i, placement, i.run_settings.ph_backend, True,
-                       hashes(self.families, i, placement.dtype), families=[self.families],
+        return RunPlan([ckpt], i, placement, i.run.ph_backend, True,
+                       i.hashes(placement.dtype, self.families), families=[self.families],
                        command=self.command)
 
     def run(self, model, step: int, stored_loss: tuple[float | None, str | None],

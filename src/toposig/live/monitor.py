@@ -66,7 +66,9 @@ from pathlib import Path
 from typing import Any
 
 from toposig.analysis import online
-from toposig.config import EmbeddingSettings
+from toposig.config import RunSettings
+from toposig.families.base import FamilyInputs
+from toposig.families.registry import default_names
 from toposig.files.names import check_label
 from toposig.in_memory import check_families, given_settings
 from toposig.live.background import Twin, Worker, check_background
@@ -95,8 +97,7 @@ from toposig.live.signal import (
     loss_series,
     stop_reason,
 )
-from toposig.records import DEFAULT_FAMILIES, Family, Record
-from toposig.stages.base import StageInputs
+from toposig.records import Family, Record
 
 logger = logging.getLogger(__name__)
 
@@ -145,14 +146,15 @@ class TopologyMonitor:
         out: the results folder (created; one study, as for ``run_experiments.py``).
         texts: the analysed texts (default: the pipeline's 200 WikiText-2 validation
             rows); the landscape and gradient probes cut their windows from them too.
-        families: the signature families to measure (default: embedding and weights).
+        families: the signature families to measure (default: those a model gets by
+            default, embedding and weights).
         schedule: when to measure (:class:`Schedule`); the integrations build it from
             their ``every_n_steps``, ``doubling``, ``at_save`` and ``at_evaluate``.
         label: the model's name in the records (a plain file name).
         model_name: the model as ``config.json`` names it (default: ``label``).
         layers: ``"last"`` or ``"all"``.
-        settings: the embedding's settings, as for :func:`toposig.measure`.
-        family_settings: family -> its settings, for the other families, likewise
+        settings: the run's settings, as for :func:`toposig.measure`.
+        family_settings: family -> the family with its settings, likewise
             (the per-family keywords of earlier versions are still taken, with a
             DeprecationWarning).
         log_features: the features logged as scalars, or ``"all"``.
@@ -181,9 +183,9 @@ class TopologyMonitor:
     """
 
     def __init__(self, tokenizer, out: str | Path, *, texts: Sequence[str] | None = None,
-                 families: Sequence[str] = DEFAULT_FAMILIES, schedule: Schedule | None = None,
+                 families: Sequence[str] | None = None, schedule: Schedule | None = None,
                  label: str = "model", model_name: str | None = None, layers: str = "last",
-                 settings: EmbeddingSettings | None = None,
+                 settings: RunSettings | None = None,
                  family_settings: Mapping[str, Any] | None = None,
                  log_features: Sequence[str] | str = LOG_FEATURES,
                  figure_interval_s: float = 60.0, overwrite: bool = False,
@@ -191,7 +193,7 @@ class TopologyMonitor:
                  command: str = "toposig live monitor", progress: bool = True,
                  background: bool = False, **legacy: Any):
         out = Path(out)
-        checked = check_families(families)
+        checked = check_families(default_names() if families is None else families)
         label = check_label(label, "label")
         inputs = live_inputs(texts, checked, layers, settings,
                              given_settings(family_settings, legacy, "TopologyMonitor"))
@@ -244,7 +246,7 @@ class TopologyMonitor:
         return self._measurement.families
 
     @property
-    def inputs(self) -> StageInputs:
+    def inputs(self) -> FamilyInputs:
         return self._measurement.inputs
 
     @property

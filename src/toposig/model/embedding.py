@@ -9,14 +9,15 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
 from toposig.config import (
     MLM_FRACTION,
     MLM_SEED,
-    EmbeddingSettings,
     Layers,
+    RunSettings,
     resolve_layers,
 )
 from toposig.features import homology, spectral
@@ -28,7 +29,7 @@ from toposig.model.forward import (
     tokenize,
 )
 from toposig.model.placement import Placement
-from toposig.records import CheckpointOutput, Family, now_iso, record_header
+from toposig.records import TOP_FAMILY, CheckpointOutput, now_iso, record_header
 from toposig.sources.checkpoints import (
     MASKED,
     Checkpoint,
@@ -39,6 +40,28 @@ from toposig.sources.checkpoints import (
 )
 
 logger = logging.getLogger(__name__)
+
+
+class EmbeddingOptions(Protocol):
+    """What of the embedding family's settings the measurement reads
+    (:class:`toposig.families.embedding.EmbeddingFamily`)."""
+
+    @property
+    def max_length(self) -> int: ...
+    @property
+    def pca_dim(self) -> int: ...
+    @property
+    def maxdim(self) -> int: ...
+    @property
+    def layers(self) -> Layers: ...
+    @property
+    def ph_backend(self) -> str: ...
+    @property
+    def resamples(self) -> int: ...
+    @property
+    def seed(self) -> int: ...
+    @property
+    def save_hidden(self) -> bool: ...
 
 
 @dataclass
@@ -201,8 +224,9 @@ def texts_forward(model, tokenizer, texts: list[str], max_length: int, placement
 def analyse_checkpoint(
     ckpt: Checkpoint,
     texts: list[str],
-    settings: EmbeddingSettings,
+    settings: EmbeddingOptions,
     *,
+    run: RunSettings,
     placement: Placement,
     local_files_only: bool = False,
     model=None,
@@ -213,11 +237,14 @@ def analyse_checkpoint(
     """Load one checkpoint once, run one forward pass, compute every feature.
 
     Args:
+        settings: the embedding family's settings.
+        run: the run's (its tokenizer, whether a checkpoint's own code may run, the
+            forward batch size).
         placement: the resolved device and precision the forward pass runs in.
         model: the checkpoint's model already loaded where ``placement`` says (the
             pipeline loads once for both signature families), or ``None`` to load it.
         tokenizer: the checkpoint's tokenizer already loaded (with the override of
-            ``settings.tokenizer``), or ``None`` to load it.
+            ``run.tokenizer``), or ``None`` to load it.
         load_s: seconds already spent loading ``model`` (for the record's timings).
         forward: the texts' forward pass through ``model`` (:func:`texts_forward`) when
             another family of the checkpoint already ran it, or ``None`` to run it.
@@ -238,18 +265,18 @@ def analyse_checkpoint(
 
     t0 = time.perf_counter() - load_s
     if tokenizer is None:
-        tokenizer = load_tokenizer(ckpt, settings.tokenizer,
+        tokenizer = load_tokenizer(ckpt, run.tokenizer,
                                    local_files_only=local_files_only,
-                                   trust_remote_code=settings.trust_remote_code)
+                                   trust_remote_code=run.trust_remote_code)
     if model is None:
         model = load_model(ckpt, placement.weight_dtype, placement.device,
                            local_files_only=local_files_only,
-                           trust_remote_code=settings.trust_remote_code)
+                           trust_remote_code=run.trust_remote_code)
     t_load = time.perf_counter()
 
     if forward is None:
         forward = texts_forward(model, tokenizer, texts, settings.max_length, placement,
-                                settings.batch_size)
+                                run.batch_size)
     fwd, masked_lm = forward.result, forward.masked_lm
     t_fwd = time.perf_counter()
 
@@ -275,7 +302,7 @@ def analyse_checkpoint(
             arrays[f"layer{layer}_hidden"] = fwd.pooled[layer]
     cfg = model.config
     record = {
-        **record_header(Family.EMBEDDING, checkpoint_identity(ckpt)),
+        **record_header(TOP_FAMILY, checkpoint_identity(ckpt)),
         "perplexity": fwd.perplexity,
         "mean_nll": fwd.mean_nll,
         "n_loss_tokens": fwd.n_tokens,

@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Protocol
 
 import numpy as np
 
-from toposig.config import GradientSettings, LandscapeSettings
 from toposig.features import landscape
 from toposig.model import curvature, gradients
 from toposig.model.embedding import check_vocab
-from toposig.records import CheckpointOutput, Family, now_iso, record_header
+from toposig.records import CheckpointOutput, now_iso, record_header
 from toposig.sources.checkpoints import CAUSAL, Checkpoint, checkpoint_identity, model_kind
 
 logger = logging.getLogger(__name__)
@@ -71,7 +71,49 @@ def require_causal(model) -> None:
                          "not define")
 
 
-def _common(ckpt: Checkpoint, family: Family, model, t0: float, load_s: float) -> dict:
+class ProbeOptions(Protocol):
+    """What both probes read of their family's settings
+    (:mod:`toposig.families.landscape`, :mod:`toposig.families.gradients`)."""
+
+    @property
+    def n_windows(self) -> int: ...
+    @property
+    def window(self) -> int: ...
+    @property
+    def seed(self) -> int: ...
+
+    def to_dict(self) -> dict: ...
+
+
+class LandscapeOptions(ProbeOptions, Protocol):
+    @property
+    def top_k(self) -> int: ...
+    @property
+    def lanczos_tol(self) -> float: ...
+    @property
+    def lanczos_maxiter(self) -> int: ...
+    @property
+    def trace_samples(self) -> int: ...
+    @property
+    def res(self) -> int: ...
+    @property
+    def dirs(self) -> str: ...
+    @property
+    def span(self) -> float: ...
+
+
+class GradientOptions(ProbeOptions, Protocol):
+    @property
+    def proj_dim(self) -> int: ...
+    @property
+    def maxdim(self) -> int: ...
+    @property
+    def chunk_size(self) -> int: ...
+    @property
+    def ph_backend(self) -> str: ...
+
+
+def _common(ckpt: Checkpoint, family: str, model, t0: float, load_s: float) -> dict:
     elapsed = time.perf_counter() - t0
     return {
         **record_header(family, checkpoint_identity(ckpt)),
@@ -82,11 +124,12 @@ def _common(ckpt: Checkpoint, family: Family, model, t0: float, load_s: float) -
 
 
 def analyse_landscape(ckpt: Checkpoint, model, tokenizer, texts: list[str],
-                      settings: LandscapeSettings, *, device: str = "cpu",
-                      load_s: float = 0.0) -> CheckpointOutput:
+                      settings: LandscapeOptions, *, device: str = "cpu",
+                      load_s: float = 0.0, family: str = "landscape") -> CheckpointOutput:
     """Curvature and loss-surface topology of one checkpoint.
 
     Args:
+        family: the family whose record it is.
         model: the checkpoint's causal LM, float32, on ``device``.
         tokenizer: its tokenizer; texts: the probe texts.
 
@@ -156,7 +199,7 @@ def analyse_landscape(ckpt: Checkpoint, model, tokenizer, texts: list[str],
     features = {f"hessian_eig_{i + 1}": float(v) for i, v in enumerate(eig.values)}
     features["hessian_trace"] = trace
     features |= topo.features
-    record = _common(ckpt, Family.LANDSCAPE, model, t0, load_s)
+    record = _common(ckpt, family, model, t0, load_s)
     record |= {
         "features": features,
         "probe_loss": float(grid[s.res // 2, s.res // 2]),
@@ -179,11 +222,12 @@ def analyse_landscape(ckpt: Checkpoint, model, tokenizer, texts: list[str],
 
 
 def analyse_gradients(ckpt: Checkpoint, model, tokenizer, texts: list[str],
-                      settings: GradientSettings, *, device: str = "cpu",
-                      load_s: float = 0.0) -> CheckpointOutput:
+                      settings: GradientOptions, *, device: str = "cpu",
+                      load_s: float = 0.0, family: str = "gradients") -> CheckpointOutput:
     """Homology of the per-example gradient cloud of one checkpoint.
 
     Args:
+        family: the family whose record it is.
         model: the checkpoint's causal LM, float32, on ``device``.
         tokenizer: its tokenizer; texts: the probe texts.
 
@@ -208,10 +252,10 @@ def analyse_gradients(ckpt: Checkpoint, model, tokenizer, texts: list[str],
     t_grad = time.perf_counter()
     features, diagrams, used = gradients.gradient_features(
         cloud, np.concatenate(norms), s.maxdim, s.ph_backend)
-    record = _common(ckpt, Family.GRADIENTS, model, t0, load_s)
+    record = _common(ckpt, family, model, t0, load_s)
     record |= {"features": features, "ph_backend": used, "device": device,
                "settings": s.to_dict()}
-    record["timings_s"] |= {Family.GRADIENTS: t_grad - t0,
+    record["timings_s"] |= {family: t_grad - t0,
                             "homology": time.perf_counter() - t_grad}
     arrays = {f"h{q}": d for q, d in enumerate(diagrams)} | {"projected": cloud}
     return CheckpointOutput(record, arrays)

@@ -14,15 +14,31 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from typing import Protocol
 
 import numpy as np
 
-from toposig.config import WeightSettings
 from toposig.features import weights
-from toposig.records import CheckpointOutput, Family, now_iso, record_header
+from toposig.records import CheckpointOutput, now_iso, record_header
 from toposig.sources.checkpoints import Checkpoint, checkpoint_identity
 
 logger = logging.getLogger(__name__)
+
+
+class WeightOptions(Protocol):
+    """What the measurement reads of the weights family's settings
+    (:class:`toposig.families.weights.WeightsFamily`)."""
+
+    @property
+    def max_rows(self) -> int: ...
+    @property
+    def maxdim(self) -> int: ...
+    @property
+    def seed(self) -> int: ...
+    @property
+    def ph_backend(self) -> str: ...
+
+    def to_dict(self) -> dict: ...
 
 
 def as_arrays(tensors: Mapping, names: list[str]) -> Iterator[tuple[str, np.ndarray]]:
@@ -43,8 +59,9 @@ def as_arrays(tensors: Mapping, names: list[str]) -> Iterator[tuple[str, np.ndar
 def analyse_weights(
     ckpt: Checkpoint,
     matrices: Mapping,
-    settings: WeightSettings,
+    settings: WeightOptions,
     *,
+    family: str = "weights",
     loss: float | None = None,
     loss_key: str | None = None,
     num_parameters: int | None = None,
@@ -59,6 +76,7 @@ def analyse_weights(
         matrices: name -> (out, in) tensor, the matrices chosen by
             :mod:`toposig.model.matrices`, in order.
         settings: validated weight settings.
+        family: the family whose record it is.
         loss, loss_key: the loss stored with the checkpoint and where it was found.
         num_parameters: the model's parameter count, each storage once.
         load_s: seconds spent loading the checkpoint (for the record's timings).
@@ -87,7 +105,7 @@ def analyse_weights(
     arrays = {f"{name}:h{q}": d for name, dgms in sig.diagrams.items()
               for q, d in enumerate(dgms)}
     record = {
-        **record_header(Family.WEIGHTS, checkpoint_identity(ckpt)),
+        **record_header(family, checkpoint_identity(ckpt)),
         "checkpoint_loss": loss,
         "checkpoint_loss_key": loss_key,
         "num_parameters": num_parameters,

@@ -34,8 +34,8 @@ from types import MappingProxyType
 from typing import Any
 
 from toposig.records.vocabulary import (
-    FAMILIES,
     GROUND_TRUTH,
+    TOP_FAMILY,
     Family,
     JsonView,
     arrays_file_problem,
@@ -51,9 +51,6 @@ __all__ = ["RecordError", "CheckpointId", "FamilyPart", "MatrixResult", "Provena
 
 Features = Mapping[str, "float | None"]
 
-# Where each family keeps its part of an aggregate entry: under its name (the embedding's
-# is the top level).
-_PART_KEY: dict[Family, str] = {f: str(f) for f in FAMILIES if f != Family.EMBEDDING}
 _LAYER_KEY = re.compile(r"[0-9]+")
 
 
@@ -98,27 +95,6 @@ class CheckpointId:
 
 
 @dataclass(frozen=True)
-class FamilyPart:
-    """What one signature family keeps in a record besides its features.
-
-    Attributes:
-        family: the family.
-        settings_hash: the hash of its settings: the folder ``records/<hash>/``.
-        arrays_file: its arrays (``.npz``, relative to the results root), or ``None``.
-        settings: the settings the record itself holds (the landscape's and the
-            gradients'; the embedding's and the weights' are in ``data/config.json``, so
-            empty for them).
-        timings_s: seconds per stage of its work (``load``, ``forward``, ``total``...).
-    """
-
-    family: Family
-    settings_hash: str | None
-    arrays_file: str | None
-    settings: Mapping[str, Any] = field(default_factory=dict)
-    timings_s: Mapping[str, float] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
 class MatrixResult:
     """One weight matrix of a weight record.
 
@@ -132,6 +108,30 @@ class MatrixResult:
     name: str
     shape: tuple[int, ...]
     features: Features
+
+
+@dataclass(frozen=True)
+class FamilyPart:
+    """What one signature family keeps in a record besides its features.
+
+    Attributes:
+        family: the family.
+        settings_hash: the hash of its settings: the folder ``records/<hash>/``.
+        arrays_file: its arrays (``.npz``, relative to the results root), or ``None``.
+        settings: the settings the record itself holds (the landscape's and the
+            gradients'; the embedding's and the weights' are in ``data/config.json``, so
+            empty for them).
+        timings_s: seconds per stage of its work (``load``, ``forward``, ``total``...).
+        matrices: the weight matrices it measured, when it keeps them (the weights
+            family's; :attr:`Record.matrices` is the first family's that does).
+    """
+
+    family: Family
+    settings_hash: str | None
+    arrays_file: str | None
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    timings_s: Mapping[str, float] = field(default_factory=dict)
+    matrices: tuple[MatrixResult, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -280,9 +280,8 @@ def entry_problem(record: object, *, family: Family | None = None, label: str | 
         return (f"names the model {record['model']!r}, not a string" if "model" in record
                 else "has no model")
     families = record.get("families")
-    if families is not None and (not isinstance(families, list)
-                                 or not all(f in FAMILIES for f in families)):
-        return f"has families {families!r}, not a list of {', '.join(FAMILIES)}"
+    if families is not None and not _family_names(families):
+        return f"has families {families!r}, not a list of signature families' names"
     layer = record.get("layer")
     if layer is not None and not (is_number(layer) and isinstance(layer, int) and layer >= 0):
         return f"has layer {layer!r}, not an index of the hidden states"
@@ -300,11 +299,12 @@ def entry_problem(record: object, *, family: Family | None = None, label: str | 
         return "has layer_names that are not a list of names"
     if problem := _part_problem(record_family(record), record):  # its own part
         return problem
-    for part_family, key in _PART_KEY.items():
-        if key in record and (problem := _part_problem(part_family, record[key])):
+    for part_family in _listed(record):
+        if part_family in record and (problem := _part_problem(part_family,
+                                                               record[part_family])):
             return problem
-    for holder in (record, record.get("weights")):
-        if isinstance(holder, dict) and holder.get("matrices") is not None \
+    for holder in (record, *_part_holders(record)):
+        if holder.get("matrices") is not None \
                 and (problem := _matrices_problem(holder["matrices"])):
             return problem
     for key in ("num_layers", "hidden_size"):
@@ -348,8 +348,8 @@ class Record(JsonView):
     Attributes:
         checkpoint: which checkpoint.
         status: ``ok`` (finished) or ``failed`` (then ``error`` says why).
-        families: the signature families it holds, in :data:`toposig.records.FAMILIES`
-            order.
+        families: the signature families it holds, in the order the entry lists them
+            (the family registry's, :mod:`toposig.families.registry`).
         features: the checkpoint-level features, name -> number (``None``: undefined).
         perplexity, mean_nll: on the analysed texts (the embedding's, or an imported
             table's; ``None`` when not measured).
@@ -397,7 +397,7 @@ class Record(JsonView):
     layer_names: tuple[str, ...] = ()
     layers: Mapping[int, Features] = field(default_factory=dict)
     matrices: tuple[MatrixResult, ...] = ()
-    parts: Mapping[Family, FamilyPart] = field(default_factory=dict)
+    parts: Mapping[str, FamilyPart] = field(default_factory=dict)
     provenance: Provenance = Provenance(None)
     error: str | None = None
     json: Mapping[str, Any] = field(default_factory=dict, repr=False)
@@ -458,7 +458,9 @@ class Record(JsonView):
                 schema_version=data.get("schema_version"),
                 finished_at=data.get("finished_at"), device=data.get("device"),
                 dtype=data.get("dtype"),
-                ph_backend=data.get("ph_backend") or _weights(data).get("ph_backend")),
+                ph_backend=data.get("ph_backend") or next(
+                    (p["ph_backend"] for p in _part_holders(data) if p.get("ph_backend")),
+                    None)),
             error=data.get("error"),
             json=MappingProxyType(data),
         )
@@ -489,7 +491,7 @@ class Record(JsonView):
         value = self.json.get(name)
         return value if is_number(value) else None
 
-    def arrays_file(self, family: Family = Family.EMBEDDING) -> str | None:
+    def arrays_file(self, family: str = TOP_FAMILY) -> str | None:
         """The arrays file of ``family``'s part (relative to the results root), or
         ``None`` when the record has no such part or it saved none."""
         part = self.parts.get(family)
@@ -519,12 +521,38 @@ def records_from_json(items: Iterable[Record | Mapping[str, Any]] | None,
     return [Record.from_json(r, where=f"{what} {i}") for i, r in enumerate(items or ())]
 
 
+def _family_names(families: object) -> bool:
+    """Whether ``families`` is a list of distinct names a family could have."""
+    if not isinstance(families, list) or len(set(map(str, families))) != len(families):
+        return False
+    try:
+        [Family(f) for f in families]
+    except ValueError:
+        return False
+    return True
+
+
 def _families(data: dict) -> tuple[Family, ...]:
-    """An entry's ``families`` in order; a family's record (or an entry that lists none,
-    as an import of quality columns alone) is its own family's."""
+    """An entry's ``families`` in the order it lists them (the registry's, as the merge
+    writes them); a family's record (or an entry that lists none, as an import of quality
+    columns alone) is its own family's."""
     if data.get("families"):
-        return tuple(f for f in FAMILIES if f in data["families"])
+        return tuple(Family(f) for f in data["families"])
     return (record_family(data),)
+
+
+def _listed(data: dict) -> tuple[Family, ...]:
+    """The families an aggregate entry keeps a part of their own for, under their name:
+    every family it lists but the top level's (none for a family's record file)."""
+    families = data.get("families")
+    if not isinstance(families, list) or not _family_names(families):
+        return ()
+    return tuple(Family(f) for f in families if f != TOP_FAMILY)
+
+
+def _part_holders(data: dict) -> list[dict]:
+    """The parts an aggregate entry keeps under its families' names, in its order."""
+    return [data[f] for f in _listed(data) if isinstance(data.get(f), dict)]
 
 
 def _declared_quality(quality: dict | None) -> DeclaredQuality | None:
@@ -540,16 +568,17 @@ def _ground_truth(truth: dict | None) -> GroundTruth | None:
                        levels=tuple(truth.get("levels") or ()))
 
 
-def _weights(data: dict) -> dict:
-    """The weight part of an aggregate entry (``{}`` when it has none)."""
-    weights = data.get("weights")
-    return weights if isinstance(weights, dict) else {}
-
-
 def _matrices(data: dict) -> tuple[MatrixResult, ...]:
+    """The weight matrices measured: a record's own, else those a part of the entry keeps
+    (the weights family's)."""
     found = data.get("matrices")
     if found is None:
-        found = _weights(data).get("matrices")
+        found = next((p["matrices"] for p in _part_holders(data)
+                      if p.get("matrices") is not None), None)
+    return _matrix_results(found)
+
+
+def _matrix_results(found: list | None) -> tuple[MatrixResult, ...]:
     return tuple(
         MatrixResult(name=m["name"], shape=tuple(m.get("shape") or ()),
                      features=MappingProxyType(_matrix_features(m)))
@@ -560,22 +589,23 @@ def _part(family: Family, holder: dict) -> FamilyPart:
     return FamilyPart(family=family, settings_hash=holder.get("settings_hash"),
                       arrays_file=holder.get("arrays_file"),
                       settings=_view(holder.get("settings")),
-                      timings_s=_view(holder.get("timings_s")))
+                      timings_s=_view(holder.get("timings_s")),
+                      matrices=_matrix_results(holder.get("matrices")))
 
 
-def _parts(data: dict) -> dict[Family, FamilyPart]:
+def _parts(data: dict) -> dict[str, FamilyPart]:
     """Per family, its part: an aggregate entry keeps the embedding's at the top level
     and the others under their names; a family's record file is its own part. A family
     listed without a part of its own (an import's: one settings hash for every family)
     has the top level's hash and no arrays."""
-    parts: dict[Family, FamilyPart] = {}
+    parts: dict[str, FamilyPart] = {}
     families = _families(data)
-    own = Family.EMBEDDING if data.get("families") else record_family(data)
+    own = TOP_FAMILY if data.get("families") else record_family(data)
     if own in families:
         parts[own] = _part(own, data)
-    for family, key in _PART_KEY.items():
-        if isinstance(data.get(key), dict):
-            parts[family] = _part(family, data[key])
+    for family in _listed(data):
+        if isinstance(data.get(family), dict):
+            parts[family] = _part(family, data[family])
     for family in families:
         if family not in parts:
             parts[family] = FamilyPart(family, data.get("settings_hash"), None)

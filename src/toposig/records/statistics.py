@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -40,7 +41,7 @@ from toposig.records.sections import (
     SectionError,
     Stability,
 )
-from toposig.records.vocabulary import FeatureFamily, JsonView, is_number
+from toposig.records.vocabulary import JsonView, is_number
 
 __all__ = ["StatisticsError", "Correlation", "Correlations", "ModelSummary", "Statistics",
            "SECTIONS", "statistics_problem", "scaling_of", "stability_of", "phases_of",
@@ -55,7 +56,7 @@ SECTIONS = ("controlled", "phases", "stability", "scaling", "prediction",
 """The sections of the statistics besides the models, features and correlations (each
 must be an object)."""
 
-_FAMILY_NAMES = frozenset(f.value for f in FeatureFamily)
+_GROUP_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")  # a feature group's name (the registry's)
 _COEFFICIENTS = ("spearman_r", "spearman_p", "pearson_r", "pearson_p", "pearson_log_r",
                  "pearson_log_p")
 
@@ -259,9 +260,9 @@ def _problem(obj: object, typed: dict[str, Any]) -> str | None:
         return problem
     families = obj.get("features")
     if not isinstance(families, dict) or not all(
-            k in _FAMILY_NAMES and isinstance(v, list)
+            isinstance(k, str) and _GROUP_NAME.fullmatch(k) and isinstance(v, list)
             and all(isinstance(f, str) for f in v) for k, v in families.items()):
-        return "have features that are not lists of names by feature family"
+        return "have features that are not lists of names by feature group"
     if problem := _correlations_problem(obj.get("correlations")):
         return f"have correlations with the target: they {problem}"
     by_target = obj.get("correlations_by_target", {})
@@ -329,7 +330,7 @@ class Statistics(JsonView):
 
     target: str
     models: Mapping[str, ModelSummary]
-    features: Mapping[FeatureFamily, tuple[str, ...]]
+    features: Mapping[str, tuple[str, ...]]
     correlations: Correlations
     correlations_by_target: Mapping[str, Correlations] = field(default_factory=dict)
     target_better: str | None = None
@@ -371,7 +372,7 @@ class Statistics(JsonView):
             target=data["target"],
             models=MappingProxyType({label: ModelSummary.from_json(m)
                                      for label, m in data["models"].items()}),
-            features=MappingProxyType({FeatureFamily(k): tuple(v)
+            features=MappingProxyType({k: tuple(v)
                                        for k, v in data["features"].items()}),
             correlations=Correlations.from_json(data["correlations"]),
             correlations_by_target=MappingProxyType(

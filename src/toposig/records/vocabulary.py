@@ -1,8 +1,8 @@
-"""The record vocabulary every layer shares: the schema version, the signature and
-feature families, the fields that identify a checkpoint in a record, the header every
-record starts with, the typed output of a stage, and how a checkpoint's family records
-merge into one aggregate entry (``data/all_results.json``). Plain data, no I/O, no
-imports from the rest of the package: everything else builds on it.
+"""The record vocabulary every layer shares: the schema version, what a signature
+family's name is (which families exist is :mod:`toposig.families.registry`'s), the fields
+that identify a checkpoint in a record, the header every record starts with and the typed
+output of a family's measurement. Plain data, no I/O, no imports from the rest of the
+package: everything else builds on it.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from enum import StrEnum
 from typing import Any
 
 import numpy as np
@@ -21,106 +20,39 @@ import numpy as np
 SCHEMA_VERSION = 2  # 2: scale-normalised PH features, bootstrap resamples of the texts
 
 
-class Family(StrEnum):
-    """A signature family: one record per checkpoint and family, one ``--signatures``
-    choice. A ``str`` (``Family.WEIGHTS == "weights"``), so records, option values and
-    JSON keep the plain names."""
+class Family(str):
+    """The name of a signature family (``"weights"``): a ``str``, so records, option
+    values and JSON keep plain names. Which families exist is the family registry's
+    (:mod:`toposig.families.registry`: anyone may register one); a name is only checked
+    here to be one a family could have: lower case, a letter first, then letters, digits
+    and ``_``.
 
-    EMBEDDING = "embedding"
-    WEIGHTS = "weights"
-    LANDSCAPE = "landscape"
-    GRADIENTS = "gradients"
-    INTERLAYER = "interlayer"  # the zigzag over the layers (stages/interlayer.py)
+    Raises:
+        ValueError: a name no family could have.
+    """
 
-    @property
-    def is_probe(self) -> bool:
-        """Probes the next-token loss around the weights (opt-in, causal LMs only)."""
-        return self in PROBE_FAMILIES
+    __slots__ = ()
 
-
-# The signature families, in the order records and figures list them.
-FAMILIES: tuple[Family, ...] = tuple(Family)
-PROBE_FAMILIES: tuple[Family, ...] = (Family.LANDSCAPE, Family.GRADIENTS)
-# What a model folder or Hub revision gets without --signatures (the probes are opt-in).
-DEFAULT_FAMILIES: tuple[Family, ...] = (Family.EMBEDDING, Family.WEIGHTS)
-
-
-class FeatureFamily(StrEnum):
-    """What a feature measures, the unit of the analysis's controls and tables (the
-    classification of a feature name is :func:`toposig.analysis.correlations.feature_family`).
-    In table order; a ``str`` like :class:`Family`."""
-
-    EMBEDDING_TOPOLOGICAL = "embedding_topological"
-    EMBEDDING_SPECTRAL = "embedding_spectral"
-    WEIGHT_TOPOLOGICAL = "weight_topological"  # neural persistence, weight-row homology
-    WEIGHT_STATISTICS = "weight_statistics"  # the non-topological weight baseline
-    CURVATURE = "curvature"  # hessian_*
-    LANDSCAPE_TOPOLOGICAL = "landscape_topological"  # the loss surface's merge tree
-    GRADIENT_TOPOLOGICAL = "gradient_topological"  # grad_h*
-    GRADIENT_STATISTICS = "gradient_statistics"  # the other grad_*
-    INTERLAYER_TOPOLOGICAL = "interlayer_topological"  # zigzag_* (features/zigzag.py)
-    OTHER = "other"
+    def __new__(cls, value: object) -> Family:
+        if isinstance(value, Family):
+            return value
+        if not (isinstance(value, str) and _FAMILY_NAME.fullmatch(value)):
+            raise ValueError(f"{value!r} is not a signature family's name (lower case, a "
+                             "letter first, then letters, digits and _)")
+        return super().__new__(cls, value)
 
     @property
-    def label(self) -> str:
-        """Its name in figures and the summary, e.g. ``weight topology``."""
-        return FEATURE_FAMILY_LABELS[self]
-
-    @property
-    def signature(self) -> Family:
-        """The signature family whose records carry it (``other``: the embedding's)."""
-        return FEATURE_FAMILY_SIGNATURE.get(self, Family.EMBEDDING)
-
-    @property
-    def is_probe(self) -> bool:
-        """Derived from the loss probes (curvature, landscape, gradients)."""
-        return self.signature.is_probe
+    def value(self) -> str:
+        """The plain name (as an enum member's ``value`` gives it)."""
+        return str.__str__(self)
 
 
-FEATURE_FAMILY_LABELS = {
-    FeatureFamily.EMBEDDING_TOPOLOGICAL: "embedding topology",
-    FeatureFamily.EMBEDDING_SPECTRAL: "embedding spectrum",
-    FeatureFamily.WEIGHT_TOPOLOGICAL: "weight topology",
-    FeatureFamily.WEIGHT_STATISTICS: "weight statistics",
-    FeatureFamily.CURVATURE: "curvature",
-    FeatureFamily.LANDSCAPE_TOPOLOGICAL: "landscape topology",
-    FeatureFamily.GRADIENT_TOPOLOGICAL: "gradient topology",
-    FeatureFamily.GRADIENT_STATISTICS: "gradient statistics",
-    FeatureFamily.INTERLAYER_TOPOLOGICAL: "inter-layer topology",
-    FeatureFamily.OTHER: "other",
-}
-FEATURE_FAMILY_SIGNATURE = {
-    FeatureFamily.WEIGHT_TOPOLOGICAL: Family.WEIGHTS,
-    FeatureFamily.WEIGHT_STATISTICS: Family.WEIGHTS,
-    FeatureFamily.CURVATURE: Family.LANDSCAPE,
-    FeatureFamily.LANDSCAPE_TOPOLOGICAL: Family.LANDSCAPE,
-    FeatureFamily.GRADIENT_TOPOLOGICAL: Family.GRADIENTS,
-    FeatureFamily.GRADIENT_STATISTICS: Family.GRADIENTS,
-    FeatureFamily.INTERLAYER_TOPOLOGICAL: Family.INTERLAYER,
-}
+_FAMILY_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
 
-
-# Features every current record of a family holds: a finished record without one of them
-# was written before the feature existed and is computed again (its settings, and so the
-# study's hash, are unchanged). Weights: the heavy-tail baselines.
-CURRENT_FEATURES: dict[Family, tuple[str, ...]] = {
-    Family.WEIGHTS: ("weight_spectral_norm_mean", "weight_stable_rank_mean",
-                     "weight_alpha_mean", "weight_alpha_weighted_mean"),
-}
-
-
-def missing_features(record: Mapping) -> list[str]:
-    """The :data:`CURRENT_FEATURES` of its family that a record lacks (``[]``: current),
-    and, for a weight record of a plain checkpoint file, ``matrix_rule`` when it lacks
-    one (written while such files' matrices were chosen by their names)."""
-    features = record.get("features")
-    have = features if isinstance(features, Mapping) else {}
-    family = record_family(record)
-    missing = [k for k in CURRENT_FEATURES.get(family, ()) if k not in have]
-    if family == Family.WEIGHTS and record.get("source") == "file" \
-            and not record.get("matrix_rule"):
-        missing.append("matrix_rule")
-    return missing
+# The family of schema 2's aggregate entries' top level, and of a record without a
+# ``family`` field: the embedding's records were written before the other families
+# existed, and an entry keeps its fields where the seed's files have them.
+TOP_FAMILY = Family("embedding")
 
 
 # The fields that say which checkpoint a record belongs to, in record order.
@@ -138,11 +70,31 @@ SEED_FIELDS = ("seed", "seed_group")
 GROUND_TRUTH = "ground_truth"
 GROUND_TRUTH_EVENTS = ("rise", "fall")
 _SIGNAL_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
-# Top-level names a ground-truth signal may not take (fields a record already has).
+# Top-level names a ground-truth signal may not take: fields a record already has, and
+# every registered family's name (its part of an aggregate entry: family_parts()).
 _RESERVED = {"schema_version", "status", "family", "families", "features", "layers",
-             "matrices", "weights", "landscape", "gradients", "quality", "settings",
-             "settings_hash", "arrays_file", "timings_s", "finished_at", "loss_key",
-             "checkpoint_loss_key", "imported", GROUND_TRUTH}
+             "matrices", "quality", "settings", "settings_hash", "arrays_file", "timings_s",
+             "finished_at", "loss_key", "checkpoint_loss_key", "imported", GROUND_TRUTH}
+# The names of the registered families: an aggregate entry keeps each one's part under
+# its name. The family registry (toposig.families.registry.register) adds them; the
+# vocabulary keeps no list of its own.
+_FAMILY_PARTS: set[str] = set()
+
+
+def reserve_part(name: str) -> None:
+    """Record that aggregate entries may keep a part named ``name`` (a family's)."""
+    _FAMILY_PARTS.add(Family(name))
+
+
+def release_part(name: str) -> None:
+    """Forget ``name`` (a family unregistered)."""
+    _FAMILY_PARTS.discard(name)
+
+
+def family_parts() -> frozenset[str]:
+    """The names aggregate entries may keep a family's part under: the registered
+    families'."""
+    return frozenset(_FAMILY_PARTS)
 
 
 
@@ -161,7 +113,7 @@ def record_header(family: Family, identity: Mapping[str, object], status: str = 
     embedding's (:func:`record_family`).
     """
     header: dict = {"schema_version": SCHEMA_VERSION, "status": status}
-    if not (family == Family.EMBEDDING and status == "ok"):
+    if not (family == TOP_FAMILY and status == "ok"):
         header["family"] = Family(family).value
     return header | {k: identity[k] for k in IDENTITY} \
         | {k: identity[k] for k in (*SEED_FIELDS, GROUND_TRUTH) if identity.get(k) is not None}
@@ -169,7 +121,7 @@ def record_header(family: Family, identity: Mapping[str, object], status: str = 
 
 def record_family(record: Mapping) -> Family:
     """The family a record belongs to (one without a ``family`` field is the embedding's)."""
-    return Family(record.get("family", Family.EMBEDDING))
+    return Family(record.get("family", TOP_FAMILY))
 
 
 def record_stem(step: int | None) -> str:
@@ -345,7 +297,8 @@ def ground_truth_problem(truth: object) -> str | None:
         return f"has ground_truth fields {extra} beside signal, value, event, levels"
     signal = truth.get("signal")
     if not (isinstance(signal, str) and _SIGNAL_NAME.fullmatch(signal)) \
-            or signal in _RESERVED or signal in NUMERIC_FIELDS or signal in IDENTITY \
+            or signal in _RESERVED or signal in _FAMILY_PARTS or signal in NUMERIC_FIELDS \
+            or signal in IDENTITY \
             or signal in SEED_FIELDS:
         return (f"has a ground-truth signal named {signal!r}: a lower-case name of "
                 "letters, digits and _ that no record field has")
@@ -370,57 +323,3 @@ class CheckpointOutput:
 
     record: dict
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
-
-
-# What the aggregate keeps of the other families' records besides their features: these
-# for the probes, and DEFAULT_KEPT for a family not named here.
-DEFAULT_KEPT = ("settings_hash", "arrays_file", "settings", "timings_s")
-PROBE_FIELDS = {
-    Family.LANDSCAPE: ("settings_hash", "arrays_file", "probe_loss", "hessian_trace_se", "lanczos",
-                  "theta_norm", "settings", "timings_s"),
-    Family.GRADIENTS: ("settings_hash", "arrays_file", "ph_backend", "settings", "timings_s"),
-}
-
-
-def merge_family_records(records: dict[str, dict]) -> dict | None:
-    """One aggregate entry per checkpoint from its finished family records.
-
-    The embedding record's fields stay at the top level (as the seed's files have them);
-    the weight record adds its checkpoint-level features to ``features``, its stored
-    loss as ``loss`` and the rest under ``weights``; the landscape and gradient records
-    add their features and keep their details under ``landscape`` and ``gradients``.
-    ``None`` when no family finished.
-    """
-    if not records:
-        return None
-    emb, w = records.get(Family.EMBEDDING), records.get(Family.WEIGHTS)
-    first = next(iter(records.values()))
-    entry: dict[str, Any] = dict(emb) if emb else {
-        "schema_version": SCHEMA_VERSION, "status": "ok", **{k: first.get(k) for k in IDENTITY},
-        **{k: first[k] for k in (*SEED_FIELDS, GROUND_TRUTH) if first.get(k) is not None}}
-    entry["families"] = [f for f in FAMILIES if f in records]
-    if w:
-        entry["features"] = {**entry.get("features", {}), **w["features"]}
-        entry["loss"] = w.get("checkpoint_loss")
-        entry["loss_key"] = w.get("checkpoint_loss_key")
-        if entry.get("num_parameters") is None:
-            entry["num_parameters"] = w.get("num_parameters")
-        entry["weights"] = {k: w.get(k) for k in (
-            "settings_hash", "arrays_file", "n_matrices", "w_max", "ph_backend", "matrices",
-            "timings_s")}
-    for family in FAMILIES:
-        keys = PROBE_FIELDS.get(family, DEFAULT_KEPT)
-        if family in (Family.EMBEDDING, Family.WEIGHTS) or not (rec := records.get(family)):
-            continue
-        entry["features"] = {**entry.get("features", {}), **rec["features"]}
-        if entry.get("num_parameters") is None:
-            entry["num_parameters"] = rec.get("num_parameters")
-        if entry.get("loss") is None and rec.get("checkpoint_loss") is not None:
-            entry["loss"], entry["loss_key"] = rec["checkpoint_loss"], rec.get(
-                "checkpoint_loss_key")
-        entry[family] = {k: rec.get(k) for k in keys}
-    if truth := entry.get(GROUND_TRUTH):  # the positive controls' signal: the quality
-        entry[truth["signal"]] = truth["value"]
-        entry.setdefault("quality", {"column": truth["signal"],
-                                     "higher_is_better": truth["event"] == "rise"})
-    return entry

@@ -24,14 +24,8 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator, NullLocator
 
-from toposig.analysis.correlations import (
-    WEIGHT_STATISTICS,
-    by_model,
-    feature_family,
-)
-from toposig.features.homology import FEATURE_NAMES
-from toposig.features.spectral import SPECTRAL_NAMES
-from toposig.records import FeatureFamily, Record
+from toposig.analysis.correlations import by_model, feature_group
+from toposig.records import Record
 from toposig.report.style import Drawn, Target, subplots
 
 GRID_FIGSIZE = (12.0, 8.0)
@@ -75,11 +69,6 @@ FEATURE_LABELS: dict[str, tuple[str, str]] = {
     "grad_cosine_mean": ("Mean gradient cosine between examples", "cosine (−1 to 1)"),
 }
 
-# weight-space topological features in display order; others of the family follow, sorted
-WEIGHT_TOPOLOGICAL_ORDER = ("np_mean", "np_std", "np_min", "np_max", "np_seed_mean",
-                            "np_seed_std", "weight_h0_total", "weight_h1_total",
-                            "weight_h1_count", "weight_h0_entropy_mean",
-                            "weight_h1_entropy_mean")
 
 Series = dict[str, tuple[np.ndarray, np.ndarray]]  # model label -> (steps, values)
 
@@ -414,13 +403,6 @@ def feature_grid(records: Sequence[Record], keys: Sequence[str], suptitle: str,
     return fig
 
 
-def topological_order(name: str) -> tuple[str, int, str]:
-    """Sort key: homology dimension, then the order of ``homology.FEATURE_NAMES``."""
-    dim, _, stem = name.partition("_")
-    rank = FEATURE_NAMES.index(stem) if stem in FEATURE_NAMES else len(FEATURE_NAMES)
-    return dim, rank, stem
-
-
 def family_separators(ax: Axes, groups: Sequence[tuple[str, Sequence[str]]], *,
                       label_x: float, linewidth: float) -> None:
     """Rule lines between consecutive row groups of a heatmap and each group's label at
@@ -437,11 +419,6 @@ def family_separators(ax: Axes, groups: Sequence[tuple[str, Sequence[str]]], *,
 
 
 def heatmap_order(name: str) -> tuple:
-    """Sort key of a feature within its family: the family's display order, then name."""
-    family = feature_family(name)
-    if family == FeatureFamily.EMBEDDING_TOPOLOGICAL:
-        return topological_order(name)
-    order = {FeatureFamily.WEIGHT_TOPOLOGICAL: WEIGHT_TOPOLOGICAL_ORDER,
-             FeatureFamily.WEIGHT_STATISTICS: WEIGHT_STATISTICS,
-             FeatureFamily.EMBEDDING_SPECTRAL: SPECTRAL_NAMES}.get(family, ())
-    return (order.index(name) if name in order else len(order), name)
+    """Sort key of a feature within its group: the group's display order, then name
+    (:meth:`~toposig.families.base.FeatureGroup.sort_key`)."""
+    return feature_group(name).sort_key(name)

@@ -36,14 +36,14 @@ from matplotlib.patches import Patch, Rectangle
 
 from toposig.analysis.compute import ArraysOf
 from toposig.analysis.controls import holm
-from toposig.analysis.correlations import (
-    by_model,
-    feature_family,
-    is_topological,
-    is_weight_feature,
-)
-from toposig.features.spectral import SPECTRAL_NAMES
-from toposig.records import FeatureFamily, Record
+from toposig.analysis.correlations import by_model, feature_group, signature_of
+from toposig.families.embedding import SPECTRUM
+from toposig.families.embedding import TOPOLOGY as EMBEDDING_TOPOLOGY
+from toposig.families.registry import groups as feature_groups
+from toposig.families.registry import over_training
+from toposig.families.weights import WeightsFamily
+from toposig.features.names import SPECTRAL_NAMES
+from toposig.records import Record
 from toposig.records.sections import Distances
 from toposig.records.statistics import (
     Correlation,
@@ -73,7 +73,6 @@ from toposig.report.panels import (
     record_series,
     spans_decade,
     step_of,
-    topological_order,
     value_of,
 )
 from toposig.report.style import (
@@ -87,17 +86,18 @@ from toposig.report.style import (
 )
 
 logger = logging.getLogger(__name__)
-EMBEDDING_FEATURE_FAMILIES = (FeatureFamily.EMBEDDING_TOPOLOGICAL, FeatureFamily.EMBEDDING_SPECTRAL)
-# heatmap row groups, weight space first
-_WEIGHT_FAMILIES = (FeatureFamily.WEIGHT_TOPOLOGICAL, FeatureFamily.WEIGHT_STATISTICS)
-HEATMAP_FAMILIES = (*_WEIGHT_FAMILIES,
-                    *(f for f in FeatureFamily if f not in _WEIGHT_FAMILIES))
-"""The heatmap's row groups: the weight families first, then every other family in table
-order (a family added to :class:`~toposig.records.FeatureFamily` gets its rows)."""
+EMBEDDING_GROUPS = (EMBEDDING_TOPOLOGY, SPECTRUM)  # what makes a record's hidden states'
+
+
+def heatmap_groups() -> list:
+    """The heatmap's row groups: the weight space's first (the seed paper's), then every
+    other family's in table order (a family registered since gets its rows)."""
+    every = feature_groups()
+    weights = [g for g in every if g in WeightsFamily.groups]
+    return weights + [g for g in every if g not in weights]
+
 NP_SEED_NOTE = "per-matrix max normalisation, p = 1, divided by max · (n − 1)"
 
-TOPOLOGICAL_EVOLUTION = ("h1_n_features", "h1_total_persistence", "h1_persistence_entropy",
-                         "h1_max_persistence", "h0_total_persistence", "h1_mean_persistence")
 H1_VS_PERPLEXITY = ("h1_total_persistence", "h1_n_features", "h1_persistence_entropy",
                     "h1_max_persistence", "h1_mean_persistence", "h1_n_significant")
 
@@ -136,7 +136,7 @@ def has_embedding(records: Sequence[Record], statistics: StatisticsLike | None =
     """Some record has a hidden-state feature (topological or spectral) or a perplexity."""
     return any(
         value_of(r, "perplexity") is not None
-        or any(feature_family(k) in EMBEDDING_FEATURE_FAMILIES and finite_or_none(v) is not None
+        or any(feature_group(k) in EMBEDDING_GROUPS and finite_or_none(v) is not None
                for k, v in r.features.items())
         for r in records)
 
@@ -144,7 +144,7 @@ def has_embedding(records: Sequence[Record], statistics: StatisticsLike | None =
 def has_weight(records: Sequence[Record], statistics: StatisticsLike | None = None,
                arrays: ArraysOf | None = None) -> bool:
     """Some record has a weight-space feature (``np_*`` or ``weight_*``)."""
-    return any(is_weight_feature(k) and finite_or_none(v) is not None
+    return any(signature_of(k) == WeightsFamily.name and finite_or_none(v) is not None
                for r in records for k, v in r.features.items())
 
 
@@ -199,7 +199,7 @@ def plot_topological_evolution(records: Sequence[Record], statistics: Statistics
                                arrays: ArraysOf | None = None,
                                on: Target | None = None) -> Drawn | None:
     """Six persistent-homology features of the hidden states vs step (2 × 3)."""
-    return feature_grid(records, TOPOLOGICAL_EVOLUTION,
+    return feature_grid(records, over_training("topological_evolution"),
                          "Persistent-homology features across training", target=on)
 
 
@@ -270,7 +270,8 @@ def _correlation_features(correlations: Correlations) -> tuple[list[str], list[s
     names: list[str] = []
     for table in [correlations.pooled, *correlations.per_model.values()]:
         names.extend(k for k in table if k not in names)
-    topo = sorted((k for k in names if is_topological(k)), key=topological_order)
+    topo = sorted((k for k in names if feature_group(k) is EMBEDDING_TOPOLOGY),
+                  key=EMBEDDING_TOPOLOGY.sort_key)
     spectral = [k for k in SPECTRAL_NAMES if k in names]
     return topo, spectral
 
@@ -602,10 +603,10 @@ def _heatmap_features(correlations: Correlations) -> list[tuple[str, list[str]]]
     for table in [correlations.pooled, *correlations.per_model.values()]:
         names.extend(k for k in table if k not in names)
     groups = []
-    for family in HEATMAP_FAMILIES:
-        members = sorted((k for k in names if feature_family(k) == family), key=heatmap_order)
+    for group in heatmap_groups():
+        members = sorted((k for k in names if feature_group(k) is group), key=heatmap_order)
         if members:
-            groups.append((family.label, members))
+            groups.append((group.label, members))
     return groups
 
 

@@ -31,9 +31,11 @@ from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import FuncFormatter
 
 from toposig.analysis.compute import ArraysOf, layer_diagrams
-from toposig.analysis.correlations import by_model, feature_family
+from toposig.analysis.correlations import by_model, feature_group
+from toposig.families.registry import family_of
+from toposig.families.registry import groups as feature_groups
 from toposig.features.homology import betti_curve
-from toposig.records import FeatureFamily, Record
+from toposig.records import Record
 from toposig.records.controlled import Controlled, ControlledTest
 from toposig.records.rounding import round_floats
 from toposig.records.sections import Phases, PiecewiseFit, PowerLawFit, SectionError
@@ -291,10 +293,10 @@ def _control_rows(controlled: Controlled) -> list[tuple[str, list[str]]]:
     for table in [*controlled.per_model.values(), controlled.pooled]:
         names.extend(k for k in table if k not in names)
     groups = []
-    for family in FeatureFamily:  # the controlled table's rows, in table order
-        members = sorted((k for k in names if feature_family(k) == family), key=heatmap_order)
+    for group in feature_groups():  # the controlled table's rows, in table order
+        members = sorted((k for k in names if feature_group(k) is group), key=heatmap_order)
         if members:
-            groups.append((family.label, members))
+            groups.append((group.label, members))
     return groups
 
 
@@ -302,8 +304,7 @@ def _targets_text(controlled: Controlled) -> str:
     """``embedding features vs perplexity; weight features vs loss``."""
     by_side: dict[str, set[str]] = {}
     for feature, target in controlled.targets.items():
-        side = feature_family(feature).split("_")[0]
-        side = {"other": "embedding", "curvature": "landscape"}.get(side, side)
+        side = family_of(feature).word
         by_side.setdefault(side, set()).add(str(target))
     return "; ".join(f"{side} features vs {' / '.join(sorted(t))}"
                      for side, t in sorted(by_side.items()))

@@ -19,8 +19,10 @@ import numpy as np
 from matplotlib.lines import Line2D
 
 from toposig.analysis.compute import ArraysOf
-from toposig.analysis.correlations import by_model, feature_family
-from toposig.records import Family, Record
+from toposig.analysis.correlations import by_model, is_probe
+from toposig.families.landscape import LandscapeFamily
+from toposig.families.registry import over_training
+from toposig.records import Record
 from toposig.report.panels import feature_grid
 from toposig.report.plots_analysis import select_checkpoints
 from toposig.report.style import (
@@ -35,9 +37,6 @@ from toposig.report.style import (
 
 logger = logging.getLogger(__name__)
 
-EVOLUTION_FEATURES = ("hessian_eig_1", "hessian_trace", "landscape_n_minima",
-                      "landscape_basin_depth", "grad_h0_total_persistence",
-                      "grad_h1_total_persistence", "grad_norm_mean", "grad_cosine_mean")
 SURFACE_COLUMNS = 3
 MAX_SURFACE_ROWS = 5
 
@@ -49,7 +48,7 @@ def _present(records: Sequence[Record], names: Sequence[str]) -> list[str]:
 def has_probe_features(records: Sequence[Record], statistics: StatisticsLike | None = None,
                        arrays: ArraysOf | None = None) -> bool:
     """Some record has a curvature, landscape or gradient feature."""
-    return any(feature_family(k).is_probe for r in records for k in r.features)
+    return any(is_probe(k) for r in records for k in r.features)
 
 
 @figure("loss_probe_evolution", has_probe_features, overlay=True)
@@ -57,7 +56,7 @@ def plot_loss_probe_evolution(records: Sequence[Record], statistics: StatisticsL
                               arrays: ArraysOf | None = None,
                               on: Target | None = None) -> Drawn | None:
     """Curvature, loss-surface and gradient features vs step (up to 3 × 3 panels)."""
-    keys = _present(records, EVOLUTION_FEATURES)
+    keys = _present(records, over_training("loss_probe_evolution"))
     return feature_grid(records, keys,
                          "Curvature, loss surface and per-example gradients across training",
                          note=("probe batch: fixed seeded token windows;\nλ₁: top Hessian "
@@ -71,7 +70,7 @@ def _surface_panels(records: Sequence[Record], arrays: ArraysOf
     their landscape arrays."""
     rows = []
     for label, recs in by_model(records).items():
-        found = [(r, file) for r in recs if (file := r.arrays_file(Family.LANDSCAPE))]
+        found = [(r, file) for r in recs if (file := r.arrays_file(LandscapeFamily.name))]
         if not found:
             continue
         chosen = select_checkpoints([r.step or 0 for r, _ in found], SURFACE_COLUMNS)
@@ -106,7 +105,7 @@ def plot_loss_landscapes(records: Sequence[Record], statistics: StatisticsLike,
             ax.set_visible(False)
         for (rec, arr), ax in zip(panels, ax_row, strict=False):
             grid, coords = arr["grid"], arr["coords"]
-            part = rec.parts.get(Family.LANDSCAPE)
+            part = rec.parts.get(LandscapeFamily.name)
             dirs = (part.settings if part is not None else {}).get("dirs", dirs)
             cs = ax.contourf(coords, coords, grid.T, levels=20, cmap="viridis")
             fig.colorbar(cs, ax=ax, label="loss (nats)", shrink=0.9)

@@ -40,9 +40,13 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
-from toposig.analysis.correlations import by_model, feature_family
+from toposig.analysis.correlations import by_model, feature_group
 from toposig.analysis.inference import CALIBRATED, UNCALIBRATED
-from toposig.records import FeatureFamily, Record, records_from_json
+from toposig.families.embedding import SPECTRUM
+from toposig.families.embedding import TOPOLOGY as EMBEDDING_TOPOLOGY
+from toposig.families.registry import groups as feature_groups
+from toposig.families.registry import owner
+from toposig.records import Record, records_from_json
 from toposig.records.controlled import TREND_KINDS, Controlled, ControlledTest, FeatureSummary
 from toposig.records.ensembles import AcrossSeeds, Verdict
 from toposig.records.positive_controls import Alignment
@@ -319,13 +323,12 @@ def _topo_vs_spectral(statistics: Statistics | Mapping, records: list[Record]) -
     target = corr.target or about_of(statistics).target or "the target"
     per_model, pooled = corr.per_model, corr.pooled
     names = list(pooled) or list(next(iter(per_model.values()), {}))
-    fams = {FeatureFamily.EMBEDDING_TOPOLOGICAL: "topological",
-            FeatureFamily.EMBEDDING_SPECTRAL: "spectral"}
-    feats = [f for f in names if feature_family(f) in fams]
+    fams = {EMBEDDING_TOPOLOGY: "topological", SPECTRUM: "spectral"}
+    feats = [f for f in names if feature_group(f) in fams]
     if not feats:
         raise _Absent("the run has no embedding-space topological or spectral feature "
                       "(weights-only run)")
-    feats.sort(key=lambda f: list(fams).index(feature_family(f)))
+    feats.sort(key=lambda f: list(fams).index(feature_group(f)))
     controlled = controlled_of(statistics) or Controlled()
     models = list(per_model)
     headers = ["Feature", "Family", *(f"{m} ρ (p)" for m in models)]
@@ -341,7 +344,7 @@ def _topo_vs_spectral(statistics: Statistics | Mapping, records: list[Record]) -
         s = controlled.summary.get(f)
         sig = (f"{s.significant['raw']}/{s.n_models}"
                if s and controlled.targets.get(f, target) == target else DASH)
-        rows.append([_code(f), fams[feature_family(f)], *cells, sig])
+        rows.append([_code(f), fams[feature_group(f)], *cells, sig])
     pooled_n = _n_text([c.n if (c := pooled.get(f)) else None for f in feats]) if pooled else None
     caption = (f"Spearman ρ (two-sided p, uncorrected) of each embedding feature with {target} "
                f"across checkpoints, per model ({_n_text(ns)} each)"
@@ -903,9 +906,9 @@ def _probe_correlations(statistics: Statistics | Mapping, records: list[Record])
     controlled = _controlled(statistics)
     per_model, pooled = controlled.per_model, controlled.pooled
     names = list(pooled) or list(next(iter(per_model.values()), {}))
-    fams = [fam for fam in FeatureFamily if fam.is_probe]
-    feats = sorted((f for f in names if feature_family(f) in fams),
-                   key=lambda f: fams.index(feature_family(f)))
+    fams = [g for g in feature_groups() if owner(g).probes_loss]
+    feats = sorted((f for f in names if feature_group(f) in fams),
+                   key=lambda f: fams.index(feature_group(f)))
     if not feats:
         raise _Absent("the run has no curvature, landscape or gradient feature (run with "
                       "`--signatures ...,landscape,gradients`)")
@@ -923,7 +926,7 @@ def _probe_correlations(statistics: Statistics | Mapping, records: list[Record])
             ns.append(e.n)
             target = e.target or target
             cells.append(f"{fmt_rho(e.spearman_r)} ({fmt_p(e.holm_p)})")
-        rows.append([_code(f), feature_family(f).label, target, *cells,
+        rows.append([_code(f), feature_group(f).label, target, *cells,
                      _survives(pooled[f]) if f in pooled else DASH])
     caption = (f"Spearman ρ (Holm-adjusted p, as in C1) of each feature of the landscape and "
                f"gradient families with its target across checkpoints, per model and pooled "
@@ -1142,7 +1145,7 @@ def _control_alignment(statistics: Statistics | Mapping, records: list[Record]) 
                       fmt_step(a.median_lead), fmt_count(a.median_apart)]
         family = ("the ground truth itself" if feature == pc.signal
                   else "quality (held-out loss)" if feature == "loss"
-                  else feature_family(feature))
+                  else str(feature_group(feature)))
         rows.append([_code(feature), family, *cells])
     better = [f for f, per in alignment.items()
               if (p := per.get(first, absent).hit_holm_p) is not None and _finite(p)
@@ -1321,7 +1324,7 @@ def _targets_text(controlled: Controlled) -> str:
     own targets (an encoder's are its masked-LM loss)."""
     groups: dict[str | None, list[str]] = {}
     for feature, target in controlled.targets.items():
-        label = feature_family(feature).label
+        label = feature_group(feature).label
         if label not in groups.setdefault(target, []):
             groups[target].append(label)
     if not groups:

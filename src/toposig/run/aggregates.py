@@ -10,7 +10,8 @@ aggregates do not list; a folder copied or edited by hand may hold anything.
 ``all_results.json``, a record of the study's models and settings hashes without an entry,
 an entry without a record, or no ``all_results.json`` at all) and then rebuilds the entries
 from the study's finished records, with the run's own code
-(:meth:`toposig.run.study.Study.other_entries`, :func:`toposig.records.merge_family_records`,
+(:meth:`toposig.run.study.Study.other_entries`,
+:func:`toposig.families.registry.merge_family_records`,
 :meth:`toposig.run.store.ResultStore.write_aggregates`); it writes only when they differ
 from what the file holds, and says so in one warning.
 
@@ -25,9 +26,10 @@ import json
 import logging
 from pathlib import Path
 
+from toposig.families.registry import merge_family_records
 from toposig.files.atomic import clean_floats, read_json
 from toposig.files.names import UnsafeNameError, check_label
-from toposig.records import entry_problem, merge_family_records, record_stem
+from toposig.records import entry_problem, record_stem
 from toposig.run.store import DamagedResultsError, ResultStore
 from toposig.run.study import Study, StudyMismatchError
 

@@ -28,6 +28,8 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from toposig.families import registry
+from toposig.families.base import FeatureGroup
 from toposig.files.atomic import (
     atomic_write_bytes,
     atomic_write_json,
@@ -37,7 +39,7 @@ from toposig.files.atomic import (
     sync_all,
 )
 from toposig.files.locks import exclusive
-from toposig.records import FAMILIES, SCHEMA_VERSION, FeatureFamily
+from toposig.records import SCHEMA_VERSION
 from toposig.run.store import remove_stale_temporaries
 from toposig.run.study import Study, StudyMismatchError
 from toposig.sources.imports import ImportedRow
@@ -57,7 +59,7 @@ def import_digest(rows: Sequence[ImportedRow], quality: dict | None = None,
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
 
 
-Classify = Callable[[str], FeatureFamily]
+Classify = Callable[[str], FeatureGroup]
 
 
 def _what_differs(held: Mapping, config: Mapping) -> str:
@@ -127,10 +129,11 @@ def remove_killed_import(out: Path, digest: str) -> list[Path]:
 def entry_of(row: ImportedRow, digest: str, classify: Classify,
              quality: dict | None = None) -> dict:
     """The record (and aggregate entry) of one imported row; ``classify`` names each
-    feature's family (the analysis' :func:`toposig.analysis.correlations.feature_family`)."""
+    feature's group (the analysis' :func:`toposig.analysis.correlations.feature_group`)."""
     features = dict(row.features)
     families = {name: classify(name) for name in features}
-    signatures = [f for f in FAMILIES if any(fam.signature == f for fam in families.values())]
+    owners = {registry.family_of_group(g) for g in families.values()}
+    signatures = [f for f in registry.names() if f in owners]
     entry: dict = {
         "schema_version": SCHEMA_VERSION,
         "status": "ok",

@@ -27,6 +27,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from toposig.families import registry
+from toposig.families.registry import merge_family_records
 from toposig.files.locks import exclusive
 from toposig.model.placement import Placement
 from toposig.progress import tqdm
@@ -35,7 +37,6 @@ from toposig.records import (
     CheckpointOutput,
     Family,
     Record,
-    merge_family_records,
     now_iso,
     record_family,
     record_header,
@@ -47,7 +48,6 @@ from toposig.run.study import Study, StudyMismatchError, elsewhere, merge_study
 from toposig.run.tasks import Task, TaskFailure
 from toposig.sources import reload
 from toposig.sources.checkpoints import Checkpoint, checkpoint_identity
-from toposig.stages.registry import STAGES
 from toposig.version import __version__
 
 logger = logging.getLogger(__name__)
@@ -126,21 +126,25 @@ def run_config(plan: RunPlan, outcome: RunOutcome, started: str,
     series: dict[str, list] = {}
     for c in plan.checkpoints:
         series.setdefault(c.label, []).append(c.step)
-    config: dict = {"schema_version": SCHEMA_VERSION, "signatures": plan.all_families}
+    config: dict = {"schema_version": SCHEMA_VERSION, "signatures": plan.all_families,
+                    "run_settings": plan.settings.to_dict()}
     fields: dict = {}  # what each family keeps besides its settings and hash
-    for family, stage in STAGES.items():
-        h = plan.hash_of(family)
-        config[stage.settings_key] = stage.recorded_settings(plan.settings_of(family),
-                                                             h is not None)
-        config[stage.hash_key] = h
-        fields |= stage.study_fields(plan.inputs, plan.dtype, h is not None)
+    for cls in registry.families():  # a family this run does not compute: nothing of it
+        h = plan.hash_of(cls.name)
+        family = plan.settings_of(cls.name) if h is not None else None
+        config[cls.settings_key] = family.to_dict() if family is not None else None
+        config[cls.hash_key] = h
+        if family is not None:
+            fields |= family.study_fields(plan.inputs, plan.dtype)
+        else:  # none of its own, unless a family the run computes shares the key
+            fields |= {k: None for k in cls.study_keys if k not in fields}
     config |= {**fields, "models": plan.models, "model_sources": plan.sources,
                "steps": series, "training_suite": plan.suite}
     config = merge_study(previous, config)
     entries = outcome.entries
     config["n_checkpoints"] = len(entries)
-    config["timings_s"] = {f"mean_{family}_per_checkpoint": stage.mean_time(entries)
-                           for family, stage in STAGES.items()}
+    config["timings_s"] = {f"mean_{cls.name}_per_checkpoint": cls.mean_time(entries)
+                           for cls in registry.families()}
     config["failures"] = [
         {"model": f["model_label"], "step": f["step"], "family": f["family"],
          "error": f["error"]}
@@ -211,7 +215,7 @@ def _execute(plan: RunPlan, held: Study, force: bool, progress: bool,
     previous = held.config if held.held else None
     study = Study(out_dir, merge_study(previous, {
         "models": plan.models, "signatures": plan.all_families, "steps": {},
-        **{STAGES[f].hash_key: h for f, h in plan.hashes.items()}}))
+        **{registry.get(f).hash_key: h for f, h in plan.hashes.items()}}))
     stores = {f: ResultStore(out_dir, h, f) for f, h in study.hashes.items()}
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     t0 = time.perf_counter()
@@ -378,12 +382,11 @@ def summary_lines(plan: RunPlan, outcome: RunOutcome, out_dir: str | Path,
         f"signatures: {', '.join(fams)}; device: {plan.device} ({plan.dtype}), "
         f"PH backend: {plan.ph_backend}",
     ]
-    lines += [STAGES[f].describe(plan.settings_of(f), plan.hash_of(f), plan.inputs)
-              for f in fams]
+    lines += [plan.settings_of(f).describe(plan.hash_of(f), plan.inputs) for f in fams]
     ok = outcome.entries
     columns = [("model", "<24", None, None), ("step", ">8", None, None)]
     columns += [(c.header, c.width, c.key, c.number) for f in fams
-                for c in STAGES[f].summary_columns(ok)]
+                for c in registry.get(f).summary_columns(ok)]
     if ok:
         shown = ok
         if len(ok) > 8:  # each model's first and last checkpoint

@@ -9,13 +9,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
 
-from toposig.config import EmbeddingSettings
+from toposig.config import RunSettings
 from toposig.defaults import EXPERIMENT_A_MODELS
+from toposig.families import registry
+from toposig.families.base import FamilyInputs, SignatureFamily, Texts
 from toposig.features import homology
 from toposig.model.placement import Placement
-from toposig.records import FAMILIES, Family
+from toposig.records import Family
 from toposig.run.study import Study, StudyMismatchError, elsewhere
 from toposig.sources.checkpoints import (
     MASKED,
@@ -31,15 +32,6 @@ from toposig.sources.checkpoints import (
 )
 from toposig.sources.corpus import load_texts, probe_texts
 from toposig.sources.revisions import StepSelection
-from toposig.stages.base import StageInputs, Texts
-from toposig.stages.registry import (
-    DEFAULT_STAGES,
-    STAGES,
-    complete_settings,
-    hashes,
-    needs_texts,
-    settings_views,
-)
 
 logger = logging.getLogger(__name__)
 
@@ -49,12 +41,13 @@ class RunPlan:
     """Everything a run needs, checked.
 
     ``families[i]`` are the signature families of ``checkpoints[i]``. ``inputs`` holds
-    the texts and every family's settings; ``hashes`` the settings hash that keys each
-    computed family's records (:meth:`hash_of`).
+    the texts, the run's settings and the settings of each family the run computes;
+    ``hashes`` the settings hash that keys each computed family's records
+    (:meth:`hash_of`).
     """
 
     checkpoints: list[Checkpoint]
-    inputs: StageInputs
+    inputs: FamilyInputs
     placement: Placement  # the device and precision, resolved once
     ph_backend: str
     local_files_only: bool
@@ -72,9 +65,9 @@ class RunPlan:
         return self.placement.dtype
 
     @property
-    def settings(self) -> EmbeddingSettings:
+    def settings(self) -> RunSettings:
         """The run's settings (device, precision, seed, tokenizer, texts)."""
-        return self.inputs.run_settings
+        return self.inputs.run
 
     @property
     def texts(self) -> list[str]:
@@ -88,14 +81,19 @@ class RunPlan:
         """The settings hash that keys ``family``'s records (``None``: not in this run)."""
         return self.hashes.get(Family(family))
 
-    def settings_of(self, family: str) -> Any:
-        """``family``'s settings."""
-        return self.inputs.settings[Family(family)]
+    def settings_of(self, family: str) -> SignatureFamily:
+        """``family`` with its settings in this run.
+
+        Raises:
+            KeyError: the run does not compute it.
+        """
+        return self.inputs.of(family)
 
     def settings_views(self) -> dict[Family, dict]:
-        """Family -> its settings as config.json records them
-        (:func:`toposig.stages.registry.settings_views`)."""
-        return settings_views(self.inputs, self.dtype)
+        """Family -> its settings as config.json records them, with what else its hash
+        covers (:meth:`~toposig.families.base.SignatureFamily.view`)."""
+        return {Family(f): fam.view(self.inputs, self.dtype)
+                for f, fam in self.inputs.families.items()}
 
     @property
     def models(self) -> dict[str, str]:
@@ -136,10 +134,8 @@ class RunPlan:
         for family in list(self.hashes):
             settings, old = study.widen(family, self.inputs, self.dtype, extend=extend)
             if settings != self.settings_of(family):
-                self.inputs = replace(self.inputs, settings={**self.inputs.settings,
-                                                             family: settings})
-                self.hashes[family] = STAGES[family].settings_hash(settings, self.inputs,
-                                                                   self.dtype)
+                self.inputs = self.inputs.with_family(settings)
+                self.hashes[family] = settings.settings_hash(self.inputs, self.dtype)
             if old:
                 replaced[family] = old
         study.check(self.models, self.hashes, self.settings_views(), extend=extend,
@@ -175,7 +171,7 @@ class RunPlan:
 
     def _widened(self, family: Family) -> str:
         """The widened setting of ``family`` as its option takes it (``--layers 0,-1``)."""
-        widening = STAGES[family].widening
+        widening = registry.get(family).widening
         if widening is None:
             return "its settings"
         value = getattr(self.settings_of(family), widening.field)
@@ -192,25 +188,25 @@ class RunPlan:
     @property
     def all_families(self) -> list[Family]:
         present = {f for i in range(len(self.checkpoints)) for f in self.families_of(i)}
-        return [f for f in FAMILIES if f in present]
+        return registry.in_order(present)
 
 
 def checkpoint_families(ckpt: Checkpoint,
                         requested: tuple[Family, ...] | None) -> tuple[Family, ...]:
-    """The signature families of one checkpoint: ``requested``, or by default embedding
-    and weights for model folders and Hub revisions and ``weights`` for plain checkpoint
-    files."""
+    """The signature families of one checkpoint: ``requested``, or by default those a
+    model gets (embedding and weights) for model folders and Hub revisions and those
+    that need no model (weights) for plain checkpoint files."""
     if requested is not None:
         return requested
     if ckpt.source == "file":
-        return tuple(f for f, s in STAGES.items() if not s.runs_model)
-    return DEFAULT_STAGES
+        return registry.weights_only_names()
+    return registry.default_names()
 
 
 def plan_run(models: list[str] | None, selection: StepSelection | None,
-             settings: EmbeddingSettings, signatures: tuple[str, ...] | None = None,
+             settings: RunSettings, signatures: tuple[str, ...] | None = None,
              remote_gpus: bool = False, *,
-             family_settings: Mapping[Family, Any] | None = None,
+             family_settings: Mapping[str, SignatureFamily | None] | None = None,
              list_refs: RefLister | None = None) -> RunPlan:
     """Resolve series, texts, device and Hub access; raise before any work on bad input.
 
@@ -220,14 +216,16 @@ def plan_run(models: list[str] | None, selection: StepSelection | None,
         selection: which checkpoints of each series (``--steps``, ``--revisions``,
             ``--revision-pattern``; :func:`toposig.sources.revisions.parse_selection`), or
             ``None`` for each series' default.
-        settings: validated embedding settings (also the run's: device, precision,
-            seed, tokenizer, texts).
+        settings: the run's validated settings (device, precision, seed, tokenizer,
+            texts).
         signatures: the families to compute (``--signatures``), or ``None`` for each
             checkpoint kind's default.
         remote_gpus: the checkpoints run on GPU workers elsewhere (``--executor ray
             --gpus-per-task``): device ``auto`` means CUDA there, whatever this machine has.
-        family_settings: family -> its settings, for families whose settings are not
-            their defaults (:func:`toposig.stages.registry.complete_settings`).
+        family_settings: family -> the family with its settings, for families whose
+            settings are not their defaults seeded as ``settings`` say
+            (:func:`toposig.families.registry.settings_for`); only the run's families'
+            are used.
         list_refs: lists a Hub repository's revisions (``huggingface_hub.list_repo_refs``
             when ``None``).
     """
@@ -244,7 +242,7 @@ def plan_run(models: list[str] | None, selection: StepSelection | None,
     series = assign_labels(resolved)
     checkpoints = [c for s in series for c in s]
     families = [checkpoint_families(c, signatures) for c in checkpoints]
-    runs_model = [f for f, stage in STAGES.items() if stage.runs_model]
+    runs_model = [c.name for c in registry.families() if c.runs_model]
     files = [c for c, f in zip(checkpoints, families, strict=True)
              if c.source == "file" and set(f).intersection(runs_model)]
     if files:
@@ -252,7 +250,7 @@ def plan_run(models: list[str] | None, selection: StepSelection | None,
             f"{len(files)} checkpoint(s) are plain state-dict files ({files[0].location}"
             f"{' ...' if len(files) > 1 else ''}): they hold weights only, with no model "
             f"config or tokenizer to run the model ({', '.join(runs_model)}); use "
-            f"--signatures {','.join(f for f in STAGES if f not in runs_model)}, or point "
+            f"--signatures {','.join(registry.weights_only_names())}, or point "
             "--models at model folders"
         )
     check_tokenizers([c for c, f in zip(checkpoints, families, strict=True)
@@ -261,31 +259,31 @@ def plan_run(models: list[str] | None, selection: StepSelection | None,
     placement = Placement.resolve(settings.device, settings.dtype, remote_gpus)
     wanted = {f for fams in families for f in fams}
     texts = (load_texts(settings.texts, settings.n_texts, settings.min_chars)
-             if needs_texts(wanted, Texts.ANALYSED) else [])
+             if registry.needs_texts(wanted, Texts.ANALYSED) else [])
     local_only = check_hub_access(checkpoints)
     encoders = {label for label, kind in series_kinds(
         checkpoints, local_files_only=local_only,
         trust_remote_code=settings.trust_remote_code).items() if kind == MASKED}
-    probes = [f for f, stage in STAGES.items() if stage.probes_loss]
+    probes = [c.name for c in registry.families() if c.probes_loss]
     probed = sorted({c.model for c, f in zip(checkpoints, families, strict=True)
                      if c.label in encoders and set(f).intersection(probes)})
     if probed:
-        kept = ",".join(f for f in DEFAULT_STAGES if f not in probes)
+        kept = ",".join(f for f in registry.default_names() if f not in probes)
         raise SeriesError(
             f"{', '.join(map(repr, probed))} is a masked language model (an encoder such as "
             f"BERT): the {' and '.join(probes)} families probe the next-token loss, "
             f"which an encoder does not define; leave them out (--signatures {kept})")
     probe = (probe_texts(settings.texts, settings.min_chars)
-             if needs_texts(wanted, Texts.PROBE) else [])
-    inputs = StageInputs(texts, probe, complete_settings(settings, family_settings),
-                         settings.texts or "wikitext-2-raw-v1 validation")
+             if registry.needs_texts(wanted, Texts.PROBE) else [])
+    inputs = FamilyInputs(texts, probe, settings,
+                          registry.settings_for(settings, wanted, family_settings))
     return RunPlan(checkpoints, inputs, placement, ph_backend, local_only,
-                   hashes(wanted, inputs, placement.dtype), families=families)
+                   inputs.hashes(placement.dtype), families=families)
 
 
-def fit_study(study: Study, inputs: StageInputs, families: set[Family],
+def fit_study(study: Study, inputs: FamilyInputs, families: set[Family],
               placement: Placement, models: dict[str, str], sources: dict[str, str], *,
-              extend: bool) -> StageInputs:
+              extend: bool) -> FamilyInputs:
     """Check, before any work, that a run of ``families`` with ``inputs`` on ``models``
     may join ``study``, as :func:`toposig.run.pipeline.execute` will (a ``--preset`` run
     checks before it trains).
@@ -299,7 +297,7 @@ def fit_study(study: Study, inputs: StageInputs, families: set[Family],
     """
     checkpoints = [Checkpoint(model, label, None, sources[label], model)
                    for label, model in models.items()]  # their steps are not known yet
-    plan = RunPlan(checkpoints, inputs, placement, inputs.run_settings.ph_backend, True,
-                   hashes(families, inputs, placement.dtype))
+    plan = RunPlan(checkpoints, inputs, placement, inputs.run.ph_backend, True,
+                   inputs.hashes(placement.dtype, families))
     plan.join(study, extend=extend, steps_known=False)
     return plan.inputs

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from toposig.families.registry import missing_features
 from toposig.files.atomic import (
     LinkedFolderError,
     atomic_write_bytes,
@@ -45,7 +46,6 @@ from toposig.records import (
     RecordError,
     arrays_file_problem,
     entry_problem,
-    missing_features,
 )
 from toposig.sources.checkpoints import Checkpoint, fingerprint
 
@@ -116,7 +116,7 @@ class ResultStore:
 
         ``record``: the record if it is finished (status ok, its arrays whole) and current
         (the checkpoint's files unchanged since, and it holds every feature its family
-        computes today: :data:`toposig.records.CURRENT_FEATURES`), else ``None``.
+        computes today: :func:`toposig.families.registry.missing_features`), else ``None``.
         ``stale``: a finished record exists but was made from other files (a local
         checkpoint retrained or replaced in place).
         """

@@ -27,13 +27,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from toposig.config import SettingsError
+from toposig.config import RunSettings, SettingsError
+from toposig.families import registry
+from toposig.families.base import FamilyInputs, SignatureFamily
 from toposig.files.atomic import read_json
 from toposig.files.names import UnsafeNameError, check_label, check_name
-from toposig.records import FAMILIES, Family, entry_problem
+from toposig.records import Family, entry_problem
 from toposig.run.store import arrays_damage
-from toposig.stages.base import StageInputs
-from toposig.stages.registry import STAGES
 
 logger = logging.getLogger(__name__)
 
@@ -131,14 +131,14 @@ class Study:
 
     @property
     def hashes(self) -> dict[Family, str]:
-        """Family -> settings hash of the study (the families it has only)."""
-        return {f: h for f, s in STAGES.items() if (h := self.config.get(s.hash_key))}
+        """Family -> settings hash of the study (its registered families only)."""
+        return {Family(c.name): h for c in registry.families()
+                if (h := self.config.get(c.hash_key))}
 
     def settings_view(self, family: Family) -> dict:
-        """``family``'s settings in the study, as :meth:`check` compares them."""
-        stage = STAGES[family]
-        return {**(self.config.get(stage.settings_key) or {}),
-                **{k: self.config.get(k) for k in stage.view_keys}}
+        """``family``'s settings in the study, as :meth:`check` compares them
+        (:meth:`~toposig.families.base.SignatureFamily.study_view`)."""
+        return registry.get(family).study_view(self.config)
 
     def labels_for(self, models: dict[str, str],
                    sources: dict[str, str] | None = None) -> dict[str, str]:
@@ -157,10 +157,10 @@ class Study:
                 out[label] = match[0]
         return out
 
-    def widen(self, family: Family, inputs: StageInputs, dtype: str, *,
-              extend: bool = False) -> tuple[Any, str | None]:
+    def widen(self, family: Family, inputs: FamilyInputs, dtype: str, *,
+              extend: bool = False) -> tuple[SignatureFamily, str | None]:
         """``family``'s settings that a run computes in this study when they differ from
-        the study's in the stage's :class:`~toposig.stages.base.Widening` field alone (the
+        the study's in the family's :class:`~toposig.families.base.Widening` field alone (the
         embedding's ``layers``; every other setting gives the study's hash).
 
         With ``extend`` the run computes the union of the study's value and its own: when
@@ -177,7 +177,7 @@ class Study:
 
         Returns:
             ``(settings to run with, the study's hash they replace or None)``: the run's
-            own settings and ``None`` when the stage widens nothing, the study has no such
+            own settings and ``None`` when the family widens nothing, the study has no such
             family, the value is the study's, or other settings differ too (:meth:`check`
             names them).
 
@@ -185,23 +185,22 @@ class Study:
             StudyMismatchError: the values differ and ``extend`` is off, naming both and
                 ``--extend``.
         """
-        stage, settings = STAGES[family], inputs.settings[family]
-        widening, held_hash = stage.widening, self.hashes.get(family)
+        cls, settings = registry.get(family), inputs.of(family)
+        widening, held_hash = cls.widening, self.hashes.get(family)
         if widening is None or not held_hash:
             return settings, None
         ours = getattr(settings, widening.field)
         try:
-            held = widening.parse((self.config.get(stage.settings_key) or {}).get(
-                widening.field, getattr(stage.settings_type(), widening.field)))
+            held = widening.parse((self.config.get(cls.settings_key) or {}).get(
+                widening.field, getattr(cls(), widening.field)))
         except (SettingsError, TypeError, ValueError):
             return settings, None
 
-        def with_value(value: Any) -> Any:
+        def with_value(value: Any) -> SignatureFamily:
             return replace(settings, **{widening.field: value})
 
-        def hash_of(s: Any) -> str:
-            return stage.settings_hash(s, replace(inputs, settings={**inputs.settings,
-                                                                    family: s}), dtype)
+        def hash_of(s: SignatureFamily) -> str:
+            return s.settings_hash(inputs.with_family(s), dtype)
 
         if held == ours or hash_of(with_value(held)) != held_hash:
             return settings, None
@@ -366,7 +365,7 @@ def study_problem(config: dict) -> str | None:
             return f"names a model {exc}"
         if not isinstance(model, str):
             return f"gives model {label!r} as {model!r}, not a name or path"
-    for key in (s.hash_key for s in STAGES.values()):
+    for key in (c.hash_key for c in registry.families()):
         h = config.get(key)
         if h is not None:
             try:
@@ -383,10 +382,10 @@ def study_problem(config: dict) -> str | None:
                     for v in values):
                 return f"has steps of {label!r} that are not a list of steps of its models"
     signatures = config.get("signatures")
-    if signatures is not None and (not isinstance(signatures, list)
-                                   or not set(map(str, signatures)) <= set(FAMILIES)):
-        return f"has signatures {signatures!r}, not a list of {', '.join(FAMILIES)}"
-    for key in ("model_sources", *(s.settings_key for s in STAGES.values())):
+    if signatures is not None and not _family_names(signatures):
+        return f"has signatures {signatures!r}, not a list of signature families' names"
+    for key in ("model_sources", "run_settings",
+                *(c.settings_key for c in registry.families())):
         if config.get(key) is not None and not isinstance(config[key], dict):
             return f"has {key!r} that is not a mapping"
     return None
@@ -410,16 +409,29 @@ def _same_model(held: str, new: str, held_source: str | None,
     return held_source is not None and b.exists()
 
 
-# Settings fields that do not change the numbers (not in any settings hash).
-UNHASHED = frozenset({"batch_size", "device", "ph_backend", "save_hidden",
-                      "trust_remote_code", "chunk_size"})
+def _family_names(names: object) -> bool:
+    """Whether ``names`` is a list of names a family could have."""
+    if not isinstance(names, list):
+        return False
+    try:
+        [Family(n) for n in names]
+    except ValueError:
+        return False
+    return True
+
+
+def unhashed() -> frozenset[str]:
+    """Settings fields that do not change the numbers (in no settings hash): the run's
+    and every registered family's, by name."""
+    return frozenset(f.name for cls in (RunSettings, *registry.families())
+                     for f, how in cls.statements() if not how.hashed)
 
 
 def _settings_difference(old: dict | None, new: dict | None) -> str:
     old, new = old or {}, json.loads(json.dumps(new or {}))  # tuples as config.json has them
     diffs = [f"{k}: {old.get(k)!r} there, {new.get(k)!r} here"
              for k in sorted(set(old) | set(new))
-             if k not in UNHASHED and old.get(k) != new.get(k)]
+             if k not in unhashed() and old.get(k) != new.get(k)]
     return "; ".join(diffs) if diffs else "the texts or the precision differ"
 
 
@@ -448,10 +460,12 @@ def merge_study(old: Mapping[str, Any] | None, new: dict) -> dict:
         steps[label] = sorted(set(steps.get(label, [])) | set(s), key=_step_key)
     out["steps"] = {label: steps[label] for label in out["models"] if label in steps}
     have = set(new["signatures"])
-    out["signatures"] = [f for f in FAMILIES if f in have or f in old.get("signatures", ())]
-    for family, stage in STAGES.items():
-        if family not in have and old.get(stage.hash_key):
-            for key in (stage.hash_key, stage.settings_key, *stage.field_keys):
+    held = [f for f in old.get("signatures", ()) if isinstance(f, str)]
+    listed = registry.in_order(have | set(held))
+    out["signatures"] = [*listed, *(f for f in held if f not in listed)]  # unregistered: kept
+    for cls in registry.families():
+        if cls.name not in have and old.get(cls.hash_key):
+            for key in (cls.hash_key, cls.settings_key, *cls.study_keys):
                 out[key] = old.get(key)
     out["model_sources"] = {**(old.get("model_sources") or {}),
                             **(new.get("model_sources") or {})}

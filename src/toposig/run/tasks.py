@@ -18,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from toposig.families.registry import run_order
+from toposig.families.runner import run_families
 from toposig.model.matrices import (
     copies_of_left_out,
     count_parameters,
@@ -30,8 +32,6 @@ from toposig.sources import reload
 from toposig.sources.checkpoint_files import load_checkpoint_file, trainer_state_loss
 from toposig.sources.checkpoints import Checkpoint, load_model, load_tokenizer
 from toposig.sources.fetch import Download, evict_snapshot, hub_snapshot
-from toposig.stages.registry import run_order
-from toposig.stages.runner import run_stages
 
 if TYPE_CHECKING:
     from toposig.run.plan import RunPlan
@@ -77,14 +77,14 @@ class TaskFailure(Exception):
 
 
 class DiskCheckpoint:
-    """A checkpoint loaded from disk for the stages (:class:`toposig.stages.base.Loaded`):
+    """A checkpoint loaded from disk for the families (:class:`toposig.families.base.Loaded`):
     a model folder or Hub snapshot as a model, a plain state-dict file as its tensors.
 
-    The model is loaded once. When a stage of the run reads the stored weights, it is
+    The model is loaded once. When a family of the run reads the stored weights, it is
     loaded in float32 on the CPU (so that the stored values are what is analysed); when
     one needs float32 weights, in float32; otherwise in the run's precision on its device.
-    :meth:`model` then moves it where a stage asks, and the tokenizer is loaded on the
-    first stage that asks for it.
+    :meth:`model` then moves it where a family asks, and the tokenizer is loaded on the
+    first family that asks for it.
     """
 
     def __init__(self, ckpt: Checkpoint, plan: RunPlan, families: tuple[str, ...]):
@@ -109,7 +109,7 @@ class DiskCheckpoint:
             self.available = [n for n, t in loaded.tensors.items() if t.dim() == 2]
             self.num_parameters = state_dict_parameters(loaded.tensors, self._copies)
         else:
-            # no stage runs it: the series' model may be reused (the weights copied in)
+            # no family runs it: the series' model may be reused (the weights copied in)
             self._reused = not any(s.runs_model for s in stages)
             self._model = load_model(
                 ckpt, torch.float32 if self.fp32 else plan.placement.weight_dtype,
@@ -122,7 +122,7 @@ class DiskCheckpoint:
                 self.stored_loss = (trainer_state_loss(ckpt.location)
                                     if ckpt.source == "local" else (None, None))
             except BaseException:
-                self.close()  # no stage will run: the series' model goes back now
+                self.close()  # no family will run: the series' model goes back now
                 raise
         self.load_s = time.perf_counter() - t0
 
@@ -135,7 +135,7 @@ class DiskCheckpoint:
         return model_matrices(self._model, include, exclude)
 
     def close(self) -> None:
-        """The stages are done: a reused model goes back to its series."""
+        """The families are done: a reused model goes back to its series."""
         if self._reused:
             reload.release(self._model)
             self._reused = False
@@ -144,7 +144,7 @@ class DiskCheckpoint:
         if self._model is None:
             raise ValueError(f"{self.ckpt.describe()} is a state dict: there is no model to run")
         if self._reused:
-            raise RuntimeError("a model loaded for stages that only read its weights is "
+            raise RuntimeError("a model loaded for families that only read its weights is "
                                "shared by the series; it cannot be run")
         t0 = time.perf_counter()
         if float32:
@@ -174,8 +174,8 @@ class DiskCheckpoint:
 
 
 def load_once(ckpt: Checkpoint, families: tuple[str, ...], plan: RunPlan, emit: Emit) -> None:
-    """Load a checkpoint once (:class:`DiskCheckpoint`) and run the stages of
-    ``families`` on it (:func:`toposig.stages.runner.run_stages`), handing each result to
+    """Load a checkpoint once (:class:`DiskCheckpoint`) and run the families of
+    ``families`` on it (:func:`toposig.families.runner.run_families`), handing each result to
     ``emit`` as soon as it is done (a family that raised, or all of them when the
     checkpoint could not be loaded, gets its exception)."""
     try:
@@ -185,7 +185,7 @@ def load_once(ckpt: Checkpoint, families: tuple[str, ...], plan: RunPlan, emit: 
             emit(Family(f), exc)
         return
     try:
-        run_stages(loaded, families, plan.inputs, emit)
+        run_families(loaded, families, plan.inputs, emit)
     finally:
         loaded.close()
 

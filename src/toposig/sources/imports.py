@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from toposig.files.names import UnsafeNameError, check_label, quoted
+from toposig.records import family_parts
 
 FORMATS: tuple[str, ...] = ("seed-a", "seed-b", "table")
 QUALITY_COLUMNS: tuple[str, ...] = ("loss", "perplexity", "mlm_loss")
@@ -41,8 +42,13 @@ RESERVED_FIELDS = frozenset({
     "revision", "checkpoint_fingerprint", "settings_hash", "families", "num_parameters",
     "features", "imported", "quality", "timings_s", "loss_key", "mean_nll",
     # fields a record's definition gives a meaning (toposig.records.entry_problem)
-    "family", "error", "arrays_file", "layer", "layer_names", "layer_features", "weights",
-    "landscape", "gradients", "matrices", "model_type", "checkpoint_loss_key", "settings"})
+    "family", "error", "arrays_file", "layer", "layer_names", "layer_features",
+    "matrices", "model_type", "checkpoint_loss_key", "settings"})
+
+
+def reserved_fields() -> frozenset[str]:
+    """:data:`RESERVED_FIELDS` and the registered families' names (an entry's parts)."""
+    return RESERVED_FIELDS | family_parts()
 
 # seed A: the file's column -> toposig's name for the same quantity (docs/measures.md: the
 # seed's "effective rank" is the entropy rank of the covariance eigenvalues)

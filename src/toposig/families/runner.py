@@ -1,9 +1,9 @@
-"""One function runs the stages of a loaded checkpoint, for every caller: the pipeline's
+"""One function runs the families of a loaded checkpoint, for every caller: the pipeline's
 tasks (:func:`toposig.run.tasks.load_once`), :func:`toposig.measure` and the live
 monitor (:func:`toposig.in_memory.measure_families`).
 
-The stages get the checkpoint as a :class:`CheckpointSession`: the caller's
-:class:`~toposig.stages.base.Loaded`, and the work that several families share done once
+The families get the checkpoint as a :class:`CheckpointSession`: the caller's
+:class:`~toposig.families.base.Loaded`, and the work that several families share done once
 for the checkpoint (the analysed texts' forward pass, read by the embedding and the
 interlayer families)."""
 
@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from toposig.families.base import FamilyInputs, Loaded
+from toposig.families.registry import run_order
 from toposig.records import Family
-from toposig.stages.base import Loaded, StageInputs
-from toposig.stages.registry import run_order
 
 if TYPE_CHECKING:
     from toposig.model.embedding import TextsForward
@@ -23,9 +23,9 @@ Emit = Callable[[Family, object], None]
 
 
 class CheckpointSession:
-    """One checkpoint for the span of :func:`run_stages`: every part of the caller's
-    :class:`~toposig.stages.base.Loaded`, as that gives it, and :meth:`texts_forward`,
-    run once per texts, length and batch size however many stages ask (the session ends
+    """One checkpoint for the span of :func:`run_families`: every part of the caller's
+    :class:`~toposig.families.base.Loaded`, as that gives it, and :meth:`texts_forward`,
+    run once per texts, length and batch size however many families ask (the session ends
     with the call, so a live monitor's next step runs its own)."""
 
     def __init__(self, loaded: Loaded) -> None:
@@ -71,17 +71,17 @@ class CheckpointSession:
         return self._forwards[key]
 
 
-def run_stages(loaded: Loaded, families: Iterable[str], inputs: StageInputs,
-               emit: Emit) -> None:
-    """Run the stages of ``families`` on ``loaded`` in their order
-    (:func:`~toposig.stages.registry.run_order`), each on the same
-    :class:`CheckpointSession`, handing each family's result (a
+def run_families(loaded: Loaded, families: Iterable[str], inputs: FamilyInputs,
+                 emit: Emit) -> None:
+    """Run the families of ``families`` on ``loaded`` in their order
+    (:func:`~toposig.families.registry.run_order`), each with its settings in ``inputs``
+    and on the same :class:`CheckpointSession`, handing each family's result (a
     :class:`~toposig.records.CheckpointOutput`, or the exception it raised) to ``emit``
-    the moment it is done; a stage that raised does not stop the others."""
+    the moment it is done; a family that raised does not stop the others."""
     session = CheckpointSession(loaded)
-    for stage in run_order(families):
+    for cls in run_order(families):
         try:
-            result: object = stage.run(session, inputs.settings[stage.family], inputs)
+            result: object = inputs.of(cls.name).compute(session, inputs)
         except Exception as exc:  # noqa: BLE001 - handed to the caller, who records it
             result = exc
-        emit(stage.family, result)
+        emit(Family(cls.name), result)
