@@ -249,3 +249,35 @@ def test_a_run_reads_the_study_once(study, monkeypatch):
     assert run_experiments.main(["--models", str(tmp_path / "runs" / "a"), "--out",
                                  str(out), "--extend", "--layers", "0,-1", *FAST]) == 0
     assert reads == [out / "data" / "config.json"]
+
+
+def test_a_preset_run_reads_the_study_once_and_reconciles_it_before_training(
+        tmp_path, wikitext_dir, monkeypatch):
+    """With --preset the study is read, and the run reconciled with it, before the suite
+    trains (a mismatch is refused then, not after training), and not again when the
+    trained checkpoints are measured; a second run that widens the embedding's layers
+    (--extend) is checked, once trained, to cover every checkpoint of the study."""
+    import toposig.run.study as study_module
+
+    preset = tmp_path / "p.json"
+    preset.write_text(json.dumps({
+        "name": "p", "models": [{"name": "p-h8", "hidden": 8, "layers": 1, "heads": 2}],
+        "context": 16, "batch_size": 2, "steps": 2, "warmup": 1, "checkpoint_every": 1}))
+    suites, out = tmp_path / "suites", tmp_path / "out"
+    args = ["--preset", str(preset), "--suite-dir", str(suites), "--out", str(out),
+            "--no-progress", "--n-texts", "12", "--max-length", "16"]
+    reads: list[Path] = []
+    real = study_module.read_json
+
+    def counting(path, *a, **kw):
+        if Path(path).name == "config.json" and Path(path).parent.name == "data":
+            reads.append(Path(path))
+        return real(path, *a, **kw)
+
+    monkeypatch.setattr(study_module, "read_json", counting)
+    assert run_experiments.main(args) == 0  # a new folder: nothing to read
+    assert reads == []
+    assert run_experiments.main([*args, "--extend", "--layers", "0,-1"]) == 0
+    assert reads == [out / "data" / "config.json"]
+    config = json.loads((out / "data" / "config.json").read_text())
+    assert config["settings"]["layers"] == [0, -1] and config["last_run"]["n_computed"] == 3

@@ -181,29 +181,30 @@ def _main(args: argparse.Namespace, argv: list[str], prog: str | None) -> int:
     from toposig.model.presets import is_task, load_preset, run_names, train_preset
     from toposig.model.training import with_seeds
     from toposig.records import Family
-    from toposig.run.plan import fit_study, plan_run
+    from toposig.run.plan import plan_run, reconcile
     from toposig.run.store import read_json
     from toposig.run.study import Study
 
     lock = ExitStack()
+    study = None  # the folder's study, when read here (before a suite trains)
     try:
         preset = with_seeds(load_preset(args.preset), args.seeds) if args.preset else None
         settings = settings_from_args(args)
         signatures = signatures_from_args(args)
         requested = signatures or (default_names() if args.preset
                                    else (*default_names(), *weights_only_names()))
-        given = family_settings_from_args(args, settings, requested)
         if is_task(preset):  # a task: measured on its own inputs
             if args.texts is not None:
                 raise ValueError(f"--preset {args.preset} measures the task's own inputs "
                                  "(inputs.txt of its suite folder); leave out --texts")
             settings = replace(settings, texts=str(preset.write_inputs(
                 Path(args.suite_dir) / preset.name)), n_texts=preset.n_texts)
-            given = family_settings_from_args(args, settings, requested)
-            weights = given.get(WeightsFamily.name)
-            if weights is not None and not (weights.include or weights.exclude):
-                given[Family(WeightsFamily.name)] = replace(
-                    weights, exclude=tuple(preset.WEIGHT_EXCLUDE))
+        given = family_settings_from_args(args, settings, requested)
+        weights = given.get(WeightsFamily.name)
+        if is_task(preset) and weights is not None and not (weights.include
+                                                            or weights.exclude):
+            given[Family(WeightsFamily.name)] = replace(  # the task's own exclusions
+                weights, exclude=tuple(preset.WEIGHT_EXCLUDE))
         executor = executor_from_args(args)
         models, suite_dir = args.models, None
         remote_gpus = args.executor == "ray" and args.gpus_per_task > 0
@@ -219,17 +220,20 @@ def _main(args: argparse.Namespace, argv: list[str], prog: str | None) -> int:
             families = set(requested)
             lock.enter_context(exclusive(args.out, "results folder"))  # before training
             placement = Placement.resolve(settings.device, settings.dtype, remote_gpus)
-            inputs = fit_study(  # before training: --extend may widen the settings
-                Study.load(args.out), measure_inputs(settings, None, families, given), families,
-                placement, {n: str(Path(args.suite_dir) / suite.name / n) for n in names},
-                {n: "local" for n in names}, extend=args.extend)
-            given = dict(inputs.families)
+            study = Study.load(args.out)  # read once, reconciled before training
+            terms = reconcile(
+                study, {n: str(Path(args.suite_dir) / suite.name / n) for n in names},
+                {n: "local" for n in names}, measure_inputs(settings, None, families, given),
+                placement.dtype, extend=args.extend)
+            given = dict(terms.inputs.families)  # --extend may have widened them
             suite_dir = train_preset(suite, args.suite_dir, progress=not args.no_progress)
             models = [str(suite_dir / n) for n in names]
         plan = plan_run(models, selection_from_args(args), settings, signatures,
                         remote_gpus=remote_gpus, family_settings=given)
         if suite_dir is not None:
             plan.suite = read_json(suite_dir / "config.json")
+            plan.apply(terms)
+            plan.check_cover(study, terms.replaces)  # the suite's steps are known now
         else:
             lock.enter_context(exclusive(args.out, "results folder"))
         plan.command = recorded_command(argv, prog)
@@ -241,11 +245,13 @@ def _main(args: argparse.Namespace, argv: list[str], prog: str | None) -> int:
         lock.close()
         raise
     with lock:
-        return _run(plan, args, executor, prog)
+        return _run(plan, args, executor, prog, study)
 
 
-def _run(plan, args: argparse.Namespace, executor, prog: str | None = None) -> int:
-    """Execute a checked plan while the results folder is locked."""
+def _run(plan, args: argparse.Namespace, executor, prog: str | None = None,
+         study=None) -> int:
+    """Execute a checked plan while the results folder is locked (``study``: the
+    folder's, when the plan was reconciled with it already)."""
     from toposig.files.atomic import LinkedFolderError
     from toposig.run.pipeline import execute, summary_lines
     from toposig.run.store import DamagedResultsError
@@ -256,7 +262,7 @@ def _run(plan, args: argparse.Namespace, executor, prog: str | None = None) -> i
                 " and ".join(plan.all_families), args.out)
     try:
         outcome = execute(plan, args.out, force=args.force, progress=not args.no_progress,
-                          executor=executor, extend=args.extend)
+                          executor=executor, extend=args.extend, study=study)
     except KeyboardInterrupt as exc:  # the aggregates were rewritten on the way out
         print(INTERRUPTED, file=sys.stderr)
         return interrupted_status(exc)

@@ -34,6 +34,7 @@ from toposig.files.locks import (
 )
 from toposig.live.measurement import LiveMeasurement
 from toposig.model.placement import Placement
+from toposig.run.plan import reconcile
 from toposig.run.study import Study, StudyMismatchError
 
 logger = logging.getLogger(__name__)
@@ -181,7 +182,7 @@ class StudyGuard:
         the study's precision, the model's own being unknown yet.
 
         Raises:
-            StudyMismatchError: see :meth:`toposig.run.plan.RunPlan.join`.
+            StudyMismatchError: see :func:`toposig.run.plan.reconcile`.
             ValueError: ``model`` cannot be measured (several devices or precisions).
         """
         m = self.measurement
@@ -191,10 +192,9 @@ class StudyGuard:
         else:
             placement = Placement("cpu", study.dtype or "float32")
         plan = m.plan(m.checkpoint(0), placement)
-        if model is None and not study.dtype:
-            for family in keyed:  # a study without a recorded precision
-                plan.hashes.pop(family, None)
-        plan.join(study, extend=self.extend)
+        unchecked = keyed if model is None and not study.dtype else ()  # no precision kept
+        reconcile(study, plan.models, plan.sources, plan.inputs, plan.dtype,
+                  extend=self.extend, unchecked=unchecked)
         return model is not None or not keyed
 
     def check_foreign(self, stale: list[tuple[int, Path]]) -> None:

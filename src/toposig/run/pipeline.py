@@ -175,7 +175,8 @@ def run_config(plan: RunPlan, outcome: RunOutcome, started: str,
 
 def execute(plan: RunPlan, out_dir: str | Path, force: bool = False,
             progress: bool = True, executor: Executor | None = None, *,
-            extend: bool = False, refresh_first: bool = True) -> RunOutcome:
+            extend: bool = False, refresh_first: bool = True,
+            study: Study | None = None) -> RunOutcome:
     """Analyse every checkpoint of the plan, resuming from finished records.
 
     ``out_dir`` holds one study (:mod:`toposig.run.study`): a plan that brings a model the
@@ -193,13 +194,19 @@ def execute(plan: RunPlan, out_dir: str | Path, force: bool = False,
     them, as the live monitor does). The whole run holds ``out_dir``'s lock
     (:mod:`toposig.files.locks`) and first removes the temporaries a killed run left there.
 
+    The folder's study is read and the plan joins it here (:meth:`RunPlan.join`), once;
+    a caller that did both itself while holding the folder's lock (the command line
+    before it trains a ``--preset`` suite) passes the ``study`` it read, and it is not
+    read again.
+
     Raises:
         FolderLockedError: another process is writing to ``out_dir``.
         StudyMismatchError: the plan does not belong to ``out_dir``'s study.
     """
     with exclusive(out_dir, "results folder"):
-        study = Study.load(out_dir)
-        plan.join(study, extend=extend)
+        if study is None:
+            study = Study.load(out_dir)
+            plan.join(study, extend=extend)
         remove_stale_temporaries(out_dir)
         try:
             return _execute(plan, study, force, progress, executor, refresh_first)

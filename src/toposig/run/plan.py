@@ -7,7 +7,7 @@ family's settings hash, raising on any bad input before a model is loaded.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from toposig.config import RunSettings
@@ -105,20 +105,20 @@ class RunPlan:
         """Model label -> ``hub``, ``local`` or ``file``."""
         return {c.label: c.source for c in self.checkpoints}
 
-    def join(self, study: Study, *, extend: bool = False,
-             steps_known: bool = True) -> dict[Family, str]:
-        """Make this run part of ``study`` (the results folder's), or refuse it before any
-        work (:mod:`toposig.run.study`).
+    def apply(self, terms: Reconciled) -> None:
+        """Take the terms on which the folder's study admits this run (:func:`reconcile`):
+        the models' labels as the study knows them, and each family's settings, and so
+        its settings hash, as the run computes them in the study."""
+        if terms.labels:
+            self.checkpoints = [replace(c, label=terms.labels.get(c.label, c.label))
+                                for c in self.checkpoints]
+        self.inputs = terms.inputs
+        self.hashes = dict(terms.hashes)
 
-        The run's models take the labels the study already gives them
-        (:meth:`~toposig.run.study.Study.labels_for`), so a run of part of a study finds
-        its records whatever else it brings; each family's settings are widened to the
-        study's where the two differ in the stage's widening field alone (the embedding's
-        ``layers``) and ``extend`` is on (:meth:`~toposig.run.study.Study.widen`); then
-        the study checks the run (:meth:`~toposig.run.study.Study.check`). A run that
-        widens a family's settings must cover every checkpoint of the study that has a
-        record of it (they are all made anew under the new settings hash); that is checked
-        only when ``steps_known`` (a suite not trained yet has no steps to compare).
+    def join(self, study: Study, *, extend: bool = False) -> dict[Family, str]:
+        """Make this run part of ``study`` (the results folder's), or refuse it before any
+        work: the study's terms (:func:`reconcile`) applied (:meth:`apply`), then
+        :meth:`check_cover`.
 
         Returns:
             family -> the study's settings hash the run's now replaces (empty: none).
@@ -126,33 +126,27 @@ class RunPlan:
         Raises:
             StudyMismatchError: naming what differs and the way out.
         """
-        mapping = study.labels_for(self.models, self.sources)
-        if mapping:
-            self.checkpoints = [replace(c, label=mapping.get(c.label, c.label))
-                                for c in self.checkpoints]
-        replaced: dict[Family, str] = {}
-        for family in list(self.hashes):
-            settings, old = study.widen(family, self.inputs, self.dtype, extend=extend)
-            if settings != self.settings_of(family):
-                self.inputs = self.inputs.with_family(settings)
-                self.hashes[family] = settings.settings_hash(self.inputs, self.dtype)
-            if old:
-                replaced[family] = old
-        study.check(self.models, self.hashes, self.settings_views(), extend=extend,
-                    sources=self.sources, replaces=replaced)
-        for family, old_hash in replaced.items() if steps_known else ():
-            self._check_widened_cover(study, family, old_hash)
-        return replaced
+        terms = reconcile(study, self.models, self.sources, self.inputs, self.dtype,
+                          extend=extend)
+        self.apply(terms)
+        self.check_cover(study, terms.replaces)
+        return dict(terms.replaces)
 
-    def _check_widened_cover(self, study: Study, family: Family, old_hash: str) -> None:
+    def check_cover(self, study: Study, replaces: Mapping[Family, str]) -> None:
         """Refuse a run that widens a family's settings in the study (``--extend`` adding
-        hidden-state layers: its records are then made anew under a new settings hash) but
+        hidden-state layers: ``replaces``, family -> the study's hash it replaces) but
         leaves out some of the study's checkpoints, whose records of it would drop out of
-        the study; else say what happens.
+        the study (they are all made anew under the new settings hash); else say what
+        happens. Needs the run's checkpoints with their steps (a ``--preset`` suite is
+        checked once trained).
 
         Raises:
             StudyMismatchError: naming the checkpoints left out.
         """
+        for family, old_hash in replaces.items():
+            self._check_widened_cover(study, family, old_hash)
+
+    def _check_widened_cover(self, study: Study, family: Family, old_hash: str) -> None:
         missing = study.uncovered_records(family, self.checkpoints_of(family))
         new_hash = self.hash_of(family)
         if missing:
@@ -281,23 +275,66 @@ def plan_run(models: list[str] | None, selection: StepSelection | None,
                    inputs.hashes(placement.dtype), families=families)
 
 
-def fit_study(study: Study, inputs: FamilyInputs, families: set[Family],
-              placement: Placement, models: dict[str, str], sources: dict[str, str], *,
-              extend: bool) -> FamilyInputs:
-    """Check, before any work, that a run of ``families`` with ``inputs`` on ``models``
-    may join ``study``, as :func:`toposig.run.pipeline.execute` will (a ``--preset`` run
-    checks before it trains).
+@dataclass(frozen=True)
+class Reconciled:
+    """The terms on which a results folder's study admits a run (:func:`reconcile`).
 
-    Returns:
-        the inputs the run computes with: ``inputs``, widened where ``extend`` adds to the
-        study's settings (:meth:`RunPlan.join`).
+    Attributes:
+        labels: run label -> the label the study already gives that model, for the
+            run's models the study holds under another label.
+        inputs: the run's inputs with each family's settings as the run computes them in
+            the study (``--extend`` may widen the embedding's layers to the study's).
+        hashes: family -> the settings hash its records are then keyed by.
+        replaces: family -> the study's settings hash the run's replaces (widened).
+    """
+
+    labels: Mapping[str, str]
+    inputs: FamilyInputs
+    hashes: Mapping[Family, str]
+    replaces: Mapping[Family, str]
+
+
+def reconcile(study: Study, models: Mapping[str, str], sources: Mapping[str, str],
+              inputs: FamilyInputs, dtype: str, *, extend: bool = False,
+              unchecked: Iterable[str] = ()) -> Reconciled:
+    """Read a run against the folder's study once and say on what terms it belongs to it,
+    or refuse it (:mod:`toposig.run.study`). The one place a run and a study meet: the
+    pipeline (:func:`toposig.run.pipeline.execute`), the command line before it trains a
+    ``--preset`` suite, and the live monitor's guard ask it.
+
+    The run's models take the labels the study already gives them
+    (:meth:`~toposig.run.study.Study.labels_for`), so a run of part of a study finds its
+    records whatever else it brings; each family's settings are widened to the study's
+    where the two differ in the family's widening field alone (the embedding's
+    ``layers``) and ``extend`` is on (:meth:`~toposig.run.study.Study.widen`); then the
+    study checks the models and each family's settings hash
+    (:meth:`~toposig.run.study.Study.check`). That a widening run covers every
+    checkpoint of the study is :meth:`RunPlan.check_cover`'s, once the steps are known.
+
+    Args:
+        models, sources: the run's model label -> model as named, and -> its source.
+        inputs: the run's texts and settings, of the families it computes.
+        dtype: the run's resolved precision.
+        extend: the run may add models, or widen a family's widening field.
+        unchecked: families whose hash is not compared (a live run's precision-keyed
+            families before the model's precision is known).
 
     Raises:
-        StudyMismatchError: see :meth:`toposig.run.study.Study.check`.
+        StudyMismatchError: naming what differs and the way out.
     """
-    checkpoints = [Checkpoint(model, label, None, sources[label], model)
-                   for label, model in models.items()]  # their steps are not known yet
-    plan = RunPlan(checkpoints, inputs, placement, inputs.run.ph_backend, True,
-                   inputs.hashes(placement.dtype, families))
-    plan.join(study, extend=extend, steps_known=False)
-    return plan.inputs
+    labels = study.labels_for(dict(models), dict(sources))
+    named = {labels.get(k, k): m for k, m in models.items()}
+    origin = {labels.get(k, k): v for k, v in sources.items()}
+    families, replaces = {}, {}
+    for name in inputs.families:
+        settings, old = study.widen(Family(name), inputs, dtype, extend=extend)
+        families[name] = settings
+        if old:
+            replaces[Family(name)] = old
+    widened = replace(inputs, families=families)
+    hashes = widened.hashes(dtype)
+    skip = set(map(str, unchecked))
+    checked = {f: h for f, h in hashes.items() if f not in skip}
+    study.check(named, checked, {f: widened.of(f).view(widened, dtype) for f in checked},
+                extend=extend, sources=origin, replaces=replaces)
+    return Reconciled(labels, widened, hashes, replaces)
