@@ -9,8 +9,9 @@ import pytest
 import torch
 import transformers as T
 
-from toposig.sources import checkpoints as ck
-from toposig.sources.checkpoints import Checkpoint, UnsupportedModelError
+from toposig.sources import loading
+from toposig.sources.checkpoints import Checkpoint
+from toposig.sources.loading import UnsupportedModelError
 
 
 def char_tokenizer() -> T.BertTokenizerFast:
@@ -58,13 +59,13 @@ def loader_message(folder) -> str:
     """What loading the discriminator says today, after reading its weights (the config
     check switched off), less the checkpoint's description."""
     ckpt = Checkpoint("d", "d", 0, "local", str(folder))
-    original = ck.check_head_weights
-    ck.check_head_weights = lambda config, kind: None
+    original = loading.check_head_weights
+    loading.check_head_weights = lambda config, kind: None
     try:
         with pytest.raises(UnsupportedModelError) as info:
-            ck.load_model(ckpt, torch.float32, "cpu")
+            loading.load_model(ckpt, torch.float32, "cpu")
     finally:
-        ck.check_head_weights = original
+        loading.check_head_weights = original
     return str(info.value).removeprefix(f"{ckpt.describe()}: ")
 
 
@@ -97,7 +98,7 @@ def test_the_message_is_the_loaders(discriminator, monkeypatch):
                           signatures=("weights",))
     assert after_loading in str(info.value)  # the same words, said before loading
     with pytest.raises(UnsupportedModelError) as direct:  # and by load_model itself
-        ck.load_model(Checkpoint("d", "d", 0, "local", str(discriminator / "step0")),
+        loading.load_model(Checkpoint("d", "d", 0, "local", str(discriminator / "step0")),
                       torch.float32, "cpu")
     assert after_loading in str(direct.value)
 
@@ -112,7 +113,8 @@ def test_the_generator_and_bert_pretraining_heads_pass(tmp_path, no_loading):
                                       intermediate_size=32)).save_pretrained(bert)
     ckpts = [Checkpoint("g", "g", 0, "local", str(generator)),
              Checkpoint("b", "b", 0, "local", str(bert))]
-    assert ck.series_kinds(ckpts, local_files_only=True) == {"g": ck.MASKED, "b": ck.MASKED}
+    assert loading.series_kinds(ckpts, local_files_only=True) == {"g": loading.MASKED,
+                                                                  "b": loading.MASKED}
 
 
 def test_a_matching_or_unknown_class_is_not_checked():
@@ -121,11 +123,11 @@ def test_a_matching_or_unknown_class_is_not_checked():
     for arch in ("gpt2", "llama", "gpt_neox"):
         cfg = causal_lm_config(arch)
         cfg.architectures = [T.AutoModelForCausalLM._model_mapping[type(cfg)].__name__]
-        ck.check_head_weights(cfg, ck.CAUSAL)
+        loading.check_head_weights(cfg, loading.CAUSAL)
     remote = electra_config(100)
     remote.architectures = ["MyOwnElectraForPreTraining"]  # remote code: loading checks
-    ck.check_head_weights(remote, ck.MASKED)
+    loading.check_head_weights(remote, loading.MASKED)
     disc = electra_config(100)
     disc.architectures = ["ElectraForPreTraining"]
     with pytest.raises(UnsupportedModelError, match="generator_lm_head.bias"):
-        ck.check_head_weights(disc, ck.MASKED)
+        loading.check_head_weights(disc, loading.MASKED)

@@ -14,7 +14,7 @@ from conftest import causal_lm_config
 from toposig.config import MLM_FRACTION
 from toposig.model.forward import masked_positions, tokenize
 from toposig.run import plan as planning
-from toposig.sources import checkpoints as ck
+from toposig.sources import loading
 
 
 def bert_tokenizer():
@@ -43,14 +43,14 @@ def bert_series(tmp_path_factory):
 
 
 def test_model_kinds():
-    assert ck.model_kind(bert_config(100)) == ck.MASKED
-    assert ck.model_kind(T.BertConfig(is_decoder=True)) == ck.CAUSAL  # BertLMHeadModel
-    assert ck.model_kind(T.RobertaConfig()) == ck.MASKED
-    assert ck.model_kind(T.DistilBertConfig()) == ck.MASKED
+    assert loading.model_kind(bert_config(100)) == loading.MASKED
+    assert loading.model_kind(T.BertConfig(is_decoder=True)) == loading.CAUSAL  # BertLMHeadModel
+    assert loading.model_kind(T.RobertaConfig()) == loading.MASKED
+    assert loading.model_kind(T.DistilBertConfig()) == loading.MASKED
     for arch in ("gpt_neox", "gpt2", "llama", "opt", "gemma2"):
-        assert ck.model_kind(causal_lm_config(arch)) == ck.CAUSAL
-    with pytest.raises(ck.UnsupportedModelError, match="encoder-decoder"):
-        ck.model_kind(T.T5Config())
+        assert loading.model_kind(causal_lm_config(arch)) == loading.CAUSAL
+    with pytest.raises(loading.UnsupportedModelError, match="encoder-decoder"):
+        loading.model_kind(T.T5Config())
 
 
 def test_masked_positions_are_seeded_and_skip_padding_and_special_tokens():
@@ -158,7 +158,8 @@ def test_missing_language_model_weights_are_a_recorded_failure(tmp_path):
     random one."""
     from safetensors.torch import load_file, save_file
 
-    from toposig.sources.checkpoints import Checkpoint, UnsupportedModelError, load_model
+    from toposig.sources.checkpoints import Checkpoint
+    from toposig.sources.loading import UnsupportedModelError, load_model
 
     tok = bert_tokenizer()
     folder = tmp_path / "bert"

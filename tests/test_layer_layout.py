@@ -19,7 +19,7 @@ from toposig.model.forward import (
 )
 from toposig.model.training import byte_tokenizer
 from toposig.records import Record
-from toposig.report import plots_analysis as pa
+from toposig.report import plots_diagrams as pa
 
 STATE_SPACE = ("mamba", "falcon_mamba", "rwkv")
 TEXTS = ["Persistent homology tracks loops.", "Short.", "A sentence of medium length.",

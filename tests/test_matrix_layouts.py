@@ -25,7 +25,8 @@ from toposig.model.matrices import (
     state_dict_parameters,
 )
 from toposig.sources.checkpoint_files import find_config, load_checkpoint_file
-from toposig.sources.checkpoints import MASKED, Checkpoint, load_model, model_kind
+from toposig.sources.checkpoints import Checkpoint
+from toposig.sources.loading import MASKED, load_model, model_kind
 
 ENCODERS = ("bert", "roberta", "modernbert", "albert", "electra", "distilbert")
 ALL = (*ARCHITECTURES, *ENCODERS, "rwkv")

@@ -16,7 +16,11 @@ from toposig.records import Record, Statistics
 from toposig.records.sections import PiecewiseFit
 from toposig.report import figures, plots, style
 from toposig.report import plots_analysis as pa
+from toposig.report import plots_diagrams as pd
 from toposig.run.results_folder import arrays_reader
+
+# the statistics figures and the embedding's figures of its stored diagrams
+FIGURES = {**pa.ANALYSIS_FIGURES, **pd.DIAGRAM_FIGURES}
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 STEPS = (0, 1, 4, 16, 64, 256, 1000)
@@ -114,7 +118,7 @@ def assert_png(path: Path | None) -> None:
 def wanted(records, statistics, root: Path | None) -> list[str]:
     """The analysis figures that apply, given the arrays of the results folder ``root``."""
     arrays = None if root is None else arrays_reader(root)
-    return style.applicable(pa.ANALYSIS_FIGURES, records, statistics, arrays)
+    return style.applicable(FIGURES, records, statistics, arrays)
 
 
 def test_every_analysis_figure_is_drawn_for_a_full_run(full_run, tmp_path):
@@ -122,7 +126,7 @@ def test_every_analysis_figure_is_drawn_for_a_full_run(full_run, tmp_path):
     assert statistics.scaling is not None and not statistics.scaling.reason
     assert statistics.prediction is not None and statistics.prediction.feature == "np_mean"
     assert wanted(records, statistics, root) == list(ALWAYS)
-    paths = [pa.ANALYSIS_FIGURES[n](records, statistics, tmp_path / "plots" / f"{n}.png",
+    paths = [FIGURES[n](records, statistics, tmp_path / "plots" / f"{n}.png",
                                     arrays_reader(root)) for n in ALWAYS]
     assert [p.stem for p in paths] == list(ALWAYS)
     for p in paths:
@@ -148,7 +152,7 @@ def test_plot_all_appends_the_analysis_figures_and_passes_the_arrays(full_run, t
         return _stub(records, statistics)
 
     monkeypatch.setattr(figures, "ALL_FIGURES", {
-        name: style.Figure(name, recording if name in pa.ANALYSIS_FIGURES else _stub,
+        name: style.Figure(name, recording if name in FIGURES else _stub,
                            f.applies)
         for name, f in figures.ALL_FIGURES.items()})
     arrays = arrays_reader(root)
@@ -179,14 +183,14 @@ def test_analysis_figures_are_chosen_by_the_data_present(full_run):
 
 def test_layer_heatmaps_skipped_without_layer_features_and_drawn_with_them(tmp_path):
     records = make_run(tmp_path / "plain", weights=False)
-    assert pa.plot_layer_heatmaps(records, {}, tmp_path / "none.png") is None
+    assert pd.plot_layer_heatmaps(records, {}, tmp_path / "none.png") is None
     assert not (tmp_path / "none.png").exists()
     assert "layer_heatmaps" not in wanted(records, {}, tmp_path / "plain")
 
     root = tmp_path / "layers"
     records = make_run(root, weights=False, layers=True)
     records[3]["layer_features"]["1"]["rankme"] = None  # a gap is drawn grey
-    path = pa.plot_layer_heatmaps(records, {}, tmp_path / "layers.png")
+    path = pd.plot_layer_heatmaps(records, {}, tmp_path / "layers.png")
     assert_png(path)
     assert wanted(records, {}, root) == [
         "training_curves", "betti_curves", "persistence_diagrams", "layer_heatmaps"]
@@ -206,7 +210,7 @@ def test_two_sizes_embedding_only_and_no_stored_loss_do_not_crash(tmp_path):
                                                  if n != "scaling_relationships"]
     for name in ("training_curves", "controls_summary", "scaling_relationships",
                  "prediction_comparison"):  # drawn directly, each still states its reason
-        assert_png(pa.ANALYSIS_FIGURES[name](records, statistics, tmp_path / f"{name}.png",
+        assert_png(FIGURES[name](records, statistics, tmp_path / f"{name}.png",
                                              arrays_reader(root)))
 
 
@@ -216,13 +220,13 @@ def test_weights_only_run_does_not_crash(tmp_path):
     drawn = wanted(records, statistics, tmp_path)
     assert drawn == list(ALWAYS[:5])  # no arrays: no diagram figures
     for name in ("training_curves", "phase_fits"):  # no perplexity; weight features only
-        assert_png(pa.ANALYSIS_FIGURES[name](records, statistics, tmp_path / f"{name}.png",
+        assert_png(FIGURES[name](records, statistics, tmp_path / f"{name}.png",
                                              arrays_reader(tmp_path)))
 
 
-@pytest.mark.parametrize("name", [n for n in pa.ANALYSIS_FIGURES if n != "layer_heatmaps"])
+@pytest.mark.parametrize("name", [n for n in FIGURES if n != "layer_heatmaps"])
 def test_empty_input_a_lone_checkpoint_and_a_missing_arrays_file_do_not_crash(tmp_path, name):
-    plot = pa.ANALYSIS_FIGURES[name]
+    plot = FIGURES[name]
     assert_png(plot([], {}, tmp_path / "empty.png"))
     lone = [Record.from_json({
         "model": "m", "model_label": "m", "step": None, "status": "ok", "perplexity": 12.0,
@@ -239,14 +243,14 @@ def test_empty_input_a_lone_checkpoint_and_a_missing_arrays_file_do_not_crash(tm
 def test_betti_curve_counts_the_bars_alive_at_each_scale():
     diagram = np.array([[0.0, 1.0], [0.0, np.inf], [0.5, 0.7], [0.2, 0.2]])
     grid = np.array([0.0, 0.5, 0.6, 0.7, 1.0, 2.0])
-    assert pa.betti_curve(diagram, grid).tolist() == [2, 3, 3, 2, 1, 1]
-    assert pa.betti_curve(np.zeros((0, 2)), grid).tolist() == [0] * 6
+    assert pd.betti_curve(diagram, grid).tolist() == [2, 3, 3, 2, 1, 1]
+    assert pd.betti_curve(np.zeros((0, 2)), grid).tolist() == [0] * 6
     rng = np.random.default_rng(3)
     births = rng.uniform(0, 1, 200)
     dgm = np.column_stack([births, births + rng.exponential(0.3, 200)])
     t = np.linspace(0, 2, 57)
     brute = ((dgm[None, :, 0] <= t[:, None]) & (t[:, None] < dgm[None, :, 1])).sum(axis=1)
-    assert pa.betti_curve(dgm, t).tolist() == brute.tolist()
+    assert pd.betti_curve(dgm, t).tolist() == brute.tolist()
 
 
 def test_piecewise_line_reproduces_the_fitted_values():
@@ -266,11 +270,11 @@ def test_piecewise_line_reproduces_the_fitted_values():
 
 def test_select_checkpoints_keeps_first_last_and_log_spaced_ones():
     steps = [0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000]
-    picked = pa.select_checkpoints(steps)
+    picked = pd.select_checkpoints(steps)
     assert len(picked) == 5 and picked[0] == 0 and picked[-1] == len(steps) - 1
     assert picked == sorted(set(picked))
-    assert pa.select_checkpoints([0, 10, 100]) == [0, 1, 2]
-    assert pa.select_checkpoints([]) == []
+    assert pd.select_checkpoints([0, 10, 100]) == [0, 1, 2]
+    assert pd.select_checkpoints([]) == []
 
 
 def test_bootstrap_bands_are_shaded_when_records_carry_them(tmp_path):

@@ -18,7 +18,8 @@ from safetensors.torch import load_file, save_file
 import run_experiments
 from toposig.run import tasks
 from toposig.sources import reload
-from toposig.sources.checkpoints import Checkpoint, load_model
+from toposig.sources.checkpoints import Checkpoint
+from toposig.sources.loading import load_model
 
 F32 = torch.float32
 

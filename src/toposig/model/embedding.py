@@ -30,14 +30,8 @@ from toposig.model.forward import (
 )
 from toposig.model.placement import Placement
 from toposig.records import TOP_FAMILY, CheckpointOutput, now_iso, record_header
-from toposig.sources.checkpoints import (
-    MASKED,
-    Checkpoint,
-    checkpoint_identity,
-    load_model,
-    load_tokenizer,
-    model_kind,
-)
+from toposig.sources.checkpoints import Checkpoint, checkpoint_identity
+from toposig.sources.loading import MASKED, load_model, load_tokenizer, model_kind
 
 logger = logging.getLogger(__name__)
 

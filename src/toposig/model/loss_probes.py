@@ -28,7 +28,8 @@ from toposig.features import landscape
 from toposig.model import curvature, gradients
 from toposig.model.embedding import check_vocab
 from toposig.records import CheckpointOutput, now_iso, record_header
-from toposig.sources.checkpoints import CAUSAL, Checkpoint, checkpoint_identity, model_kind
+from toposig.sources.checkpoints import Checkpoint, checkpoint_identity
+from toposig.sources.loading import CAUSAL, model_kind
 
 logger = logging.getLogger(__name__)
 

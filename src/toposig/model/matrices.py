@@ -423,7 +423,7 @@ def _model_classes(cfg) -> list:
     import transformers
     from transformers import AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM
 
-    from toposig.sources.checkpoints import MASKED, UnsupportedModelError, model_kind
+    from toposig.sources.loading import MASKED, UnsupportedModelError, model_kind
 
     classes: list = []
     with contextlib.suppress(UnsupportedModelError):  # a classifier: no class a folder loads

@@ -2,10 +2,11 @@
 
 :data:`ALL_FIGURES` lists every figure (:class:`toposig.report.style.Figure`) in drawing
 order: the embedding figures and the weight figures with the correlation heatmap
-(``plots``), the analysis figures (``plots_analysis``), then the landscape and gradient
-figures (``plots_probes``), the figure over training of every family without one of its
-own (``plots_families``), for a seed ensemble its figure (``plots_ensembles``) and for a
-positive control its figure (``plots_controls``).
+(``plots``), the statistics figures (``plots_analysis``) and the embedding's figures of its
+stored diagrams and per-layer features (``plots_diagrams``), then the landscape and
+gradient figures (``plots_probes``), the figure over training of every family without one
+of its own (``plots_families``), for a seed ensemble its figure (``plots_ensembles``) and
+for a positive control its figure (``plots_controls``).
 :func:`plot_all` draws those that apply to the records and
 removes the figures of these names it did not draw. :func:`plot_compared` draws one
 figure for two runs (or more): on the same axes when the figure is drawn from the records
@@ -29,6 +30,7 @@ from toposig.records.statistics import about_of
 from toposig.report.plots import FIGURES, WEIGHT_FIGURES
 from toposig.report.plots_analysis import ANALYSIS_FIGURES, not_drawn_reason
 from toposig.report.plots_controls import CONTROL_FIGURES
+from toposig.report.plots_diagrams import DIAGRAM_FIGURES
 from toposig.report.plots_ensembles import ENSEMBLE_FIGURES
 from toposig.report.plots_families import FAMILY_FIGURES
 from toposig.report.plots_probes import PROBE_FIGURES
@@ -50,8 +52,8 @@ from toposig.report.style import (
 logger = logging.getLogger(__name__)
 
 ALL_FIGURES: dict[str, Figure] = {**FIGURES, **WEIGHT_FIGURES, **ANALYSIS_FIGURES,
-                                  **PROBE_FIGURES, **FAMILY_FIGURES, **ENSEMBLE_FIGURES,
-                                  **CONTROL_FIGURES}
+                                  **DIAGRAM_FIGURES, **PROBE_FIGURES, **FAMILY_FIGURES,
+                                  **ENSEMBLE_FIGURES, **CONTROL_FIGURES}
 
 
 def figures_that_apply(records: Iterable[RecordLike], statistics: StatisticsLike,

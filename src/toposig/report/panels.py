@@ -422,3 +422,53 @@ def heatmap_order(name: str) -> tuple:
     """Sort key of a feature within its group: the group's display order, then name
     (:meth:`~toposig.families.base.FeatureGroup.sort_key`)."""
     return feature_group(name).sort_key(name)
+
+
+MAX_MODEL_COLUMNS = 4  # models a figure of one column per model shows at most
+
+
+def empty_figure(title: str, message: str, figsize: tuple[float, float] = (9.0, 4.0),
+                 *, target: Target | None = None) -> Drawn:
+    """A figure of one empty panel titled ``title`` that says ``message``."""
+    fig, ax = subplots(figsize=figsize, layout="constrained", target=target)
+    ax.set_title(title)
+    no_data(ax, message)
+    ax.set_axis_off()
+    return fig
+
+
+def heat_ticks(ax: Axes, steps: Sequence[float], axis: str = "y") -> None:
+    """Label checkpoint rows (or columns) with their steps, thinning long lists."""
+    n = len(steps)
+    every = max(1, math.ceil(n / 20))
+    idx = list(range(0, n, every))
+    labels = [step_label(steps[i]) for i in idx]
+    if axis == "y":
+        ax.set_yticks(idx, labels)
+    else:
+        ax.set_xticks(idx, labels, rotation=90 if n > 8 else 0)
+
+
+def num_parameters_of(recs: list[Record]) -> float | None:
+    """The parameter count of a model's records (its last record's that has one)."""
+    return next((n for r in reversed(recs) if (n := finite_or_none(r.num_parameters))), None)
+
+
+def spread_models(groups: dict[str, list[Record]], limit: int = MAX_MODEL_COLUMNS
+                  ) -> list[str]:
+    """Up to ``limit`` models, spread evenly over the range of sizes (smallest first)."""
+    labels = sorted(groups, key=lambda lb: num_parameters_of(groups[lb]) or 0.0)
+    if len(labels) <= limit:
+        return labels
+    idx = sorted({round(i) for i in np.linspace(0, len(labels) - 1, limit)})
+    return [labels[i] for i in idx]
+
+
+def step_label(step: float) -> str:
+    """``950``, ``1.5k``, ``143k``, ``2M``."""
+    s = abs(step)
+    if s < 1000:
+        return f"{step:g}"
+    if s < 1e6:
+        return f"{step / 1e3:.3g}k"
+    return f"{step / 1e6:.3g}M"

@@ -1,16 +1,12 @@
-"""Analysis figures: training curves, controlled correlations, training phases, scaling with
-model size, early prediction of the final loss, and three figures drawn from the stored
-persistence diagrams or per-layer features.
+"""The statistics figures: training curves, the controlled correlations, training phases,
+scaling with model size and the early prediction of the final loss, each drawn from one
+section of the statistics (:func:`toposig.analysis.compute.compute_statistics`) and the
+records. The figures drawn from the stored persistence diagrams and per-layer features are
+the embedding family's (:mod:`toposig.report.plots_diagrams`).
 
 Each figure is a :class:`toposig.report.style.Figure` (``plot_<name>.plot(records,
-statistics, arrays=None, ax=None)`` draws it, ``.save(..., path, ...)`` writes it),
-drawn from the records (:class:`toposig.records.Record`), the statistics of
-``analysis.compute_statistics`` and, for the diagram figures, the ``.npz`` arrays under
-the results root. A missing section, field or file gives a "no data" panel rather than an
-error, except :func:`plot_layer_heatmaps`, which draws nothing (``None``) when no record
-has per-layer features (``layers``). Each applies only given the results root
-(and the data it draws); ``figures.plot_all`` draws those that apply after the report
-figures.
+statistics, arrays=None, ax=None)`` draws it, ``.save(..., path, ...)`` writes it). A
+missing section or field gives a "no data" panel rather than an error.
 
 Models keep the colours and markers of ``plots`` (first-seen order of model labels).
 """
@@ -30,11 +26,10 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import FuncFormatter
 
-from toposig.analysis.compute import ArraysOf, layer_diagrams
+from toposig.analysis.compute import ArraysOf
 from toposig.analysis.correlations import by_model, feature_group
 from toposig.families.registry import family_of
 from toposig.families.registry import groups as feature_groups
-from toposig.features.homology import betti_curve
 from toposig.records import Record
 from toposig.records.controlled import Controlled, ControlledTest
 from toposig.records.rounding import round_floats
@@ -53,6 +48,7 @@ from toposig.report.panels import (
     bootstrap_band_handle,
     compact_handles,
     draw_bootstrap_bands,
+    empty_figure,
     family_separators,
     finite_or_none,
     heatmap_order,
@@ -60,8 +56,10 @@ from toposig.report.panels import (
     line_panel,
     model_styles,
     no_data,
+    num_parameters_of,
     panel_grid,
     record_series,
+    step_label,
     step_of,
     value_of,
 )
@@ -79,30 +77,39 @@ from toposig.report.style import (
 logger = logging.getLogger(__name__)
 
 
+
 # (statistics key, column label) of the three controlled tests
 CONTROLS = (("raw", "raw"), ("partial_log_step", "partial"), ("first_differences", "diff"),
             ("beyond_baseline", "norm"))
+
+
 PHASE_PREFERRED = ("h1_total_persistence", "rankme", "np_mean", "weight_h0_total")
+
+
 MAX_PHASE_PANELS = 4
+
+
 MAX_SCALING_FEATURES = 5
-MAX_MODEL_COLUMNS = 4
-MAX_DIAGRAM_CHECKPOINTS = 5
-BETTI_GRID = 256
-BETTI_PERCENTILE = 99.0
-LAYER_FEATURES = ("h1_total_persistence", "rankme")
+
+
+
+
 PREDICTION_METHODS = ("loss_only", "topology_only", "combined", "ridge")
+
+
 METHOD_LABELS = {"loss_only": "loss only (power law)", "topology_only": "topology only",
                  "combined": "combined (mean)", "ridge": "ridge (leave one model out)"}
+
+
 METHOD_COLORS = {"loss_only": "#8c8c8c", "topology_only": "#1b9e77", "combined": "#7570b3",
                  "ridge": "#d95f02"}
+
+
 FRACTION_MARKERS = ("o", "s", "^", "D", "v")
+
+
 QUALITY_LABELS = {"final_loss": ("Final loss", "final loss (nats / token)"),
                   "final_perplexity": ("Final perplexity", "final perplexity")}
-
-
-# ------------------------------------------------------------------ when figures apply
-# ``applies`` tests (see toposig.report.style): every analysis figure needs the results
-# root, which callers pass to opt in.
 
 
 def has_quality(records: Sequence[Record], statistics: StatisticsLike,
@@ -148,40 +155,6 @@ def not_drawn_reason(statistics: StatisticsLike, section: str) -> str | None:
     return None
 
 
-def has_arrays(records: Sequence[Record], statistics: StatisticsLike,
-               arrays: ArraysOf | None) -> bool:
-    """Some record has stored persistence diagrams (its embedding arrays file)."""
-    return arrays is not None and any(r.arrays_file() for r in records)
-
-
-def has_layer_features(records: Sequence[Record], statistics: StatisticsLike,
-                       arrays: ArraysOf | None) -> bool:
-    """Some record has per-layer features (``--layers all``)."""
-    return arrays is not None and _layered(records)
-
-
-# --------------------------------------------------------------------------- helpers
-
-
-def _step_label(step: float) -> str:
-    """``950``, ``1.5k``, ``143k``, ``2M``."""
-    s = abs(step)
-    if s < 1000:
-        return f"{step:g}"
-    if s < 1e6:
-        return f"{step / 1e3:.3g}k"
-    return f"{step / 1e6:.3g}M"
-
-
-def _empty_figure(title: str, message: str, figsize: tuple[float, float] = (9.0, 4.0),
-                  *, target: Target | None = None) -> Drawn:
-    fig, ax = subplots(figsize=figsize, layout="constrained", target=target)
-    ax.set_title(title)
-    no_data(ax, message)
-    ax.set_axis_off()
-    return fig
-
-
 def _log1p_safe(x):
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.log1p(x)
@@ -197,35 +170,6 @@ def _step_ticks(max_step: float) -> list[float]:
     if len(ticks) < 4 and max_step > 0 and max_step not in ticks:
         ticks.append(max_step)
     return ticks
-
-
-def _num_parameters(recs: list[Record]) -> float | None:
-    return next((n for r in reversed(recs) if (n := finite_or_none(r.num_parameters))), None)
-
-
-def _spread_models(groups: dict[str, list[Record]], limit: int = MAX_MODEL_COLUMNS
-                   ) -> list[str]:
-    """Up to ``limit`` models, spread evenly over the range of sizes (smallest first)."""
-    labels = sorted(groups, key=lambda lb: _num_parameters(groups[lb]) or 0.0)
-    if len(labels) <= limit:
-        return labels
-    idx = sorted({round(i) for i in np.linspace(0, len(labels) - 1, limit)})
-    return [labels[i] for i in idx]
-
-
-def _heat_ticks(ax: Axes, steps: Sequence[float], axis: str = "y") -> None:
-    """Label checkpoint rows (or columns) with their steps, thinning long lists."""
-    n = len(steps)
-    every = max(1, math.ceil(n / 20))
-    idx = list(range(0, n, every))
-    labels = [_step_label(steps[i]) for i in idx]
-    if axis == "y":
-        ax.set_yticks(idx, labels)
-    else:
-        ax.set_xticks(idx, labels, rotation=90 if n > 8 else 0)
-
-
-# ------------------------------------------------------------------ training curves
 
 
 @figure("training_curves", has_quality, overlay=True)
@@ -269,9 +213,6 @@ def stored_loss_title(records: Sequence[Record]) -> str:
     if all("val" in k.rsplit(".", 1)[-1] for k in keys):
         return "Validation loss stored with the checkpoint"
     return f"Loss stored with the checkpoint ({', '.join(keys)})"
-
-
-# -------------------------------------------------------------- controlled summary
 
 
 def _control_cell(entry: ControlledTest | None, control: str) -> tuple[str, float | None]:
@@ -331,7 +272,7 @@ def plot_controls_summary(records: Sequence[Record], statistics: StatisticsLike,
     title = ("Correlation with model quality under three controls "
              f"(filled: Holm-adjusted p < {SIGNIFICANCE:g})")
     if not features or not columns:
-        return _empty_figure(title, "no controlled correlations in the statistics", target=on)
+        return empty_figure(title, "no controlled correlations in the statistics", target=on)
 
     gap = 0.6
     xs = [g * (len(CONTROLS) + gap) + k for g in range(len(columns))
@@ -390,9 +331,6 @@ def plot_controls_summary(records: Sequence[Record], statistics: StatisticsLike,
     return fig
 
 
-# ------------------------------------------------------------------------ phase fits
-
-
 def piecewise_line(fit: PiecewiseFit, x: np.ndarray) -> np.ndarray:
     """The continuous piecewise-linear fit of ``phases.piecewise_linear_fit`` at ``x``:
     ``intercept + s1·x + Σⱼ (sⱼ₊₁ − sⱼ)·max(0, x − bⱼ)`` (a usable fit:
@@ -428,7 +366,7 @@ def _log_step(record: Record) -> float:
 def _add_step_axis(ax: Axes, max_step: float) -> None:
     sec = ax.secondary_xaxis("top", functions=(np.expm1, _log1p_safe))
     ticks = _step_ticks(max_step)
-    sec.set_xticks(ticks, [_step_label(t) for t in ticks])
+    sec.set_xticks(ticks, [step_label(t) for t in ticks])
     sec.set_xlabel("training step", fontsize=9)
     sec.tick_params(labelsize=8)
 
@@ -447,7 +385,7 @@ def plot_phase_fits(records: Sequence[Record], statistics: StatisticsLike,
     features = _phase_features(phases)
     title = "Training phases: three-segment fits against log(1 + step)"
     if not features:
-        return _empty_figure(title, "no piecewise fits in the statistics", target=on)
+        return empty_figure(title, "no piecewise fits in the statistics", target=on)
     groups = by_model(records)
     labels = list(dict.fromkeys([*groups, *phases.per_model]))
     styles = model_styles(labels)
@@ -483,7 +421,7 @@ def plot_phase_fits(records: Sequence[Record], statistics: StatisticsLike,
                 b_steps = ([s for s in fit.breakpoint_steps if s is not None]
                            or [math.expm1(b) for b in breaks])
                 text = legend_label(label, (f"R² = {r2:.2f}" if r2 is not None else "") + (
-                    ", breaks at step " + ", ".join(_step_label(round(s)) for s in b_steps)
+                    ", breaks at step " + ", ".join(step_label(round(s)) for s in b_steps)
                     if b_steps else ""), len(labels))
             elif fit is not None and fit.reason:
                 text = legend_label(label, "no fit", len(labels))
@@ -511,9 +449,6 @@ def plot_phase_fits(records: Sequence[Record], statistics: StatisticsLike,
     return fig
 
 
-# ----------------------------------------------------------------------------- scaling
-
-
 def _final_value(record: Record, name: str) -> float | None:
     if name == "final_loss":
         return next((v for x in (record.loss, record.mean_nll, record.mlm_loss)
@@ -531,7 +466,7 @@ def _scaling_panel(ax: Axes, name: str, fit: PowerLawFit, groups: dict[str, list
                    sizes: Mapping[str, float | None], styles: dict[str, Style]) -> None:
     pts = []
     for label, recs in groups.items():
-        n = finite_or_none(sizes.get(label)) or _num_parameters(recs)
+        n = finite_or_none(sizes.get(label)) or num_parameters_of(recs)
         v = _final_value(recs[-1], name) if recs else None
         if n is not None and n > 0 and v is not None:
             pts.append((label, n, v))
@@ -592,7 +527,7 @@ def plot_scaling_relationships(records: Sequence[Record], statistics: Statistics
     if scaling is None or scaling.reason or not scaling.fits:
         why = ("no scaling section in the statistics" if scaling is None
                else scaling.reason or "no scaling section in the statistics")
-        return _empty_figure(title, f"no scaling fits: {why}", target=on)
+        return empty_figure(title, f"no scaling fits: {why}", target=on)
     fits = scaling.fits
     features = [f for f in fits if f not in ("final_loss", "final_perplexity")]
     features.sort(key=lambda f: finite_or_none(fits[f].b) is None)  # fitted first
@@ -610,7 +545,7 @@ def plot_scaling_relationships(records: Sequence[Record], statistics: Statistics
         _scaling_panel(ax, name, fits[name], groups, sizes, styles)
     handles = [Line2D([], [], color=styles[lb].color, marker=styles[lb].marker,
                       linestyle="none", markersize=8,
-                      label=(f"{lb} ({_step_label(n)} params)"
+                      label=(f"{lb} ({step_label(n)} params)"
                              if (n := finite_or_none(sizes.get(lb))) else lb))
                for lb in labels if lb in groups]
     handles.append(Line2D([], [], color="0.2", linestyle="--", label="power-law fit"))
@@ -618,9 +553,6 @@ def plot_scaling_relationships(records: Sequence[Record], statistics: Statistics
     fig.suptitle(f"{title}: power law a·N^b fitted in log–log space\n(Spearman p exact "
                  "over all orderings; with n models it cannot fall below 2/n!)")
     return fig
-
-
-# -------------------------------------------------------------------------- prediction
 
 
 def _fraction_order(fractions: Mapping[str, object]) -> list[str]:
@@ -648,7 +580,7 @@ def plot_prediction_comparison(records: Sequence[Record], statistics: Statistics
     if prediction is None or prediction.reason or not prediction.fractions:
         why = (prediction.reason if prediction is not None and prediction.reason
                else "no prediction section in the statistics")
-        return _empty_figure(title, f"no predictions: {why}", target=on)
+        return empty_figure(title, f"no predictions: {why}", target=on)
     fractions = prediction.fractions
     methods = list(prediction.methods or PREDICTION_METHODS)
     colors = {m: METHOD_COLORS.get(m, "0.5") for m in methods}
@@ -730,279 +662,13 @@ def plot_prediction_comparison(records: Sequence[Record], statistics: Statistics
     return fig
 
 
-# ------------------------------------------------------------------ diagram figures
-
-
-def record_diagrams(arrays: ArraysOf, record: Record) -> dict[int, np.ndarray]:
-    """``{q: (m, 2) diagram}`` of the record's analysed layer, from the arrays of its
-    embedding arrays file (:func:`toposig.analysis.compute.layer_diagrams`); ``{}`` when
-    they cannot be read."""
-    file = record.arrays_file()
-    if not file:
-        return {}
-    try:
-        if record.layer is None:
-            raise KeyError("layer")
-        dgms = layer_diagrams(arrays(file), record.layer)
-    except (OSError, ValueError, KeyError) as exc:
-        logger.warning("cannot read the diagrams of %s step %s: %s",
-                       record.model_label, record.step, exc)
-        return {}
-    return {q: np.asarray(d, dtype=np.float64).reshape(-1, 2) for q, d in enumerate(dgms)}
-
-
-def _diagram_series(records: Sequence[Record], arrays: ArraysOf | None
-                    ) -> dict[str, list[tuple[float, dict[int, np.ndarray]]]]:
-    """Per model, (step, diagrams) of each record whose arrays load, in step order."""
-    if arrays is None:
-        return {}
-    out = {}
-    for label, recs in by_model(records).items():
-        rows = [(step_of(r), dgms) for r in recs if (dgms := record_diagrams(arrays, r))]
-        if rows:
-            out[label] = rows
-    return out
-
-
-def _scale_max(series: dict, q: int) -> float:
-    """The 99th percentile of the finite deaths of H``q`` over every diagram (> 0)."""
-    deaths = [d[np.isfinite(d[:, 1]), 1] for rows in series.values() for _, dgms in rows
-              if (d := dgms.get(q)) is not None and d.size]
-    vals = np.concatenate(deaths) if deaths else np.array([])
-    top = float(np.percentile(vals, BETTI_PERCENTILE)) if vals.size else 0.0
-    return top if top > 0 else 1.0
-
-
-@figure("betti_curves", has_arrays)
-def plot_betti_curves(records: Sequence[Record], statistics: StatisticsLike,
-                      arrays: ArraysOf | None = None,
-                      on: Target | None = None) -> Drawn | None:
-    """CROCKER plot: Betti numbers of the hidden-state diagrams over filtration scale (x)
-    and checkpoint (y), one column per model (up to four), rows H0 and H1; the scale grid
-    is shared per dimension (0 to the 99th percentile of finite deaths)."""
-    series = _diagram_series(records, arrays)
-    title = "Betti curves across training (CROCKER plot)"
-    if not series:
-        why = "no arrays given" if arrays is None else "no diagram arrays found"
-        return _empty_figure(title, f"no data: {why}", target=on)
-    all_groups = by_model(records)
-    labels = _spread_models({lb: all_groups[lb] for lb in series})
-    dims = sorted({q for rows in series.values() for _, dgms in rows for q in dgms
-                   if q <= 1}) or [0]
-    fig, axes = subplots(len(dims), len(labels), squeeze=False, layout="constrained",
-                             figsize=(3.6 * len(labels) + 1.6, 4.3 * len(dims) + 0.6),
-                             target=on)
-    for row, q in enumerate(dims):
-        tmax = _scale_max(series, q)
-        grid = np.linspace(0.0, tmax, BETTI_GRID)
-        images = {lb: np.array([betti_curve(dgms[q], grid) if q in dgms
-                                else np.full(grid.size, np.nan) for _, dgms in series[lb]],
-                               dtype=np.float64) for lb in labels}
-        vmax = max([float(np.nanmax(m)) for m in images.values() if np.isfinite(m).any()]
-                   or [1.0])
-        norm = Normalize(0.0, max(vmax, 1.0))
-        for col, label in enumerate(labels):
-            ax = axes[row][col]
-            steps = [s for s, _ in series[label]]
-            ax.imshow(images[label], aspect="auto", origin="lower", cmap="viridis", norm=norm,
-                      extent=(0.0, tmax, -0.5, len(steps) - 0.5), interpolation="nearest")
-            _heat_ticks(ax, steps)
-            ax.set_title(f"{label}: H{q}")
-            ax.set_xlabel("filtration scale (distance)")
-            if col == 0:
-                ax.set_ylabel("checkpoint (training step)")
-        fig.colorbar(ScalarMappable(norm=norm, cmap="viridis"), ax=list(axes[row]),
-                     label=f"Betti number β{q} (bars alive)", aspect=25, pad=0.01)
-    shown = "" if len(labels) == len(series) else f" ({len(labels)} of {len(series)} models)"
-    fig.suptitle(f"{title}{shown}: bars with birth ≤ scale < death, hidden states of the "
-                 "analysed layer")
-    return fig
-
-
-def select_checkpoints(steps: Sequence[float], k: int = MAX_DIAGRAM_CHECKPOINTS) -> list[int]:
-    """Indices of up to ``k`` checkpoints of a step-sorted list: the first, the last, and
-    those nearest to evenly spaced values of log(1 + step) in between."""
-    n = len(steps)
-    if n <= k:
-        return list(range(n))
-    x = np.log1p(np.maximum(np.asarray(steps, dtype=np.float64), 0.0))
-    chosen = [0, n - 1]
-    for target in np.linspace(x[0], x[-1], k)[1:-1]:
-        for i in np.argsort(np.abs(x - target), kind="stable"):
-            if int(i) not in chosen:
-                chosen.append(int(i))
-                break
-    return sorted(chosen)
-
-
-@figure("persistence_diagrams", has_arrays)
-def plot_persistence_diagrams(records: Sequence[Record], statistics: StatisticsLike,
-                              arrays: ArraysOf | None = None,
-                              on: Target | None = None) -> Drawn | None:
-    """H0 and H1 persistence diagrams (rows) of the largest model at up to five
-    checkpoints (columns: first, last and log-spaced ones between); infinite bars sit on
-    a dashed line at the top."""
-    series = _diagram_series(records, arrays)
-    title = "Persistence diagrams of the hidden states across training"
-    if not series:
-        why = "no arrays given" if arrays is None else "no diagram arrays found"
-        return _empty_figure(title, f"no data: {why}", target=on)
-    groups = by_model(records)
-    label = max(series, key=lambda lb: _num_parameters(groups[lb]) or 0.0)
-    rows = series[label]
-    picked = [rows[i] for i in select_checkpoints([s for s, _ in rows])]
-    dims = sorted({q for _, dgms in picked for q in dgms if q <= 1}) or [0]
-    fig, axes = subplots(len(dims), len(picked), squeeze=False, layout="constrained",
-                             figsize=(2.9 * len(picked) + 1.0, 3.1 * len(dims) + 1.2),
-                             target=on)
-    for r_i, q in enumerate(dims):
-        finite = [d[np.isfinite(d).all(axis=1)] for _, dgms in picked
-                  if (d := dgms.get(q)) is not None]
-        vals = np.concatenate([f.ravel() for f in finite]) if finite else np.array([])
-        hi = float(vals.max()) if vals.size else 1.0
-        hi = hi if hi > 0 else 1.0
-        inf_y = hi * 1.1
-        lim = (-0.03 * hi, hi * 1.17)
-        for c_i, (step, dgms) in enumerate(picked):
-            ax = axes[r_i][c_i]
-            ax.plot(lim, lim, color="0.5", linewidth=0.8, linestyle="-", zorder=1)
-            d = dgms.get(q)
-            n_inf = 0
-            if d is not None and d.size:
-                ok = np.isfinite(d).all(axis=1)
-                inf = np.isfinite(d[:, 0]) & np.isposinf(d[:, 1])
-                n_inf = int(inf.sum())
-                ax.scatter(d[ok, 0], d[ok, 1], s=9, alpha=0.6, color=f"C{q}",
-                           edgecolors="none", zorder=3)
-                if n_inf:
-                    ax.scatter(d[inf, 0], np.full(n_inf, inf_y), s=28, marker="^",
-                               color="crimson", zorder=4)
-            ax.axhline(inf_y, color="0.6", linestyle="--", linewidth=0.8)
-            ax.set_xlim(lim)
-            ax.set_ylim(lim)
-            ax.set_aspect("equal", adjustable="box")
-            n_bars = 0 if d is None else len(d)
-            ax.set_title(f"step {_step_label(step)}: H{q}, {n_bars} bars", fontsize=10)
-            ax.set_xlabel("birth (distance)")
-            if c_i == 0:
-                ax.set_ylabel("death (distance)")
-            if d is None or not d.size:
-                no_data(ax)
-    handles = [Line2D([], [], color="C0", marker="o", linestyle="none", label="H0 bar"),
-               Line2D([], [], color="C1", marker="o", linestyle="none", label="H1 bar"),
-               Line2D([], [], color="crimson", marker="^", linestyle="none",
-                      label="infinite bar (death = ∞, on the dashed line)"),
-               Line2D([], [], color="0.5", label="diagonal: death = birth")]
-    fig.legend(handles=handles, loc="outside lower center", ncol=4)
-    fig.suptitle(f"{title}: {label}, the largest model "
-                 f"({_step_label(_num_parameters(groups[label]) or 0)} parameters)")
-    return fig
-
-
-# ------------------------------------------------------------------- layer heatmaps
-
-# Architectures whose ``hidden_states`` hold no embedding output (entry 0 is the first
-# block's output, the last the last block's after the final norm), for records written
-# before they carried ``layer_names``.
-BLOCK_FIRST_MODEL_TYPES = frozenset({"mamba", "mamba2", "falcon_mamba", "rwkv"})
-
-
-def layer_names(record: Record) -> list[str] | None:
-    """What each hidden-state index of an embedding record is, one label per index.
-
-    The record's own ``layer_names`` (found by probing the model:
-    :func:`toposig.model.forward.hidden_state_layout`); for an older record without
-    them, derived from its ``model_type`` and ``num_layers`` (n): ``["block 1", ...,
-    "block n", "final norm"]`` for Mamba, Mamba-2, FalconMamba and RWKV,
-    ``["embeddings", "block 1", ..., "block n-1", "last hidden state"]`` for any other
-    type; ``None`` when neither is known.
-    """
-    if record.layer_names:
-        return list(record.layer_names)
-    model_type, n = record.model_type, record.num_layers
-    if model_type is None or n is None or n < 1:
-        return None
-    if model_type in BLOCK_FIRST_MODEL_TYPES:
-        return [f"block {k}" for k in range(1, n + 1)] + ["final norm"]
-    return ["embeddings", *(f"block {k}" for k in range(1, n)), "last hidden state"]
-
-
-def layer_tick_labels(records: Sequence[Record], layers: Sequence[int]) -> list[str]:
-    """Labels of hidden-state indices ``layers`` for one model's records: what each
-    index is (:func:`layer_names` of the last record that says), else the index itself
-    (``"3"``). Index 0 is labelled ``"embeddings"`` only where it is the embedding
-    output, never for Mamba or RWKV, whose entry 0 is ``"block 1"``."""
-    names = next((n for r in reversed(records) if (n := layer_names(r))), None) or []
-    return [names[i] if 0 <= i < len(names) else str(i) for i in layers]
-
-
-def _layered(records: Sequence[Record]) -> bool:
-    return any(r.layers for r in records)
-
-
-@figure("layer_heatmaps", has_layer_features)
-def plot_layer_heatmaps(records: Sequence[Record], statistics: StatisticsLike,
-                        arrays: ArraysOf | None = None,
-                        on: Target | None = None) -> Drawn | None:
-    """Per model (columns, up to four), a layer × checkpoint heatmap of H1 total
-    persistence and of RankMe (rows), from the records' per-layer features (``layers``:
-    runs with ``--layers all``), each row labelled with what that hidden state is
-    (:func:`layer_tick_labels`: ``embeddings``, ``block k``, ``final norm``). Returns None
-    (nothing drawn) when no record has per-layer features."""
-    if not _layered(records):
-        return None
-    groups = {lb: [r for r in recs if r.layers]
-              for lb, recs in by_model(records).items()}
-    groups = {lb: recs for lb, recs in groups.items() if recs}
-    labels = _spread_models(groups)
-    fig, axes = subplots(len(LAYER_FEATURES), len(labels), squeeze=False,
-                             layout="constrained",
-                             figsize=(4.2 * len(labels) + 0.8, 4.0 * len(LAYER_FEATURES) + 0.6),
-                             target=on)
-    cmap = mpl.colormaps["magma"].with_extremes(bad="0.85")
-    for row, feature in enumerate(LAYER_FEATURES):
-        name, unit = FEATURE_LABELS.get(feature, (feature, feature))
-        for col, label in enumerate(labels):
-            ax = axes[row][col]
-            recs = groups[label]
-            layers = sorted({k for r in recs for k in r.layers})
-            matrix = np.full((len(layers), len(recs)), np.nan)
-            for j, r in enumerate(recs):
-                for i, layer in enumerate(layers):
-                    v = finite_or_none((r.layers.get(layer) or {}).get(feature))
-                    if v is not None:
-                        matrix[i, j] = v
-            ax.set_title(f"{label}: {name}", fontsize=10)
-            ax.set_xlabel("checkpoint (training step)")
-            if col == 0:
-                ax.set_ylabel("hidden state")
-            if not np.isfinite(matrix).any():
-                no_data(ax)
-                continue
-            im = ax.imshow(np.ma.masked_invalid(matrix), aspect="auto", origin="lower",
-                           cmap=cmap, interpolation="nearest")
-            _heat_ticks(ax, [step_of(r) for r in recs], axis="x")
-            ax.set_yticks(range(len(layers)), layer_tick_labels(recs, layers),
-                          fontsize=8 if len(layers) <= 16 else 6)
-            fig.colorbar(im, ax=ax, label=unit, shrink=0.9, pad=0.02)
-    fig.suptitle("Per-layer topology and spectrum across training (grey: not recorded)")
-    return fig
-
-
-# ----------------------------------------------------------------------------- all
-
-
-# In drawing order. Each applies only given the results root: callers opt in by passing it.
+# In drawing order.
 ANALYSIS_FIGURES: dict[str, Figure] = registry(
     plot_training_curves, plot_controls_summary, plot_phase_fits, plot_scaling_relationships,
-    plot_prediction_comparison, plot_betti_curves, plot_persistence_diagrams,
-    plot_layer_heatmaps)
+    plot_prediction_comparison)
 
 
-__all__ = ["ANALYSIS_FIGURES", "BLOCK_FIRST_MODEL_TYPES", "betti_curve", "has_arrays",
-           "has_layer_features", "has_quality", "has_section", "layer_names",
-           "layer_tick_labels", "piecewise_line", "plot_betti_curves",
-           "plot_controls_summary",
-           "plot_layer_heatmaps", "plot_persistence_diagrams", "plot_phase_fits",
+__all__ = ["ANALYSIS_FIGURES", "has_quality", "has_section", "not_drawn_reason",
+           "piecewise_line", "plot_controls_summary", "plot_phase_fits",
            "plot_prediction_comparison", "plot_scaling_relationships",
-           "plot_training_curves", "record_diagrams", "select_checkpoints"]
+           "plot_training_curves", "stored_loss_title"]

@@ -24,7 +24,7 @@ from toposig.families.landscape import LandscapeFamily
 from toposig.families.registry import over_training
 from toposig.records import Record
 from toposig.report.panels import feature_grid
-from toposig.report.plots_analysis import select_checkpoints
+from toposig.report.plots_diagrams import select_checkpoints
 from toposig.report.style import (
     Drawn,
     Figure,

@@ -19,7 +19,6 @@ from toposig.model.placement import Placement
 from toposig.records import Family
 from toposig.run.study import Study, StudyMismatchError, elsewhere
 from toposig.sources.checkpoints import (
-    MASKED,
     Checkpoint,
     HubUnavailableError,
     RefLister,
@@ -28,9 +27,9 @@ from toposig.sources.checkpoints import (
     check_hub_access,
     check_tokenizers,
     resolve_series,
-    series_kinds,
 )
 from toposig.sources.corpus import load_texts, probe_texts
+from toposig.sources.loading import MASKED, series_kinds
 from toposig.sources.revisions import StepSelection
 
 logger = logging.getLogger(__name__)

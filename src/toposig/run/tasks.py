@@ -30,8 +30,9 @@ from toposig.model.matrices import (
 from toposig.records import CheckpointOutput, Family
 from toposig.sources import reload
 from toposig.sources.checkpoint_files import load_checkpoint_file, trainer_state_loss
-from toposig.sources.checkpoints import Checkpoint, load_model, load_tokenizer
+from toposig.sources.checkpoints import Checkpoint
 from toposig.sources.fetch import Download, evict_snapshot, hub_snapshot
+from toposig.sources.loading import load_model, load_tokenizer
 
 if TYPE_CHECKING:
     from toposig.run.plan import RunPlan
