@@ -30,7 +30,7 @@ def force_signal(monkeypatch, decision: str, from_step: int) -> None:
         last = int(max(steps))
         fc = None
         if last >= from_step:
-            fc = online.Forecast(float(final_step or last), None, None, decision=decision,
+            fc = online.FinalLossForecast(float(final_step or last), None, None, decision=decision,
                                  decision_reason=REASON)
         return online.Signal(last, len(steps), None, {}, fc)
 
@@ -57,11 +57,11 @@ def hf_fit(tmp: Path, max_steps: int = 8, **callback):
 def test_only_the_stop_decisions_mean_stop():
     assert {"stop: plateaued", "stop: getting worse"} == STOP_DECISIONS
     assert stop_reason(None) is None
-    signal = online.Signal(3, 4, None, {}, online.Forecast(
+    signal = online.Signal(3, 4, None, {}, online.FinalLossForecast(
         8.0, None, None, default=2.5, default_low=2.0, default_high=3.0,
         decision="stop: getting worse"))
     assert stop_reason(signal).startswith("stop: getting worse (default forecast")
-    signal = online.Signal(3, 4, None, {}, online.Forecast(8.0, None, None,
+    signal = online.Signal(3, 4, None, {}, online.FinalLossForecast(8.0, None, None,
                                                            decision="continue"))
     assert stop_reason(signal) is None
 

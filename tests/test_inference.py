@@ -264,7 +264,7 @@ def test_a_design_is_fitted_and_checked():
     draws = inference.simulate_design(design, "detrended", seed=0)
     check = inference.design_check(draws, holm_tests=100)
     assert check.status == inference.CALIBRATED and check.null_rate <= 0.1
-    assert check.power[0.9] >= check.power[0.3]
+    assert check.power["0.9"] >= check.power["0.3"]
     assert 0.3 <= check.mdc <= 0.8  # the bench's range on this grid
     assert check.mdc_holm is None or check.mdc_holm >= check.mdc
     again = inference.design_check(inference.simulate_design(design, "detrended", seed=0),

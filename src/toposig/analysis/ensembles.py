@@ -29,6 +29,7 @@ import numpy as np
 from scipy import stats as sps
 
 from toposig.records import Record
+from toposig.records.ensembles import AcrossSeeds
 
 N_BOOTSTRAP = 2000
 LEVEL = 0.95
@@ -38,46 +39,6 @@ MIN_SEEDS = 5  # below this the partial correlation with two controls has df < 1
 # 2026-11-27); a size with fewer seeds is reported but counts in no verdict.
 CALIBRATED_SEEDS = 12
 FRACTIONS = (0.2, 0.3, 0.5)
-
-
-@dataclass(frozen=True)
-class AcrossSeeds:
-    """One feature of one model size at one fraction of training, over its seeds.
-
-    Attributes:
-        r: partial Spearman correlation, over seeds, of the feature at the fraction with
-            the final loss, given the loss at the fraction and ``baseline`` at the
-            fraction (given the loss alone when there is no baseline); ``None`` when
-            undefined (too few seeds, or a constant series).
-        ci_low, ci_high: its percentile bootstrap interval (seeds resampled with
-            replacement; resamples where it is undefined are left out; ``None`` when
-            fewer than half are usable).
-        r_loss_only: the partial correlation given the loss at the fraction alone.
-        baseline: the baseline controlled for (``None`` when none is given).
-        baseline_r: the baseline's own partial correlation with the final loss given the
-            loss at the fraction.
-        advantage, advantage_low, advantage_high: ``|r_loss_only| - |baseline_r|`` and its
-            paired bootstrap interval (the same resamples for both).
-        n_seeds: the seeds with every value present.
-    """
-
-    r: float | None
-    ci_low: float | None
-    ci_high: float | None
-    r_loss_only: float | None
-    baseline: str | None
-    baseline_r: float | None
-    advantage: float | None
-    advantage_low: float | None
-    advantage_high: float | None
-    n_seeds: int
-
-    @property
-    def beyond_loss(self) -> bool:
-        """The interval of ``r`` excludes 0: the feature predicts the final loss beyond
-        the loss (and the baseline) at the fraction."""
-        return (self.ci_low is not None and self.ci_high is not None
-                and (self.ci_low > 0 or self.ci_high < 0))
 
 
 def _complete(*columns: Sequence[float | None]) -> np.ndarray:
@@ -150,7 +111,7 @@ def across_seeds(feature: Sequence[float | None], final_loss: Sequence[float | N
     n = block.shape[0]
     name = baseline_name if with_base else None
     if n < MIN_SEEDS:
-        return AcrossSeeds(None, None, None, None, name, None, None, None, None, n)
+        return _cell(None, None, None, None, name, None, None, None, None, n)
     rng = np.random.default_rng(seed)
     idx = np.vstack([np.arange(n)[None], rng.integers(0, n, size=(n_bootstrap, n))])
     b = np.swapaxes(block[idx], 1, 2)  # (1 + B, columns, seeds); row 0 is the data
@@ -166,8 +127,20 @@ def across_seeds(feature: Sequence[float | None], final_loss: Sequence[float | N
                                                                                   np.nan)
         a_lo = a_hi = None
     lo, hi = _interval(r[1:])
-    return AcrossSeeds(_value(r[0]), lo, hi, _value(r_loss[0]), name, _value(r_base[0]),
-                       _value(advantage[0]), a_lo, a_hi, n)
+    return _cell(_value(r[0]), lo, hi, _value(r_loss[0]), name, _value(r_base[0]),
+                 _value(advantage[0]), a_lo, a_hi, n)
+
+
+def _cell(r: float | None, ci_low: float | None, ci_high: float | None,
+          r_loss_only: float | None, baseline: str | None, baseline_r: float | None,
+          advantage: float | None, advantage_low: float | None,
+          advantage_high: float | None, n_seeds: int) -> AcrossSeeds:
+    """The section's cell, with its verdicts: ``beyond_loss`` (the interval of ``r``
+    excludes 0) and ``calibrated`` (at least :data:`CALIBRATED_SEEDS` seeds)."""
+    beyond = (ci_low is not None and ci_high is not None and (ci_low > 0 or ci_high < 0))
+    return AcrossSeeds(r, ci_low, ci_high, r_loss_only, baseline, baseline_r, advantage,
+                       advantage_low, advantage_high, n_seeds, beyond,
+                       n_seeds >= CALIBRATED_SEEDS)
 
 
 def fraction_step(steps: Sequence[int], fraction: float) -> int:
@@ -303,14 +276,6 @@ def _best_baseline(candidates: Sequence[str], runs: Sequence[SeedRun], step: int
     return best
 
 
-def _as_json(a: AcrossSeeds) -> dict:
-    return {"r": a.r, "ci_low": a.ci_low, "ci_high": a.ci_high, "r_loss_only": a.r_loss_only,
-            "baseline": a.baseline, "baseline_r": a.baseline_r, "advantage": a.advantage,
-            "advantage_low": a.advantage_low, "advantage_high": a.advantage_high,
-            "n_seeds": a.n_seeds, "beyond_loss": a.beyond_loss,
-            "calibrated": a.n_seeds >= CALIBRATED_SEEDS}
-
-
 def _fraction_key(f: float) -> str:
     return f"{f:g}"
 
@@ -377,10 +342,10 @@ def ensemble_analysis(records: Sequence[Record], features: Sequence[str],
                     continue
                 candidates = [b for b in baselines_of(feature) if b != feature]
                 base = _best_baseline(candidates, runs, step, final, loss_at)
-                cells[g] = _as_json(across_seeds(
+                cells[g] = across_seeds(
                     values, final, loss_at, _at(runs, step, base) if base else None,
                     baseline_name=base, n_bootstrap=n_bootstrap,
-                    seed=seed + 7919 * fi + 104729 * gi + int(1000 * f)))
+                    seed=seed + 7919 * fi + 104729 * gi + int(1000 * f)).to_json()
             if cells:
                 per_fraction[key] = cells
                 tested = [c for c in cells.values()

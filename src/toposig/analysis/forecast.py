@@ -2,7 +2,7 @@
 stop rule built on it.
 
 Pure functions on NumPy arrays. Losses are in nats per token (for a quality given as
-perplexity, its logarithm). The methods, each a :class:`Forecast` with a 95 % interval:
+perplexity, its logarithm). The methods, each a :class:`MethodForecast` with a 95 % interval:
 
 * ``latest``: the latest observed loss (the naive forecast: no further change). Its
   interval is ± 1.96 × the curve's noise (below).
@@ -55,7 +55,7 @@ MIN_FIT_POINTS = 5  # the power law has three parameters: keep two degrees of fr
 
 
 @dataclass(frozen=True)
-class Forecast:
+class MethodForecast:
     """One method's forecast of the loss at ``final_step`` (nats).
 
     Attributes:
@@ -136,7 +136,7 @@ def _jackknife_se(steps: np.ndarray, losses: np.ndarray, at: float) -> float:
 
 
 def forecast_all(steps: Sequence[float], losses: Sequence[float | None], final_step: float,
-                 feature: Sequence[float | None] | None = None) -> dict[str, Forecast]:
+                 feature: Sequence[float | None] | None = None) -> dict[str, MethodForecast]:
     """Every method's forecast of the loss at ``final_step`` from the points given.
 
     Args:
@@ -145,11 +145,11 @@ def forecast_all(steps: Sequence[float], losses: Sequence[float | None], final_s
         feature: ``(n,)`` the values of the feature ``topology_combined`` uses, or None.
 
     Returns:
-        method -> :class:`Forecast` (``forecast=None`` where a method is undefined: no
+        method -> :class:`MethodForecast` (``forecast=None`` where a method is undefined: no
         point, or fewer than three points with step > 0 after the plateau).
     """
     s, lo = prediction.finite_aligned(steps, losses)
-    out = {m: Forecast(m, None, None, None) for m in METHODS}
+    out = {m: MethodForecast(m, None, None, None) for m in METHODS}
     if s.size == 0:
         return out
     latest = float(lo[-1])
@@ -158,16 +158,16 @@ def forecast_all(steps: Sequence[float], losses: Sequence[float | None], final_s
     fit = prediction.fit_loss_power_law(ts, tl)
     pos = ts > 0
     noise = noise_sd(ts[pos], tl[pos], fit)
-    out["latest"] = Forecast("latest", latest, latest - Z95 * noise, latest + Z95 * noise)
+    out["latest"] = MethodForecast("latest", latest, latest - Z95 * noise, latest + Z95 * noise)
     pl = prediction.extrapolate(fit, final_step)
     if pl is not None and math.isfinite(pl):
         se = _jackknife_se(ts, tl, final_step)
         half = Z95 * math.sqrt(se * se + noise * noise)
         start_step = float(ts[0])
-        out["power_law"] = Forecast("power_law", pl, pl - half, pl + half, start_step)
+        out["power_law"] = MethodForecast("power_law", pl, pl - half, pl + half, start_step)
         shrunk = (latest + pl) / 2
         lat = out["latest"]
-        out["shrunk"] = Forecast("shrunk", shrunk, min(lat.low, pl - half),
+        out["shrunk"] = MethodForecast("shrunk", shrunk, min(lat.low, pl - half),
                                  max(lat.high, pl + half), start_step)
         if feature is not None:
             sf, lf, ff = prediction.finite_aligned(steps, losses, feature)
@@ -176,17 +176,17 @@ def forecast_all(steps: Sequence[float], losses: Sequence[float | None], final_s
                                                        final_step, fraction=1.0)
             if topo is not None and math.isfinite(topo):
                 comb = (pl + topo) / 2
-                out["topology_combined"] = Forecast(
+                out["topology_combined"] = MethodForecast(
                     "topology_combined", comb, min(lat.low, comb - half),
                     max(lat.high, comb + half), start_step)
     else:
         # no power law after the plateau: the default falls back to the latest loss
-        out["shrunk"] = Forecast("shrunk", latest, latest - Z95 * noise, latest + Z95 * noise)
+        out["shrunk"] = MethodForecast("shrunk", latest, latest - Z95 * noise, latest + Z95 * noise)
     with_plateau = prediction.extrapolate(prediction.fit_loss_power_law(s, lo), final_step)
     if with_plateau is not None and math.isfinite(with_plateau):
         se = _jackknife_se(s[s > 0], lo[s > 0], final_step)
         half = Z95 * math.sqrt(se * se + noise * noise)
-        out["power_law_with_plateau"] = Forecast("power_law_with_plateau", with_plateau,
+        out["power_law_with_plateau"] = MethodForecast("power_law_with_plateau", with_plateau,
                                                  with_plateau - half, with_plateau + half,
                                                  float(s[s > 0][0]))
     return out
@@ -228,7 +228,7 @@ class Decision:
 
 def decide(steps: Sequence[float], losses: Sequence[float | None], final_step: float,
            min_gain: float = STOP_GAIN, noise: float | None = None,
-           forecasts: dict[str, Forecast] | None = None) -> Decision:
+           forecasts: dict[str, MethodForecast] | None = None) -> Decision:
     """The stop rule, in plain words:
 
     * **stop: getting worse** when the latest loss lies above the best loss so far by

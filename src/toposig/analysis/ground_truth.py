@@ -129,8 +129,9 @@ def change_point(steps: Sequence[int], values: Sequence[float | None]) -> int | 
 
 
 @dataclass(frozen=True)
-class Alignment:
-    """Where a feature's change-point lies relative to a known event.
+class RunAlignment:
+    """Where a feature's change-point lies relative to a known event, in one run (the
+    section's :class:`toposig.records.positive_controls.Alignment` sums it over runs).
 
     Attributes:
         event_step: the ground truth's step.
@@ -149,7 +150,7 @@ class Alignment:
 
 
 def alignment(steps: Sequence[int], values: Sequence[float | None],
-              event_step: int | None) -> Alignment | None:
+              event_step: int | None) -> RunAlignment | None:
     """The feature's change-point against ``event_step`` on the checkpoints ``steps``;
     ``None`` when either is undefined."""
     found = change_point(steps, values)
@@ -160,7 +161,7 @@ def alignment(steps: Sequence[int], values: Sequence[float | None],
     if event_step not in index:
         raise ValueError(f"event step {event_step} is not a checkpoint step")
     apart = abs(index[found] - index[event_step])
-    return Alignment(int(event_step), found, int(event_step - found), apart, apart <= 1)
+    return RunAlignment(int(event_step), found, int(event_step - found), apart, apart <= 1)
 
 
 def swapped_hits(steps: Sequence[Sequence[int]], change_points: Sequence[int],
@@ -354,7 +355,7 @@ def _value_of(record: Record, name: str, signal: str) -> float | None:
 
 
 def alignment_or_none(steps: Sequence[int], values: Sequence[float | None],
-                      event_step: int | None) -> Alignment | None:
+                      event_step: int | None) -> RunAlignment | None:
     """:func:`alignment`, ``None`` also where the event step is not one of ``steps``."""
     if event_step is None or event_step not in steps:
         return None

@@ -83,6 +83,7 @@ from scipy import stats as sps
 
 from toposig.analysis import simulate, trend_controls
 from toposig.defaults import NULL_RUNS
+from toposig.records.controlled import DesignCheck
 
 ALPHA = 0.05
 POWER = 0.8
@@ -282,46 +283,6 @@ def _stack(parts: Sequence[Draws]) -> Draws:
     return Draws(tuple(d.couplings[0] for d in parts), r, z_s, parts[0].k, flagged)
 
 
-@dataclass(frozen=True)
-class DesignCheck:
-    """What the simulations of a test's own design say about it.
-
-    Attributes:
-        null_rate: share of the null runs not ruled out by :func:`design_rule` that are
-            significant at α.
-        null_runs: null runs that are defined and not ruled out.
-        status: :data:`CALIBRATED` or :data:`UNCALIBRATED`.
-        why: why it is uncalibrated (``None`` when calibrated).
-        power: coupling -> share of runs reported significant at α.
-        mdc: the smallest coupling with 80 % power at α, or ``None`` (above the largest
-            tried).
-        power_holm: coupling -> share at α / ``holm_tests``.
-        mdc_holm: the same at α / ``holm_tests`` (the first step of Holm's correction).
-        holm_tests: the size of the Holm family the test belongs to.
-    """
-
-    null_rate: float
-    null_runs: int
-    status: str
-    why: str | None
-    power: dict[float, float]
-    mdc: float | None
-    power_holm: dict[float, float]
-    mdc_holm: float | None
-    holm_tests: int
-
-    @property
-    def calibrated(self) -> bool:
-        return self.status == CALIBRATED
-
-    def to_json(self) -> dict:
-        return {"null_rate": self.null_rate, "null_runs": self.null_runs,
-                "status": self.status, "why": self.why, "mdc": self.mdc,
-                "mdc_holm": self.mdc_holm, "holm_tests": self.holm_tests,
-                "power": {f"{c:g}": v for c, v in self.power.items()},
-                "power_holm": {f"{c:g}": v for c, v in self.power_holm.items()}}
-
-
 def design_check(draws: Draws, *, alpha: float = ALPHA, holm_tests: int = 1,
                  rule: str | None = None) -> DesignCheck:
     """Null rate, calibration status, power and minimum detectable coupling of a test
@@ -344,9 +305,9 @@ def design_check(draws: Draws, *, alpha: float = ALPHA, holm_tests: int = 1,
     return DesignCheck(
         null_rate=rates[0], null_runs=int(null.size),
         status=UNCALIBRATED if why else CALIBRATED, why=why,
-        power=dict(zip(levels[1:], rates[1:], strict=True)),
+        power={f"{c:g}": v for c, v in zip(levels[1:], rates[1:], strict=True)},
         mdc=minimum_detectable(levels, rates),
-        power_holm=dict(zip(levels[1:], rates_holm[1:], strict=True)),
+        power_holm={f"{c:g}": v for c, v in zip(levels[1:], rates_holm[1:], strict=True)},
         mdc_holm=minimum_detectable(levels, rates_holm), holm_tests=holm_tests)
 
 

@@ -64,7 +64,7 @@ class Phase:
 
 
 @dataclass(frozen=True)
-class Forecast:
+class FinalLossForecast:
     """The final loss extrapolated to ``final_step`` (nats per token, the losses' unit).
 
     Attributes:
@@ -104,7 +104,7 @@ class Signal:
     n_points: int
     loss_phase: Phase | None
     feature_phases: dict[str, Phase]
-    forecast: Forecast | None
+    forecast: FinalLossForecast | None
     caveat: str = CAVEAT
 
     def scalars(self) -> dict[str, float]:
@@ -199,7 +199,7 @@ def jackknife_se(values: list[float | None]) -> float | None:
 
 def forecast_final_loss(steps: Sequence[float], losses: Sequence[float | None],
                         features: Mapping[str, Sequence[float | None]],
-                        final_step: float) -> Forecast | None:
+                        final_step: float) -> FinalLossForecast | None:
     """The final-loss forecast of the module docstring.
 
     Args:
@@ -228,7 +228,7 @@ def forecast_final_loss(steps: Sequence[float], losses: Sequence[float | None],
     forecasts = forecast.forecast_all(s, lo, final_step)
     default = forecasts[forecast.DEFAULT_METHOD]
     decision = forecast.decide(s, lo, final_step, forecasts=forecasts)
-    return Forecast(float(final_step), f.loss_only(s, lo), jackknife_se(loo), best,
+    return FinalLossForecast(float(final_step), f.loss_only(s, lo), jackknife_se(loo), best,
                     combined, combined_se, backtest, default.forecast, default.low,
                     default.high, decision.action, decision.reason)
 

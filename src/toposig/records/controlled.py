@@ -42,7 +42,9 @@ CONTROLS = (*_PLAIN, *_TREND_OF)
 
 @dataclass(frozen=True)
 class DesignCheck:
-    """One control of one test, tried on simulated runs of the test's own design.
+    """One control of one test, tried on simulated runs of the test's own design. Made
+    where it is computed (:func:`toposig.analysis.inference.design_check`) and read back
+    from the statistics.
 
     Attributes:
         status: ``calibrated``, ``uncalibrated``, or why no simulation was run.
@@ -77,6 +79,18 @@ class DesignCheck:
                    holm_tests=rd.count(obj, "holm_tests", where),
                    power=rd.by_name(obj, "power", where),
                    power_holm=rd.by_name(obj, "power_holm", where))
+
+    @property
+    def calibrated(self) -> bool:
+        """The simulations of the design found the control holds its size."""
+        return self.status == "calibrated"
+
+    def to_json(self) -> dict[str, object]:
+        """The check as the statistics store it."""
+        return {"null_rate": self.null_rate, "null_runs": self.null_runs,
+                "status": self.status, "why": self.why, "mdc": self.mdc,
+                "mdc_holm": self.mdc_holm, "holm_tests": self.holm_tests,
+                "power": dict(self.power), "power_holm": dict(self.power_holm)}
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ wrong. Every field is optional, so statistics written before a field existed sti
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 
 from toposig.records import reading as rd
@@ -85,7 +85,8 @@ class SeedGroup:
 @dataclass(frozen=True)
 class AcrossSeeds:
     """One feature at one fraction of training in one size: does its value tell the seeds'
-    final losses apart beyond the loss there?
+    final losses apart beyond the loss there? Made where it is computed
+    (:func:`toposig.analysis.ensembles.across_seeds`) and read back from the section.
 
     Attributes:
         r: the partial Spearman r, over seeds, with the final loss given the loss at the
@@ -124,6 +125,10 @@ class AcrossSeeds:
                    n_seeds=rd.count(obj, "n_seeds", where),
                    beyond_loss=rd.flag(obj, "beyond_loss", where),
                    calibrated=rd.flag(obj, "calibrated", where))
+
+    def to_json(self) -> dict[str, object]:
+        """The cell as the section stores it (field order)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 @dataclass(frozen=True)

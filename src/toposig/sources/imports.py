@@ -65,7 +65,7 @@ class ImportFormatError(ValueError):
 
 
 @dataclass(frozen=True)
-class Provenance:
+class RowSource:
     """Where a row came from: the file (as given), its SHA-256 and the row (0-based
     position in the file's list, or the table's data row, or ``model[i]`` for seed B)."""
 
@@ -95,7 +95,7 @@ class ImportedRow:
     step: int
     quality: dict[str, float]
     features: dict[str, float | None]
-    provenance: Provenance
+    provenance: RowSource
     columns: dict[str, str] = field(default_factory=dict)
     revision: str | None = None
     num_parameters: int | None = None
@@ -269,7 +269,7 @@ def read_seed_a(path: Path, sha256: str) -> list[ImportedRow]:
         rows.append(ImportedRow(
             model=obj["model"], label=label, step=step, quality={"perplexity": ppl},
             features=features, columns=columns,
-            provenance=Provenance(str(path), sha256, str(i), "seed-a"),
+            provenance=RowSource(str(path), sha256, str(i), "seed-a"),
             revision=str(obj["checkpoint"]) if obj.get("checkpoint") is not None else None,
             metadata={k: obj[k] for k in SEED_A_METADATA if k in obj},
             timings_s={k: obj[k] for k in SEED_A_TIMINGS if isinstance(obj.get(k), (int, float))}))
@@ -312,7 +312,7 @@ def read_seed_b(path: Path, sha256: str) -> list[ImportedRow]:
             rows.append(ImportedRow(
                 model=model, label=label, step=step, quality={"loss": loss},
                 features=features, columns=columns,
-                provenance=Provenance(str(path), sha256, where, "seed-b"),
+                provenance=RowSource(str(path), sha256, where, "seed-b"),
                 metadata={k: obj[k] for k in SEED_B_METADATA if k in obj}))
     return rows
 
@@ -387,7 +387,7 @@ def read_table(path: Path, sha256: str, progress: bool = False) -> list[Imported
         revision = rec.get("revision")
         rows.append(ImportedRow(
             model=str(model), label=label, step=step, quality=quality, features=features,
-            provenance=Provenance(str(path), sha256, where.removeprefix("row "), "table"),
+            provenance=RowSource(str(path), sha256, where.removeprefix("row "), "table"),
             revision=None if revision in (None, "") else str(revision),
             num_parameters=n_params))
     return rows
@@ -547,7 +547,7 @@ def read_rows(paths: Iterable[str | Path], fmt: str | None = None, *,
     if fmt is not None and fmt not in FORMATS:
         raise ImportFormatError(f"--format must be one of {', '.join(FORMATS)}, got {quoted(fmt)}")
     rows: list[ImportedRow] = []
-    seen: dict[tuple[str, int], Provenance] = {}
+    seen: dict[tuple[str, int], RowSource] = {}
     owner: dict[str, str] = {}
     for p in paths:
         path = Path(p)
