@@ -228,3 +228,29 @@ def test_long_pages_have_a_table_of_contents():
             and len(heads := [line for _, text in paragraphs(page)
                               for line in text.splitlines() if line.startswith("## ")]) < 3]
     assert bare == []
+
+
+def _performance_page():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("performance_page",
+                                                  PROJECT / "bench" / "performance_page.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_performance_page_is_generated_from_bench(tmp_path, monkeypatch, capsys):
+    """docs/performance.md is what bench/performance.json gives; a page edited by hand,
+    or a row without its command, is caught."""
+    page = _performance_page()
+    assert page.main(["--check"]) == 0, "run python bench/performance_page.py"
+    edited = tmp_path / "performance.md"
+    edited.write_text(page.PAGE.read_text(encoding="utf-8").replace("| ", "|  ", 1),
+                      encoding="utf-8")
+    monkeypatch.setattr(page, "PAGE", edited)
+    assert page.main(["--check"]) == 1
+    assert "out of date" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="row 2 has no command"):
+        page.render({"intro": ["x"], "notes": ["y"],
+                     "rows": [{"what": "a", "figures": "1 s", "command": "b"},
+                             {"what": "a", "figures": "1 s", "command": " "}]})

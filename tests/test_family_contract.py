@@ -338,8 +338,21 @@ def test_the_measures_page_lists_every_feature_as_the_registry_declares_it():
     assert BEGIN in page and END in page
     held = page[page.index(BEGIN):page.index(END) + len(END)]
     assert held == feature_catalog(), (
-        "docs/measures.md's table of features is not the registry's: replace it by what "
-        "`python -m toposig.families.catalog` prints")
+        "docs/measures.md's table of features is not the registry's: run "
+        "`python -m toposig.families.catalog --write docs/measures.md`")
+
+
+def test_the_catalog_writes_its_table_into_a_page(tmp_path):
+    from toposig.families import catalog
+
+    page = tmp_path / "measures.md"
+    page.write_text(f"# Page\n\n{catalog.BEGIN}\n| stale |\n{catalog.END}\n\nAfter.\n",
+                    encoding="utf-8")
+    assert catalog.main(["--write", str(page)]) == 0
+    assert page.read_text(encoding="utf-8") == (
+        f"# Page\n\n{catalog.feature_catalog()}\n\nAfter.\n")
+    with pytest.raises(ValueError, match="no .* block"):
+        catalog.with_catalog("# a page without the markers\n")
 
 
 @pytest.mark.parametrize("name", BUILTIN)

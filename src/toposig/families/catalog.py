@@ -1,7 +1,8 @@
 """Every feature the registered families declare, as the markdown table of
 docs/measures.md's "Every feature, by family" (between its two ``features`` markers):
-``python -m toposig.families.catalog`` prints it, and ``tests/test_family_contract.py``
-checks that the page holds what it prints."""
+``python -m toposig.families.catalog`` prints it, ``--write docs/measures.md`` puts it in
+the page, and ``tests/test_family_contract.py`` checks that the page holds what it
+prints."""
 
 from __future__ import annotations
 
@@ -36,5 +37,38 @@ def feature_catalog() -> str:
     return "\n".join(lines)
 
 
+def with_catalog(page: str) -> str:
+    """``page`` (a markdown page's text) with the block between :data:`BEGIN` and
+    :data:`END` replaced by :func:`feature_catalog`.
+
+    Raises:
+        ValueError: the page has not both markers, in that order.
+    """
+    start, end = page.find(BEGIN), page.find(END)
+    if start < 0 or end < start:
+        raise ValueError(f"the page has no {BEGIN!r} ... {END!r} block to replace")
+    return page[:start] + feature_catalog() + page[end + len(END):]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the table, or (``--write PAGE``) put it in the page."""
+    import argparse
+    from pathlib import Path
+
+    from toposig.files.atomic import atomic_write_bytes
+
+    ap = argparse.ArgumentParser(prog="python -m toposig.families.catalog",
+                                 description="The features table of docs/measures.md.")
+    ap.add_argument("--write", metavar="PAGE", help="replace the table in PAGE")
+    args = ap.parse_args(argv)
+    if args.write is None:
+        print(feature_catalog())
+        return 0
+    page = Path(args.write)
+    atomic_write_bytes(page, with_catalog(page.read_text(encoding="utf-8")).encode("utf-8"),
+                       root=page.parent)
+    return 0
+
+
 if __name__ == "__main__":  # pragma: no cover - a command
-    print(feature_catalog())
+    raise SystemExit(main())
