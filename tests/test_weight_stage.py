@@ -81,6 +81,12 @@ def test_weight_stage_on_a_model_folder_series(neox_series, tmp_path, no_texts, 
         assert len(calls) == 3
     finally:
         weight_stage.analyse_weights = real
+    # issue 57: a weights-only run carries no embedding settings (the run's own apart)
+    config = json.loads((out / "data" / "config.json").read_text())
+    assert config["settings"] is None and config["settings_hash"] is None
+    assert config["weight_settings"] and config["weights_hash"].startswith("w")
+    own = {"layers", "pca_dim"}  # the embedding's own settings (the rest are the run's)
+    assert not [k for k, v in config.items() if isinstance(v, dict) and own & set(v)]
 
 
 def test_include_exclude_and_bad_patterns(neox_series, tmp_path, no_texts, capsys):
