@@ -89,6 +89,30 @@ def test_weight_stage_on_a_model_folder_series(neox_series, tmp_path, no_texts, 
     assert not [k for k, v in config.items() if isinstance(v, dict) and own & set(v)]
 
 
+def test_settings_are_built_once_and_only_for_the_families_asked_for(neox_series, tmp_path,
+                                                                   no_texts, monkeypatch):
+    """Issue 57: every family's settings were built and validated twice a run, the ones
+    not asked for too; a resumed run built the defaults again for each record it read."""
+    from collections import Counter
+
+    from toposig import config as cfg
+
+    built: Counter[str] = Counter()
+    real = cfg.Settings.__post_init__
+
+    def counting(self):
+        built[type(self).__name__] += 1
+        return real(self)
+
+    monkeypatch.setattr(cfg.Settings, "__post_init__", counting)
+    args = ["--models", str(neox_series), "--signatures", "weights", "--out",
+            str(tmp_path / "out"), *QUIET]
+    assert run_experiments.main(args) == 0
+    assert built == {"RunSettings": 1, "WeightsFamily": 1}
+    built.clear()
+    assert run_experiments.main(args) == 0  # resumed: three finished records read
+    assert built == {"RunSettings": 1, "WeightsFamily": 1}
+
 def test_include_exclude_and_bad_patterns(neox_series, tmp_path, no_texts, capsys):
     out = tmp_path / "out"
     base = ["--models", str(neox_series), "--signatures", "weights", "--out", str(out), *QUIET]

@@ -515,11 +515,12 @@ class SignatureFamily(Settings):
         """
         raise NotImplementedError(f"{type(self).__name__} does not say how it computes")
 
-    def missing_features(self, record: Mapping) -> list[str]:
+    @classmethod
+    def missing_features(cls, record: Mapping) -> list[str]:
         """The :attr:`current_features` a finished record of it lacks (``[]``: current)."""
         features = record.get("features")
         have = features if isinstance(features, Mapping) else {}
-        return [k for k in self.current_features if k not in have]
+        return [k for k in cls.current_features if k not in have]
 
     # --- showing it
 

@@ -400,7 +400,7 @@ def missing_features(record: Mapping) -> list[str]:
         cls = get(record_family(record))
     except (KeyError, ValueError):
         return []
-    return cls().missing_features(record)
+    return cls.missing_features(record)
 
 
 def merge_family_records(records: Mapping[str, dict]) -> dict | None:

@@ -168,7 +168,8 @@ class WeightsFamily(SignatureFamily):
     ph_backend: str = setting("auto", "Vietoris-Rips library", from_run="ph_backend",
                               check=one_of(PH_BACKEND_CHOICES), hashed=False)
 
-    def missing_features(self, record: Mapping) -> list[str]:
+    @classmethod
+    def missing_features(cls, record: Mapping) -> list[str]:
         """Also ``matrix_rule`` for a record of a plain checkpoint file without one
         (written while such files' matrices were chosen by their names)."""
         missing = super().missing_features(record)
