@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import copy
 import importlib.util
+import inspect
 import json
 import math
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -403,9 +405,22 @@ def documented_family_source() -> str:
 @pytest.fixture()
 def documented_family(tmp_path):
     """The documented file saved as a module and imported: it registers its family; the
-    family is unregistered afterwards."""
+    family is unregistered afterwards. Once the package has a family of that name (the
+    example became one of its own), the page must show that family's file as it is, and
+    the registered class is the one tried."""
+    source = documented_family_source()
+    declared = re.search(r'name: ClassVar\[str\] = "(\w+)"', source)
+    assert declared, "the documented family declares no name"
+    if registry.is_registered(declared.group(1)):
+        own = registry.get(declared.group(1))
+        file = Path(inspect.getfile(own)).read_text(encoding="utf-8")
+        assert file.rstrip("\n") == source.rstrip("\n"), (
+            f"docs/development.md shows a family the package has ({own.__module__}), but "
+            "not its file as it is")
+        yield own
+        return
     path = tmp_path / "sparsity_family.py"
-    path.write_text(documented_family_source())
+    path.write_text(source)
     spec = importlib.util.spec_from_file_location("sparsity_family", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules["sparsity_family"] = module
@@ -422,7 +437,7 @@ def documented_family(tmp_path):
 def test_the_documented_family_keeps_the_contract_with_no_other_change(
         contract_series, documented_family, capsys, tmp_path):
     name = documented_family.name
-    assert registry.get(name) is documented_family and registry.names()[-1] == name
+    assert registry.get(name) is documented_family
     check_declarations(name)
     check_documented(name, ROOT / "docs" / "development.md")
     for check in CHECKS:
@@ -445,6 +460,16 @@ def test_the_example_is_what_the_page_says_and_registering_it_twice_is_refused(
     twin = type("SparsityFamily", (documented_family,), {"__module__": "elsewhere"})
     with pytest.raises(registry.RegistryError, match="registered already"):
         registry.register(twin)
+
+
+def test_an_opt_in_family_is_computed_only_when_asked_for(documented_family):
+    """The documented family needs no model and is not default_on: neither a model folder
+    nor a plain checkpoint file gets it without --signatures (the plain file's default
+    took every family that needs no model, opt-in or not)."""
+    name = documented_family.name
+    assert not documented_family.runs_model and not documented_family.default_on
+    assert name not in registry.default_names() and name not in registry.weights_only_names()
+    assert "weights" in registry.weights_only_names()
 
 
 def test_a_family_that_breaks_a_declaration_is_refused_saying_which():

@@ -372,7 +372,8 @@ class SignatureFamily(Settings):
             float32 on the CPU first).
         float32: it needs float32 weights (the loss probes).
         probes_loss: it probes the next-token loss (causal models only; opt-in).
-        default_on: a model folder or Hub revision gets it without ``--signatures``.
+        default_on: computed without ``--signatures``: by a model folder or Hub revision,
+            and by a plain checkpoint file too when it does not run the model.
         precision_keyed: its settings hash covers the run's precision (a model's own
             precision is known only once the model is in hand).
         target: the quality measure its features are tested against: ``perplexity`` on

@@ -198,8 +198,10 @@ def default_names() -> tuple[Family, ...]:
 
 
 def weights_only_names() -> tuple[Family, ...]:
-    """What a plain state-dict file gets by default: the families that need no model."""
-    return tuple(Family(c.name) for c in _FAMILIES.values() if not c.runs_model)
+    """What a plain state-dict file gets by default: the default families that need no
+    model (an opt-in family is computed only when asked for, whatever it needs)."""
+    return tuple(Family(c.name) for c in _FAMILIES.values()
+                 if c.default_on and not c.runs_model)
 
 
 def run_order(wanted: Iterable[str]) -> list[FamilyType]:
