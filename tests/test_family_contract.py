@@ -40,6 +40,24 @@ ROOT = Path(__file__).resolve().parents[1]
 STEPS = (0, 10, 20, 30, 40)
 N_TEXTS = 12
 BUILTIN = [c.name for c in registry.families()]  # the package's own, at collection
+# settings that keep a family's run over the series short (the LLC's sampler: seconds, not a
+# minute, a checkpoint); every other family runs with its defaults
+QUICK: dict[str, dict[str, object]] = {
+    "llc": {"chains": 2, "draws": 12, "batch": 8, "n_windows": 16}}
+
+
+def quick_options(name: str) -> list[str]:
+    """The command-line options of the family's :data:`QUICK` settings."""
+    cls = registry.get(name) if registry.is_registered(name) else None
+    given = QUICK.get(name, {})
+    options = {f.name: how.option for f, how in cls.statements()} if cls else {}
+    return [word for field, value in given.items() for word in (options[field], str(value))]
+
+
+def quick_family(name: str, run: RunSettings) -> SignatureFamily:
+    """The family with its settings in the contract's runs: seeded by ``run``, with its
+    :data:`QUICK` settings."""
+    return registry.get(name).seeded(run, **QUICK.get(name, {}))
 
 
 @dataclass(frozen=True)
@@ -56,7 +74,7 @@ class Work:
     def args(self, name: str, out: Path, *extra: str) -> list[str]:
         return ["--models", str(self.series), "--signatures", name, "--texts",
                 str(self.texts), "--n-texts", str(N_TEXTS), "--max-length", "16",
-                "--out", str(out), "--no-progress", *extra]
+                "--out", str(out), "--no-progress", *quick_options(name), *extra]
 
 
 @pytest.fixture(scope="module")
@@ -117,7 +135,7 @@ def check_runs_and_resumes(contract_series: Work, name: str) -> None:
     config = json.loads((out / "data" / "config.json").read_text())
     assert config["signatures"] == [name] and config[cls.hash_key], name
     assert config[cls.settings_key] == json.loads(json.dumps(
-        cls.seeded(contract_series.run_settings()).to_dict()))
+        quick_family(name, contract_series.run_settings()).to_dict()))
     for other in registry.families():  # a family the run does not compute: nothing of it
         if other is not cls:
             assert config.get(other.settings_key) is None, (name, other.name)
@@ -288,15 +306,16 @@ def check_measured_in_memory_and_live(contract_series: Work, name: str) -> None:
     step = STEPS[-1]
     model = AutoModelForCausalLM.from_pretrained(contract_series.series / f"step{step}").eval()
     run = contract_series.run_settings()  # its texts file: texts and probe texts, as a run
+    given = {name: quick_family(name, run)}
     m = toposig.measure(model, byte_tokenizer(), families=[name], settings=run,
-                        progress=False)
+                        family_settings=given, progress=False)
     stored = next(e for e in entries(out) if e["step"] == step)
     got, want = own_features(cls, m.entry), own_features(cls, stored)
     assert got.keys() == want.keys(), name
     for k in want:  # the same model, measured where it is: the same numbers
         assert got[k] == pytest.approx(want[k], rel=1e-6, abs=1e-9), (name, k)
     monitor = TopologyMonitor(byte_tokenizer(), contract_series.root / f"live-{name}",
-                              families=[name], settings=run, label="live",
+                              families=[name], settings=run, family_settings=given, label="live",
                               progress=False, figure_interval_s=1e9)
     result = monitor.measure(model, step)
     monitor.finish()

@@ -12,5 +12,6 @@ import toposig.families.embedding  # noqa: F401
 import toposig.families.weights  # noqa: F401
 import toposig.families.landscape  # noqa: F401
 import toposig.families.gradients  # noqa: F401
+import toposig.families.llc  # noqa: F401
 import toposig.families.interlayer  # noqa: F401
 # isort: on

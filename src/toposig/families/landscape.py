@@ -92,8 +92,8 @@ class LandscapeFamily(SignatureFamily):
     n_windows: int = setting(4, "windows in the fixed batch whose loss is probed (default: "
                                 "%(default)s)", option="--landscape-windows",
                              check=at_least(1))
-    window: int = setting(64, "tokens per probe window, of the landscape and the gradients "
-                              "(default: %(default)s)", option="--probe-length",
+    window: int = setting(64, "tokens per probe window, of the landscape, the gradients and "
+                              "the LLC (default: %(default)s)", option="--probe-length",
                           check=at_least(2, "tokens"))
     top_k: int = setting(2, "top Hessian eigenvalues estimated by Lanczos (default: "
                             "%(default)s)", option="--hessian-k", check=at_least(1))

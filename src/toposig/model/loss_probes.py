@@ -1,6 +1,7 @@
-"""The two families that probe the loss at a checkpoint: ``landscape`` and ``gradients``.
+"""The families that probe the loss at a checkpoint: ``landscape``, ``gradients`` and
+``llc``.
 
-Both evaluate the model on a fixed, seeded probe batch: ``n`` windows of ``T`` tokens
+Each evaluates the model on a fixed, seeded probe batch: ``n`` windows of ``T`` tokens
 cut from the token stream of the analysed texts' source (texts joined by EOS), chosen
 by the family's seed among the stream's non-overlapping windows. Windows have no
 padding, so every example is the same length and its loss is the plain mean next-token
@@ -11,6 +12,8 @@ cross-entropy (nats).
   (:mod:`toposig.model.curvature`, :mod:`toposig.features.landscape`).
 - :func:`analyse_gradients`: per-example gradients, projected, and their Vietoris–Rips
   homology (:mod:`toposig.model.gradients`).
+- :func:`analyse_llc`: the local learning coefficient, sampled with devinterp's SGLD
+  around the checkpoint on the probe windows (:mod:`toposig.model.llc`).
 
 The model comes in float32 with its parameters requiring gradients; nothing here
 changes its weights.
@@ -25,7 +28,7 @@ from typing import Protocol
 import numpy as np
 
 from toposig.features import landscape
-from toposig.model import curvature, gradients
+from toposig.model import curvature, gradients, llc
 from toposig.model.embedding import check_vocab
 from toposig.records import CheckpointOutput, now_iso, record_header
 from toposig.sources.checkpoints import Checkpoint, checkpoint_identity
@@ -112,6 +115,10 @@ class GradientOptions(ProbeOptions, Protocol):
     def chunk_size(self) -> int: ...
     @property
     def ph_backend(self) -> str: ...
+
+
+class LLCProbeOptions(ProbeOptions, llc.LLCOptions, Protocol):
+    """What the LLC reads: the probe windows and the sampler's settings."""
 
 
 def _common(ckpt: Checkpoint, family: str, model, t0: float, load_s: float) -> dict:
@@ -259,4 +266,30 @@ def analyse_gradients(ckpt: Checkpoint, model, tokenizer, texts: list[str],
     record["timings_s"] |= {family: t_grad - t0,
                             "homology": time.perf_counter() - t_grad}
     arrays = {f"h{q}": d for q, d in enumerate(diagrams)} | {"projected": cloud}
+    return CheckpointOutput(record, arrays)
+
+
+def analyse_llc(ckpt: Checkpoint, model, tokenizer, texts: list[str], settings: LLCProbeOptions,
+                *, device: str = "cpu", load_s: float = 0.0, family: str = "llc"
+                ) -> CheckpointOutput:
+    """The local learning coefficient of one checkpoint (:func:`toposig.model.llc.sample_llc`
+    on ``settings.n_windows`` probe windows).
+
+    Returns:
+        A record whose ``features`` hold ``llc_*`` (:meth:`~toposig.model.llc.LLCEstimate.features`)
+        and whose ``chains`` say each chain's flag and LLC, and arrays ``loss_trace``
+        (chains, steps) and ``llc_per_chain`` (chains,).
+    """
+    t0 = time.perf_counter()
+    s = settings
+    require_causal(model)
+    ids = probe_windows(tokenizer, texts, s.n_windows, s.window, s.seed)
+    check_vocab(model, ids)
+    estimate = llc.sample_llc(model, ids, s, device=device)
+    record = _common(ckpt, family, model, t0, load_s)
+    chains = [{"flag": f, "llc": float(v) if np.isfinite(v) else None}
+              for f, v in zip(estimate.flags, estimate.per_chain, strict=True)]
+    record |= {"features": estimate.features(), "chains": chains, "n_beta": estimate.n_beta,
+               "device": device, "settings": s.to_dict()}
+    arrays = {"loss_trace": estimate.loss_trace, "llc_per_chain": estimate.per_chain}
     return CheckpointOutput(record, arrays)

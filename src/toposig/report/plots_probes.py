@@ -19,7 +19,7 @@ import numpy as np
 from matplotlib.lines import Line2D
 
 from toposig.analysis.compute import ArraysOf
-from toposig.analysis.correlations import by_model, is_probe
+from toposig.analysis.correlations import by_model
 from toposig.families.landscape import LandscapeFamily
 from toposig.families.registry import over_training
 from toposig.records import Record
@@ -47,8 +47,8 @@ def _present(records: Sequence[Record], names: Sequence[str]) -> list[str]:
 
 def has_probe_features(records: Sequence[Record], statistics: StatisticsLike | None = None,
                        arrays: ArraysOf | None = None) -> bool:
-    """Some record has a curvature, landscape or gradient feature."""
-    return any(is_probe(k) for r in records for k in r.features)
+    """Some record has a feature the figure draws (its families' ``over_training``)."""
+    return bool(_present(records, over_training("loss_probe_evolution")))
 
 
 @figure("loss_probe_evolution", has_probe_features, overlay=True)
