@@ -65,18 +65,24 @@ def _rows(rec: Record) -> list[dict]:
     for k, v in rec.features.items():
         if (f := signature_of(k)) in own:
             own[f][k] = v
+    # a layer's features of the entry's other families (theirs, not this family's rows)
+    others = {f: set(families) - {f} for f in families}
     for family in families:
         cls = registry.get(family)
         layered = any(Scope.LAYER in f.scopes for f in cls.all_features())
-        if layered and rec.layers:
-            for layer, values in sorted(rec.layers.items()):
+        by_layer = {layer: mine for layer, values in sorted(rec.layers.items())
+                    if (mine := {k: v for k, v in values.items()
+                                 if signature_of(k) not in others[family]})} \
+            if layered else {}
+        if by_layer:
+            for layer, values in by_layer.items():
                 row(family, values, layer)
             continue
         if cls.matrix_features:
             part = rec.parts.get(family)
             for m in part.matrices if part is not None and part.matrices else rec.matrices:
                 row(family, m.features, matrix=m.name)
-        row(family, own[family], rec.layer if family == TOP_FAMILY else None)
+        row(family, own[family], rec.layer if family == TOP_FAMILY or layered else None)
     return rows
 
 

@@ -409,7 +409,9 @@ def merge_family_records(records: Mapping[str, dict]) -> dict | None:
     """One aggregate entry per checkpoint from its finished family records.
 
     The top level's record (the embedding's) is the entry, as the seed's files have it;
-    every other family, in registration order, adds its features to ``features`` and keeps
+    every other family, in registration order, adds its features to ``features`` (and its
+    per-layer ones to ``layer_features``, layer by layer, and its analysed ``layer`` when the
+    entry has none) and keeps
     its :attr:`~toposig.families.base.SignatureFamily.kept` fields under its name; the
     parameter count is the first family's that has one; the stored loss is the
     ``loss_first`` family's (the weights'), else the first that stored one. A family
@@ -432,6 +434,11 @@ def merge_family_records(records: Mapping[str, dict]) -> dict | None:
         if cls.name == TOP_FAMILY or not (rec := records.get(Family(cls.name))):
             continue
         entry["features"] = {**entry.get("features", {}), **rec["features"]}
+        if entry.get("layer") is None and rec.get("layer") is not None:
+            entry["layer"] = rec["layer"]  # the analysed layer, as the embedding's would be
+        for layer, values in (rec.get("layer_features") or {}).items():
+            entry["layer_features"] = {**entry.get("layer_features", {}), layer: {
+                **entry.get("layer_features", {}).get(layer, {}), **values}}
         if cls.loss_first:
             entry["loss"] = rec.get("checkpoint_loss")
             entry["loss_key"] = rec.get("checkpoint_loss_key")
