@@ -15,4 +15,5 @@ import toposig.families.gradients  # noqa: F401
 import toposig.families.llc  # noqa: F401
 import toposig.families.interlayer  # noqa: F401
 import toposig.families.dimension  # noqa: F401
+import toposig.families.drift  # noqa: F401
 # isort: on

@@ -396,6 +396,9 @@ class SignatureFamily(Settings):
         study_keys: keys of ``config.json`` besides its settings and hash that belong to
             it (kept from the study when a run does not compute it).
         widening: the setting ``--extend`` may widen in a study, if any.
+        relates_checkpoints: its features relate a model's checkpoints to each other
+            (the drift's): a checkpoint's record holds what it measured (its arrays), and
+            :meth:`relate` makes the features of a model's aggregate entries from them.
     """
 
     name: ClassVar[str]
@@ -422,6 +425,7 @@ class SignatureFamily(Settings):
     current_features: ClassVar[tuple[str, ...]] = ()
     study_keys: ClassVar[tuple[str, ...]] = ()
     widening: ClassVar[Widening | None] = None
+    relates_checkpoints: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -515,6 +519,14 @@ class SignatureFamily(Settings):
         family's failure of the checkpoint.
         """
         raise NotImplementedError(f"{type(self).__name__} does not say how it computes")
+
+    @classmethod
+    def relate(cls, arrays: Sequence[Mapping[str, Any]], settings: Mapping[str, Any]
+               ) -> list[dict[str, float | None]]:
+        """For a family that :attr:`relates_checkpoints`: the features of each of a
+        model's checkpoints, in step order, from their records' ``arrays`` and the
+        ``settings`` the records were computed with."""
+        raise NotImplementedError(f"{cls.__name__} does not relate checkpoints")
 
     @classmethod
     def missing_features(cls, record: Mapping) -> list[str]:

@@ -20,7 +20,8 @@ groups' prefixes, for an imported table's names), how its values behave
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+import logging
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from toposig.config import RunSettings, SettingsError
@@ -46,6 +47,7 @@ from toposig.records import (
     reserve_part,
 )
 
+logger = logging.getLogger(__name__)
 _FAMILIES: dict[str, FamilyType] = {}
 _OWNER: dict[str, FamilyType] = {}  # feature group name -> the family that declares it
 _EXACT: dict[str, tuple[FeatureGroup, Feature]] = {}  # checkpoint feature -> its group
@@ -403,6 +405,36 @@ def missing_features(record: Mapping) -> list[str]:
     except (KeyError, ValueError):
         return []
     return cls.missing_features(record)
+
+
+def relate_checkpoints(entries: list[dict], arrays: Callable[[str], Mapping[str, Any]]
+                       ) -> None:
+    """Add to ``entries`` (aggregate entries, :func:`merge_family_records`) the features of
+    every family that :attr:`~toposig.families.base.SignatureFamily.relates_checkpoints`:
+    model by model (``model_label``), in step order, from the arrays of each entry's
+    record (``arrays(arrays_file)``; :func:`toposig.run.store.load_arrays`). A model
+    whose arrays cannot be read gets ``None`` for them, with a warning. Each changed
+    entry's ``features`` is a new mapping (the records' are left as they are)."""
+    for cls in _FAMILIES.values():
+        if not cls.relates_checkpoints:
+            continue
+        names = [f.name for f in cls.all_features()]
+        by_model: dict[str, list[dict]] = {}
+        for e in entries:
+            part = e.get(cls.name)
+            if e.get("status") == "ok" and isinstance(part, dict) and part.get("arrays_file"):
+                by_model.setdefault(str(e.get("model_label")), []).append(e)
+        for label, series in by_model.items():
+            series.sort(key=lambda e: (e.get("step") is None, e.get("step") or 0))
+            try:
+                related = cls.relate([arrays(e[cls.name]["arrays_file"]) for e in series],
+                                     series[-1][cls.name].get("settings") or {})
+            except (OSError, KeyError, ValueError) as exc:  # a damaged or missing arrays file
+                logger.warning("the %s features of %s are left out: %s: %s", cls.name,
+                               label, type(exc).__name__, exc)
+                related = [dict.fromkeys(names) for _ in series]
+            for e, features in zip(series, related, strict=True):
+                e["features"] = {**e.get("features", {}), **features}
 
 
 def merge_family_records(records: Mapping[str, dict]) -> dict | None:

@@ -26,11 +26,11 @@ import json
 import logging
 from pathlib import Path
 
-from toposig.families.registry import merge_family_records
+from toposig.families.registry import merge_family_records, relate_checkpoints
 from toposig.files.atomic import clean_floats, read_json
 from toposig.files.names import UnsafeNameError, check_label
 from toposig.records import entry_problem, record_stem
-from toposig.run.store import DamagedResultsError, ResultStore
+from toposig.run.store import ArraysReader, DamagedResultsError, ResultStore
 from toposig.run.study import Study, StudyMismatchError
 
 logger = logging.getLogger(__name__)
@@ -175,6 +175,7 @@ def study_entries(study: Study) -> list[dict]:
     the aggregates writes for them."""
     others = study.other_entries(covered=set())
     entries = [e for records in others.values() if (e := merge_family_records(records))]
+    relate_checkpoints(entries, ArraysReader(study.folder))
     entries.sort(key=study.entry_order())
     return entries
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from toposig.families import registry
-from toposig.families.registry import merge_family_records
+from toposig.families.registry import merge_family_records, relate_checkpoints
 from toposig.files.locks import exclusive
 from toposig.model.placement import Placement
 from toposig.progress import tqdm
@@ -43,7 +43,12 @@ from toposig.records import (
 )
 from toposig.run.executors import Executor, SerialExecutor
 from toposig.run.plan import RunPlan
-from toposig.run.store import DamagedResultsError, ResultStore, remove_stale_temporaries
+from toposig.run.store import (
+    ArraysReader,
+    DamagedResultsError,
+    ResultStore,
+    remove_stale_temporaries,
+)
 from toposig.run.study import Study, StudyMismatchError, elsewhere, merge_study
 from toposig.run.tasks import Task, TaskFailure
 from toposig.sources import reload
@@ -267,9 +272,12 @@ def _execute(plan: RunPlan, held: Study, force: bool, progress: bool,
         for rec in records.values():
             series.note(rec)
 
+    arrays = ArraysReader(out_dir)
+
     def refresh() -> None:
         entries = [e for f in finished if (e := merge_family_records(f)) is not None]
         entries += [e for f in others.values() if (e := merge_family_records(f))]
+        relate_checkpoints(entries, arrays)  # the drift's features, model by model
         entries.sort(key=order)  # the study's order, whatever the command line's
         outcome.records = entries
         # views of the merged JSON, not copies: nothing changes an entry once merged

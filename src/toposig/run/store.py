@@ -253,6 +253,26 @@ def load_arrays(results_root: str | Path, arrays_file: str) -> dict[str, np.ndar
         return {k: z[k] for k in z.files}
 
 
+class ArraysReader:
+    """:func:`load_arrays` of one results root, each file read once while it is unchanged
+    (keyed by its name, size and modification time): what relating a model's checkpoints
+    reads at every refresh of a run's aggregates."""
+
+    def __init__(self, results_root: str | Path) -> None:
+        self.root = Path(results_root)
+        self._read: dict[tuple[str, int, int], dict[str, np.ndarray]] = {}
+
+    def __call__(self, arrays_file: str) -> dict[str, np.ndarray]:
+        try:
+            stat = (self.root / arrays_file).stat()
+        except OSError:
+            return load_arrays(self.root, arrays_file)  # it names what is wrong
+        key = (str(arrays_file), stat.st_size, stat.st_mtime_ns)
+        if key not in self._read:
+            self._read[key] = load_arrays(self.root, arrays_file)
+        return self._read[key]
+
+
 def remove_stale_temporaries(root: str | Path) -> list[Path]:
     """Delete the temporaries (``.<name>.<random>.tmp``) that a killed run left under a
     results root's ``data/``, ``plots/``, ``live/<label>/`` and ``records/<hash>/<model>/``
