@@ -13,6 +13,7 @@ import toposig.families.weights  # noqa: F401
 import toposig.families.landscape  # noqa: F401
 import toposig.families.gradients  # noqa: F401
 import toposig.families.llc  # noqa: F401
+import toposig.families.heads  # noqa: F401
 import toposig.families.interlayer  # noqa: F401
 import toposig.families.dimension  # noqa: F401
 import toposig.families.drift  # noqa: F401
