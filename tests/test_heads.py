@@ -12,6 +12,7 @@ from conftest import causal_lm
 
 import toposig
 from toposig.model.heads import (
+    alphanumeric_tokens,
     copying_score,
     eager_attention,
     head_scores,
@@ -90,5 +91,7 @@ def test_scores_of_a_model_and_its_attention_left_as_found():
     assert model.config._attn_implementation == before
     m = toposig.measure(model, byte_tokenizer(), ["unused"], families=("heads",),
                         progress=False)
+    alnum = alphanumeric_tokens(byte_tokenizer(), 264)
+    assert [chr(i) for i in alnum] == [c for c in map(chr, range(128)) if c.isalnum()]
     assert m.features["head_prefix_max"] == pytest.approx(
-        head_scores(model, repeated_sequences(264, 32, 8, seed=42), 8)[0].max())
+        head_scores(model, repeated_sequences(alnum, 32, 8, seed=42), 8)[0].max())

@@ -17,7 +17,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from toposig.config import SEED, at_least, setting
+from toposig.config import SEED, at_least, one_of, setting
 from toposig.families.base import (
     Column,
     FamilyInputs,
@@ -31,6 +31,7 @@ from toposig.families.base import (
 from toposig.families.registry import register
 from toposig.records import CheckpointOutput, now_iso, record_header
 
+TOKEN_CHOICES = ("alnum", "all")
 HEADS = FeatureGroup(
     "attention_heads", "attention heads",
     features=(Feature("head_prefix_max", "highest prefix-matching score of a head: its "
@@ -47,7 +48,7 @@ HEADS = FeatureGroup(
 @dataclass(frozen=True)
 class HeadsFamily(SignatureFamily):
     """Prefix-matching and copying scores of every attention head, on ``n_sequences``
-    random blocks of ``length`` tokens written twice."""
+    random blocks of ``length`` tokens (drawn from ``tokens``) written twice."""
 
     name: ClassVar[str] = "heads"
     options_title: ClassVar[str] = "heads (induction-head scores of every attention head)"
@@ -66,10 +67,15 @@ class HeadsFamily(SignatureFamily):
     length: int = setting(8, "tokens of each random block, written twice (capped at half "
                              "the model's positions) (default: %(default)s)",
                           option="--head-length", check=at_least(2, "tokens"))
+    tokens: str = setting("alnum", "what the random blocks are drawn from: the tokens that "
+                                   "decode to ASCII letters or digits, or every id of the "
+                                   "vocabulary (default: %(default)s)",
+                          option="--head-tokens", check=one_of(TOKEN_CHOICES),
+                          cli={"choices": TOKEN_CHOICES})
     seed: int = setting(42, "seeds the random blocks", from_run="seed", check=SEED)
 
     def compute(self, loaded: Session, inputs: FamilyInputs) -> CheckpointOutput:
-        from toposig.model.heads import head_scores, repeated_sequences
+        from toposig.model.heads import alphanumeric_tokens, head_scores, repeated_sequences
         from toposig.model.loss_probes import require_causal
         from toposig.sources.checkpoints import checkpoint_identity
 
@@ -80,8 +86,13 @@ class HeadsFamily(SignatureFamily):
         positions = getattr(cfg, "max_position_embeddings", None) or getattr(cfg, "n_positions",
                                                                              None)
         length = min(self.length, positions // 2) if positions else self.length
-        ids = repeated_sequences(model.get_input_embeddings().num_embeddings,
-                                 self.n_sequences, length, self.seed)
+        vocab = model.get_input_embeddings().num_embeddings
+        pool = alphanumeric_tokens(loaded.tokenizer(), vocab) if self.tokens == "alnum" \
+            else vocab
+        if not pool or (isinstance(pool, list) and len(pool) < 2):
+            raise ValueError("the tokenizer has fewer than 2 tokens that decode to ASCII "
+                             "letters or digits: use --head-tokens all")
+        ids = repeated_sequences(pool, self.n_sequences, length, self.seed)
         prefix, copying = head_scores(model, ids, length)
         best = np.unravel_index(int(np.argmax(prefix)), prefix.shape)
         chosen = float(copying[best])
@@ -104,7 +115,7 @@ class HeadsFamily(SignatureFamily):
 
     def describe(self, settings_hash: str | None, inputs: FamilyInputs) -> str:
         return (f"heads: prefix matching on {self.n_sequences} random blocks of "
-                f"{self.length} tokens written twice, and OV copying, settings hash: "
+                f"{self.length} {self.tokens} tokens written twice, and OV copying, settings hash: "
                 f"{settings_hash}")
 
 

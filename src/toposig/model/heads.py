@@ -2,7 +2,8 @@
 attention head behaves as half of an induction circuit.
 
 - **Prefix matching**, from the attention pattern on repeated random sequences ``[r, r]``
-  (``r`` of ``L`` tokens drawn uniformly, seeded): at each position ``i`` of the second
+  (``r`` of ``L`` tokens drawn uniformly, seeded, from the vocabulary or its text-like
+  tokens, :func:`alphanumeric_tokens`): at each position ``i`` of the second
   copy, the attention from ``i`` to the token after the earlier occurrence of the
   current token, ``i − L + 1``; averaged over those positions and the sequences. An
   induction head scores near 1, a head attending uniformly over its past about
@@ -27,14 +28,27 @@ from collections.abc import Iterator
 import numpy as np
 
 
-def repeated_sequences(vocab: int, n: int, length: int, seed: int, low: int = 0):
+def repeated_sequences(tokens, n: int, length: int, seed: int):
     """``(n, 2 * length)`` int64: ``n`` blocks of ``length`` tokens drawn uniformly from
-    ``[low, vocab)`` by ``seed``, each written twice."""
+    ``tokens`` (a vocabulary size, for every id below it, or a sequence of ids) by
+    ``seed``, each written twice."""
     import torch
 
     g = torch.Generator().manual_seed(seed)
-    block = torch.randint(low, vocab, (n, length), generator=g)
+    if isinstance(tokens, int):
+        block = torch.randint(0, tokens, (n, length), generator=g)
+    else:
+        pool = torch.as_tensor(list(tokens), dtype=torch.long)
+        block = pool[torch.randint(0, len(pool), (n, length), generator=g)]
     return torch.cat([block, block], dim=1)
+
+
+def alphanumeric_tokens(tokenizer, vocab: int) -> list[int]:
+    """The ids below ``vocab`` whose text, as ``tokenizer`` decodes it alone, is ASCII
+    letters or digits (a leading space allowed): text-like tokens, as the blocks of
+    ``--preset induction`` are."""
+    texts = tokenizer.batch_decode([[i] for i in range(vocab)])
+    return [i for i, t in enumerate(texts) if t.strip().isascii() and t.strip().isalnum()]
 
 
 def prefix_matching(attentions: np.ndarray, length: int) -> np.ndarray:
