@@ -94,7 +94,7 @@ def test_names_the_package_does_not_compute_are_not_declared_but_still_classifie
 
 EMBEDDING = ("mean_norm", "effective_rank_cov", "rankme")
 WEIGHTS = ("weight_l2_norm", "weight_spectral_norm_mean", "weight_alpha_mean",
-           "weight_alpha_weighted_mean")
+           "weight_alpha_weighted_mean", "weight_std_over_max_mean")
 
 
 @pytest.mark.parametrize("name, group, baselines", [
@@ -103,7 +103,8 @@ WEIGHTS = ("weight_l2_norm", "weight_spectral_norm_mean", "weight_alpha_mean",
     ("np_seed_layer_4", "weight_topological", WEIGHTS),
     ("weight_alpha_mean", "weight_statistics", ()),
     ("landscape_basin_depth", "landscape_topological", ("hessian_trace",)),
-    ("grad_h0_total_persistence", "gradient_topological", ("grad_norm_mean",)),
+    ("grad_h0_total_persistence", "gradient_topological",
+     ("grad_norm_mean", "grad_noise_scale")),
     ("grad_norm_mean", "gradient_statistics", ()),
     ("hessian_eig_3", "curvature", ()),
     ("rankme", "embedding_spectral", ()),

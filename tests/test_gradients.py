@@ -40,6 +40,40 @@ def test_per_example_gradients_equal_one_text_at_a_time(small_lm):
     small_lm.zero_grad()
 
 
+def test_the_noise_scale_is_the_trace_of_the_covariance_over_the_squared_mean():
+    rng = np.random.default_rng(0)
+    mean = np.full(50, 0.2)
+    g = mean + 0.5 * rng.standard_normal((4000, 50))  # tr Σ = 50 · 0.25, |G|² = 2
+    norms = np.linalg.norm(g, axis=1)
+    got = gradients.noise_scale(norms, g.mean(axis=0))
+    assert got == pytest.approx(np.var(g, axis=0, ddof=1).sum() / np.sum(g.mean(0) ** 2),
+                                rel=1e-9)
+    assert got == pytest.approx(50 * 0.25 / 2.0, rel=0.05)
+    assert np.isnan(gradients.noise_scale(np.ones(3), np.zeros(5)))
+
+
+def test_the_gradients_record_has_the_noise_scale_of_its_windows(small_lm):
+    from toposig.families.gradients import GradientsFamily
+    from toposig.model.loss_probes import analyse_gradients
+    from toposig.sources.checkpoints import Checkpoint
+
+    class Tok:
+        eos_token_id = 0
+
+        def __call__(self, texts, add_special_tokens=False):
+            return {"input_ids": [[1 + (ord(c) % 96) for c in t] for t in texts]}
+
+    texts = [f"text {i} " * 20 for i in range(12)]
+    fam = GradientsFamily(n_windows=6, window=12, proj_dim=8)
+    out = analyse_gradients(Checkpoint("m", "m", 0, "memory", "m"),
+                            small_lm, Tok(), texts, fam)
+    ids = probe_windows(Tok(), texts, 6, 12, fam.seed)
+    g = np.concatenate(list(gradients.per_example_gradients(small_lm, ids)))
+    want = np.var(g.astype(np.float64), axis=0, ddof=1).sum() / np.sum(
+        g.astype(np.float64).mean(0) ** 2)
+    assert out.record["features"]["grad_noise_scale"] == pytest.approx(want, rel=1e-6)
+
+
 def test_row_norms_equal_numpys_in_float64_without_a_float64_copy():
     rng = np.random.default_rng(0)
     g = (rng.standard_normal((5, 300_001)) * np.logspace(-20, 20, 5)[:, None]

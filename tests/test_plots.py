@@ -103,6 +103,7 @@ def synthetic_weight_records(models: tuple[str, ...] = ("pythia-70m", "pythia-16
                 "weight_stable_rank_mean": 20 - 5 * t + noise(0.5),
                 "weight_alpha_mean": 6.0 - 2.5 * t + noise(0.1),
                 "weight_alpha_weighted_mean": 1.0 + t + noise(0.05),
+                "weight_std_over_max_mean": 0.08 - 0.03 * t + noise(0.002),
             }
             records.append({"model": f"EleutherAI/{label}", "model_label": label,
                             "step": step, "status": "ok",

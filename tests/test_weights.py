@@ -204,6 +204,8 @@ def test_weight_signatures_summaries():
     assert sig.features["weight_l2_norm"] == pytest.approx(np.linalg.norm(everything))
     assert sig.features["weight_std"] == pytest.approx(everything.std())
     assert sig.features["weight_mean_abs"] == pytest.approx(np.abs(everything).mean())
+    assert sig.features["weight_std_over_max_mean"] == pytest.approx(
+        np.mean([m.std() / w_max for m in mats.values()]))
     assert len(sig.diagrams["a.weight"]) == 2
     # weightwatcher's metrics per matrix; their means skip the matrix without a fit
     for name, m in mats.items():
@@ -225,6 +227,24 @@ def test_weight_signatures_summaries():
     assert small.features["weight_spectral_norm_mean"] == per["c.weight"]["spectral_norm"]
     with pytest.raises(ValueError, match="no weight matrices"):
         weights.weight_signatures({})
+
+
+def test_neural_persistence_falls_as_its_confound_rises():
+    """Girrbach et al. 2023: NP is all but fixed by the spread of the weights it scales by
+    their largest |w|; the ratio is its baseline (a Gaussian matrix with one outlier of
+    growing size: the ratio falls and NP rises, rank for rank)."""
+    from scipy.stats import spearmanr
+
+    rng = np.random.default_rng(3)
+    base = rng.standard_normal((40, 30))
+    ratio, np_mean = [], []
+    for outlier in (4.0, 6.0, 10.0, 20.0, 40.0):
+        m = base.copy()
+        m[0, 0] = outlier
+        f = weights.weight_signatures({"w.weight": m}, maxdim=0).features
+        ratio.append(f["weight_std_over_max_mean"])
+        np_mean.append(f["np_mean"])
+    assert spearmanr(ratio, np_mean).statistic == pytest.approx(-1.0)
 
 
 def test_weight_signatures_are_the_same_to_the_bit_at_any_thread_count():

@@ -26,7 +26,7 @@ from toposig.records import CheckpointOutput
 TOPOLOGY = FeatureGroup(
     "gradient_topological", "gradient topology",
     features=diagram_features("grad_", "per-example gradients'", "gradient distance"),
-    topological=True, baselines=("grad_norm_mean",),
+    topological=True, baselines=("grad_norm_mean", "grad_noise_scale"),
     prefixes=("grad_h0_", "grad_h1_", "grad_h2_"), order=Order.RECORDS)
 STATISTICS = FeatureGroup(
     "gradient_statistics", "gradient statistics",
@@ -34,7 +34,9 @@ STATISTICS = FeatureGroup(
                                                     "nats / weight unit"))
                              for stat in ("mean", "std", "median", "max"))),
               *features_of(("grad_cosine_mean", ("mean cosine between two examples' "
-                                                 "projected gradients", "cosine")))),
+                                                 "projected gradients", "cosine")),
+                           ("grad_noise_scale", ("simple gradient noise scale tr(Σ) / |G|² "
+                                                 "(McCandlish et al. 2018)", "examples")))),
     prefixes=("grad_",), order=Order.RECORDS)
 
 

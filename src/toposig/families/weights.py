@@ -29,7 +29,7 @@ _ROWS = "the weight rows'"
 WEIGHT_STATISTICS: tuple[str, ...] = ("weight_l2_norm", "weight_std", "weight_max_abs",
                                       "weight_mean_abs", "weight_spectral_norm_mean",
                                       "weight_stable_rank_mean", "weight_alpha_mean",
-                                      "weight_alpha_weighted_mean")
+                                      "weight_alpha_weighted_mean", "weight_std_over_max_mean")
 _STATISTICS_WORDS = {
     "weight_l2_norm": ("Frobenius norm of all analysed weights", "weight units"),
     "weight_std": ("standard deviation of all analysed weights", "weight units"),
@@ -42,6 +42,9 @@ _STATISTICS_WORDS = {
                           "(weightwatcher alpha)", "exponent"),
     "weight_alpha_weighted_mean": ("mean alpha · log10 λ_max (weightwatcher)",
                                    "exponent · log10 λ"),
+    "weight_std_over_max_mean": ("mean over matrices of the weights' standard deviation over "
+                                 "the largest |w| neural persistence scales by (its "
+                                 "confound: Girrbach et al. 2023)", "ratio"),
 }
 TOPOLOGY_DISPLAY = ("np_mean", "np_std", "np_min", "np_max", "np_seed_mean", "np_seed_std",
                     "weight_h0_total", "weight_h1_total", "weight_h1_count",
@@ -72,7 +75,7 @@ TOPOLOGY = FeatureGroup(
                 pattern=r"np_seed_layer_([0-9]+)")),
     topological=True,
     baselines=("weight_l2_norm", "weight_spectral_norm_mean", "weight_alpha_mean",
-               "weight_alpha_weighted_mean"),
+               "weight_alpha_weighted_mean", "weight_std_over_max_mean"),
     prefixes=("np_", "weight_h0_", "weight_h1_", "weight_h2_"), display=TOPOLOGY_DISPLAY)
 STATISTICS = FeatureGroup(
     "weight_statistics", "weight statistics",

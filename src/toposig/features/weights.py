@@ -368,6 +368,9 @@ def weight_signatures(
         rows' H_q total persistence), ``weight_h{q}_count`` (Σ bars) and
         ``weight_h{q}_entropy_mean``; ``weight_l2_norm`` (Frobenius norm of all analysed
         weights together), ``weight_std``, ``weight_max_abs``, ``weight_mean_abs``;
+        ``weight_std_over_max_mean`` (mean over matrices of the matrix's standard deviation
+        divided by the largest absolute weight of all, the one neural persistence
+        scales by: its known confound, Girrbach et al. 2023);
         ``weight_alpha_mean`` (mean over the matrices of weightwatcher's power-law
         exponent α of the ESD, dimensionless, NaN-skipping: no α is fitted below 8
         eigenvalues), ``weight_alpha_weighted_mean`` (mean α · log10 λ_max),
@@ -435,6 +438,10 @@ def weight_signatures(
         "weight_std": math.sqrt(max(sum_sq / count - mean * mean, 0.0)),
         "weight_max_abs": w_max,
         "weight_mean_abs": sum_abs / count,
+        # NP's known confound (Girrbach et al. 2023): the spread of the weights that NP
+        # scales by the largest |w|, matrix by matrix
+        "weight_std_over_max_mean": float(np.mean([e["std"] / w_max if w_max > 0 else 0.0
+                                                   for e in per_matrix])),
     })
     return WeightSignatures(features, per_matrix, diagrams, used, w_max)
 

@@ -78,6 +78,17 @@ def row_norms(g: np.ndarray) -> np.ndarray:
                                     dtype=torch.float64).numpy()
 
 
+def noise_scale(norms: np.ndarray, mean_gradient: np.ndarray) -> float:
+    """The simple gradient noise scale of McCandlish et al. 2018, ``B = tr(Σ) / |G|²``
+    (examples): ``G`` the mean of the ``n`` per-example gradients (``mean_gradient``,
+    (P,)), ``tr(Σ)`` their unbiased total variance, ``n / (n − 1) (mean |g_i|² − |G|²)``
+    from their Euclidean ``norms`` (n,). NaN when ``G`` is 0."""
+    n = len(norms)
+    g2 = float(np.dot(mean_gradient.astype(np.float64), mean_gradient.astype(np.float64)))
+    trace = n / (n - 1) * (float(np.mean(np.square(norms))) - g2)
+    return trace / g2 if g2 > 0 else float("nan")
+
+
 def sketch(dim_in: int, dim_out: int, seed: int):
     """A seeded sparse random projection from ``dim_in`` to ``dim_out`` dimensions.
 

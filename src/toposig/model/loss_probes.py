@@ -241,8 +241,8 @@ def analyse_gradients(ckpt: Checkpoint, model, tokenizer, texts: list[str],
 
     Returns:
         A record whose ``features`` hold ``grad_h{q}_*`` and ``grad_norm_*`` /
-        ``grad_cosine_mean``, and arrays: ``h0``, ``h1`` (the diagrams) and ``projected``
-        (n, proj_dim) gradients.
+        ``grad_cosine_mean`` / ``grad_noise_scale``, and arrays: ``h0``, ``h1`` (the
+        diagrams) and ``projected`` (n, proj_dim) gradients.
     """
     t0 = time.perf_counter()
     s = settings
@@ -253,13 +253,17 @@ def analyse_gradients(ckpt: Checkpoint, model, tokenizer, texts: list[str],
     dim = sum(p.numel() for p in model.parameters())
     proj = gradients.sketch(dim, s.proj_dim, s.seed)
     projected, norms = [], []
+    total = np.zeros(dim, dtype=np.float64)  # Σ g_i, for the noise scale
     for g in gradients.per_example_gradients(model, ids, s.chunk_size):
         norms.append(gradients.row_norms(g))
         projected.append(proj.transform(g))
+        total += g.sum(axis=0, dtype=np.float64)
     cloud = np.concatenate(projected).astype(np.float64)
     t_grad = time.perf_counter()
     features, diagrams, used = gradients.gradient_features(
         cloud, np.concatenate(norms), s.maxdim, s.ph_backend)
+    features["grad_noise_scale"] = gradients.noise_scale(np.concatenate(norms),
+                                                         total / len(cloud))
     record = _common(ckpt, family, model, t0, load_s)
     record |= {"features": features, "ph_backend": used, "device": device,
                "settings": s.to_dict()}
