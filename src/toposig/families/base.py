@@ -575,6 +575,34 @@ def with_stored_loss(loaded: Loaded, result: CheckpointOutput) -> CheckpointOutp
     return result
 
 
+def hidden_state_record(family: SignatureFamily, loaded: Session, inputs: FamilyInputs,
+                        forward: TextsForward, layer: int, features: dict,
+                        features_s: float = 0.0) -> dict[str, Any]:
+    """The record of a family measured on the analysed texts' shared forward pass
+    (``forward``) at hidden state ``layer``: its header, the texts' count, the layer and
+    the model's layer names, its ``features``, its settings, the run's precision and its
+    timings (``features_s``: seconds of its own work after the pass)."""
+    from toposig.records import now_iso, record_header
+    from toposig.sources.checkpoints import checkpoint_identity
+
+    model = loaded.model(float32=False)
+    return {
+        **record_header(family.family, checkpoint_identity(loaded.ckpt)),
+        "n_texts": len(inputs.texts),
+        "layer": layer,
+        "layer_names": forward.result.layer_names,
+        "model_type": getattr(model.config, "model_type", None),
+        "features": features,
+        "settings": family.to_dict(),
+        "dtype": loaded.placement.dtype,
+        "timings_s": {"load": loaded.load_s, "forward": forward.seconds,
+                      "features": features_s,
+                      "total": loaded.load_s + forward.seconds + features_s},
+        "finished_at": now_iso(),
+        "num_parameters": loaded.num_parameters,
+    }
+
+
 def probe_loss(loaded: Loaded, inputs: FamilyInputs, family: SignatureFamily,
                analyse: Callable[..., CheckpointOutput]) -> CheckpointOutput:
     """What a family that probes the loss computes: ``analyse`` (``analyse_landscape``,
@@ -592,4 +620,5 @@ __all__ = ["Texts", "Kind", "Scope", "Feature", "Order", "FeatureGroup", "featur
            "HOMOLOGY_DIMENSIONS", "SCALED_STATISTICS", "DIAGRAM_WORDS", "diagram_kind",
            "diagram_features",
            "FamilyInputs", "Loaded", "Session", "Widening", "Column", "DEFAULT_KEPT",
-           "SignatureFamily", "FamilyType", "with_stored_loss", "probe_loss"]
+           "SignatureFamily", "FamilyType", "with_stored_loss", "hidden_state_record",
+           "probe_loss"]

@@ -27,10 +27,11 @@ from toposig.families.base import (
     Session,
     SignatureFamily,
     Texts,
+    hidden_state_record,
     with_stored_loss,
 )
 from toposig.families.registry import register
-from toposig.records import CheckpointOutput, Record, now_iso, record_header
+from toposig.records import CheckpointOutput, Record
 
 _LAYERED = (Scope.CHECKPOINT, Scope.LAYER)
 DIMENSION = FeatureGroup(
@@ -79,31 +80,15 @@ class DimensionFamily(SignatureFamily):
     def compute(self, loaded: Session, inputs: FamilyInputs) -> CheckpointOutput:
         from toposig.features.intrinsic_dimension import intrinsic_dimensions
         from toposig.model.embedding import analysed_layers
-        from toposig.sources.checkpoints import checkpoint_identity
 
-        model = loaded.model(float32=False)
         forward = loaded.texts_forward(inputs.texts, self.max_length, inputs.run.batch_size)
-        fwd = forward.result
-        t_fwd = time.perf_counter()
-        layers = analysed_layers(len(fwd.pooled), self.layers)
-        per_layer = {layer: intrinsic_dimensions(fwd.pooled[layer], self.discard_fraction,
-                                                 self.k) for layer in layers}
-        t_feat = time.perf_counter()
-        record = {
-            **record_header(self.family, checkpoint_identity(loaded.ckpt)),
-            "n_texts": len(inputs.texts),
-            "layer": layers[-1],
-            "layer_names": fwd.layer_names,
-            "model_type": getattr(model.config, "model_type", None),
-            "features": per_layer[layers[-1]],
-            "settings": self.to_dict(),
-            "dtype": loaded.placement.dtype,
-            "timings_s": {"load": loaded.load_s, "forward": forward.seconds,
-                          "features": t_feat - t_fwd,
-                          "total": loaded.load_s + forward.seconds + t_feat - t_fwd},
-            "finished_at": now_iso(),
-            "num_parameters": loaded.num_parameters,
-        }
+        pooled = forward.result.pooled
+        t0 = time.perf_counter()
+        layers = analysed_layers(len(pooled), self.layers)
+        per_layer = {layer: intrinsic_dimensions(pooled[layer], self.discard_fraction, self.k)
+                     for layer in layers}
+        record = hidden_state_record(self, loaded, inputs, forward, layers[-1],
+                                     per_layer[layers[-1]], time.perf_counter() - t0)
         if self.layers != "last":
             record["layer_features"] = {str(k): v for k, v in per_layer.items()}
         return with_stored_loss(loaded, CheckpointOutput(record, {}))

@@ -30,10 +30,11 @@ from toposig.families.base import (
     Session,
     SignatureFamily,
     Texts,
+    hidden_state_record,
     with_stored_loss,
 )
 from toposig.families.registry import register
-from toposig.records import CheckpointOutput, now_iso, record_header
+from toposig.records import CheckpointOutput
 
 DRIFT = FeatureGroup(
     "representational_drift", "representational drift",
@@ -83,28 +84,14 @@ class DriftFamily(SignatureFamily):
 
     def compute(self, loaded: Session, inputs: FamilyInputs) -> CheckpointOutput:
         from toposig.model.embedding import analysed_layers
-        from toposig.sources.checkpoints import checkpoint_identity
 
-        model = loaded.model(float32=False)
         forward = loaded.texts_forward(inputs.texts, self.max_length, inputs.run.batch_size)
-        fwd = forward.result
-        layer = analysed_layers(len(fwd.pooled), self.layers)[-1]
-        record = {
-            **record_header(self.family, checkpoint_identity(loaded.ckpt)),
-            "n_texts": len(inputs.texts),
-            "layer": layer,
-            "layer_names": fwd.layer_names,
-            "model_type": getattr(model.config, "model_type", None),
-            "features": {},  # made across checkpoints: relate()
-            "settings": self.to_dict(),
-            "dtype": loaded.placement.dtype,
-            "timings_s": {"load": loaded.load_s, "forward": forward.seconds,
-                          "total": loaded.load_s + forward.seconds},
-            "finished_at": now_iso(),
-            "num_parameters": loaded.num_parameters,
-        }
-        pooled = np.asarray(fwd.pooled[layer], dtype=np.float32)
-        return with_stored_loss(loaded, CheckpointOutput(record, {"pooled": pooled}))
+        pooled = forward.result.pooled
+        layer = analysed_layers(len(pooled), self.layers)[-1]
+        # the features are made across checkpoints (relate): the record keeps the cloud
+        record = hidden_state_record(self, loaded, inputs, forward, layer, {})
+        cloud = np.asarray(pooled[layer], dtype=np.float32)
+        return with_stored_loss(loaded, CheckpointOutput(record, {"pooled": cloud}))
 
     @classmethod
     def relate(cls, arrays: Sequence[Mapping[str, Any]], settings: Mapping[str, Any]
