@@ -83,6 +83,8 @@ def one_of(choices: Sequence[Any]) -> Check:
 SEED = Check(lambda v: _is_int(v) and 0 <= v < 2**32, "an integer from 0 to 2**32 - 1")
 POSITIVE = Check(lambda v: _is_number(v) and math.isfinite(v) and v > 0,
                  "a positive finite number")
+NON_NEGATIVE = Check(lambda v: _is_number(v) and math.isfinite(v) and v >= 0,
+                     "a finite number of at least 0")
 FRACTION = Check(lambda v: _is_number(v) and 0 < v < 1, "in (0, 1)")
 ODD = Check(lambda v: _is_int(v) and v >= 3 and v % 2 == 1,
             "an odd number >= 3 (so that the checkpoint is a grid point)")

@@ -396,6 +396,9 @@ class SignatureFamily(Settings):
         study_keys: keys of ``config.json`` besides its settings and hash that belong to
             it (kept from the study when a run does not compute it).
         widening: the setting ``--extend`` may widen in a study, if any.
+        seeds_global_random: it seeds the process's global random generators while it
+            runs (giving them back after), so it cannot run beside training in another
+            thread (the live monitor's background measurement refuses it).
         relates_checkpoints: its features relate a model's checkpoints to each other
             (the drift's): a checkpoint's record holds what it measured (its arrays), and
             :meth:`relate` makes the features of a model's aggregate entries from them.
@@ -426,6 +429,7 @@ class SignatureFamily(Settings):
     study_keys: ClassVar[tuple[str, ...]] = ()
     widening: ClassVar[Widening | None] = None
     relates_checkpoints: ClassVar[bool] = False
+    seeds_global_random: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from toposig.config import POSITIVE, SEED, SettingsError, at_least, setting
+from toposig.config import NON_NEGATIVE, POSITIVE, SEED, SettingsError, at_least, setting
 from toposig.families.base import (
     Column,
     FamilyInputs,
@@ -62,6 +62,7 @@ class LLCFamily(SignatureFamily):
     probes_loss: ClassVar[bool] = True
     target: ClassVar[str] = "loss"
     word: ClassVar[str] = "LLC"
+    seeds_global_random: ClassVar[bool] = True  # devinterp's set_seed
     groups: ClassVar[tuple[FeatureGroup, ...]] = (LLC,)
     columns: ClassVar[tuple[Column, ...]] = (
         Column("LLC", ">8", "llc_mean", ".4g"),
@@ -78,15 +79,16 @@ class LLCFamily(SignatureFamily):
                           check=at_least(1))
     draws: int = setting(200, "SGLD steps per chain after the burn-in (default: "
                               "%(default)s)", option="--llc-draws", check=at_least(1))
-    burnin: int = setting(0, "SGLD steps per chain before the draws (default: %(default)s)",
+    burnin: int = setting(0, "SGLD steps per chain before the draws, left out of the "
+                             "estimate (default: %(default)s)",
                           option="--llc-burnin", check=at_least(0))
     lr: float = setting(3e-4, "SGLD step size ε (default: %(default)s)", option="--llc-lr",
                         check=POSITIVE)
     n_beta: float = setting(100.0, "inverse temperature nβ (default: %(default)s)",
                             option="--llc-nbeta", check=POSITIVE)
     localization: float = setting(100.0, "strength γ of the pull towards the checkpoint's "
-                                         "weights (default: %(default)s)",
-                                  option="--llc-localization", check=POSITIVE)
+                                         "weights, 0 for none (default: %(default)s)",
+                                  option="--llc-localization", check=NON_NEGATIVE)
     batch: int = setting(16, "windows per SGLD step (default: %(default)s)",
                          option="--llc-batch", check=at_least(1))
     max_rise: float = setting(5.0, "a chain whose loss over its last quarter rises more than "

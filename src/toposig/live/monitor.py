@@ -67,6 +67,7 @@ from typing import Any
 
 from toposig.analysis import online
 from toposig.config import RunSettings
+from toposig.families import registry
 from toposig.families.base import FamilyInputs
 from toposig.families.registry import default_names
 from toposig.files.names import check_label
@@ -194,6 +195,13 @@ class TopologyMonitor:
                  background: bool = False, **legacy: Any):
         out = Path(out)
         checked = check_families(default_names() if families is None else families)
+        if check_background(background):
+            seeding = [f for f in checked if registry.get(f).seeds_global_random]
+            if seeding:
+                raise ValueError(f"{', '.join(seeding)} seeds the process's random "
+                                 "generators while it samples (devinterp), which training "
+                                 "draws from at the same time: measure it with "
+                                 "background=False")
         label = check_label(label, "label")
         inputs = live_inputs(texts, checked, layers, settings,
                              given_settings(family_settings, legacy, "TopologyMonitor"))

@@ -4,9 +4,11 @@ The LLC (Lau et al. 2023; Hoogland et al. 2024 found developmental stages with i
 estimated by sampling weights near the checkpoint ``w*`` with stochastic-gradient
 Langevin dynamics (SGLD) from the tempered, localised posterior
 ``exp(-nβ L(w) - γ/2 |w - w*|²)`` and taking ``nβ (E[L(w)] - L(w*))``, with ``L`` the mean
-next-token cross-entropy (nats) on a batch of the sampling windows. Everything here is
-``devinterp.slt.llc.llc`` (version 2): this module builds its dataset from token windows,
-calls it with the family's settings, and reads its chains' diagnostics.
+next-token cross-entropy (nats) on a batch of the sampling windows, of the model in eval
+mode. The sampling is ``devinterp.slt.llc.llc`` (version 2): this module builds its
+dataset from token windows, calls it with the family's settings, and reads its chains'
+loss traces; a chain's LLC is taken over the draws after the burn-in (devinterp's own
+averages over the burn-in too; without one they are the same).
 
 A chain is flagged, and left out of the estimate, when
 
@@ -23,10 +25,9 @@ A chain is flagged, and left out of the estimate, when
 from __future__ import annotations
 
 import contextlib
-import io
+import functools
 import tempfile
-import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -65,12 +66,15 @@ class LLCEstimate:
     """The chains of one LLC estimate.
 
     Attributes:
-        per_chain: ``(chains,)`` each chain's LLC, ``nβ (mean trace - init_loss)``.
-        loss_trace: ``(chains, steps)`` each chain's mean loss at each SGLD step, nats.
+        per_chain: ``(chains,)`` each chain's LLC, ``nβ (mean trace after the burn-in -
+            init_loss)``.
+        loss_trace: ``(chains, steps)`` each chain's mean loss at each SGLD step, nats,
+            the burn-in's first.
         init_loss: the checkpoint's loss on the sampling windows, nats (devinterp's
             ``init_loss``: the mean over its initial batches and chains).
         flags: ``(chains,)`` each chain's :data:`FLAGS` entry.
         n_beta: the inverse temperature the LLC is scaled by.
+        burnin: the steps of ``loss_trace`` before the draws.
     """
 
     per_chain: np.ndarray
@@ -78,6 +82,7 @@ class LLCEstimate:
     init_loss: float
     flags: tuple[str, ...]
     n_beta: float
+    burnin: int = 0
 
     @property
     def kept(self) -> np.ndarray:
@@ -88,29 +93,31 @@ class LLCEstimate:
         """The record's features: the mean and standard deviation over the kept chains
         (``None`` when none or, for the deviation, one was kept), their number, the
         checkpoint's loss and how far the kept chains' estimate still moved between the
-        second and the last quarter of the steps (``llc_drift``, in LLC units: near 0 for
-        chains that settled)."""
+        second and the last quarter of the draws (``llc_drift``, in LLC units: near 0 for
+        chains that settled; ``None`` with fewer than four draws)."""
         kept = self.kept
         values = self.per_chain[kept]
-        quarter = max(self.loss_trace.shape[1] // 4, 1)
-        second = self.loss_trace[kept, quarter:2 * quarter].mean(axis=1) if kept.any() else []
-        last = self.loss_trace[kept, -quarter:].mean(axis=1) if kept.any() else []
+        draws = self.loss_trace[kept, self.burnin:]
+        quarter = draws.shape[1] // 4
+        drift = None
+        if len(values) and quarter:  # four quarters at least: a step each
+            drift = float(self.n_beta * np.mean(draws[:, -quarter:].mean(axis=1)
+                                                - draws[:, quarter:2 * quarter].mean(axis=1)))
         return {
             "llc_mean": float(values.mean()) if len(values) else None,
             "llc_std": float(values.std(ddof=1)) if len(values) > 1 else None,
             "llc_chains_kept": int(kept.sum()),
             "llc_init_loss": float(self.init_loss),
-            "llc_drift": (float(self.n_beta * np.mean(np.asarray(last) - np.asarray(second)))
-                          if len(values) else None),
+            "llc_drift": drift,
         }
 
 
 def chain_flags(per_chain: np.ndarray, loss_trace: np.ndarray, init_loss: float,
                 max_rise: float) -> tuple[str, ...]:
-    """Each chain's flag (:data:`FLAGS`) from its LLC ``per_chain`` ``(chains,)`` and its
-    ``loss_trace`` ``(chains, steps)`` in nats: diverged (a non-finite loss, or the last
-    quarter's mean more than ``max_rise`` nats above ``init_loss``), else negative (an
-    LLC below 0), else ok."""
+    """Each chain's flag (:data:`FLAGS`) from its LLC ``per_chain`` ``(chains,)`` and the
+    ``loss_trace`` ``(chains, steps)`` of its draws in nats: diverged (a non-finite loss,
+    or the last quarter's mean more than ``max_rise`` nats above ``init_loss``), else
+    negative (an LLC below 0), else ok."""
     quarter = max(loss_trace.shape[1] // 4, 1)
     flags = []
     for value, trace in zip(per_chain, loss_trace, strict=True):
@@ -133,9 +140,10 @@ def windows_dataset(ids):
 
 
 def devinterp_kwargs(options: LLCOptions, n_windows: int, device: str) -> dict:
-    """The arguments of ``devinterp.slt.llc.llc`` for these settings: every window once
-    for the initial loss, the same windows in the same order in every chain, chain ``c``
-    seeded ``seed + c``."""
+    """The arguments of ``devinterp.slt.llc.llc`` for these settings: the initial loss on
+    the first ``n_windows // batch`` batches (every window once when ``batch`` divides
+    ``n_windows``), the same windows in the same order in every chain, chain ``c`` seeded
+    ``seed + c``."""
     return dict(lr=options.lr, n_beta=options.n_beta, num_chains=options.chains,
                 num_draws=options.draws, num_burnin_steps=options.burnin,
                 batch_size=options.batch, localization=options.localization,
@@ -143,17 +151,61 @@ def devinterp_kwargs(options: LLCOptions, n_windows: int, device: str) -> dict:
                 init_seed=options.seed, device=device)
 
 
+def eval_next_token_loss(model, input_ids):
+    """Devinterp's per-token next-token cross-entropy ``(b, T - 1)``, of the model in eval
+    mode (devinterp puts the model and each chain's copy in train mode; with dropout that
+    would sample the loss of random sub-networks, not the checkpoint's)."""
+    from devinterp.slt.lm_loss import compute_per_token_loss
+
+    model.eval()
+    return compute_per_token_loss(model, input_ids)
+
+
+@contextlib.contextmanager
+def _own_randomness_and_quiet_bars() -> Iterator[None]:
+    """devinterp seeds Python's, NumPy's and torch's global generators (``set_seed``) and
+    shows a progress bar per chain: the generators are given back as they were, and its
+    bars alone are silenced (its module's ``trange``), nothing else of the process's
+    output."""
+    import random
+
+    import torch
+    from devinterp.slt import sampler
+
+    states = (random.getstate(), np.random.get_state(), torch.get_rng_state(),
+              torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None)
+    bars = getattr(sampler, "trange", None)
+    if bars is not None:
+        sampler.trange = functools.partial(bars, disable=True)
+    try:
+        yield
+    finally:
+        if bars is not None:
+            sampler.trange = bars
+        random.setstate(states[0])
+        np.random.set_state(states[1])
+        torch.set_rng_state(states[2])
+        if states[3] is not None:
+            torch.cuda.set_rng_state_all(states[3])
+
+
 def sample_llc(model, ids, options: LLCOptions, *, device: str = "cpu",
                loss_fn: Callable | None = None, workdir: str | Path | None = None
                ) -> LLCEstimate:
     """Estimate the LLC of ``model`` at its present weights on the windows ``ids``.
 
+    Each chain's LLC is ``nβ (mean of its loss trace after the burn-in − init_loss)``
+    (devinterp's own ``llc_per_chain`` averages over the burn-in too; with no burn-in the
+    two are the same).
+
     Args:
         model: a causal LM (any ``torch.nn.Module`` with ``loss_fn``); devinterp samples
-            copies of it, so its weights are left as they are.
+            copies of it, so its weights are left as they are, and so are its mode and
+            the process's random generators.
         ids: ``(n, T)`` int64 token windows; ``n`` at least ``options.batch``.
         loss_fn: ``(model, input_ids (b, T)) -> (b, T - 1)`` per-token loss; ``None``:
-            next-token cross-entropy on the model's logits, devinterp's default.
+            next-token cross-entropy on the model's logits in eval mode
+            (:func:`eval_next_token_loss`).
         workdir: where devinterp's sample store is written while it runs (a temporary
             folder, removed after); ``None``: the system's temporary folder.
 
@@ -165,16 +217,21 @@ def sample_llc(model, ids, options: LLCOptions, *, device: str = "cpu",
     if len(ids) < options.batch:
         raise ValueError(f"the LLC needs at least one batch of {options.batch} windows, "
                          f"got {len(ids)}")
-    with tempfile.TemporaryDirectory(prefix="toposig-llc-", dir=workdir) as tmp, \
-            warnings.catch_warnings(record=True), \
-            contextlib.redirect_stderr(io.StringIO()):  # devinterp's bar per chain
-        warnings.simplefilter("always")  # a failed chain's warning: its trace says it
-        result = llc(model, windows_dataset(ids), {}, loss_fn=loss_fn,
-                     output_path=str(Path(tmp) / "samples.zarr"),
-                     **devinterp_kwargs(options, len(ids), device))
-        per_chain = np.asarray(result["llc_per_chain"].values, dtype=np.float64)
-        trace = np.asarray(result["loss_trace"].values, dtype=np.float64)
-        init_loss = float(result["init_loss"].values)
+    was_training = model.training
+    try:
+        with tempfile.TemporaryDirectory(prefix="toposig-llc-", dir=workdir) as tmp, \
+                _own_randomness_and_quiet_bars():
+            result = llc(model, windows_dataset(ids), {},
+                         loss_fn=eval_next_token_loss if loss_fn is None else loss_fn,
+                         output_path=str(Path(tmp) / "samples.zarr"),
+                         **devinterp_kwargs(options, len(ids), device))
+            trace = np.asarray(result["loss_trace"].values, dtype=np.float64)
+            init_loss = float(result["init_loss"].values)
+    finally:
+        model.train(was_training)
+    with np.errstate(invalid="ignore", over="ignore"):  # a diverged chain's NaN or inf
+        per_chain = options.n_beta * (trace[:, options.burnin:].mean(axis=1) - init_loss)
     return LLCEstimate(per_chain, trace, init_loss,
-                       chain_flags(per_chain, trace, init_loss, options.max_rise),
-                       float(options.n_beta))
+                       chain_flags(per_chain, trace[:, options.burnin:], init_loss,
+                                   options.max_rise),
+                       float(options.n_beta), options.burnin)
