@@ -9,7 +9,8 @@ the values), with the default settings, prints the seconds per checkpoint of
   windows of 64 tokens; 4 tokens for the grokking model, whose positions stop at 8), and
   the same call made directly (``devinterp.slt.llc.llc`` on the same windows with the
   same arguments, its progress bars silenced as toposig silences them): the ratio of
-  the two medians of ``--repeats`` runs, taken in turn (target: at most 1.1);
+  the two medians of ``--repeats`` runs, taken in turn, after one short call of each to
+  warm up (target: at most 1.1);
 - ``dimension``: TwoNN and MLE of the pooled hidden states of 200 WikiText-2 texts at
   the last layer (``DimensionFamily()``), after the forward pass the embedding shares
   with it, whose seconds are printed beside.
@@ -27,6 +28,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
@@ -61,11 +63,13 @@ def shapes(preset: str) -> list[tuple[str, object, object, int]]:
 
 
 def paired_medians(a, b, repeats: int) -> tuple[float, float]:
-    """The median seconds of ``a()`` and of ``b()``, run in turn ``repeats`` times each
-    (so that a slower machine for a while slows both)."""
+    """The median seconds of ``a()`` and of ``b()``, run in turn ``repeats`` times each,
+    which goes first alternating (so that a slower machine for a while, or a first call's
+    warming up, slows both alike)."""
     times: tuple[list[float], list[float]] = ([], [])
-    for _ in range(repeats):
-        for fn, out in ((a, times[0]), (b, times[1])):
+    for i in range(repeats):
+        pairs = ((a, times[0]), (b, times[1]))
+        for fn, out in pairs if i % 2 == 0 else pairs[::-1]:
             t0 = time.perf_counter()
             fn()
             out.append(time.perf_counter() - t0)
@@ -85,7 +89,7 @@ def direct_llc(model, ids, family: LLCFamily) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--presets", default=",".join(PRESETS))
-    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=4)
     args = p.parse_args(argv)
     from transformers import GPTNeoXForCausalLM
 
@@ -112,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
             texts = probe if preset != "grokking" else modular_addition.task_texts(
                 load_preset(preset)) * 20
             ids = probe_windows(tok, texts, family.n_windows, family.window, family.seed)
+            short = replace(family, draws=5)
+            sample_llc(model, ids, short), direct_llc(model, ids, short)  # warm up
             ours, theirs = paired_medians(partial(sample_llc, model, ids, family),
                                           partial(direct_llc, model, ids, family), args.repeats)
             ratios.append(ours / theirs)

@@ -78,9 +78,9 @@ def test_it_shares_the_embeddings_forward_pass(monkeypatch):
 
     model, texts = causal_lm("gpt2", seed=0), [f"text number {i} " * (1 + i % 4)
                                                for i in range(30)]
-    dims = {"dimension": DimensionFamily(layers="all", k=5)}
+    dims = {"dimension": DimensionFamily(k=5)}
     alone = toposig.measure(model, byte_tokenizer(), texts, families=("dimension",),
-                            family_settings=dims, progress=False)
+                            layers="all", family_settings=dims, progress=False)
     calls = []
     real = embedding.forward_pass
     monkeypatch.setattr(embedding, "forward_pass",

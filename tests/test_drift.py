@@ -63,6 +63,21 @@ def test_each_checkpoint_is_related_to_the_previous_and_the_last():
     assert got[1]["drift_cka_prev"] == linear_cka(x, y)
     assert got[2]["drift_cka_last"] == pytest.approx(1.0) and got[2]["drift_knn_last"] == 1.0
     assert got[0]["drift_cka_last"] == linear_cka(x, z)
+    broken = y.copy()
+    broken[3, 1] = np.nan  # a precision's overflow at the middle checkpoint
+    around = drift_series([x, broken, z], k=5)
+    assert all(v is None for v in around[1].values())
+    assert around[2]["drift_cka_prev"] == linear_cka(x, z)  # related around it
+    assert around[0]["drift_knn_last"] == knn_overlap(x, z, 5)
+
+
+def test_the_gram_form_of_cka_is_the_feature_space_form():
+    rng = np.random.default_rng(5)
+    wide, other = rng.normal(size=(30, 80)), rng.normal(size=(30, 60))  # n < d: Gram form
+    a, b = wide - wide.mean(0), other - other.mean(0)
+    plain = np.linalg.norm(b.T @ a) ** 2 / (np.linalg.norm(a.T @ a) * np.linalg.norm(b.T @ b))
+    assert linear_cka(wide, other) == pytest.approx(plain, rel=1e-10)
+    assert linear_cka(wide, other) == pytest.approx(cka_by_kernels(wide, other), rel=1e-10)
 
 
 @pytest.fixture()

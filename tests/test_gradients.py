@@ -40,16 +40,31 @@ def test_per_example_gradients_equal_one_text_at_a_time(small_lm):
     small_lm.zero_grad()
 
 
+def unbiased_noise_scale(g: np.ndarray) -> float:
+    """McCandlish et al.'s estimate from the gradients themselves (n, P)."""
+    n = len(g)
+    trace = np.var(g, axis=0, ddof=1).sum()
+    return trace / (np.sum(g.mean(0) ** 2) - trace / n)
+
+
 def test_the_noise_scale_is_the_trace_of_the_covariance_over_the_squared_mean():
     rng = np.random.default_rng(0)
     mean = np.full(50, 0.2)
     g = mean + 0.5 * rng.standard_normal((4000, 50))  # tr Σ = 50 · 0.25, |G|² = 2
-    norms = np.linalg.norm(g, axis=1)
-    got = gradients.noise_scale(norms, g.mean(axis=0))
-    assert got == pytest.approx(np.var(g, axis=0, ddof=1).sum() / np.sum(g.mean(0) ** 2),
-                                rel=1e-9)
+    got = gradients.noise_scale(np.linalg.norm(g, axis=1), g.mean(axis=0))
+    assert got == pytest.approx(unbiased_noise_scale(g), rel=1e-9)
     assert got == pytest.approx(50 * 0.25 / 2.0, rel=0.05)
     assert np.isnan(gradients.noise_scale(np.ones(3), np.zeros(5)))
+
+
+def test_the_noise_scale_is_not_capped_at_the_number_of_examples():
+    """64 examples, B = 400: the plain |Ḡ|² would give about 55 (tr Σ / (|G|² + tr Σ / n))."""
+    rng = np.random.default_rng(1)
+    got = []
+    for _ in range(40):
+        g = 0.05 + rng.standard_normal((64, 200))  # tr Σ = 200, |G|² = 0.5
+        got.append(gradients.noise_scale(np.linalg.norm(g, axis=1), g.mean(axis=0)))
+    assert np.nanmedian(got) == pytest.approx(400, rel=0.3)
 
 
 def test_the_gradients_record_has_the_noise_scale_of_its_windows(small_lm):
@@ -69,9 +84,8 @@ def test_the_gradients_record_has_the_noise_scale_of_its_windows(small_lm):
                             small_lm, Tok(), texts, fam)
     ids = probe_windows(Tok(), texts, 6, 12, fam.seed)
     g = np.concatenate(list(gradients.per_example_gradients(small_lm, ids)))
-    want = np.var(g.astype(np.float64), axis=0, ddof=1).sum() / np.sum(
-        g.astype(np.float64).mean(0) ** 2)
-    assert out.record["features"]["grad_noise_scale"] == pytest.approx(want, rel=1e-6)
+    want = unbiased_noise_scale(g.astype(np.float64))
+    assert out.record["features"]["grad_noise_scale"] == pytest.approx(want, rel=1e-5)
 
 
 def test_row_norms_equal_numpys_in_float64_without_a_float64_copy():

@@ -218,9 +218,11 @@ def measure(model, tokenizer, texts: Sequence[str] | None = None, *,
         families: registered family names (``toposig.families.registry.names()``:
             ``embedding``, ``weights``, ``landscape``, ``gradients``, ``interlayer``, and
             any registered since); default: embedding and weights.
-        layers: the embedding's ``"last"``, ``"all"`` (every hidden state the model
-            returns; the record's ``layer_names`` says what each is) or a list of indices
-            into ``model(..., output_hidden_states=True).hidden_states`` such as
+        layers: the hidden states of every measured family that has them (the
+            embedding's, the dimension's, the drift's: ``--layers``): ``"last"``,
+            ``"all"`` (every hidden state the model returns; the record's
+            ``layer_names`` says what each is) or a list of indices into
+            ``model(..., output_hidden_states=True).hidden_states`` such as
             ``[0, 3, -1]`` (negative ones count from the end; indices naming the same
             state count once); default: the embedding's settings' ``layers``, else
             ``"last"``. With anything but ``"last"``, ``Measurement.layer_features`` has
@@ -243,8 +245,8 @@ def measure(model, tokenizer, texts: Sequence[str] | None = None, *,
 
     Raises:
         ValueError: no texts given (``texts`` empty, every text blank, or one string
-            instead of a list of them); ``layers`` and the embedding's settings'
-            ``layers`` disagree; ``layers`` not one of the above, or an index the model
+            instead of a list of them); ``layers`` and a family's settings' ``layers``
+            disagree; ``layers`` not one of the above, or an index the model
             does not have (a :class:`~toposig.config.SettingsError` naming its count of
             hidden states); an unknown family; the landscape or gradients asked of a
             model not in float32 (the pipeline probes float32 weights); parameters on
@@ -264,16 +266,18 @@ def measure(model, tokenizer, texts: Sequence[str] | None = None, *,
     names = check_families(registry.default_names() if families is None else families)
     run = settings or RunSettings()
     given = given_settings(family_settings, legacy, "measure")
-    if layers is not None:  # the embedding's layers, given on their own
+    if layers is not None:  # --layers, given on its own: every family's that has it
         layers = parse_layers(layers)
-        held = given.get(EmbeddingFamily.name)
-        if isinstance(held, EmbeddingFamily) and held.layers not in (
-                layers, EmbeddingFamily().layers):
-            raise ValueError(f"layers={layers!r} and the embedding settings' layers="
-                             f"{held.layers!r} disagree; give one of them")
-        given[EmbeddingFamily.name] = replace(
-            held if isinstance(held, EmbeddingFamily) else EmbeddingFamily.seeded(run),
-            layers=layers)
+        for name in dict.fromkeys([EmbeddingFamily.name, *names]):
+            cls = registry.get(name)
+            if "layers" not in {f.name for f, _ in cls.statements()}:
+                continue
+            held: Any = given.get(name)
+            if held is not None and held.layers not in (layers, cls().layers):  # type: ignore[attr-defined]
+                raise ValueError(f"layers={layers!r} and the {name} settings' layers="
+                                 f"{held.layers!r} disagree; give one of them")
+            given[name] = replace(held if held is not None else cls.seeded(run),
+                                  layers=layers)
     inputs = measure_inputs(run, texts, names, given)
     ckpt = Checkpoint(model=label, label=label, step=step, source="memory",
                       location=IN_MEMORY)

@@ -32,7 +32,8 @@ def _centred(cloud: np.ndarray) -> np.ndarray:
 
 def linear_cka(x: np.ndarray, y: np.ndarray) -> float | None:
     """Linear CKA of ``x`` (n, d1) and ``y`` (n, d2), the same ``n`` texts; ``None`` when
-    either cloud is a single point repeated (no variance).
+    either cloud is a single point repeated (no variance). Computed from the smaller of
+    the feature-space products and the texts' Gram matrices (the same number).
 
     Raises:
         ValueError: different numbers of texts, or a cloud not finite and 2-D.
@@ -40,36 +41,57 @@ def linear_cka(x: np.ndarray, y: np.ndarray) -> float | None:
     a, b = _centred(x), _centred(y)
     if len(a) != len(b):
         raise ValueError(f"the clouds hold {len(a)} and {len(b)} texts: CKA needs the same")
-    cross = np.linalg.norm(b.T @ a) ** 2
-    norms = np.linalg.norm(a.T @ a) * np.linalg.norm(b.T @ b)
+    if len(a) < max(a.shape[1], b.shape[1]):  # ‖Yᵀ X‖²_F = ⟨X Xᵀ, Y Yᵀ⟩_F
+        k, ell = a @ a.T, b @ b.T
+        cross = float(np.sum(k * ell))
+        norms = float(np.linalg.norm(k) * np.linalg.norm(ell))
+    else:
+        cross = float(np.linalg.norm(b.T @ a) ** 2)
+        norms = float(np.linalg.norm(a.T @ a) * np.linalg.norm(b.T @ b))
     return float(cross / norms) if norms > 0 else None
 
 
 def knn_overlap(x: np.ndarray, y: np.ndarray, k: int) -> float:
-    """Mean Jaccard index of each text's ``k`` nearest neighbours in ``x`` and in ``y``."""
-    from toposig.features import zigzag
-
+    """Mean Jaccard index of each text's neighbours in the symmetric ``k``-NN graphs of
+    ``x`` and of ``y`` (a text may have more than ``k`` in one: those that count it among
+    theirs)."""
     if len(x) != len(y):
         raise ValueError(f"the clouds hold {len(x)} and {len(y)} texts: the overlap needs "
                          "the same")
-    return zigzag.knn_overlap([zigzag.knn_graph(_centred(x), k),
-                               zigzag.knn_graph(_centred(y), k)])
+    return _graph_overlap(_graph(x, k), _graph(y, k))
+
+
+def _graph(cloud: np.ndarray, k: int):
+    from toposig.features import zigzag
+
+    _centred(cloud)  # the same checks as the CKA's
+    return zigzag.knn_graph(cloud, k)
+
+
+def _graph_overlap(a, b) -> float:
+    from toposig.features import zigzag
+
+    return zigzag.knn_overlap([a, b])
 
 
 def drift_series(clouds: Sequence[np.ndarray], k: int) -> list[dict[str, float | None]]:
     """For each of a model's checkpoints in step order, its cloud's CKA and ``k``-NN
     overlap with the previous checkpoint's (``None`` for the first) and with the last
-    one's (1 for the last itself)."""
-    out: list[dict[str, float | None]] = []
-    if not clouds:
+    one's (1 for the last itself). A cloud with a NaN or inf in it (a precision's
+    overflow) has every feature ``None`` and is skipped: its neighbours are related to
+    each other. Each cloud's graph is built once."""
+    finite = [i for i, c in enumerate(clouds) if np.all(np.isfinite(np.asarray(c)))]
+    out: list[dict[str, float | None]] = [dict.fromkeys(DRIFT_NAMES) for _ in clouds]
+    if not finite:
         return out
-    last = clouds[-1]
-    for i, cloud in enumerate(clouds):
-        prev = clouds[i - 1] if i else None
-        out.append({
-            "drift_cka_prev": None if prev is None else linear_cka(prev, cloud),
-            "drift_cka_last": linear_cka(cloud, last),
-            "drift_knn_prev": None if prev is None else knn_overlap(prev, cloud, k),
-            "drift_knn_last": knn_overlap(cloud, last, k),
-        })
+    graphs = {i: _graph(clouds[i], k) for i in finite}
+    last = finite[-1]
+    for before, i in zip([None, *finite[:-1]], finite, strict=True):
+        out[i] = {
+            "drift_cka_prev": None if before is None else linear_cka(clouds[before], clouds[i]),
+            "drift_cka_last": linear_cka(clouds[i], clouds[last]),
+            "drift_knn_prev": None if before is None else _graph_overlap(graphs[before],
+                                                                         graphs[i]),
+            "drift_knn_last": _graph_overlap(graphs[i], graphs[last]),
+        }
     return out

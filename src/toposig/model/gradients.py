@@ -80,13 +80,17 @@ def row_norms(g: np.ndarray) -> np.ndarray:
 
 def noise_scale(norms: np.ndarray, mean_gradient: np.ndarray) -> float:
     """The simple gradient noise scale of McCandlish et al. 2018, ``B = tr(Σ) / |G|²``
-    (examples): ``G`` the mean of the ``n`` per-example gradients (``mean_gradient``,
-    (P,)), ``tr(Σ)`` their unbiased total variance, ``n / (n − 1) (mean |g_i|² − |G|²)``
-    from their Euclidean ``norms`` (n,). NaN when ``G`` is 0."""
+    (examples), with their unbiased estimates (their appendix A) from ``n`` per-example
+    gradients: ``tr(Σ) = n / (n − 1) (mean |g_i|² − |Ḡ|²)`` from the gradients' Euclidean
+    ``norms`` (n,) and their mean ``Ḡ`` (``mean_gradient``, (P,)), and
+    ``|G|² = |Ḡ|² − tr(Σ) / n`` (the plain ``|Ḡ|²`` holds the noise's ``tr(Σ) / n`` too,
+    which would cap ``B`` near ``n``). NaN when that ``|G|²`` is not positive: the mean
+    gradient is within the noise."""
     n = len(norms)
     g2 = float(np.dot(mean_gradient.astype(np.float64), mean_gradient.astype(np.float64)))
     trace = n / (n - 1) * (float(np.mean(np.square(norms))) - g2)
-    return trace / g2 if g2 > 0 else float("nan")
+    signal = g2 - trace / n
+    return trace / signal if signal > 0 else float("nan")
 
 
 def sketch(dim_in: int, dim_out: int, seed: int):

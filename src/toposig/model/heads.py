@@ -59,19 +59,23 @@ def prefix_matching(attentions: np.ndarray, length: int) -> np.ndarray:
     return a[:, :, rows, rows - length + 1].mean(axis=(0, 2))
 
 
-def copying_score(w_v: np.ndarray, w_o: np.ndarray, w_e: np.ndarray, w_u: np.ndarray) -> float:
+def copying_score(w_v: np.ndarray, w_o: np.ndarray, w_e: np.ndarray | None = None,
+                  w_u: np.ndarray | None = None, *, embed_unembed: np.ndarray | None = None
+                  ) -> float:
     """``Σ Re λ / Σ |λ|`` of the OV circuit ``W_U W_O W_V W_Eᵀ`` of one head: ``w_v``
     (head size, hidden), ``w_o`` (hidden, head size), ``w_e`` and ``w_u`` (vocab,
-    hidden). ``NaN`` when every eigenvalue is 0."""
-    small = (np.asarray(w_v, np.float64) @ np.asarray(w_e, np.float64).T
-             @ np.asarray(w_u, np.float64) @ np.asarray(w_o, np.float64))
+    hidden), or instead ``embed_unembed`` = ``W_Eᵀ W_U`` (hidden, hidden), the same for
+    every head. ``NaN`` when every eigenvalue is 0."""
+    if embed_unembed is None:
+        embed_unembed = np.asarray(w_e, np.float64).T @ np.asarray(w_u, np.float64)
+    small = np.asarray(w_v, np.float64) @ embed_unembed @ np.asarray(w_o, np.float64)
     lam = np.linalg.eigvals(small)
     total = np.abs(lam).sum()
     return float(lam.real.sum() / total) if total > 0 else float("nan")
 
 
 def _array(weight) -> np.ndarray:
-    return weight.detach().double().cpu().numpy()
+    return weight.detach().cpu().double().numpy()  # on the CPU first: no float64 on a GPU
 
 
 def ov_matrices(model, layer: int) -> list[tuple[np.ndarray, np.ndarray]] | None:
@@ -130,12 +134,12 @@ def head_scores(model, ids, length: int) -> tuple[np.ndarray, np.ndarray]:
         out = model(ids.to(next(model.parameters()).device), output_attentions=True)
     prefix = np.stack([prefix_matching(a.float().cpu().numpy(), length)
                        for a in out.attentions])
-    w_e = _array(model.get_input_embeddings().weight)
-    w_u = _array(model.get_output_embeddings().weight)
+    embed_unembed = (_array(model.get_input_embeddings().weight).T
+                     @ _array(model.get_output_embeddings().weight))  # (hidden, hidden)
     copying = np.full(prefix.shape, np.nan)
     for layer in range(prefix.shape[0]):
         ov = ov_matrices(model, layer)
         if ov is None:
             break
-        copying[layer] = [copying_score(v, o, w_e, w_u) for v, o in ov]
+        copying[layer] = [copying_score(v, o, embed_unembed=embed_unembed) for v, o in ov]
     return prefix, copying

@@ -70,14 +70,15 @@ def batch_loss(model, ids):
 def require_causal(model) -> None:
     """Raise ValueError unless ``model`` is a causal LM (the probes score next tokens)."""
     if model_kind(model.config) != CAUSAL:
-        raise ValueError(f"{type(model).__name__} is a masked language model: the landscape "
-                         "and gradients families probe the next-token loss, which it does "
-                         "not define")
+        raise ValueError(f"{type(model).__name__} is a masked language model: the landscape, "
+                         "gradients, llc and heads families read next-token prediction, "
+                         "which it does not define")
 
 
 class ProbeOptions(Protocol):
-    """What both probes read of their family's settings
-    (:mod:`toposig.families.landscape`, :mod:`toposig.families.gradients`)."""
+    """What every loss probe reads of its family's settings
+    (:mod:`toposig.families.landscape`, :mod:`toposig.families.gradients`,
+    :mod:`toposig.families.llc`)."""
 
     @property
     def n_windows(self) -> int: ...
@@ -257,7 +258,7 @@ def analyse_gradients(ckpt: Checkpoint, model, tokenizer, texts: list[str],
     for g in gradients.per_example_gradients(model, ids, s.chunk_size):
         norms.append(gradients.row_norms(g))
         projected.append(proj.transform(g))
-        total += g.sum(axis=0, dtype=np.float64)
+        total += g.sum(axis=0)  # a float32 row at a time into the float64 sum
     cloud = np.concatenate(projected).astype(np.float64)
     t_grad = time.perf_counter()
     features, diagrams, used = gradients.gradient_features(

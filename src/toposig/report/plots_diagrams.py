@@ -67,7 +67,7 @@ def has_arrays(records: Sequence[Record], statistics: StatisticsLike,
 
 def has_layer_features(records: Sequence[Record], statistics: StatisticsLike,
                        arrays: ArraysOf | None) -> bool:
-    """Some record has per-layer features (``--layers all``)."""
+    """Some record has the embedding's per-layer features (``--layers all``)."""
     return arrays is not None and _layered(records)
 
 
@@ -273,7 +273,10 @@ def layer_tick_labels(records: Sequence[Record], layers: Sequence[int]) -> list[
 
 
 def _layered(records: Sequence[Record]) -> bool:
-    return any(r.layers for r in records)
+    """Some record has per-layer features the heatmaps draw (another family's per-layer
+    features, the intrinsic dimension's, are not theirs)."""
+    return any(name in values for r in records for values in r.layers.values()
+               for name in LAYER_FEATURES)
 
 
 @figure("layer_heatmaps", has_layer_features)
