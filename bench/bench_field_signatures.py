@@ -13,9 +13,18 @@ the values), with the default settings, prints the seconds per checkpoint of
   warm up (target: at most 1.1);
 - ``dimension``: TwoNN and MLE of the pooled hidden states of 200 WikiText-2 texts at
   the last layer (``DimensionFamily()``), after the forward pass the embedding shares
-  with it, whose seconds are printed beside.
+  with it, whose seconds are printed beside;
+- ``drift``: linear CKA and 10-NN overlap of that cloud with another checkpoint's, per
+  checkpoint (a model's checkpoints are related twice each: with the previous and the
+  last), after the same forward pass;
+- ``heads``: prefix matching of every head on 32 repeated random blocks of 8 tokens and
+  every head's OV copying score.
 
-    python bench/bench_field_signatures.py [--presets tiny,induction,...] [--repeats 3]
+Shapes that presets share are measured once (``ensemble`` has ``seed004``'s).
+``--skip-llc`` leaves the LLC out.
+
+    python bench/bench_field_signatures.py [--presets tiny,induction,...] [--repeats 4]
+        [--skip-llc]
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import math
 import platform
 import statistics
 import sys
@@ -32,16 +42,21 @@ from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
+import numpy as np
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from toposig.families.dimension import DimensionFamily  # noqa: E402
+from toposig.families.drift import DriftFamily  # noqa: E402
+from toposig.families.heads import HeadsFamily  # noqa: E402
 from toposig.families.llc import LLCFamily  # noqa: E402
+from toposig.features.drift import drift_series  # noqa: E402
 from toposig.features.intrinsic_dimension import intrinsic_dimensions  # noqa: E402
 from toposig.model import induction, modular_addition  # noqa: E402
 from toposig.model.embedding import texts_forward  # noqa: E402
+from toposig.model.heads import head_scores, repeated_sequences  # noqa: E402
 from toposig.model.llc import devinterp_kwargs, sample_llc, windows_dataset  # noqa: E402
 from toposig.model.loss_probes import probe_windows  # noqa: E402
 from toposig.model.placement import Placement  # noqa: E402
@@ -90,6 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--presets", default=",".join(PRESETS))
     p.add_argument("--repeats", type=int, default=4)
+    p.add_argument("--skip-llc", action="store_true",
+                   help="leave the LLC and its comparison out (the others take seconds)")
     args = p.parse_args(argv)
     from transformers import GPTNeoXForCausalLM
 
@@ -103,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     seen: set[str] = set()
     ratios = []
     print(f"{'preset':<15} {'model':<22} {'params':>8} {'llc s':>7} {'direct s':>9} "
-          f"{'ratio':>6} {'fwd s':>6} {'dim s':>6}")
+          f"{'ratio':>6} {'fwd s':>6} {'dim s':>6} {'drift s':>7} {'heads s':>7}")
     for preset in args.presets.split(","):
         for name, config, tok, window in shapes(preset):
             key = config.to_json_string()
@@ -117,10 +134,14 @@ def main(argv: list[str] | None = None) -> int:
                 load_preset(preset)) * 20
             ids = probe_windows(tok, texts, family.n_windows, family.window, family.seed)
             short = replace(family, draws=5)
-            sample_llc(model, ids, short), direct_llc(model, ids, short)  # warm up
-            ours, theirs = paired_medians(partial(sample_llc, model, ids, family),
-                                          partial(direct_llc, model, ids, family), args.repeats)
-            ratios.append(ours / theirs)
+            if args.skip_llc:
+                ours = theirs = math.nan
+            else:
+                sample_llc(model, ids, short), direct_llc(model, ids, short)  # warm up
+                ours, theirs = paired_medians(partial(sample_llc, model, ids, family),
+                                              partial(direct_llc, model, ids, family),
+                                              args.repeats)
+                ratios.append(ours / theirs)
             shown = analysed if preset != "grokking" else texts[:200]
             t0 = time.perf_counter()
             fwd = texts_forward(model, tok, shown, 128 if preset != "grokking" else 8,
@@ -128,11 +149,23 @@ def main(argv: list[str] | None = None) -> int:
             t1 = time.perf_counter()
             intrinsic_dimensions(fwd.result.pooled[-1], dims.discard_fraction, dims.k)
             t2 = time.perf_counter()
+            cloud = fwd.result.pooled[-1]
+            moved = cloud + 0.1 * np.random.default_rng(0).standard_normal(cloud.shape)
+            drift_series([moved, cloud], DriftFamily().k)  # two checkpoints: one each
+            t3 = time.perf_counter()
+            heads = HeadsFamily()
+            head_ids = repeated_sequences(config.vocab_size, heads.n_sequences,
+                                          min(heads.length, config.max_position_embeddings // 2),
+                                          heads.seed)
+            head_scores(model, head_ids, head_ids.shape[1] // 2)
+            t4 = time.perf_counter()
             n = sum(p.numel() for p in model.parameters())
             print(f"{preset:<15} {name:<22} {n:>8,} {ours:>7.2f} {theirs:>9.2f} "
-                  f"{ours / theirs:>6.3f} {t1 - t0:>6.2f} {t2 - t1:>6.3f}", flush=True)
-    print(f"LLC / devinterp direct: median {statistics.median(ratios):.3f}, "
-          f"max {max(ratios):.3f} (target: at most 1.1)")
+                  f"{ours / theirs:>6.3f} {t1 - t0:>6.2f} {t2 - t1:>6.3f} "
+                  f"{(t3 - t2) / 2:>7.3f} {t4 - t3:>7.3f}", flush=True)
+    if ratios:
+        print(f"LLC / devinterp direct: median {statistics.median(ratios):.3f}, "
+              f"max {max(ratios):.3f} (target: at most 1.1)")
     return 0
 
 
