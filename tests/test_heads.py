@@ -91,6 +91,7 @@ def test_scores_of_a_model_and_its_attention_left_as_found():
     assert model.config._attn_implementation == before
     m = toposig.measure(model, byte_tokenizer(), ["unused"], families=("heads",),
                         progress=False)
+    assert model.config._attn_implementation == before  # measure leaves it too
     alnum = alphanumeric_tokens(byte_tokenizer(), 264)
     assert [chr(i) for i in alnum] == [c for c in map(chr, range(128)) if c.isalnum()]
     assert m.features["head_prefix_max"] == pytest.approx(
