@@ -66,8 +66,11 @@ def test_the_loss_it_samples_is_the_one_the_model_returns_dropout_or_not(arch):
     np.testing.assert_array_equal(again.loss_trace, estimate.loss_trace)
 
 
-def test_the_model_the_random_generators_and_the_output_are_left_as_found(capfd):
+def test_the_model_the_random_generators_and_the_output_are_left_as_found(capfd, caplog):
+    import logging
     import random
+
+    caplog.set_level(logging.INFO)
 
     model, ids = causal_lm("gpt2", seed=2, hidden=16), windows(n=8)
     model.train()
@@ -80,6 +83,8 @@ def test_the_model_the_random_generators_and_the_output_are_left_as_found(capfd)
         and got[2] == want[2]
     assert model.training
     assert "Chain" not in capfd.readouterr().err  # devinterp's bars, silenced
+    assert "total time" not in caplog.text  # and its log lines at INFO
+    assert logging.getLogger("devinterp").level == logging.NOTSET
 
 
 def test_the_burn_in_is_left_out_of_the_estimate():

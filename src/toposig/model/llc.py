@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -165,8 +166,8 @@ def eval_next_token_loss(model, input_ids):
 def _own_randomness_and_quiet_bars() -> Iterator[None]:
     """devinterp seeds Python's, NumPy's and torch's global generators (``set_seed``) and
     shows a progress bar per chain: the generators are given back as they were, and its
-    bars alone are silenced (its module's ``trange``), nothing else of the process's
-    output."""
+    bars (its module's ``trange``) and its informational log lines alone are silenced,
+    nothing else of the process's output."""
     import random
 
     import torch
@@ -177,9 +178,13 @@ def _own_randomness_and_quiet_bars() -> Iterator[None]:
     bars = getattr(sampler, "trange", None)
     if bars is not None:
         sampler.trange = functools.partial(bars, disable=True)
+    chatter = logging.getLogger("devinterp")  # its "sample() total time" at INFO
+    level = chatter.level
+    chatter.setLevel(max(level, logging.WARNING))
     try:
         yield
     finally:
+        chatter.setLevel(level)
         if bars is not None:
             sampler.trange = bars
         random.setstate(states[0])
