@@ -510,8 +510,10 @@ class SignatureFamily(Settings):
 
     def study_fields(self, inputs: FamilyInputs, dtype: str) -> dict[str, Any]:
         """Fields of ``config.json`` besides its settings and hash that belong to it
-        (:attr:`study_keys`), for a run that computes it."""
-        return {}
+        (:attr:`study_keys`), for a run that computes it: by default the run's resolved
+        precision, ``dtype``, when it is one of them (a family on the hidden states in
+        the run's precision has it in its hash, as the embedding)."""
+        return {"dtype": dtype} if "dtype" in self.study_keys else {}
 
     # --- running it
 

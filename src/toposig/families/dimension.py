@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from toposig.config import FRACTION, Layers, at_least, parse_layers, setting
 from toposig.families.base import (
@@ -73,9 +73,6 @@ class DimensionFamily(SignatureFamily):
                                       option="--id-discard", check=FRACTION)
     k: int = setting(10, "neighbours per point of the MLE estimate (default: %(default)s)",
                      option="--id-k", check=at_least(1))
-
-    def study_fields(self, inputs: FamilyInputs, dtype: str) -> dict[str, Any]:
-        return {"dtype": dtype}  # in its hash, as in the embedding's
 
     def compute(self, loaded: Session, inputs: FamilyInputs) -> CheckpointOutput:
         from toposig.features.intrinsic_dimension import intrinsic_dimensions

@@ -79,9 +79,6 @@ class DriftFamily(SignatureFamily):
     k: int = setting(10, "neighbours per text of the k-NN overlap (default: %(default)s)",
                      option="--drift-k", check=at_least(1))
 
-    def study_fields(self, inputs: FamilyInputs, dtype: str) -> dict[str, Any]:
-        return {"dtype": dtype}  # in its hash, as in the embedding's
-
     def compute(self, loaded: Session, inputs: FamilyInputs) -> CheckpointOutput:
         from toposig.model.embedding import analysed_layers
 

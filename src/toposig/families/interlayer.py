@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
@@ -88,9 +88,6 @@ class InterlayerFamily(SignatureFamily):
                          "(default: %(default)s)", option="--interlayer-k", check=at_least(1))
     max_length: int = setting(128, "tokens per text after truncation", from_run="max_length",
                               check=at_least(2, "tokens"))
-
-    def study_fields(self, inputs: FamilyInputs, dtype: str) -> dict[str, Any]:
-        return {"dtype": dtype}  # in its hash, as in the embedding's
 
     def compute(self, loaded: Session, inputs: FamilyInputs) -> CheckpointOutput:
         from toposig.features.zigzag import knn_graph, knn_overlap, summarize, zigzag_h0
