@@ -74,6 +74,7 @@ def test_the_model_the_random_generators_and_the_output_are_left_as_found(capfd,
 
     model, ids = causal_lm("gpt2", seed=2, hidden=16), windows(n=8)
     model.train()
+    model.transformer.h[0].eval()  # a frozen block, kept in eval mode
     torch.manual_seed(5), np.random.seed(5), random.seed(5)
     want = torch.rand(3), np.random.rand(3), random.random()
     torch.manual_seed(5), np.random.seed(5), random.seed(5)
@@ -81,7 +82,8 @@ def test_the_model_the_random_generators_and_the_output_are_left_as_found(capfd,
     got = torch.rand(3), np.random.rand(3), random.random()
     assert torch.equal(got[0], want[0]) and np.array_equal(got[1], want[1]) \
         and got[2] == want[2]
-    assert model.training
+    assert model.training and not model.transformer.h[0].training
+    assert model.transformer.h[1].training
     assert "Chain" not in capfd.readouterr().err  # devinterp's bars, silenced
     assert "total time" not in caplog.text  # and its log lines at INFO
     assert logging.getLogger("devinterp").level == logging.NOTSET

@@ -222,7 +222,7 @@ def sample_llc(model, ids, options: LLCOptions, *, device: str = "cpu",
     if len(ids) < options.batch:
         raise ValueError(f"the LLC needs at least one batch of {options.batch} windows, "
                          f"got {len(ids)}")
-    was_training = model.training
+    modes = [(m, m.training) for m in model.modules()]  # a frozen block's eval kept
     try:
         with tempfile.TemporaryDirectory(prefix="toposig-llc-", dir=workdir) as tmp, \
                 _own_randomness_and_quiet_bars():
@@ -233,7 +233,8 @@ def sample_llc(model, ids, options: LLCOptions, *, device: str = "cpu",
             trace = np.asarray(result["loss_trace"].values, dtype=np.float64)
             init_loss = float(result["init_loss"].values)
     finally:
-        model.train(was_training)
+        for module, training in modes:  # devinterp calls model.train() on the model itself
+            module.training = training
     with np.errstate(invalid="ignore", over="ignore"):  # a diverged chain's NaN or inf
         per_chain = options.n_beta * (trace[:, options.burnin:].mean(axis=1) - init_loss)
     return LLCEstimate(per_chain, trace, init_loss,
