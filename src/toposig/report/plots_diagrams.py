@@ -121,8 +121,7 @@ def plot_betti_curves(records: Sequence[Record], statistics: StatisticsLike,
     series = _diagram_series(records, arrays)
     title = "Betti curves across training (CROCKER plot)"
     if not series:
-        why = "no arrays given" if arrays is None else "no diagram arrays found"
-        return empty_figure(title, f"no data: {why}", target=on)
+        return _no_diagrams(title, arrays, on)
     all_groups = by_model(records)
     labels = spread_models({lb: all_groups[lb] for lb in series})
     dims = sorted({q for rows in series.values() for _, dgms in rows for q in dgms
@@ -183,8 +182,7 @@ def plot_persistence_diagrams(records: Sequence[Record], statistics: StatisticsL
     series = _diagram_series(records, arrays)
     title = "Persistence diagrams of the hidden states across training"
     if not series:
-        why = "no arrays given" if arrays is None else "no diagram arrays found"
-        return empty_figure(title, f"no data: {why}", target=on)
+        return _no_diagrams(title, arrays, on)
     groups = by_model(records)
     label = max(series, key=lambda lb: num_parameters_of(groups[lb]) or 0.0)
     rows = series[label]
@@ -270,6 +268,12 @@ def layer_tick_labels(records: Sequence[Record], layers: Sequence[int]) -> list[
     output, never for Mamba or RWKV, whose entry 0 is ``"block 1"``."""
     names = next((n for r in reversed(records) if (n := layer_names(r))), None) or []
     return [names[i] if 0 <= i < len(names) else str(i) for i in layers]
+
+
+def _no_diagrams(title: str, arrays: ArraysOf | None, on: Target | None) -> Drawn:
+    """The empty figure of a diagram figure that found no diagram to draw, saying why."""
+    why = "no arrays given" if arrays is None else "no diagram arrays found"
+    return empty_figure(title, f"no data: {why}", target=on)
 
 
 def _layered(records: Sequence[Record]) -> bool:
