@@ -8,7 +8,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from toposig.analysis.head_to_head import distance_tests, event_orders, swapped_distances
+from toposig.analysis.head_to_head import (
+    distance_tests,
+    event_orders,
+    head_to_head,
+    swapped_distances,
+)
 
 GRID = list(range(0, 1000, 50))  # 20 checkpoints
 
@@ -65,3 +70,23 @@ def test_the_correction_holds_the_family_wise_error_rate_where_nothing_is_relate
     assert np.mean(family) <= 0.05 + 2.5 * np.sqrt(0.05 * 0.95 / 1000)
     # without the correction, some feature of eight is "significant" far more often
     assert np.mean([any(raw[i:i + 8]) for i in range(0, len(raw), 8)]) > 0.15
+
+
+def test_a_reference_is_tested_alone_and_the_contenders_together():
+    rng = np.random.default_rng(3)
+    events = [150, 300, 450, 600, 750, 900]
+    steps = [GRID] * 6
+    # the reference sits at its event in half the runs; two unrelated contenders
+    cps = {"truth": [150, 300, 450, 100, 850, 200],
+           **{f"f{i}": [int(v) for v in rng.choice(GRID[3:-3], 6)] for i in range(2)}}
+    alone = head_to_head(steps, events, cps, references=("truth",))
+    assert alone["truth"]["p_adjusted"] == alone["truth"]["p"] < 0.2
+    assert alone["truth"]["leads"] == [0, 0, 0, 10, -2, 14]
+    together = head_to_head(steps, events, cps)
+    assert together["truth"]["p"] == alone["truth"]["p"]
+    assert together["truth"]["p_adjusted"] > together["truth"]["p"]
+    # and the contenders' correction leaves the reference out
+    only = distance_tests({f: swapped_distances(steps, c, events)
+                           for f, c in cps.items() if f != "truth"})
+    assert [alone[f]["p_adjusted"] for f in only] == [only[f].p_adjusted for f in only]
+    assert [together[f]["p_adjusted"] for f in only] != [only[f].p_adjusted for f in only]

@@ -154,8 +154,23 @@ def test_a_small_induction_run_trains_measures_and_analyses(wikitext_dir, tmp_pa
                                  "--out", str(out), "--no-progress"]) == 0
     state = json.loads((runs / "ind-unit" / "ind-unit-seed1" / "step10" /
                         "trainer_state.json").read_text())
-    assert state["ground_truth"] == {"signal": "in_context_score",
-                                     "value": state["in_context_score"], "event": "fall"}
+    truth = state["ground_truth"]
+    assert {k: truth[k] for k in ("signal", "value", "event", "levels")} == {
+        "signal": "in_context_score", "value": state["in_context_score"], "event": "fall",
+        "levels": [-0.5, -1.0]}
+    # the mechanism: the best prefix-matching head's scores, as the heads module gives them
+    from transformers import GPTNeoXForCausalLM
+
+    from toposig.model.heads import head_scores
+
+    model = GPTNeoXForCausalLM.from_pretrained(runs / "ind-unit" / "ind-unit-seed1" / "step10")
+    prefix, copying = head_scores(model.eval(), I.probe(small()), small().probe_length)
+    best = np.unravel_index(np.argmax(prefix), prefix.shape)
+    assert truth["mechanism"] == {
+        "prefix_matching": {"value": pytest.approx(prefix[best], abs=1e-6), "event": "rise",
+                            "levels": [I.PREFIX_LEVEL]},
+        "copying": {"value": pytest.approx(copying[best], abs=1e-6), "event": "rise",
+                    "levels": [I.COPYING_LEVEL]}}
     assert (state["seed"], state["seed_group"]) == (1, "ind-unit")
     entries = json.loads((out / "data" / "all_results.json").read_text())
     assert len(entries) == 6
@@ -169,6 +184,7 @@ def test_a_small_induction_run_trains_measures_and_analyses(wikitext_dir, tmp_pa
     stats = json.loads((out / "data" / "statistics.json").read_text())
     assert stats["target"] == "in_context_score"
     assert list(stats["positive_controls"]["runs"]) == ["ind-unit-seed0", "ind-unit-seed1"]
+    assert list(stats["positive_controls"]["mechanism"]) == ["prefix_matching", "copying"]
     assert (out / "plots" / "positive_control.png").is_file()
     # the same seed trains the same run
     text = T.load_training_text(small().val_fraction)

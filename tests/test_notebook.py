@@ -103,7 +103,8 @@ def test_every_report_figure_draws_into_an_axes_of_the_users_figure(results):
     # tests/test_positive_controls.py and tests/test_family_contract.py draw those into a
     # user's Axes)
     assert names == [n for n in ALL_FIGURES
-                     if n not in ("seed_ensemble", "positive_control", "feature_evolution")]
+                     if n not in ("seed_ensemble", "positive_control", "head_to_head",
+                                  "feature_evolution")]
     for name in names:
         user = MplFigure(figsize=(12, 5))
         left, right = user.subplots(1, 2)
@@ -347,7 +348,7 @@ def test_the_pages_open_example_runs(in_a_copy_of_the_quick_start, capsys):
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("Results('results': 54 checkpoints of 3 model(s)")
     assert out[-1] == str([n for n in ALL_FIGURES if n not in (
-        "seed_ensemble", "positive_control", "feature_evolution")])
+        "seed_ensemble", "positive_control", "head_to_head", "feature_evolution")])
     assert (in_a_copy_of_the_quick_start / "summary.png").stat().st_size > 50_000
 
 

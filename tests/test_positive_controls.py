@@ -43,6 +43,19 @@ def test_a_ground_truth_is_validated_where_records_are_read():
                      ({**TRUTH, "levels": []}, "levels"),
                      ({**TRUTH, "levels": ["a"]}, "levels"),
                      ({**TRUTH, "extra": 1}, "fields"),
+                     ({**TRUTH, "mechanism": {}}, "not an object of signals"),
+                     ({**TRUTH, "mechanism": {"m": 1.0}}, "not an object of value"),
+                     ({**TRUTH, "mechanism": {"m": {"value": 1, "event": "rise",
+                                                    "signal": "x"}}}, "not an object"),
+                     ({**TRUTH, "mechanism": {"test_accuracy": {"value": 1,
+                                                                "event": "rise"}}},
+                      "named as the signal"),
+                     ({**TRUTH, "mechanism": {"step": {"value": 1, "event": "rise"}}},
+                      "mechanism signal named 'step'"),
+                     ({**TRUTH, "mechanism": {"m": {"value": None, "event": "rise"}}},
+                      "mechanism value"),
+                     ({**TRUTH, "mechanism": {"m": {"value": 1, "event": "rise",
+                                                    "levels": []}}}, "mechanism levels"),
                      ("0.5", "object")]:
         assert why in ground_truth_problem(bad), bad
     record = {"schema_version": 3, "status": "ok", "model": "m", "model_label": "m",
@@ -164,6 +177,83 @@ def test_the_figure_draws_the_best_placed_features_with_each_runs_event_and_chan
             assert y.min() == 0.0 and y.max() == 1.0
 
 
+def with_mechanism(records: list[dict]) -> list[dict]:
+    """:func:`hand_built`'s runs with two signals of the mechanism: ``circuit`` rises
+    from 0 to 1 one checkpoint before each run's event, ``memorised`` reaches 0.99 at
+    step 20 in every run."""
+    out = []
+    for r in records:
+        k = int(r["model_label"].removeprefix("g-seed"))
+        circuit = 1.0 if r["step"] >= 30 + 10 * k else 0.0
+        memorised = 0.995 if r["step"] >= 20 else 0.5
+        out.append({**r, "ground_truth": {**r["ground_truth"], "mechanism": {
+            "circuit": {"value": circuit, "event": "rise", "levels": [0.5]},
+            "memorised": {"value": memorised, "event": "rise", "levels": [0.99]}}}})
+    return out
+
+
+def test_the_signals_of_the_mechanism_have_events_and_a_head_to_head_of_their_own():
+    from toposig.records.positive_controls import PositiveControls
+
+    records = with_mechanism(hand_built(5)[0])
+    assert ground_truth_problem(records[0]["ground_truth"]) is None
+    assert [m.signal for m in Record.from_json(records[0]).ground_truth.mechanism] == [
+        "circuit", "memorised"]
+    out = G.positive_control_analysis(records_of(records), ["rankme", "h1_total_persistence"])
+    assert out["events"] == ["0.5", "0.9"]  # the signal's own
+    assert out["mechanism"] == {
+        "circuit": {"event": "rise", "levels": [0.5], "events": ["circuit 0.5"]},
+        "memorised": {"event": "rise", "levels": [0.99], "events": ["memorised 0.99"]}}
+    run = out["runs"]["g-seed2"]
+    assert run["event_steps"] == {"0.5": 60, "0.9": 60, "circuit 0.5": 50,
+                                  "memorised 0.99": 20}
+    assert run["mechanism"]["circuit"][:7] == [0.0] * 5 + [1.0] * 2
+    # each feature against the mechanism's events: rankme, two checkpoints before the
+    # accuracy, is one before the circuit
+    duel = out["head_to_head"]["circuit 0.5"]
+    assert duel["rankme"]["leads"] == [1] * 5 and duel["h1_total_persistence"]["leads"] == \
+        [-1] * 5
+    assert duel["circuit"]["distance"] == 0 and duel["circuit"]["p_adjusted"] == \
+        duel["circuit"]["p"]  # the mechanism's own check, alone
+    # every run memorises at step 20: the event orders are all alike, nothing can pass
+    assert out["head_to_head"]["memorised 0.99"]["memorised"]["p"] == 1.0
+    assert "hit_holm_p" not in out["alignment"]["circuit"]["0.5"]  # a reference
+    typed = PositiveControls.from_json(out)
+    assert typed.references == ("test_accuracy", "circuit", "memorised", "loss")
+    assert typed.every_event == ("0.5", "0.9", "circuit 0.5", "memorised 0.99")
+    assert typed.runs["g-seed2"].mechanism["memorised"][2] == 0.995
+    text = summary_markdown({"positive_controls": out}, records_of(records))
+    assert "| Run | Seed | Step reaching 0.5 | Step reaching 0.9 | Step `circuit` reaches " \
+           "0.5 | Step `memorised` reaches 0.99 | Final test_accuracy | Final circuit | " \
+           "Final memorised |" in text
+    assert "| `circuit` | the ground truth's mechanism |" in text.split("### F3.")[1]
+
+
+def test_the_head_to_head_figure_draws_every_feature_s_leads_run_by_run():
+    from toposig.records.positive_controls import PositiveControls
+    from toposig.report.plots_controls import has_head_to_head, plot_head_to_head
+
+    records, _ = hand_built(5)
+    section = G.positive_control_analysis(records_of(records),
+                                          ["h1_total_persistence", "rankme", "np_mean"])
+    stats = {"positive_controls": section}
+    assert has_head_to_head(records, stats, None)
+    fig = plot_head_to_head.plot(records, stats)
+    panels = [ax for ax in fig.axes if ax.get_title().startswith("Event")]
+    assert [ax.get_title().split(":")[0] for ax in panels] == ["Event 0.5", "Event 0.9"]
+    labels = [t.get_text() for t in panels[0].get_yticklabels()]
+    # the ground truth first, then by corrected p: the two at the event starred
+    assert labels[0].startswith("test_accuracy") and labels[-1].startswith("rankme")
+    assert {lab.split()[1] for lab in labels if lab.startswith("* ")} == {
+        "loss", "h1_total_persistence"}
+    rankme = [line.get_xdata()[0] for line in panels[0].lines
+              if line.get_marker() == "o" and abs(line.get_ydata()[0] - 3) < 0.5]
+    assert rankme == [2] * 5  # two checkpoints early in every run
+    empty = {"positive_controls": {**section, "head_to_head": {}}}
+    assert not has_head_to_head(records, empty, None)
+    assert PositiveControls.from_json(section).head_to_head["0.5"]["rankme"].leads == (2,) * 5
+
+
 def test_events_of_a_falling_signal_and_without_levels():
     steps = [0, 10, 20, 30, 40]
     assert G.event_steps(steps, [0.0, -0.1, -2.0, -2.1, -2.2], "fall") == {"halfway": 20}
@@ -177,6 +267,30 @@ def test_events_of_a_falling_signal_and_without_levels():
     assert G.chance_hit_rate(steps, 0) == pytest.approx(1 / 4)
     assert G.chance_hit_rate(steps, 20) == pytest.approx(3 / 4)
     assert G.chance_hit_rate(list(range(0, 101, 10)), 40) == pytest.approx(3 / 8)
+
+
+def test_the_head_to_head_tests_each_feature_s_distance_from_the_event_corrected():
+    # five runs, events at steps 40 .. 80: 120 orders of the events, the smallest p 1/120
+    records, _ = hand_built(5)
+    out = G.positive_control_analysis(records_of(records),
+                                      ["h1_total_persistence", "rankme", "np_mean"])
+    duel = out["head_to_head"]["0.5"]
+    assert out["alpha"] == 0.05 and set(out["head_to_head"]) == {"0.5", "0.9"}
+    assert set(duel) == {"test_accuracy", "loss", "h1_total_persistence", "rankme"}
+    h1, rankme, truth = duel["h1_total_persistence"], duel["rankme"], duel["test_accuracy"]
+    assert h1["distance"] == 0 and h1["leads"] == [0] * 5 and h1["n_runs"] == 5
+    assert h1["p"] == pytest.approx(1 / 120) == h1["min_p"]
+    # corrected over loss, h1 and rankme: only the true order gives any of them p 1/120
+    assert h1["p_adjusted"] == pytest.approx(1 / 120) and h1["detects"]
+    # two checkpoints early in every run: a lead of +2, no detection
+    assert rankme["leads"] == [2] * 5 and rankme["median_lead"] == 2
+    assert rankme["p_adjusted"] > rankme["p"] > 0.05 and not rankme["detects"]
+    # the ground truth's own check is tested alone: its corrected p is its p
+    assert truth["p_adjusted"] == truth["p"] == pytest.approx(1 / 120)
+    # an event that happens in one run only has no head-to-head
+    late = [r if r["model_label"] == "g-seed0" or r["ground_truth"]["value"] < 0.5 else
+            {**r, "ground_truth": {**r["ground_truth"], "value": 0.4}} for r in records]
+    assert G.positive_control_analysis(records_of(late), ["rankme"])["head_to_head"] == {}
 
 
 def test_the_statistics_and_summary_of_a_positive_control():
@@ -196,6 +310,14 @@ def test_the_statistics_and_summary_of_a_positive_control():
     assert "Left out, as they state another ground truth: `x`." in summary_markdown(left,
                                                                                    records)
     part_f = text.split("## Part F", 1)[1]
+    # F3: four runs, 24 orders: the smallest p is 1/24, and the two at the event have it
+    f3 = part_f.split("### F3.", 1)[1]
+    assert ("Step reaching 0.5: `loss`, `h1_total_persistence` (the smallest p these "
+            "runs allow: 0.042).") in f3
+    assert "| `rankme` | embedding_spectral | 2 (4); 0.75; 0.75; lead +2 |" in f3
+    assert "| `h1_total_persistence` | embedding_topological | 0 (4); 0.042; 0.042 " \
+           "**detects**; lead +0 |" in f3
+    assert f3.index("| `test_accuracy` |") < f3.index("| `h1_total_persistence` |")
     assert part_f.index("| `test_accuracy` | the ground truth itself | 4 of 4") \
         < part_f.index("| `loss` |") < part_f.index("| `h1_total_persistence` |")
 
@@ -260,6 +382,33 @@ def test_a_small_grokking_run_trains_measures_and_analyses(tmp_path):
     state = json.loads((suite / "grok-unit-seed1" / "step10" / "trainer_state.json").read_text())
     assert state["ground_truth"]["value"] == state["test_accuracy"]
     assert (state["seed"], state["seed_group"]) == (1, "grok-unit")
+    # the mechanism: Nanda et al.'s measures from the logits of every pair, with the key
+    # frequencies of the run's last checkpoint
+    from transformers import GPTNeoXForCausalLM
+
+    from toposig.features import modular_fourier as MF
+
+    def logits_of(step: int) -> np.ndarray:
+        folder = suite / "grok-unit-seed1" / f"step{step}"
+        return M.all_logits(GPTNeoXForCausalLM.from_pretrained(folder), 17)
+
+    key = MF.key_frequencies(logits_of(20).astype(np.float32).astype(np.float64))
+    assert state["key_frequencies"] == list(key) and key
+    train_pairs, _ = M.split(17, 0.5, 1)
+    train = np.zeros((17, 17), dtype=bool)
+    train[train_pairs[:, 0], train_pairs[:, 1]] = True
+    at10 = logits_of(10)
+    mechanism = state["ground_truth"]["mechanism"]
+    assert mechanism["train_accuracy"] == {"value": state["train_accuracy"], "event": "rise",
+                                           "levels": [M.TRAIN_LEVEL]}
+    assert mechanism["restricted_loss"]["value"] == pytest.approx(
+        MF.restricted_loss(at10, key), rel=1e-5)
+    assert mechanism["excluded_loss"]["value"] == pytest.approx(
+        MF.excluded_loss(at10, key, train), rel=1e-5)
+    # the held-out accuracy the trainer states is the one these logits give
+    a, b = np.meshgrid(np.arange(17), np.arange(17), indexing="ij")
+    right = at10.argmax(axis=2) == (a + b) % 17
+    assert state["train_accuracy"] == pytest.approx(right[train].mean())
     entries = json.loads((out / "data" / "all_results.json").read_text())
     assert len(entries) == 6 and all(e["ground_truth"]["signal"] == "test_accuracy"
                                      for e in entries)
@@ -268,6 +417,8 @@ def test_a_small_grokking_run_trains_measures_and_analyses(tmp_path):
     stats = json.loads((out / "data" / "statistics.json").read_text())
     assert stats["target"] == "test_accuracy"
     assert list(stats["positive_controls"]["runs"]) == ["grok-unit-seed0", "grok-unit-seed1"]
+    assert list(stats["positive_controls"]["mechanism"]) == [
+        "train_accuracy", "restricted_loss", "excluded_loss"]
     assert len(stats["controlled"]["per_model"]) == 2
     assert "## Part F. Positive control" in (out / "summary.md").read_text()
     assert (out / "plots" / "positive_control.png").is_file()

@@ -115,7 +115,7 @@ def test_the_package_version_is_pyprojects():
 
 
 def test_every_figure_follows_the_one_convention():
-    assert len(figures.ALL_FIGURES) == 24
+    assert len(figures.ALL_FIGURES) == 25
     for name, fig in figures.ALL_FIGURES.items():
         assert isinstance(fig, style.Figure) and fig.name == name
         assert fig.__doc__ and fig.__name__.startswith("plot_")

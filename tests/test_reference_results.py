@@ -81,12 +81,14 @@ def test_the_aggregates_hold_every_record_of_the_study_and_nothing_else():
 # no committed study measured the inter-layer zigzag, the one family whose figure over
 # training is the shared one (feature_evolution)
 NOT_DRAWN = {
-    RESULTS: {"seed_ensemble", "positive_control", "feature_evolution"},  # no ground truth
-    RESULTS / "seed004": {"seed_ensemble", "positive_control", "feature_evolution"},
+    # no ground truth
+    RESULTS: {"seed_ensemble", "positive_control", "head_to_head", "feature_evolution"},
+    RESULTS / "seed004": {"seed_ensemble", "positive_control", "head_to_head",
+                          "feature_evolution"},
     # an ensemble of the two default families, analysed layer only: no layer heatmap, no
     # loss probes
     RESULTS / "ensemble": {"layer_heatmaps", "loss_landscapes", "loss_probe_evolution",
-                           "positive_control", "feature_evolution"},
+                           "positive_control", "head_to_head", "feature_evolution"},
     # five seeds of one model with a ground truth, the two default families, analysed
     # layer only: no layer heatmap, no loss probes, one size
     RESULTS / "grokking": {"layer_heatmaps", "loss_landscapes", "loss_probe_evolution",

@@ -17,7 +17,6 @@ on arrays.
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,7 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as sps
 
-from toposig.analysis.controls import holm
+from toposig.analysis.controls import ALPHA, holm
+from toposig.analysis.head_to_head import event_orders, head_to_head
 from toposig.records import GroundTruth, Record
 
 
@@ -181,27 +181,19 @@ def swapped_hits(steps: Sequence[Sequence[int]], change_points: Sequence[int],
     return out
 
 
-PERMUTATIONS = 20_000  # drawn when the runs have more orders than this (9 runs or more)
-PERMUTATION_SEED = 0
-
-
 def permutation_p_value(hits: np.ndarray) -> float | None:
     """One-sided p of the hits on the diagonal of :func:`swapped_hits` when the events
-    are handed to the runs in every order (all ``n!`` orders up to 8 runs, else
-    :data:`PERMUTATIONS` drawn with a fixed seed; the observed order counts): the share of
-    orders with at least as many hits. Calibrated whatever the features' trends, as long
-    as the runs are exchangeable; with ``n`` runs it is at least ``1 / n!``. ``None``
-    with fewer than two runs."""
+    are handed to the runs in every order (:func:`toposig.analysis.head_to_head.event_orders`:
+    all ``n!`` orders up to 8 runs, else
+    :data:`~toposig.analysis.head_to_head.PERMUTATIONS` drawn with a fixed seed; the
+    observed order counts): the share of orders with at least as many hits. Calibrated
+    whatever the features' trends, as long as the runs are exchangeable; with ``n`` runs
+    it is at least ``1 / n!``. ``None`` with fewer than two runs."""
     n = len(hits)
     if n < 2:
         return None
     observed = int(np.trace(hits))
-    if math.factorial(n) <= PERMUTATIONS:
-        orders = np.array(list(itertools.permutations(range(n))))
-    else:
-        rng = np.random.default_rng(PERMUTATION_SEED)
-        drawn = np.array([rng.permutation(n) for _ in range(PERMUTATIONS - 1)])
-        orders = np.concatenate([np.arange(n)[None, :], drawn])
+    orders = event_orders(n)
     scores = hits[np.arange(n)[None, :], orders].sum(axis=1)
     return float(np.mean(scores >= observed))
 
@@ -271,9 +263,14 @@ def positive_control_analysis(records: Sequence[Record], features: Sequence[str]
         ``swapped_hit_rate``, the hit rate of each run's change-point at the other
         runs' events, and ``permutation_p`` (:func:`permutation_p_value`), which a
         feature that moves with the stage of training, not the event, does not pass;
-        ``median_lead`` and ``median_apart``; ``n_runs``). The runs are those whose
-        ground truth is defined as the first run's (signal, event, levels); the others
-        are named in ``runs_left_out``.
+        ``median_lead`` and ``median_apart``; ``n_runs``), ``head_to_head`` (event ->
+        feature -> :func:`toposig.analysis.head_to_head.head_to_head`'s entry: the mean
+        distance of the change-points from the event over the runs where it happens, its
+        permutation p corrected over every feature but the signal, whose check is tested
+        alone; events that happen in fewer than two runs have none) and ``alpha``, the
+        level a corrected p must be below for a feature to detect the event. The runs
+        are those whose ground truth is defined as the first run's (signal, event,
+        levels); the others are named in ``runs_left_out``.
     """
     runs: dict[str, list[tuple[int, GroundTruth, Record]]] = {}
     for r in records:
@@ -284,8 +281,11 @@ def positive_control_analysis(records: Sequence[Record], features: Sequence[str]
     first = next(iter(runs.values()))[0][1]
     signal, event, levels = first.signal, first.event, first.levels or None
 
+    mechanism = [(m.signal, m.event, m.levels or None) for m in first.mechanism]
+
     def definition(truth: GroundTruth) -> tuple:
-        return truth.signal, truth.event, truth.levels
+        return (truth.signal, truth.event, truth.levels,
+                tuple((m.signal, m.event, m.levels) for m in truth.mechanism))
 
     # runs that state another ground truth (another task in the same folder) are named,
     # not mixed in
@@ -301,18 +301,40 @@ def positive_control_analysis(records: Sequence[Record], features: Sequence[str]
         out_runs[label] = {"seed": start.seed, "seed_group": start.seed_group,
                            "steps": steps, "signal": values,
                            "event_steps": event_steps(steps, values, event, levels)}
-    events = list(next(iter(out_runs.values()))["event_steps"])
+        if mechanism:
+            measured = {m.signal: [] for m in first.mechanism}
+            for _, truth, _ in found:
+                for m in truth.mechanism:
+                    measured[m.signal].append(m.value)
+            out_runs[label]["mechanism"] = measured
+            for name, kind, at in mechanism:
+                out_runs[label]["event_steps"].update({
+                    f"{name} {key}": step
+                    for key, step in event_steps(steps, measured[name], kind, at).items()})
+    first_run = next(iter(out_runs.values()))
+    events = list(event_steps(first_run["steps"], first_run["signal"], event, levels))
+    mechanism_events = {name: [e for e in first_run["event_steps"]
+                               if e.startswith(f"{name} ")] for name, _, _ in mechanism}
+    every_event = list(first_run["event_steps"])
+    references = (signal, *(name for name, _, _ in mechanism))
+    # the head-to-head's runs of each event: those where it happens
+    contest = {name: [label for label, info in out_runs.items()
+                      if info["event_steps"][name] in info["steps"]] for name in every_event}
+    change_points: dict[str, dict[str, list[int | None]]] = {name: {} for name in every_event}
     alignment: dict[str, dict] = {}
-    for feature in dict.fromkeys([signal, "loss", *features]):
+    for feature in dict.fromkeys([signal, *references[1:], "loss", *features]):
         per_event = {}
-        for name in events:
+        for name in every_event:
             leads, apart, hits, chance, placed = [], [], [], [], []
             for label, found in runs.items():
                 info = out_runs[label]
-                series = [_value_of(r, feature, signal) for _, _, r in found]
+                series = [_value_of(r, feature, references) for _, _, r in found]
                 series = [v if isinstance(v, (int, float)) and math.isfinite(v) else None
                           for v in series]
                 found = alignment_or_none(info["steps"], series, info["event_steps"][name])
+                if label in contest[name]:
+                    change_points[name].setdefault(feature, []).append(
+                        None if found is None else found.feature_step)
                 leads.append(None if found is None else found.lead)
                 apart.append(None if found is None else found.checkpoints_apart)
                 hits.append(None if found is None else found.hit)
@@ -335,20 +357,38 @@ def positive_control_analysis(records: Sequence[Record], features: Sequence[str]
             }
         if any(e["n_runs"] for e in per_event.values()):
             alignment[feature] = per_event
-    tested = [f for f in alignment if f not in (signal, "loss")]
-    for name in events:  # Holm over the features (the references are no test)
+    tested = [f for f in alignment if f not in (*references, "loss")]
+    for name in every_event:  # Holm over the features (the references are no test)
         adjusted = holm([alignment[f][name]["hit_p"] for f in tested])
         for f, p in zip(tested, adjusted, strict=True):
             alignment[f][name]["hit_holm_p"] = p
+    duel = {}
+    for name in every_event:
+        labels = contest[name]
+        if len(labels) >= 2:
+            duel[name] = head_to_head(
+                [out_runs[label]["steps"] for label in labels],
+                [out_runs[label]["event_steps"][name] for label in labels],
+                {f: cps for f, cps in change_points[name].items() if f in alignment},
+                references=references, alpha=ALPHA)
     return {"signal": signal, "event": event, "levels": list(levels) if levels else None,
             "events": events, "runs": out_runs, "alignment": alignment,
+            "head_to_head": duel, "alpha": ALPHA,
+            **({"mechanism": {name: {"event": kind, "levels": list(at) if at else None,
+                                     "events": mechanism_events[name]}
+                              for name, kind, at in mechanism}} if mechanism else {}),
             **({"runs_left_out": left_out} if left_out else {})}
 
 
-def _value_of(record: Record, name: str, signal: str) -> float | None:
-    """The ground-truth signal, the stored loss, or a feature of one record."""
-    if name == signal:
-        return record.ground_truth.value if record.ground_truth else None
+def _value_of(record: Record, name: str, references: Sequence[str]) -> float | None:
+    """The ground-truth signal (``references[0]``), a signal of its mechanism (the
+    rest), the stored loss, or a feature of one record."""
+    truth = record.ground_truth
+    if name == references[0]:
+        return truth.value if truth else None
+    if name in references:
+        return next((m.value for m in truth.mechanism if m.signal == name), None) \
+            if truth else None
     if name == "loss":
         return record.loss
     return record.features.get(name)

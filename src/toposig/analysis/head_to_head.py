@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from toposig.analysis.ground_truth import PERMUTATION_SEED, PERMUTATIONS
-
+PERMUTATIONS = 20_000  # drawn when the runs have more orders than this (9 runs or more)
+PERMUTATION_SEED = 0
 
 def swapped_distances(steps: Sequence[Sequence[int]], change_points: Sequence[int | None],
                       events: Sequence[int]) -> np.ndarray:
@@ -111,4 +111,56 @@ def distance_tests(distances: Mapping[str, np.ndarray]) -> dict[str, DistanceTes
         p = float(p_of_order[f][0])
         out[f] = DistanceTest(float(stats[f][0]), p, float(np.mean(smallest <= p)), min_p,
                               runs)
+    return out
+
+
+def signed_leads(steps: Sequence[Sequence[int]], change_points: Sequence[int | None],
+                 events: Sequence[int]) -> list[int | None]:
+    """Per run, the event's checkpoint minus the change-point's, on the run's own
+    checkpoints (positive: the feature moves first; ``None`` where undefined)."""
+    out: list[int | None] = []
+    for grid_steps, found, event in zip(steps, change_points, events, strict=True):
+        if found is None:
+            out.append(None)
+            continue
+        grid = np.asarray(sorted(grid_steps), dtype=np.int64)
+        out.append(int(np.abs(grid - event).argmin()) - int(np.abs(grid - found).argmin()))
+    return out
+
+
+def head_to_head(steps: Sequence[Sequence[int]], events: Sequence[int],
+                 change_points: Mapping[str, Sequence[int | None]],
+                 references: Sequence[str] = (), alpha: float = 0.05) -> dict[str, dict]:
+    """The head-to-head of every feature against one event, over the runs where the
+    event happens, as JSON-ready entries.
+
+    Args:
+        steps: per run, its checkpoint steps.
+        events: per run, the event's step.
+        change_points: feature -> per run, its change-point's step (``None``: none).
+        references: features tested alone, not corrected over with the rest (the
+            ground-truth signal itself: it is the method's check, not a contender).
+        alpha: the level a feature's corrected p must be below to be said to detect the
+            event.
+
+    Returns:
+        feature -> ``distance`` (mean checkpoints from the event), ``p``, ``p_adjusted``
+        (min-P over the non-reference features), ``min_p``, ``n_runs``, ``leads`` (per
+        run, :func:`signed_leads`), ``median_lead`` (checkpoints) and ``detects``
+        (``p_adjusted < alpha``).
+    """
+    distances = {f: swapped_distances(steps, cps, events) for f, cps in change_points.items()}
+    contenders = {f: d for f, d in distances.items() if f not in references}
+    tests = {**distance_tests(contenders),
+             **{f: distance_tests({f: distances[f]})[f] for f in references
+                if f in distances}}
+    out = {}
+    for f in change_points:
+        t = tests[f]
+        leads = signed_leads(steps, change_points[f], events)
+        defined = [v for v in leads if v is not None]
+        out[f] = {"distance": t.distance, "p": t.p, "p_adjusted": t.p_adjusted,
+                  "min_p": t.min_p, "n_runs": t.n_runs, "leads": leads,
+                  "median_lead": float(np.median(defined)) if defined else None,
+                  "detects": t.p_adjusted is not None and t.p_adjusted < alpha}
     return out

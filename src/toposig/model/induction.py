@@ -9,10 +9,17 @@ random block minus the mean loss on its first copy (:func:`in_context_score`), a
 before the heads form and several nats below 0 after. It drops within a narrow window
 of training, at a step that differs from seed to seed; that drop is the ground truth:
 every checkpoint's ``trainer_state.json`` states the score as
-``{"signal": "in_context_score", "value": ..., "event": "fall"}``
+``{"signal": "in_context_score", "value": ..., "event": "fall", "levels": [-0.5, -1]}``
 (:data:`toposig.records.GROUND_TRUTH`), and the analysis places every feature's
-change-point against the step at which the score is halfway from its first to its last
-value (:mod:`toposig.analysis.ground_truth`).
+change-point against the first checkpoints at which the score comes down to fixed levels
+(:data:`LEVELS`; not a fraction of its final value, which moves with when training
+stops; :mod:`toposig.analysis.ground_truth`). Beside it, the ground truth's
+``mechanism`` names the heads (Olsson et al.): the largest prefix-matching score of any
+head on the same sequences (how much of its attention goes to the token after the
+current token's earlier copy; :func:`toposig.model.heads.prefix_matching`), an event
+when it reaches :data:`PREFIX_LEVEL`, and the copying score of that head's OV circuit
+(:func:`toposig.model.heads.copying_score`), an event when it reaches
+:data:`COPYING_LEVEL`.
 
 The text is WikiText-2 (the split the project's suites train on: never the analysed
 validation split) at the byte level, in short windows (a context of 32 bytes: the time
@@ -49,6 +56,7 @@ import torch.nn.functional as F  # noqa: N812
 
 from toposig.checkpoint_steps import scheduled_steps
 from toposig.files.atomic import atomic_write_bytes, atomic_write_json, make_folder, read_json
+from toposig.model.heads import head_scores
 from toposig.model.task import TaskConfig, check_task_fields, task_check, task_suite
 from toposig.model.training import (
     DONE_FILE,
@@ -65,6 +73,9 @@ logger = logging.getLogger(__name__)
 
 TASK = "induction"
 SIGNAL = "in_context_score"
+LEVELS = (-0.5, -1.0)  # the ground truth's steps: the score coming down to them, nats
+PREFIX_LEVEL = 0.3  # the largest head's prefix-matching score (about 0.08 untrained)
+COPYING_LEVEL = 0.9  # that head's copying score (Σ Re λ / Σ |λ|; about 0 untrained)
 # the blocks' bytes: letters and digits, ids 48..57, 65..90, 97..122 of the byte tokenizer
 ALPHABET = np.frombuffer((string.ascii_letters + string.digits).encode("ascii"), np.uint8)
 WEIGHT_EXCLUDE = r"\.mlp\."  # the zero MLP matrices, left out of the weight family
@@ -206,6 +217,21 @@ def in_context_score(model, sequences: torch.Tensor) -> float:
     return float(losses[:, length:].mean() - losses[:, : length - 1].mean())
 
 
+def mechanism(model, sequences: torch.Tensor) -> dict:
+    """The ground truth's ``mechanism`` at one checkpoint: the largest prefix-matching
+    score of any head on ``sequences`` and the copying score of that head
+    (:func:`toposig.model.heads.head_scores`); the model is left in its mode."""
+    was_training = model.training
+    model.eval()
+    prefix, copying = head_scores(model, sequences, sequences.shape[1] // 2)
+    model.train(was_training)
+    best = np.unravel_index(int(np.argmax(prefix)), prefix.shape)
+    return {"prefix_matching": {"value": float(prefix[best]), "event": "rise",
+                                "levels": [PREFIX_LEVEL]},
+            "copying": {"value": float(copying[best]), "event": "rise",
+                        "levels": [COPYING_LEVEL]}}
+
+
 def task_texts(c: InductionConfig) -> list[str]:
     """The lines of ``inputs.txt``: ``n_texts`` spans of :data:`INPUT_SPAN` printable ASCII
     bytes of WikiText-2 validation (no space at either end), each written twice, drawn
@@ -301,7 +327,9 @@ def train_run(c: InductionConfig, k: int, run_dir: Path, tok, text, progress: bo
             score = in_context_score(model, sequences)
             losses = token_losses(model, held_out)
             info = {"step": step, "val_loss": float(losses.mean()), SIGNAL: score,
-                    "ground_truth": {"signal": SIGNAL, "value": score, "event": "fall"},
+                    "ground_truth": {"signal": SIGNAL, "value": score, "event": "fall",
+                                     "levels": list(LEVELS),
+                                     "mechanism": mechanism(model, sequences)},
                     "model": name, "suite": c.name, "seed": seed, "seed_group": c.name}
             save_checkpoint(model, tok, run_dir / f"step{step}", info)
             bar.set_postfix(in_context_score=f"{score:.2f}")

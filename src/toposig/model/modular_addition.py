@@ -10,7 +10,12 @@ ground truth: every checkpoint's
 ``{"signal": "test_accuracy", "value": ..., "event": "rise", "levels": [0.5, 0.9]}``
 (:data:`toposig.records.GROUND_TRUTH`), which the records of its measurements carry and
 the analysis places every feature's change-point against
-(:mod:`toposig.analysis.ground_truth`).
+(:mod:`toposig.analysis.ground_truth`). Beside it, the ground truth's ``mechanism``
+states Nanda et al.'s progress measures at every checkpoint: the training accuracy
+(memorisation), and the restricted and excluded loss in the Fourier basis of the
+operands (:mod:`toposig.features.modular_fourier`), from the logits of every pair and
+the key frequencies of the run's last checkpoint (written into every checkpoint's
+``trainer_state.json`` once the run is trained, before its ``done.json``).
 
 Each checkpoint is a Hugging Face GPT-NeoX folder with a word-level tokenizer (``0`` ..
 ``p-1``, ``=``), so the embedding family measures the task's own inputs: the suite folder
@@ -35,6 +40,7 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 
 from toposig.checkpoint_steps import scheduled_steps
+from toposig.features.modular_fourier import excluded_loss, key_frequencies, restricted_loss
 from toposig.files.atomic import atomic_write_bytes, atomic_write_json, make_folder, read_json
 from toposig.model.task import TaskConfig, check_task_fields, task_check, task_suite
 from toposig.model.training import (
@@ -49,6 +55,7 @@ TASK = "modular_addition"
 EQUALS = "="
 SIGNAL = "test_accuracy"
 LEVELS = (0.5, 0.9)  # the ground truth's steps: held-out accuracy reaching 50 % and 90 %
+TRAIN_LEVEL = 0.99  # the mechanism's memorisation step: training accuracy reaching 99 %
 TEXTS_SEED = 0  # the pairs of inputs.txt: the same for every seed of the suite
 
 
@@ -169,6 +176,31 @@ def answer_logits(model, x: torch.Tensor, p: int) -> torch.Tensor:
 
 
 @torch.no_grad()
+def all_logits(model, p: int) -> np.ndarray:
+    """``(p, p, p)`` float64: the score of every answer ``c`` for every pair ``(a, b)``,
+    ``[a, b, c]`` (:mod:`toposig.features.modular_fourier`'s layout)."""
+    a, b = np.meshgrid(np.arange(p), np.arange(p), indexing="ij")
+    x, _ = inputs(np.stack([a.ravel(), b.ravel()], 1), p)
+    model.eval()
+    logits = answer_logits(model, x, p)
+    model.train()
+    return logits.double().numpy().reshape(p, p, p)
+
+
+def mechanism(logits: np.ndarray, key: tuple[int, ...], train: np.ndarray,
+              train_accuracy: float) -> dict:
+    """The ground truth's ``mechanism`` at one checkpoint: the training accuracy
+    (memorisation: rises; its event is reaching :data:`TRAIN_LEVEL`) and Nanda et al.'s
+    restricted loss (every pair, the logits kept to the key frequencies: falls) and
+    excluded loss (the training pairs, the key frequencies taken out: rises), each
+    event halfway."""
+    return {"train_accuracy": {"value": train_accuracy, "event": "rise",
+                               "levels": [TRAIN_LEVEL]},
+            "restricted_loss": {"value": restricted_loss(logits, key), "event": "fall"},
+            "excluded_loss": {"value": excluded_loss(logits, key, train), "event": "rise"}}
+
+
+@torch.no_grad()
 def evaluate(model, x: torch.Tensor, y: torch.Tensor, p: int) -> tuple[float, float]:
     """Mean cross-entropy (nats) and accuracy of the answers to ``x``."""
     model.eval()
@@ -220,11 +252,15 @@ def train_run(c: ModularConfig, k: int, run_dir: Path, tok, progress: bool = Tru
                             betas=(0.9, 0.98))
     schedule = scheduled_steps(c.steps, c.checkpoint_every, "regular")
     name = f"{c.name}-seed{k}"
+    train_mask = np.zeros((c.p, c.p), dtype=bool)
+    train_mask[train_pairs[:, 0], train_pairs[:, 1]] = True
+    logits_at: dict[int, np.ndarray] = {}  # float32: 51 checkpoints of p = 59 are 41 MB
     log: list[str] = []
     t0 = time.perf_counter()
     bar = tqdm(total=c.steps, desc=name, unit="step", disable=not progress)
     for step in range(c.steps + 1):
         if step in schedule:
+            logits_at[step] = all_logits(model, c.p).astype(np.float32)
             train_loss, train_acc = evaluate(model, x_train, y_train, c.p)
             test_loss, test_acc = evaluate(model, x_test, y_test, c.p)
             info = {"step": step, "val_loss": test_loss, "train_loss": train_loss,
@@ -247,10 +283,19 @@ def train_run(c: ModularConfig, k: int, run_dir: Path, tok, progress: bool = Tru
     bar.close()
     atomic_write_bytes(run_dir / "train_log.jsonl", "".join(f"{ln}\n" for ln in log).encode(),
                        root=run_dir.parent)
+    # the mechanism needs the run's key frequencies, those of its last checkpoint
+    key = key_frequencies(logits_at[c.steps])
+    for step, logits in logits_at.items():
+        state_file = run_dir / f"step{step}" / "trainer_state.json"
+        state = read_json(state_file)
+        state["key_frequencies"] = list(key)
+        state["ground_truth"]["mechanism"] = mechanism(
+            logits.astype(np.float64), key, train_mask, state["train_accuracy"])
+        atomic_write_json(state_file, state, root=run_dir)
     final = read_json(run_dir / f"step{c.steps}" / "trainer_state.json")
     result = {"name": name, "seed": seed, "seed_group": c.name, "checkpoints": schedule,
               "num_parameters": sum(q.numel() for q in model.parameters()),
-              "final_test_accuracy": final["test_accuracy"],
+              "final_test_accuracy": final["test_accuracy"], "key_frequencies": list(key),
               "final_val_loss": final["val_loss"], "seconds": time.perf_counter() - t0}
     atomic_write_json(done, result, root=run_dir.parent)
     return result

@@ -194,12 +194,16 @@ class GroundTruth:
         value: its value at this checkpoint.
         event: ``rise`` or ``fall``: the change the transition makes.
         levels: the levels a run's change is placed by, or ``()`` for the default.
+        mechanism: further signals of the run that name the mechanism (training
+            accuracy, an attention head's score ...), each a :class:`GroundTruth` of its
+            own (without a mechanism), in the order stated.
     """
 
     signal: str
     value: float
     event: str
     levels: tuple[float, ...] = ()
+    mechanism: tuple[GroundTruth, ...] = ()
 
 
 def _view(mapping: dict | None) -> Mapping:
@@ -565,7 +569,11 @@ def _ground_truth(truth: dict | None) -> GroundTruth | None:
     if truth is None:
         return None
     return GroundTruth(signal=truth["signal"], value=truth["value"], event=truth["event"],
-                       levels=tuple(truth.get("levels") or ()))
+                       levels=tuple(truth.get("levels") or ()),
+                       mechanism=tuple(
+                           GroundTruth(signal=name, value=m["value"], event=m["event"],
+                                       levels=tuple(m.get("levels") or ()))
+                           for name, m in (truth.get("mechanism") or {}).items()))
 
 
 def _matrices(data: dict) -> tuple[MatrixResult, ...]:

@@ -287,14 +287,38 @@ def seed_problem(record: Mapping) -> str | None:
 def ground_truth_problem(truth: object) -> str | None:
     """What is wrong with a record's :data:`GROUND_TRUTH`, or ``None``: absent, or a
     mapping of a signal name (lower-case, not a field records already have), a finite
-    value, an event (``rise`` or ``fall``) and optionally its levels (finite numbers)."""
+    value, an event (``rise`` or ``fall``), optionally its levels (finite numbers) and
+    optionally its ``mechanism``: further signals of the same run that name the mechanism
+    (name -> an object of value, event and optionally levels, each name as the signal's
+    and none the signal itself)."""
     if truth is None:
         return None
     if not isinstance(truth, Mapping):
         return f"has ground_truth {truth!r}, not an object"
-    extra = sorted(set(truth) - {"signal", "value", "event", "levels"})
+    extra = sorted(set(truth) - {"signal", "value", "event", "levels", "mechanism"})
     if extra:
-        return f"has ground_truth fields {extra} beside signal, value, event, levels"
+        return (f"has ground_truth fields {extra} beside signal, value, event, levels, "
+                "mechanism")
+    if (problem := _signal_problem(truth)) is not None:
+        return problem
+    mechanism = truth.get("mechanism")
+    if mechanism is None:
+        return None
+    if not isinstance(mechanism, Mapping) or not mechanism:
+        return f"has a ground-truth mechanism {mechanism!r}, not an object of signals"
+    for name, measure in mechanism.items():
+        if not isinstance(measure, Mapping) or set(measure) - {"value", "event", "levels"}:
+            return (f"has a ground-truth mechanism signal {name!r} that is not an object "
+                    "of value, event and levels")
+        if name == truth.get("signal"):
+            return f"has a ground-truth mechanism signal {name!r} named as the signal"
+        if (problem := _signal_problem({**measure, "signal": name})) is not None:
+            return problem.replace("ground-truth", "ground-truth mechanism", 1)
+    return None
+
+
+def _signal_problem(truth: Mapping) -> str | None:
+    """What is wrong with one ground-truth signal's name, value, event and levels."""
     signal = truth.get("signal")
     if not (isinstance(signal, str) and _SIGNAL_NAME.fullmatch(signal)) \
             or signal in _RESERVED or signal in _FAMILY_PARTS or signal in NUMERIC_FIELDS \

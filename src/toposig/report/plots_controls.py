@@ -187,6 +187,102 @@ def plot_positive_control(records: Sequence[Record], statistics: StatisticsLike,
     return fig
 
 
-CONTROL_FIGURES: dict[str, Figure] = registry(plot_positive_control)
+MAX_EVENTS = 3  # panels of the head-to-head figure: the signal's first events, then
+# the first of each mechanism signal's
 
-__all__ = ["CONTROL_FIGURES", "has_positive_controls", "plot_positive_control"]
+
+def has_head_to_head(records: Sequence[Record], statistics: StatisticsLike,
+                     arrays: ArraysOf | None) -> bool:
+    """The positive-control section holds a head-to-head of at least one event."""
+    try:
+        section = positive_controls_of(statistics)
+    except SectionError:
+        return False
+    return section is not None and any(section.head_to_head.values())
+
+
+def _duel_panel(ax: Axes, section: PositiveControls, event: str) -> None:
+    """Every feature's signed distance from ``event``, run by run, in checkpoints (right
+    of 0: the feature moves first), the ground truth first, then by corrected p; a
+    feature that detects the transition is starred and bold."""
+    duel = section.head_to_head[event]
+    runs = [label for label, run in section.runs.items()
+            if run.event_steps.get(event) is not None
+            and run.event_steps.get(event) in run.steps]
+    colours = run_colours(list(section.runs))
+
+    truth = (section.signal, *section.mechanism)  # tested alone, placed first
+
+    def key(feature: str) -> tuple:
+        t = duel[feature]
+        p = finite_or_none(t.p_adjusted)
+        d = finite_or_none(t.distance)
+        return (truth.index(feature) if feature in truth else len(truth),
+                p if p is not None else np.inf, d if d is not None else np.inf, feature)
+
+    features = sorted(duel, key=key)
+    for i, feature in enumerate(features):
+        leads = duel[feature].leads
+        for k, lead in enumerate(leads):
+            if lead is None:
+                continue
+            jitter = (k - (len(leads) - 1) / 2) * 0.1
+            ax.plot([lead], [i + jitter], linestyle="none", marker="o", markersize=3.5,
+                    color=colours[runs[k]] if k < len(runs) else "0.3")
+        median = finite_or_none(duel[feature].median_lead)
+        if median is not None:
+            ax.plot([median], [i], marker="|", markersize=9, color="black")
+    ax.axvline(0.0, color="0.3", linewidth=0.8)
+    labels = []
+    for f in features:
+        t = duel[f]
+        p = finite_or_none(t.p_adjusted)
+        star = "* " if t.detects and f not in truth else ""
+        labels.append(f"{star}{f}  (p {p:.2g})" if p is not None else f"{star}{f}")
+    ax.set_yticks(np.arange(len(features)), labels, fontsize=6)
+    for tick, f in zip(ax.get_yticklabels(), features, strict=True):
+        if duel[f].detects and f not in truth:
+            tick.set_fontweight("bold")
+    ax.set_ylim(len(features) - 0.5, -0.5)
+    ax.set_xlabel("event's checkpoint − change-point's (right of 0: the feature moves "
+                  "first)")
+    floor = next(iter(duel.values())).min_p
+    ax.set_title(f"Event {event}: every feature's change-point, run by run\n"
+                 f"(|: median; * detects: corrected p < {section.alpha or 0.05:g}; "
+                 f"the smallest p: {floor:.2g})", fontsize=8)
+    ax.legend(handles=[Line2D([], [], color=colours[r], marker="o", linestyle="none",
+                              label=r) for r in runs], fontsize=6, loc="lower right")
+
+
+@figure("head_to_head", has_head_to_head)
+def plot_head_to_head(records: Sequence[Record], statistics: StatisticsLike,
+                      arrays: ArraysOf | None = None,
+                      on: Target | None = None) -> Drawn | None:
+    """The head-to-head on the known transition (part F3 of the summary): for the
+    signal's first event, each mechanism signal's first and the signal's others, up to
+    :data:`MAX_EVENTS`, every feature's change-point against the event, run by run, in
+    checkpoints, sorted by the corrected p of its mean distance."""
+    section = positive_controls_of(statistics) or PositiveControls()
+    own = [e for e in section.events if section.head_to_head.get(e)]
+    mechanism = [next(e for e in m.events if section.head_to_head.get(e))
+                 for m in section.mechanism.values()
+                 if any(section.head_to_head.get(e) for e in m.events)]
+    events = (own[:1] + mechanism + own[1:])[:MAX_EVENTS]
+    if not events:
+        fig, ax = subplots(1, 1, figsize=(8.0, 4.0), target=on)
+        no_data(ax, "no event happens in two runs or more")
+        return fig
+    rows = max(len(section.head_to_head[e]) for e in events)
+    fig, axes = subplots(1, len(events), figsize=(7.5 * len(events), 1.5 + 0.2 * rows),
+                         layout="constrained", squeeze=False, target=on)
+    for ax, event in zip(axes[0], events, strict=True):
+        _duel_panel(ax, section, event)
+    fig.suptitle("Head to head: which family's change-point lies nearest the known "
+                 "transition?")
+    return fig
+
+
+CONTROL_FIGURES: dict[str, Figure] = registry(plot_positive_control, plot_head_to_head)
+
+__all__ = ["CONTROL_FIGURES", "has_head_to_head", "has_positive_controls",
+           "plot_head_to_head", "plot_positive_control"]
