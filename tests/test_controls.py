@@ -241,6 +241,27 @@ def test_a_feature_must_beat_the_best_baseline_of_its_space():
     assert controls.baselines_of("np_mean")[0] == "weight_l2_norm"
 
 
+def test_the_gradient_cosine_is_tested_beyond_the_noise_scale_that_predicts_it():
+    rng = np.random.default_rng(4)
+    n = 40
+    noise = np.cumsum(rng.normal(size=n))  # the noise scale's own path
+    loss = 3 + 0.2 * noise + rng.normal(scale=0.05, size=n)
+    own = rng.normal(size=n)  # the loss's own fluctuations, which no feature shares
+    recs = records_of([
+        {"model_label": "a", "step": i * 10, "perplexity": float(np.exp(loss[i] + 0.3 * own[i])),
+         "features": {"grad_noise_scale": float(noise[i]),
+                      "grad_cosine_mean": float(-noise[i] + rng.normal(scale=0.2))}}
+        for i in range(n)])
+    out = controls.controlled_correlations(recs, {"grad_cosine_mean": "perplexity"},
+                                           n_resamples=50, n_surrogates=49)
+    e = out["per_model"]["a"]["grad_cosine_mean"]
+    assert e["baseline"] == "grad_noise_scale" and set(e["beyond_by_baseline"]) == {
+        "grad_noise_scale"}
+    # it follows the noise scale: nothing is left of it beyond
+    assert abs(e["diff_r"]) > 0.5 and e["beyond_p"] > 0.05
+    assert e["significant"]["beyond_baseline"] is False
+
+
 def test_a_baseline_too_sparse_to_test_is_not_the_hardest():
     rng = np.random.default_rng(2)
     recs = []

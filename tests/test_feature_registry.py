@@ -106,6 +106,9 @@ WEIGHTS = ("weight_l2_norm", "weight_spectral_norm_mean", "weight_alpha_mean",
     ("grad_h0_total_persistence", "gradient_topological",
      ("grad_norm_mean", "grad_noise_scale")),
     ("grad_norm_mean", "gradient_statistics", ()),
+    ("grad_noise_scale", "gradient_statistics", ()),
+    # not topology, but what the noise scale predicts: tested beyond it
+    ("grad_cosine_mean", "gradient_agreement", ("grad_noise_scale",)),
     ("hessian_eig_3", "curvature", ()),
     ("rankme", "embedding_spectral", ()),
     ("mean_norm", "other", ()),
@@ -155,3 +158,12 @@ def test_a_matrix_value_is_looked_up_apart_from_the_checkpoint_features():
     assert registry.kind_of("std", matrix=True) == Kind.CONTINUOUS
     assert registry.kind_of("ww_num_evals", matrix=True) == Kind.COUNT
     assert registry.kind_of("h1_n_features", matrix=True) == Kind.COUNT
+
+
+def test_the_summary_names_every_group_s_baselines_from_the_registry():
+    from toposig.report.summary.robustness import baselines_text
+
+    text = baselines_text()
+    assert "gradient agreement: `grad_noise_scale`" in text
+    assert "gradient topology: `grad_norm_mean`, `grad_noise_scale`" in text
+    assert "`weight_std_over_max_mean`" in text and "weight statistics" not in text

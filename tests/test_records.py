@@ -78,6 +78,7 @@ def test_feature_groups_name_their_family_and_label():
              "landscape_n_minima": ("landscape_topological", "landscape"),
              "grad_h1_total_persistence": ("gradient_topological", "gradients"),
              "grad_norm_mean": ("gradient_statistics", "gradients"),
+             "grad_cosine_mean": ("gradient_agreement", "gradients"),
              "llc_mean": ("llc", "llc"),
              "zigzag_h0_n_bars": ("interlayer_topological", "interlayer"),
              "layer_knn_overlap": ("interlayer_statistics", "interlayer"),
@@ -87,10 +88,10 @@ def test_feature_groups_name_their_family_and_label():
     assert {registry.owner(g).name for g in registry.groups()} == set(registry.names())
     assert [g.name for g in registry.groups() if registry.owner(g).probes_loss] == [
         "curvature", "landscape_topological", "gradient_topological", "gradient_statistics",
-        "llc"]
+        "gradient_agreement", "llc"]
     assert [n for n in cases if is_probe(n)] == ["hessian_trace", "landscape_n_minima",
                                                  "grad_h1_total_persistence", "grad_norm_mean",
-                                                 "llc_mean"]
+                                                 "grad_cosine_mean", "llc_mean"]
     assert feature_group("np_mean").label == "weight topology"
     assert str(feature_group("np_mean")) == "weight_topological"
     # feature_names groups in the registry's group order, the unknown last

@@ -77,10 +77,10 @@ def baselines_of(feature: str) -> tuple[str, ...]:
     covariance's entropy rank, and RankMe); for the loss surface's merge tree
     (``landscape_*``) the Hessian trace; for gradient-space topology (``grad_h*``) the
     mean gradient norm; for the inter-layer zigzag (``zigzag_*``) how much each text's
-    neighbours persist from layer to layer. ``()`` for the baselines themselves and every
-    feature of a group that is not topological."""
-    group = correlations.feature_group(feature)
-    return group.baselines if group.topological else ()
+    neighbours persist from layer to layer; for the gradients' agreement (the mean cosine
+    between examples' gradients, not topological) the gradient noise scale, which
+    predicts it. ``()`` for the baselines themselves and every other feature."""
+    return correlations.feature_group(feature).baselines
 
 
 def baseline_of(feature: str) -> str | None:

@@ -33,11 +33,16 @@ STATISTICS = FeatureGroup(
     features=(*features_of(*((f"grad_norm_{stat}", (f"{stat} per-example gradient norm",
                                                     "nats / weight unit"))
                              for stat in ("mean", "std", "median", "max"))),
-              *features_of(("grad_cosine_mean", ("mean cosine between two examples' "
-                                                 "projected gradients", "cosine")),
-                           ("grad_noise_scale", ("simple gradient noise scale tr(Σ) / |G|² "
+              *features_of(("grad_noise_scale", ("simple gradient noise scale tr(Σ) / |G|² "
                                                  "(McCandlish et al. 2018)", "examples")))),
-    prefixes=("grad_",), order=Order.RECORDS)
+    prefixes=("grad_norm_", "grad_noise_"), order=Order.RECORDS)
+# the examples' gradients agreeing: what a small noise scale predicts (McCandlish et al.),
+# so the cosine is tested beyond it, as a topological feature is beyond its space's norm
+AGREEMENT = FeatureGroup(
+    "gradient_agreement", "gradient agreement",
+    features=features_of(("grad_cosine_mean", ("mean cosine between two examples' "
+                                               "projected gradients", "cosine"))),
+    baselines=("grad_noise_scale",), prefixes=("grad_cosine",), order=Order.RECORDS)
 
 
 @dataclass(frozen=True)
@@ -56,7 +61,7 @@ class GradientsFamily(SignatureFamily):
     probes_loss: ClassVar[bool] = True
     target: ClassVar[str] = "loss"
     word: ClassVar[str] = "gradient"
-    groups: ClassVar[tuple[FeatureGroup, ...]] = (TOPOLOGY, STATISTICS)
+    groups: ClassVar[tuple[FeatureGroup, ...]] = (TOPOLOGY, STATISTICS, AGREEMENT)
     columns: ClassVar[tuple[Column, ...]] = (
         Column("G-H0 total", ">11", "grad_h0_total_persistence", ".4g"),
         Column("|grad|", ">8", "grad_norm_mean", ".3g"))

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from toposig.analysis.inference import CALIBRATED, UNCALIBRATED
+from toposig.families.registry import groups as feature_groups
 from toposig.records import Record
 from toposig.records.controlled import TREND_KINDS, ControlledTest, FeatureSummary
 from toposig.records.statistics import (
@@ -36,6 +37,13 @@ from toposig.report.summary.cells import (
     survives,
     targets_text,
 )
+
+
+def baselines_text() -> str:
+    """Each feature group's baselines, from the registry: ``weight topology:
+    `weight_l2_norm`, ...; ...``."""
+    return "; ".join(f"{g.label}: " + ", ".join(f"`{b}`" for b in g.baselines)
+                     for g in feature_groups() if g.baselines)
 
 
 def _trend_cells(e: ControlledTest) -> list[str]:
@@ -97,11 +105,7 @@ def _robustness(statistics: Statistics | Mapping, records: list[Record]) -> list
                "Spearman of first differences between consecutive checkpoints; beyond the "
                "baseline: partial Spearman of first differences controlling for the first "
                "differences of the best baseline of the same space, the one that leaves the "
-               "feature least (weight topology: `weight_l2_norm`, and where measured "
-               "`weight_spectral_norm_mean`, `weight_alpha_mean`, "
-               "`weight_alpha_weighted_mean`; embedding topology: "
-               "`mean_norm`, `effective_rank_cov`, `rankme`; the loss surface's merge tree: "
-               "`hessian_trace`; gradient topology: `grad_norm_mean`; — where not "
+               f"feature least, of those the records have ({baselines_text()}; — where not "
                "applicable); a "
                f"control is survived when its Holm p < {controlled.level} with "
                "the raw ρ's sign.")
