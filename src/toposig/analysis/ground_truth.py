@@ -266,11 +266,18 @@ def positive_control_analysis(records: Sequence[Record], features: Sequence[str]
         ``median_lead`` and ``median_apart``; ``n_runs``), ``head_to_head`` (event ->
         feature -> :func:`toposig.analysis.head_to_head.head_to_head`'s entry: the mean
         distance of the change-points from the event over the runs where it happens, its
-        permutation p corrected over every feature but the signal, whose check is tested
-        alone; events that happen in fewer than two runs have none) and ``alpha``, the
-        level a corrected p must be below for a feature to detect the event. The runs
-        are those whose ground truth is defined as the first run's (signal, event,
-        levels); the others are named in ``runs_left_out``.
+        permutation p corrected over every feature but the ground truth's own signals,
+        whose checks are tested alone; events that happen in fewer than two runs have
+        none) and ``alpha``, the level a corrected p must be below for a feature to
+        detect the event. With a ground truth that states a ``mechanism``, also
+        ``mechanism`` (name -> its ``event``, ``levels`` and ``events``, named
+        ``"<name> <level>"`` or ``"<name> halfway"``); each run holds its values under
+        ``mechanism`` and their events' steps among its ``event_steps``, and the
+        alignment and the head-to-head place every feature against those events too,
+        the mechanism's signals as references (a feature named like one is read from
+        the ground truth). The runs are those whose ground truth is defined as the first
+        run's (signal, event, levels, mechanism); the others are named in
+        ``runs_left_out``.
     """
     runs: dict[str, list[tuple[int, GroundTruth, Record]]] = {}
     for r in records:

@@ -110,7 +110,7 @@ class HeadToHead:
         p: the one-sided permutation p of so small a distance (the events handed to the
             runs in every order).
         p_adjusted: ``p`` corrected over the features (Westfall-Young min-P; the
-            ground-truth signal is tested alone).
+            ground truth's own signals, its mechanism's too, are each tested alone).
         min_p: the smallest p the runs allow (1 / the orders).
         n_runs: the runs where its change-point is defined.
         leads: per run, the event's checkpoint minus the change-point's (positive: the
