@@ -24,9 +24,25 @@ def test_each_frequency_s_energy_is_the_fft_s():
     logits = np.random.default_rng(0).normal(size=(P, P, P))
     f = np.fft.fft2(logits, axes=(0, 1))  # (k1, k2, c)
     power = np.abs(f) ** 2 / P ** 2  # Parseval: the squared norm of each 2-D wave
-    expected = [sum(power[i % P, j % P].sum() for i in (k, -k) for j in (k, -k))
+    # the a + b waves of frequency k are the 2-D entries (k, k) and (-k, -k)
+    expected = [(power[k, k] + power[-k % P, -k % P]).sum()
                 for k in range(1, (P - 1) // 2 + 1)]
     np.testing.assert_allclose(MF.frequency_energy(logits), expected, rtol=1e-10)
+
+
+def test_the_a_minus_b_waves_of_a_key_frequency_are_neither_kept_nor_taken_out():
+    # as in Nanda et al.'s code: only cos / sin (w (a + b)); a memorised part in
+    # cos(w (a - b)) at the same frequency stays out of the restricted logits
+    a, b, c = np.meshgrid(np.arange(P), np.arange(P), np.arange(P), indexing="ij")
+    w = 2 * np.pi * 3 / P
+    algorithm = 6 * np.cos(w * (a + b - c))
+    memorised = 6 * np.cos(w * (a - b)) * np.cos(w * c)
+    logits = algorithm + memorised
+    assert MF.restricted_loss(logits, (3,)) == pytest.approx(MF._loss(algorithm, None),
+                                                            abs=1e-9)
+    train = np.ones((P, P), dtype=bool)
+    assert MF.excluded_loss(logits, (3,), train) == pytest.approx(
+        MF._loss(memorised, train), abs=1e-9)
 
 
 def test_a_circuit_of_key_frequencies_is_found_kept_and_excluded():

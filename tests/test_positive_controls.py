@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 
 import numpy as np
 import pytest
@@ -52,7 +53,7 @@ def test_a_ground_truth_is_validated_where_records_are_read():
                       "named as the signal"),
                      ({**TRUTH, "mechanism": {"step": {"value": 1, "event": "rise"}}},
                       "mechanism signal named 'step'"),
-                     ({**TRUTH, "mechanism": {"m": {"value": None, "event": "rise"}}},
+                     ({**TRUTH, "mechanism": {"m": {"value": "x", "event": "rise"}}},
                       "mechanism value"),
                      ({**TRUTH, "mechanism": {"m": {"value": 1, "event": "rise",
                                                     "levels": []}}}, "mechanism levels"),
@@ -63,6 +64,12 @@ def test_a_ground_truth_is_validated_where_records_are_read():
               "checkpoint_fingerprint": None, "features": {}, "ground_truth": TRUTH}
     assert Record.from_json(record).ground_truth == GroundTruth("test_accuracy", 0.5, "rise",
                                                                 (0.5, 0.9))
+    # a mechanism signal not finite where it was measured (written as null) is kept, NaN
+    nulled = {**TRUTH, "mechanism": {"copying": {"value": None, "event": "rise"}}}
+    assert ground_truth_problem(nulled) is None
+    assert math.isnan(Record.from_json({**record, "ground_truth": nulled})
+                      .ground_truth.mechanism[0].value)
+    assert "value None" in ground_truth_problem({**TRUTH, "value": None})
     with pytest.raises(RecordError, match="ground-truth event"):
         Record.from_json({**record, "ground_truth": {**TRUTH, "event": "jump"}})
 
@@ -229,6 +236,23 @@ def test_the_signals_of_the_mechanism_have_events_and_a_head_to_head_of_their_ow
     assert "| `circuit` | the ground truth's mechanism |" in text.split("### F3.")[1]
 
 
+def test_runs_are_kept_by_the_ground_truth_most_checkpoints_state():
+    records = with_mechanism(hand_built(3)[0])
+    # the first record read states no mechanism (written before its run's): that run
+    # is named, the others are analysed, not all left out
+    odd = {**records[0], "ground_truth": TRUTH}
+    out = G.positive_control_analysis(records_of([odd, *records[1:]]), ["rankme"])
+    assert out["runs_left_out"] == ["g-seed0"] and list(out["runs"]) == ["g-seed1", "g-seed2"]
+    assert list(out["mechanism"]) == ["circuit", "memorised"]
+    # every run's step 0 so: no run is left, and the section says why
+    mixed = [{**r, "ground_truth": TRUTH} if r["step"] == 0 else r for r in records]
+    out = G.positive_control_analysis(records_of(mixed), ["rankme"])
+    assert out["runs_left_out"] == ["g-seed0", "g-seed1", "g-seed2"]
+    assert "more than one ground truth" in out["reason"] and "runs" not in out
+    text = summary_markdown({"positive_controls": out}, records_of(mixed))
+    assert "more than one ground truth" in text
+
+
 def test_the_head_to_head_figure_draws_every_feature_s_leads_run_by_run():
     from toposig.records.positive_controls import PositiveControls
     from toposig.report.plots_controls import has_head_to_head, plot_head_to_head
@@ -392,7 +416,7 @@ def test_a_small_grokking_run_trains_measures_and_analyses(tmp_path):
         folder = suite / "grok-unit-seed1" / f"step{step}"
         return M.all_logits(GPTNeoXForCausalLM.from_pretrained(folder), 17)
 
-    key = MF.key_frequencies(logits_of(20).astype(np.float32).astype(np.float64))
+    key = MF.key_frequencies(logits_of(20))
     assert state["key_frequencies"] == list(key) and key
     train_pairs, _ = M.split(17, 0.5, 1)
     train = np.zeros((17, 17), dtype=bool)
@@ -402,9 +426,9 @@ def test_a_small_grokking_run_trains_measures_and_analyses(tmp_path):
     assert mechanism["train_accuracy"] == {"value": state["train_accuracy"], "event": "rise",
                                            "levels": [M.TRAIN_LEVEL]}
     assert mechanism["restricted_loss"]["value"] == pytest.approx(
-        MF.restricted_loss(at10, key), rel=1e-5)
+        MF.restricted_loss(at10, key), rel=1e-9)
     assert mechanism["excluded_loss"]["value"] == pytest.approx(
-        MF.excluded_loss(at10, key, train), rel=1e-5)
+        MF.excluded_loss(at10, key, train), rel=1e-9)
     # the held-out accuracy the trainer states is the one these logits give
     a, b = np.meshgrid(np.arange(17), np.arange(17), indexing="ij")
     right = at10.argmax(axis=2) == (a + b) % 17

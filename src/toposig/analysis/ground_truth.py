@@ -18,6 +18,7 @@ on arrays.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -184,7 +185,7 @@ def swapped_hits(steps: Sequence[Sequence[int]], change_points: Sequence[int],
 def permutation_p_value(hits: np.ndarray) -> float | None:
     """One-sided p of the hits on the diagonal of :func:`swapped_hits` when the events
     are handed to the runs in every order (:func:`toposig.analysis.head_to_head.event_orders`:
-    all ``n!`` orders up to 8 runs, else
+    all ``n!`` orders up to 7 runs, else
     :data:`~toposig.analysis.head_to_head.PERMUTATIONS` drawn with a fixed seed; the
     observed order counts): the share of orders with at least as many hits. Calibrated
     whatever the features' trends, as long as the runs are exchangeable; with ``n`` runs
@@ -275,9 +276,9 @@ def positive_control_analysis(records: Sequence[Record], features: Sequence[str]
         ``mechanism`` and their events' steps among its ``event_steps``, and the
         alignment and the head-to-head place every feature against those events too,
         the mechanism's signals as references (a feature named like one is read from
-        the ground truth). The runs are those whose ground truth is defined as the first
-        run's (signal, event, levels, mechanism); the others are named in
-        ``runs_left_out``.
+        the ground truth). The runs are those whose every checkpoint states the ground
+        truth most checkpoints state (signal, event, levels, mechanism); the others are
+        named in ``runs_left_out`` (with only a ``reason`` when no run is left).
     """
     runs: dict[str, list[tuple[int, GroundTruth, Record]]] = {}
     for r in records:
@@ -285,20 +286,26 @@ def positive_control_analysis(records: Sequence[Record], features: Sequence[str]
             runs.setdefault(r.model_label, []).append((r.step, r.ground_truth, r))
     if not runs:
         return {}
-    first = next(iter(runs.values()))[0][1]
-    signal, event, levels = first.signal, first.event, first.levels or None
-
-    mechanism = [(m.signal, m.event, m.levels or None) for m in first.mechanism]
-
     def definition(truth: GroundTruth) -> tuple:
         return (truth.signal, truth.event, truth.levels,
                 tuple((m.signal, m.event, m.levels) for m in truth.mechanism))
 
-    # runs that state another ground truth (another task in the same folder) are named,
-    # not mixed in
+    # the ground truth most checkpoints state; runs that state another (another task in
+    # the same folder, a checkpoint written before its run's mechanism) are named, not
+    # mixed in
+    stated = Counter(definition(t) for found in runs.values() for _, t, _ in found)
+    reference = stated.most_common(1)[0][0]
+    first = next(t for found in runs.values() for _, t, _ in found
+                 if definition(t) == reference)
+    signal, event, levels = first.signal, first.event, first.levels or None
+    mechanism = [(m.signal, m.event, m.levels or None) for m in first.mechanism]
     left_out = sorted(label for label, found in runs.items()
-                      if any(definition(t) != definition(first) for _, t, _ in found))
+                      if any(definition(t) != reference for _, t, _ in found))
     runs = {label: found for label, found in runs.items() if label not in left_out}
+    if not runs:
+        return {"reason": "every run states more than one ground truth across its "
+                          "checkpoints (signal, event, levels or mechanism)",
+                "runs_left_out": left_out}
     out_runs: dict[str, dict] = {}
     for label, found in runs.items():
         found.sort(key=lambda st: st[0])

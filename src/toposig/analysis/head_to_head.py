@@ -6,7 +6,7 @@ For each feature and each run, the distance, in checkpoints, between the feature
 change-point and the run's event. The statistic is the mean distance over the runs
 (smaller: nearer). Handing each run another run's event gives the statistic's null: a
 feature that moves with the stage of training, not with the event, comes as near the
-other runs' events as to its own. Every order of the events (all ``n!`` up to 8 runs,
+other runs' events as to its own. Every order of the events (all ``n!`` up to 7 runs,
 else :data:`~toposig.analysis.ground_truth.PERMUTATIONS` drawn with a fixed seed, the
 observed order counted) gives the one-sided p, whose smallest attainable value is
 ``1 / orders``. The correction over features is Westfall and Young's min-P: the same
@@ -14,6 +14,10 @@ orders for every feature, each order's smallest p over the features, the share o
 orders where it is at most a feature's observed p. It holds the family-wise error rate
 whatever the features' dependence (a test checks it on simulated runs where nothing is
 related).
+
+The null assumes the runs are exchangeable: seeds of one design, on one grid of
+checkpoints. Where the grids differ, another run's event is counted at the nearest of a
+run's own checkpoints, clamped to its ends, and the orders are no longer alike.
 
 Pure functions on arrays.
 """
@@ -27,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-PERMUTATIONS = 20_000  # drawn when the runs have more orders than this (9 runs or more)
+PERMUTATIONS = 20_000  # drawn when the runs have more orders than this (8 runs or more)
 PERMUTATION_SEED = 0
 
 def swapped_distances(steps: Sequence[Sequence[int]], change_points: Sequence[int | None],
@@ -49,7 +53,7 @@ def swapped_distances(steps: Sequence[Sequence[int]], change_points: Sequence[in
 
 def event_orders(n: int) -> np.ndarray:
     """``(orders, n)``: every order of ``n`` runs' events, the observed one first (``n``
-    up to 8), else the observed one and :data:`PERMUTATIONS` - 1 drawn with a fixed seed."""
+    up to 7), else the observed one and :data:`PERMUTATIONS` - 1 drawn with a fixed seed."""
     if math.factorial(n) <= PERMUTATIONS:
         return np.array(list(itertools.permutations(range(n))))
     rng = np.random.default_rng(PERMUTATION_SEED)

@@ -4,22 +4,25 @@ pair: the restricted and the excluded loss in the Fourier basis of the operands.
 A model that has grokked ``a + b mod p`` computes its answers from a few *key
 frequencies* ``w_k = 2 pi k / p``: its logit for answer ``c`` is close to
 ``sum_k alpha_k cos(w_k (a + b - c))``. For each answer ``c`` the logits over the
-``p x p`` grid of operands are a function of ``(a, b)``; its two-dimensional Fourier
-basis has, for each frequency ``k`` in ``1 .. (p - 1) / 2``, the four products
-``{cos, sin}(w_k a) x {cos, sin}(w_k b)`` (the span holding ``cos(w_k (a + b))`` and
-``sin(w_k (a + b))``), each of squared norm ``p^2 / 4`` on the grid, all orthogonal to
-each other and to the constant.
+``p x p`` grid of operands are a function of ``(a, b)``; for each frequency ``k`` in
+``1 .. (p - 1) / 2`` the two waves ``cos(w_k (a + b))`` and ``sin(w_k (a + b))`` (in the
+two-dimensional Fourier basis, ``cc - ss`` and ``sc + cs`` of the products
+``{cos, sin}(w_k a) x {cos, sin}(w_k b)``) carry the algorithm, each of squared norm
+``p^2 / 2`` on the grid, orthogonal to each other, to every other frequency's and to the
+constant. As in Nanda et al.'s code, only these two are kept or taken out: not the
+``a - b`` waves of the same products, which a model that memorises a split symmetric in
+``(a, b)`` also carries.
 
 - :func:`frequency_energy`: each frequency's share of the logits, the squared norm of
-  their projection on its four products, summed over the answers;
+  their projection on its two waves, summed over the answers;
 - :func:`key_frequencies`: the largest-energy frequencies that together hold
   :data:`KEY_SHARE` of the energy of all frequencies (of the final checkpoint's logits:
   the key frequencies of the run);
 - :func:`restricted_loss`: the loss on every pair of the logits kept to the constant and
-  the key frequencies' products (falls as the generalising circuit forms, before the
+  the key frequencies' waves (falls as the generalising circuit forms, before the
   held-out loss does);
 - :func:`excluded_loss`: the loss on the training pairs of the logits with the key
-  frequencies' products taken out (rises as the training pairs come to be fitted through
+  frequencies' waves taken out (rises as the training pairs come to be fitted through
   the circuit rather than memorised).
 
 Pure functions on arrays: ``logits`` is ``(p, p, p)``, ``[a, b, c]`` the score of answer
@@ -45,31 +48,40 @@ def _check(logits: np.ndarray) -> np.ndarray:
     return x
 
 
+WAVE_NORM2 = 0.5  # the squared norm of one wave over the grid, as a share of p^2
+
+
 def _waves(p: int, k: int) -> np.ndarray:
-    """``(4, p, p)``: the products ``{cos, sin}(w_k a) x {cos, sin}(w_k b)``."""
-    w = 2 * np.pi * k * np.arange(p) / p
-    one = np.stack([np.cos(w), np.sin(w)])  # (2, p)
-    return np.einsum("ia,jb->ijab", one, one).reshape(4, p, p)
+    """``(2, p, p)``: ``cos(w_k (a + b))`` and ``sin(w_k (a + b))``."""
+    total = np.add.outer(np.arange(p), np.arange(p))
+    w = 2 * np.pi * k * total / p
+    return np.stack([np.cos(w), np.sin(w)])
+
+
+def _coefficients(logits: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Frequency ``k``'s waves ``(2, p, p)`` and the logits' coefficients on them,
+    answer by answer ``(2, p)``."""
+    p = logits.shape[0]
+    waves = _waves(p, k)
+    return waves, np.einsum("wab,abc->wc", waves, logits) / (WAVE_NORM2 * p * p)
 
 
 def _component(logits: np.ndarray, k: int) -> np.ndarray:
     """``(p, p, p)``: the projection of the logits, answer by answer, on frequency
-    ``k``'s four products."""
-    p = logits.shape[0]
-    waves = _waves(p, k)
-    coefficients = np.einsum("wab,abc->wc", waves, logits) / (p * p / 4)
+    ``k``'s two waves."""
+    waves, coefficients = _coefficients(logits, k)
     return np.einsum("wab,wc->abc", waves, coefficients)
 
 
 def frequency_energy(logits: np.ndarray) -> np.ndarray:
-    """``((p - 1) / 2,)``: the squared norm of the logits' projection on each frequency
-    ``k = 1 .. (p - 1) / 2`` (index ``k - 1``), summed over the answers."""
+    """``((p - 1) / 2,)``: the squared norm of the logits' projection on each frequency's
+    two waves ``k = 1 .. (p - 1) / 2`` (index ``k - 1``), summed over the answers."""
     x = _check(logits)
     p = x.shape[0]
     out = np.empty((p - 1) // 2)
     for k in range(1, (p - 1) // 2 + 1):
-        coefficients = np.einsum("wab,abc->wc", _waves(p, k), x) / (p * p / 4)
-        out[k - 1] = (p * p / 4) * float(np.sum(coefficients ** 2))
+        _, coefficients = _coefficients(x, k)
+        out[k - 1] = WAVE_NORM2 * p * p * float(np.sum(coefficients ** 2))
     return out
 
 

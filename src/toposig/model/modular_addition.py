@@ -15,7 +15,8 @@ states Nanda et al.'s progress measures at every checkpoint: the training accura
 (memorisation), and the restricted and excluded loss in the Fourier basis of the
 operands (:mod:`toposig.features.modular_fourier`), from the logits of every pair and
 the key frequencies of the run's last checkpoint (written into every checkpoint's
-``trainer_state.json`` once the run is trained, before its ``done.json``).
+``trainer_state.json`` once the run is trained, from its saved weights, before its
+``done.json``).
 
 Each checkpoint is a Hugging Face GPT-NeoX folder with a word-level tokenizer (``0`` ..
 ``p-1``, ``=``), so the embedding family measures the task's own inputs: the suite folder
@@ -45,6 +46,7 @@ from toposig.files.atomic import atomic_write_bytes, atomic_write_json, make_fol
 from toposig.model.task import TaskConfig, check_task_fields, task_check, task_suite
 from toposig.model.training import (
     DONE_FILE,
+    quiet_transformers,
     remove_partial_writes,
     save_checkpoint,
 )
@@ -254,13 +256,11 @@ def train_run(c: ModularConfig, k: int, run_dir: Path, tok, progress: bool = Tru
     name = f"{c.name}-seed{k}"
     train_mask = np.zeros((c.p, c.p), dtype=bool)
     train_mask[train_pairs[:, 0], train_pairs[:, 1]] = True
-    logits_at: dict[int, np.ndarray] = {}  # float32: 51 checkpoints of p = 59 are 41 MB
     log: list[str] = []
     t0 = time.perf_counter()
     bar = tqdm(total=c.steps, desc=name, unit="step", disable=not progress)
     for step in range(c.steps + 1):
         if step in schedule:
-            logits_at[step] = all_logits(model, c.p).astype(np.float32)
             train_loss, train_acc = evaluate(model, x_train, y_train, c.p)
             test_loss, test_acc = evaluate(model, x_test, y_test, c.p)
             info = {"step": step, "val_loss": test_loss, "train_loss": train_loss,
@@ -283,15 +283,19 @@ def train_run(c: ModularConfig, k: int, run_dir: Path, tok, progress: bool = Tru
     bar.close()
     atomic_write_bytes(run_dir / "train_log.jsonl", "".join(f"{ln}\n" for ln in log).encode(),
                        root=run_dir.parent)
-    # the mechanism needs the run's key frequencies, those of its last checkpoint
-    key = key_frequencies(logits_at[c.steps])
-    for step, logits in logits_at.items():
-        state_file = run_dir / f"step{step}" / "trainer_state.json"
-        state = read_json(state_file)
+    # the mechanism needs the run's key frequencies, those of its last checkpoint; each
+    # checkpoint's logits are made again from its saved weights (none are held: p^3
+    # values a checkpoint)
+    key = key_frequencies(all_logits(model, c.p))
+    for step in schedule:
+        folder = run_dir / f"step{step}"
+        state = read_json(folder / "trainer_state.json")
         state["key_frequencies"] = list(key)
+        with quiet_transformers():  # no "Loading weights" bar per checkpoint
+            saved = GPTNeoXForCausalLM.from_pretrained(folder)
         state["ground_truth"]["mechanism"] = mechanism(
-            logits.astype(np.float64), key, train_mask, state["train_accuracy"])
-        atomic_write_json(state_file, state, root=run_dir)
+            all_logits(saved, c.p), key, train_mask, state["train_accuracy"])
+        atomic_write_json(folder / "trainer_state.json", state, root=run_dir)
     final = read_json(run_dir / f"step{c.steps}" / "trainer_state.json")
     result = {"name": name, "seed": seed, "seed_group": c.name, "checkpoints": schedule,
               "num_parameters": sum(q.numel() for q in model.parameters()),

@@ -451,7 +451,7 @@ def validation_loss(model, windows: torch.Tensor, batch_size: int) -> float:
 
 
 @contextlib.contextmanager
-def _quiet_transformers() -> Iterator[None]:
+def quiet_transformers() -> Iterator[None]:
     """Turn off transformers' progress bars for the block, restoring the setting after."""
     from transformers.utils import logging as hf_logging
 
@@ -469,7 +469,7 @@ def save_checkpoint(model, tokenizer, folder: Path, info: dict) -> None:
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
     try:
-        with _quiet_transformers():  # no "Writing model shards" bar per checkpoint
+        with quiet_transformers():  # no "Writing model shards" bar per checkpoint
             model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         atomic_write_json(tmp / "trainer_state.json", info, root=tmp)

@@ -27,6 +27,7 @@ writing a record back changes no byte.
 from __future__ import annotations
 
 import copy
+import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -196,7 +197,7 @@ class GroundTruth:
         levels: the levels a run's change is placed by, or ``()`` for the default.
         mechanism: further signals of the run that name the mechanism (training
             accuracy, an attention head's score ...), each a :class:`GroundTruth` of its
-            own (without a mechanism), in the order stated.
+            own (without a mechanism; a null value is NaN), in the order stated.
     """
 
     signal: str
@@ -571,7 +572,8 @@ def _ground_truth(truth: dict | None) -> GroundTruth | None:
     return GroundTruth(signal=truth["signal"], value=truth["value"], event=truth["event"],
                        levels=tuple(truth.get("levels") or ()),
                        mechanism=tuple(
-                           GroundTruth(signal=name, value=m["value"], event=m["event"],
+                           GroundTruth(signal=name, event=m["event"],
+                                       value=math.nan if m["value"] is None else m["value"],
                                        levels=tuple(m.get("levels") or ()))
                            for name, m in (truth.get("mechanism") or {}).items()))
 

@@ -289,8 +289,8 @@ def ground_truth_problem(truth: object) -> str | None:
     mapping of a signal name (lower-case, not a field records already have), a finite
     value, an event (``rise`` or ``fall``), optionally its levels (finite numbers) and
     optionally its ``mechanism``: further signals of the same run that name the mechanism
-    (name -> an object of value, event and optionally levels, each name as the signal's
-    and none the signal itself)."""
+    (name -> an object of value (finite, or null), event and optionally levels, each
+    name as the signal's and none the signal itself)."""
     if truth is None:
         return None
     if not isinstance(truth, Mapping):
@@ -312,13 +312,16 @@ def ground_truth_problem(truth: object) -> str | None:
                     "of value, event and levels")
         if name == truth.get("signal"):
             return f"has a ground-truth mechanism signal {name!r} named as the signal"
-        if (problem := _signal_problem({**measure, "signal": name})) is not None:
+        if (problem := _signal_problem({**measure, "signal": name},
+                                       null_value=True)) is not None:
             return problem.replace("ground-truth", "ground-truth mechanism", 1)
     return None
 
 
-def _signal_problem(truth: Mapping) -> str | None:
-    """What is wrong with one ground-truth signal's name, value, event and levels."""
+def _signal_problem(truth: Mapping, *, null_value: bool = False) -> str | None:
+    """What is wrong with one ground-truth signal's name, value, event and levels (with
+    ``null_value``, a mechanism signal's, whose value may be null: not finite where it
+    was measured, a head whose OV circuit is all zero)."""
     signal = truth.get("signal")
     if not (isinstance(signal, str) and _SIGNAL_NAME.fullmatch(signal)) \
             or signal in _RESERVED or signal in _FAMILY_PARTS or signal in NUMERIC_FIELDS \
@@ -327,7 +330,8 @@ def _signal_problem(truth: Mapping) -> str | None:
         return (f"has a ground-truth signal named {signal!r}: a lower-case name of "
                 "letters, digits and _ that no record field has")
     value = truth.get("value")
-    if not (isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not (null_value and value is None) and not (
+            isinstance(value, (int, float)) and not isinstance(value, bool)
             and math.isfinite(value)):
         return f"has ground-truth value {value!r}, not a finite number"
     if truth.get("event") not in GROUND_TRUTH_EVENTS:

@@ -246,10 +246,11 @@ def _duel_panel(ax: Axes, section: PositiveControls, event: str) -> None:
     ax.set_ylim(len(features) - 0.5, -0.5)
     ax.set_xlabel("event's checkpoint − change-point's (right of 0: the feature moves "
                   "first)")
-    floor = next(iter(duel.values())).min_p
+    floor = finite_or_none(next(iter(duel.values())).min_p)
     ax.set_title(f"Event {event}: every feature's change-point, run by run\n"
-                 f"(|: median; * detects: corrected p < {section.alpha or 0.05:g}; "
-                 f"the smallest p: {floor:.2g})", fontsize=8)
+                 f"(|: median; * detects: corrected p < {section.alpha or 0.05:g}"
+                 + (f"; the smallest p: {floor:.2g})" if floor is not None else ")"),
+                 fontsize=8)
     ax.legend(handles=[Line2D([], [], color=colours[r], marker="o", linestyle="none",
                               label=r) for r in runs], fontsize=6, loc="lower right")
 

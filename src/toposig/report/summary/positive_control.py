@@ -72,10 +72,19 @@ def _event_heading(event: str) -> str:
     name, _, at = event.rpartition(" ")
     if name:
         return (f"Step `{name}` is halfway" if at == "halfway"
-                else f"Step `{name}` reaches {fmt_value(float(at))}")
+                else f"Step `{name}` reaches {_level(at)}")
     if event == "halfway":
         return "Halfway step"
-    return f"Step reaching {fmt_value(float(event))}"
+    return f"Step reaching {_level(event)}"
+
+
+def _level(text: str) -> str:
+    """A level as the tables print numbers; as written when it is not one (a damaged
+    statistics file)."""
+    try:
+        return fmt_value(float(text))
+    except ValueError:
+        return text
 
 
 def _family(pc: PositiveControls, feature: str) -> str:
@@ -191,7 +200,7 @@ def _head_to_head(statistics: Statistics | Mapping, records: list[Record]) -> li
         "distance, in checkpoints, between the feature's change-point (as in F2) and the "
         "run's event, over the runs where the event happens (their number in brackets); "
         "its one-sided p, the share of the ways to hand the events to the runs that bring "
-        "the change-points as near on average (all orders up to 8 runs, else 20,000 "
+        "the change-points as near on average (all orders up to 7 runs, else 20,000 "
         "drawn), so a feature that moves at the same stage of every run does not pass; "
         "its corrected p, Westfall and Young's min-P over every feature here (the loss "
         "included) but the ground truth's own signals, which are each tested alone; and "
