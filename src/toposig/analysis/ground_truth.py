@@ -26,7 +26,7 @@ import numpy as np
 from scipy import stats as sps
 
 from toposig.analysis.controls import ALPHA, holm
-from toposig.analysis.head_to_head import event_orders, head_to_head
+from toposig.analysis.head_to_head import event_orders, head_to_head, swapped_distances
 from toposig.records import GroundTruth, Record
 
 
@@ -172,14 +172,7 @@ def swapped_hits(steps: Sequence[Sequence[int]], change_points: Sequence[int],
     is not among them counts at the nearest one). The diagonal is the hits; the rest is
     what the same change-points score against the other runs' events, which a feature
     that moves with the stage of training rather than with the event also hits."""
-    n = len(change_points)
-    out = np.zeros((n, n), dtype=bool)
-    for i in range(n):
-        grid = np.asarray(sorted(steps[i]), dtype=np.int64)
-        at = int(np.abs(grid - change_points[i]).argmin())
-        for j in range(n):
-            out[i, j] = abs(int(np.abs(grid - events[j]).argmin()) - at) <= 1
-    return out
+    return swapped_distances(steps, change_points, events) <= 1
 
 
 def permutation_p_value(hits: np.ndarray) -> float | None:

@@ -42,13 +42,19 @@ def swapped_distances(steps: Sequence[Sequence[int]], change_points: Sequence[in
     n = len(events)
     out = np.full((n, n), np.nan)
     for i in range(n):
-        if change_points[i] is None:
+        found = change_points[i]
+        if found is None:
             continue
         grid = np.asarray(sorted(steps[i]), dtype=np.int64)
-        at = int(np.abs(grid - change_points[i]).argmin())
+        at = _nearest(grid, found)
         for j in range(n):
-            out[i, j] = abs(int(np.abs(grid - events[j]).argmin()) - at)
+            out[i, j] = abs(_nearest(grid, events[j]) - at)
     return out
+
+
+def _nearest(grid: np.ndarray, step: int) -> int:
+    """The index of the checkpoint of the sorted ``grid`` nearest ``step``."""
+    return int(np.abs(grid - step).argmin())
 
 
 def event_orders(n: int) -> np.ndarray:
@@ -128,7 +134,7 @@ def signed_leads(steps: Sequence[Sequence[int]], change_points: Sequence[int | N
             out.append(None)
             continue
         grid = np.asarray(sorted(grid_steps), dtype=np.int64)
-        out.append(int(np.abs(grid - event).argmin()) - int(np.abs(grid - found).argmin()))
+        out.append(_nearest(grid, event) - _nearest(grid, found))
     return out
 
 
