@@ -142,7 +142,7 @@ def test_the_inputs_are_text_spans_written_twice(wikitext_dir, tmp_path):
     assert all(len(t) == 2 * half and t[:half] == t[half:] and t == t.strip() for t in lines)
     path = c.write_inputs(tmp_path / "suite")
     assert path.read_text().splitlines() == lines
-    with pytest.raises(T.TrainingConfigError, match="other inputs"):
+    with pytest.raises(T.TrainingConfigError, match="other lines"):
         small(n_texts=21).write_inputs(tmp_path / "suite")
 
 

@@ -46,8 +46,11 @@ def test_the_estimate_is_devinterps_own_on_the_same_seed(tmp_path):
                  batch_size=o.batch, localization=o.localization, num_init_loss_batches=3,
                  init_seed=o.seed, device="cpu", output_path=str(tmp_path / "s.zarr"))
     np.testing.assert_array_equal(ours.loss_trace, theirs["loss_trace"].values)
-    # devinterp's own per-chain mean is in float32; ours is the same mean in float64
-    np.testing.assert_allclose(ours.per_chain, theirs["llc_per_chain"].values, rtol=2e-4)
+    # devinterp's own per-chain mean is in float32, ours the same mean in float64: they
+    # differ by nβ times float32's rounding of losses near init_loss (a few 1e-7 relative),
+    # which on a small LLC is far more than a relative tolerance allows
+    np.testing.assert_allclose(ours.per_chain, theirs["llc_per_chain"].values, rtol=0,
+                               atol=o.n_beta * ours.init_loss * 1e-6)
     assert ours.init_loss == float(theirs["init_loss"].values)
     again = sample_llc(model, ids, o)  # the same seed, the same chains
     np.testing.assert_array_equal(again.per_chain, ours.per_chain)
@@ -213,3 +216,63 @@ def test_the_live_monitor_refuses_it_in_the_background(tmp_path):
         TopologyMonitor(byte_tokenizer(), tmp_path / "live", families=["llc"],
                         texts=["a text"] * 4, background=True)
     assert not (tmp_path / "live").exists()
+
+
+# --- the answer objective: a task trained on its answers alone (the grokking suite) -----
+
+
+@pytest.mark.parametrize("arch", ["gpt_neox", "gpt2"])
+def test_the_answer_loss_is_the_models_with_every_label_but_the_last_masked(arch):
+    from toposig.model.llc import eval_answer_loss
+
+    model, ids = causal_lm(arch, seed=2, hidden=16), windows(n=8, length=4)
+    estimate = sample_llc(model, ids, Options(draws=1), loss_fn=eval_answer_loss)
+    labels = torch.full_like(ids, -100)
+    labels[:, -1] = ids[:, -1]
+    with torch.no_grad():
+        answer = float(model(ids, labels=labels).loss)
+        every = float(model(ids, labels=ids).loss)
+    assert estimate.init_loss == pytest.approx(answer, rel=1e-5)
+    assert abs(answer - every) > 1e-3  # not the next-token loss of the whole window
+    assert eval_answer_loss(model, ids).shape == (8, 3)  # devinterp's (b, T - 1)
+
+
+def test_answer_windows_are_whole_texts_of_one_length_drawn_with_the_seed():
+    from toposig.model.loss_probes import answer_windows
+    from toposig.model.modular_addition import tokenizer
+
+    tok = tokenizer(17)
+    lines = [f"{a} {b} = {(a + b) % 17}" for a in range(17) for b in range(3)]
+    ids = answer_windows(tok, lines, 10, seed=3)
+    assert ids.shape == (10, 4)
+    assert {tuple(r) for r in ids.tolist()} <= {tuple(tok(t)["input_ids"]) for t in lines}
+    assert torch.equal(ids, answer_windows(tok, lines, 10, seed=3))
+    assert not torch.equal(ids, answer_windows(tok, lines, 10, seed=4))
+    with pytest.raises(ValueError, match="one token count"):
+        answer_windows(tok, [*lines[:5], "1 2 ="], 6, seed=0)
+    with pytest.raises(ValueError, match="5 texts, fewer than the 6"):
+        answer_windows(tok, lines[:5], 6, seed=0)
+
+
+def test_the_answer_objective_and_its_texts_content_are_in_the_hash_not_their_path(tmp_path):
+    from toposig.config import RunSettings
+    from toposig.families.base import FamilyInputs
+
+    (tmp_path / "a.txt").write_text("1 2 = 3\n2 2 = 4\n")
+    (tmp_path / "b.txt").write_text("1 2 = 3\n2 2 = 4\n")
+    (tmp_path / "c.txt").write_text("1 2 = 3\n2 3 = 5\n")
+
+    def hash_of(**kw):
+        family = LLCFamily(**kw)
+        return family.settings_hash(FamilyInputs([], ["probe text"], RunSettings(),
+                                                 {"llc": family}), "float32")
+
+    base = hash_of()
+    assert hash_of(objective="answer") != base
+    a = hash_of(objective="answer", texts_file=str(tmp_path / "a.txt"))
+    assert a == hash_of(objective="answer", texts_file=str(tmp_path / "b.txt"))
+    assert a != hash_of(objective="answer", texts_file=str(tmp_path / "c.txt"))
+    with pytest.raises(SettingsError, match="--llc-texts .* is not a file"):
+        LLCFamily(texts_file=str(tmp_path / "missing.txt"))
+    with pytest.raises(SettingsError, match="--llc-objective"):
+        LLCFamily(objective="answers")

@@ -382,7 +382,7 @@ def test_the_task_splits_tokenises_and_refuses_nonsense(tmp_path):
     path = c.write_inputs(tmp_path / "suite")
     assert path.read_text().splitlines() == M.task_texts(c)
     assert c.write_inputs(tmp_path / "suite") == path  # the same lines: left as is
-    with pytest.raises(T.TrainingConfigError, match="other inputs"):
+    with pytest.raises(T.TrainingConfigError, match="other lines"):
         small(n_texts=30).write_inputs(tmp_path / "suite")
 
 
@@ -459,6 +459,50 @@ def test_a_small_grokking_run_trains_measures_and_analyses(tmp_path):
     fig, (left, right) = subplots(1, 2)
     drawn = toposig.open(out).plot.positive_control(ax=right)
     assert drawn.get_figure(root=True) is fig and not left.has_data()
+
+
+def test_the_loss_trained_is_the_models_own_and_one_split_gives_the_llc_its_lines(tmp_path):
+    import torch
+    from transformers import GPTNeoXForCausalLM
+
+    c = small(split_seed=3)
+    assert np.array_equal(c.split_of(0)[0], c.split_of(1)[0])  # one split, other inits
+    assert not np.array_equal(small().split_of(0)[0], small().split_of(1)[0])
+    assert small().llc_settings(tmp_path / "per-seed") is None  # no one training set
+    with pytest.raises(T.TrainingConfigError, match="split_seed"):
+        small(split_seed=-1)
+    # the loss trained: what the model returns with every label but the answer masked
+    torch.manual_seed(0)
+    model = GPTNeoXForCausalLM(M.model_config(c))
+    x, y = M.inputs(c.split_of(0)[0], c.p)
+    labels = torch.full((len(x), 4), -100)
+    labels[:, -1] = y
+    with torch.no_grad():
+        own = model(input_ids=torch.cat([x, y[:, None]], 1), labels=labels).loss
+        assert float(M.answer_loss(model, x, y)) == pytest.approx(float(own), rel=1e-6)
+        assert M.evaluate(model, x, y, c.p)[0] == pytest.approx(float(own), rel=1e-6)
+    # run --preset samples the LLC on the training lines, their last token's loss alone
+    preset = tmp_path / "grok-one.json"
+    preset.write_text(json.dumps(small(split_seed=3, seeds=1).to_dict()))
+    out, runs = tmp_path / "res", tmp_path / "runs"
+    assert run_experiments.main([
+        "--preset", str(preset), "--suite-dir", str(runs), "--out", str(out),
+        "--no-progress", "--signatures", "llc", "--llc-windows", "8", "--llc-batch", "4",
+        "--llc-chains", "1", "--llc-draws", "2"]) == 0
+    lines = (runs / "grok-unit" / M.TRAIN_FILE).read_text().splitlines()
+    assert lines == [f"{a} {b} = {(a + b) % 17}" for a, b in c.split_of(0)[0]]
+    config = json.loads((out / "data" / "config.json").read_text())
+    assert config["llc_settings"]["objective"] == "answer"
+    assert config["llc_settings"]["texts_file"] == str(runs / "grok-unit" / M.TRAIN_FILE)
+    record = json.loads(next((out / "records").rglob("step000020.json")).read_text())
+    assert record["settings"]["objective"] == "answer"
+    from toposig.model.loss_probes import answer_windows
+
+    ids = answer_windows(M.tokenizer(17), lines, 8, seed=42)  # the run's seed
+    trained = GPTNeoXForCausalLM.from_pretrained(runs / "grok-unit" / "grok-unit-seed0" / "step20")
+    with torch.no_grad():
+        sampled = float(M.answer_loss(trained, ids[:, :-1], ids[:, -1]))
+    assert record["features"]["llc_init_loss"] == pytest.approx(sampled, rel=1e-5)
 
 
 def test_train_trains_a_task_preset_and_refuses_to_measure_it_live(tmp_path, capsys):

@@ -173,6 +173,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
 
 def _main(args: argparse.Namespace, argv: list[str], prog: str | None) -> int:
     """:func:`main` once the options are parsed."""
+    from toposig.families.llc import LLCFamily
     from toposig.families.registry import default_names, weights_only_names
     from toposig.families.weights import WeightsFamily
     from toposig.files.locks import exclusive
@@ -205,6 +206,12 @@ def _main(args: argparse.Namespace, argv: list[str], prog: str | None) -> int:
                                                             or weights.exclude):
             given[Family(WeightsFamily.name)] = replace(  # the task's own exclusions
                 weights, exclude=tuple(preset.WEIGHT_EXCLUDE))
+        llc = given.get(LLCFamily.name)
+        if is_task(preset) and llc is not None and llc.texts_file is None \
+                and llc.objective == LLCFamily().objective:  # the loss the task trains
+            own = preset.llc_settings(Path(args.suite_dir) / preset.name)
+            if own is not None:
+                given[Family(LLCFamily.name)] = replace(llc, **own)
         executor = executor_from_args(args)
         models, suite_dir = args.models, None
         remote_gpus = args.executor == "ray" and args.gpus_per_task > 0

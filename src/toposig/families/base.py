@@ -610,14 +610,16 @@ def hidden_state_record(family: SignatureFamily, loaded: Session, inputs: Family
 
 
 def probe_loss(loaded: Loaded, inputs: FamilyInputs, family: SignatureFamily,
-               analyse: Callable[..., CheckpointOutput]) -> CheckpointOutput:
+               analyse: Callable[..., CheckpointOutput], texts: list[str] | None = None
+               ) -> CheckpointOutput:
     """What a family that probes the loss computes: ``analyse`` (``analyse_landscape``,
     ``analyse_gradients`` of :mod:`toposig.model.loss_probes`) of the float32 model on
-    the run's device, on the probe texts, with the checkpoint's stored loss kept."""
+    the run's device, on ``texts`` (default: the probe texts), with the checkpoint's
+    stored loss kept."""
     tokenizer = loaded.tokenizer()
     model = loaded.model(float32=True)
     return with_stored_loss(loaded, analyse(
-        loaded.ckpt, model, tokenizer, inputs.probe_texts, family,
+        loaded.ckpt, model, tokenizer, inputs.probe_texts if texts is None else texts, family,
         device=loaded.placement.device, load_s=loaded.load_s, family=family.name))
 
 

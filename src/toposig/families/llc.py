@@ -3,18 +3,34 @@ of each checkpoint, sampled with ``devinterp``'s SGLD on windows of the texts' s
 (:mod:`toposig.model.llc`): the field's instrument for developmental stages (Hoogland et
 al. 2024), a reference for what topology sees.
 
-The windows are cut from the ``--texts`` source as the other loss probes' are: for the
-suites the project trains, WikiText-2, the corpus they are trained on (its validation
-split); for the task suites, the task's own ``inputs.txt``. The loss sampled is the mean
-next-token cross-entropy on them (devinterp's, which equals the model's
-``model(ids, labels=ids).loss``; a test shows it)."""
+The LLC is a property of the loss a model was trained on, so it is sampled on that loss.
+By default (``--llc-objective next_token``) the windows are cut from the ``--texts``
+source as the other loss probes' are: for the suites the project trains, WikiText-2, the
+corpus they are trained on (its validation split); the loss is the mean next-token
+cross-entropy on them (devinterp's, which equals the model's ``model(ids,
+labels=ids).loss``; a test shows it). A task trained on its answers alone (the grokking
+suite: ``a b = c``, the loss on ``c``) is sampled on that (``--llc-objective answer``):
+each line of ``--llc-texts`` (the suite's training lines, which ``run --preset`` writes
+and names) one window, the loss of its last token alone. For the induction suite, trained
+on every next byte, the default is its objective, on the suite's ``inputs.txt``."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
-from toposig.config import NON_NEGATIVE, POSITIVE, SEED, SettingsError, at_least, setting
+from toposig.config import (
+    NON_NEGATIVE,
+    POSITIVE,
+    SEED,
+    TEXT_OR_NONE,
+    SettingsError,
+    at_least,
+    one_of,
+    setting,
+)
 from toposig.families.base import (
     Column,
     FamilyInputs,
@@ -29,6 +45,8 @@ from toposig.families.base import (
 )
 from toposig.families.registry import register
 from toposig.records import CheckpointOutput, Record
+
+OBJECTIVES = ("next_token", "answer")  # the loss sampled (--llc-objective)
 
 LLC = FeatureGroup(
     "llc", "local learning coefficient",
@@ -95,23 +113,53 @@ class LLCFamily(SignatureFamily):
                                    "this many nats above the checkpoint's is diverged and "
                                    "left out (default: %(default)s)",
                               option="--llc-max-rise", check=POSITIVE)
+    objective: str = setting(
+        "next_token", "the loss sampled: 'next_token' (every token of windows of "
+        "--probe-length tokens cut from the texts) or 'answer' (each text one window, the "
+        "loss of its last token alone: a task trained on its answers, such as --preset "
+        "grokking's 'a b = c'; default: %(default)s)",
+        option="--llc-objective", check=one_of(OBJECTIVES), cli={"choices": OBJECTIVES})
+    texts_file: str | None = setting(
+        None, "a file of the texts the LLC's windows come from, one per line (default: the "
+              "--texts source; a task preset's own training lines for the answer objective)",
+        option="--llc-texts", check=TEXT_OR_NONE, cli={"metavar": "PATH"}, hashed=False)
     seed: int = setting(42, "seeds the windows and the chains", from_run="seed", check=SEED)
 
     def check_together(self) -> None:
         if self.batch > self.n_windows:
             raise SettingsError(f"--llc-batch {self.batch} is more than the "
                                 f"{self.n_windows} windows of --llc-windows")
+        if self.texts_file is not None and not Path(self.texts_file).is_file():
+            raise SettingsError(f"--llc-texts {self.texts_file!r} is not a file")
+
+    def llc_texts(self, inputs: FamilyInputs) -> list[str]:
+        """The texts its windows come from: the ``--llc-texts`` file's lines, else the
+        run's probe texts."""
+        return inputs.probe_texts if self.texts_file is None else _texts_of(self.texts_file)
+
+    def settings_hash(self, inputs: FamilyInputs, dtype: str) -> str:
+        """Keyed by the texts it reads, not by their file's name (``--llc-texts`` moves
+        with its folder)."""
+        if self.texts_file is None:
+            return super().settings_hash(inputs, dtype)
+        from toposig.sources.corpus import texts_fingerprint
+
+        return self.hash_of(texts_fingerprint(self.llc_texts(inputs)), dtype,
+                            inputs.run.tokenizer)
 
     def compute(self, loaded: Session, inputs: FamilyInputs) -> CheckpointOutput:
         from toposig.model.loss_probes import analyse_llc
 
-        return probe_loss(loaded, inputs, self, analyse_llc)
+        return probe_loss(loaded, inputs, self, analyse_llc, texts=self.llc_texts(inputs))
 
     def describe(self, settings_hash: str | None, inputs: FamilyInputs) -> str:
+        windows = (f"{self.n_windows} texts, each one window, the loss of its last token"
+                   if self.objective == "answer"
+                   else f"{self.n_windows} windows x {self.window} tokens")
+        source = f" of {self.texts_file}" if self.texts_file is not None else ""
         return (f"llc: {self.chains} chains x {self.draws} draws (burn-in {self.burnin}), "
                 f"ε {self.lr:g}, nβ {self.n_beta:g}, γ {self.localization:g}, batch "
-                f"{self.batch} of {self.n_windows} windows x {self.window} tokens, settings "
-                f"hash: {settings_hash}")
+                f"{self.batch} of {windows}{source}, settings hash: {settings_hash}")
 
     @classmethod
     def record_parts(cls, record: Record) -> list[str]:
@@ -119,6 +167,20 @@ class LLCFamily(SignatureFamily):
         kept = record.features.get("llc_chains_kept")
         return [f"LLC {'n/a' if value is None else f'{value:.4g}'} "
                 f"({'?' if kept is None else int(kept)} chains kept)"]
+
+
+@functools.lru_cache(maxsize=4)
+def _read(path: str, mtime_ns: int, size: int) -> tuple[str, ...]:
+    from toposig.sources.corpus import read_texts_file
+
+    return tuple(read_texts_file(path))
+
+
+def _texts_of(path: str) -> list[str]:
+    """The lines of an ``--llc-texts`` file, read once per version of it (every checkpoint
+    and the settings hash read them)."""
+    st = Path(path).stat()
+    return list(_read(path, st.st_mtime_ns, st.st_size))
 
 
 register(LLCFamily)

@@ -162,6 +162,21 @@ def eval_next_token_loss(model, input_ids):
     return compute_per_token_loss(model, input_ids)
 
 
+def eval_answer_loss(model, input_ids):
+    """Each window's loss on its last token alone, ``(b, T - 1)``: the cross-entropy (over
+    the whole vocabulary) of the window's last token given the tokens before it, of the
+    model in eval mode, the same value at every position of its row, so that the mean
+    devinterp takes is the mean answer loss, what ``model(ids, labels=...)`` returns with
+    every label but the last masked (``-100``; a test shows it): the objective of a task
+    trained on its answers alone, such as the grokking suite's ``a b = c``."""
+    import torch.nn.functional as F  # noqa: N812
+
+    model.eval()
+    logits = model(input_ids=input_ids).logits[:, -2, :]
+    loss = F.cross_entropy(logits.float(), input_ids[:, -1], reduction="none")
+    return loss[:, None].expand(-1, input_ids.shape[1] - 1)
+
+
 @contextlib.contextmanager
 def _own_randomness_and_quiet_bars() -> Iterator[None]:
     """devinterp seeds Python's, NumPy's and torch's global generators (``set_seed``) and

@@ -59,6 +59,29 @@ def probe_windows(tokenizer, texts: list[str], n: int, length: int, seed: int):
     return torch.tensor([stream[s:s + length] for s in starts], dtype=torch.long)
 
 
+def answer_windows(tokenizer, texts: list[str], n: int, seed: int):
+    """(n, T) int64: ``n`` of the texts drawn with ``seed``, each one window of its own
+    tokens, in the texts' order; every text must make the same number ``T >= 2`` of tokens
+    (a task's lines, such as ``a b = c``, whose last token is the answer).
+
+    Raises:
+        ValueError: fewer than ``n`` texts, or texts of different token counts, or of
+            fewer than two tokens.
+    """
+    import torch
+
+    if len(texts) < n:
+        raise ValueError(f"the answer objective takes one window per text: {len(texts)} "
+                         f"texts, fewer than the {n} windows asked for")
+    chosen = np.sort(np.random.default_rng(seed).choice(len(texts), n, replace=False))
+    ids = tokenizer([texts[i] for i in chosen], add_special_tokens=False)["input_ids"]
+    lengths = sorted({len(row) for row in ids})
+    if len(lengths) != 1 or lengths[0] < 2:
+        raise ValueError(f"the answer objective needs texts of one token count of at least "
+                         f"2 (a task's lines); these make {lengths} tokens")
+    return torch.tensor(ids, dtype=torch.long)
+
+
 def batch_loss(model, ids):
     """Mean next-token cross-entropy (nats) over every window of ``ids`` (n, T): the loss
     the model itself returns, ``model(ids, labels=ids).loss`` (which shifts the labels
@@ -119,7 +142,12 @@ class GradientOptions(ProbeOptions, Protocol):
 
 
 class LLCProbeOptions(ProbeOptions, llc.LLCOptions, Protocol):
-    """What the LLC reads: the probe windows and the sampler's settings."""
+    """What the LLC reads: the probe windows, the loss sampled on them (``objective``:
+    ``"next_token"``, every token of windows cut from the texts' stream, or ``"answer"``,
+    each text a window and its last token's loss alone) and the sampler's settings."""
+
+    @property
+    def objective(self) -> str: ...
 
 
 def _common(ckpt: Checkpoint, family: str, model, t0: float, load_s: float) -> dict:
@@ -278,7 +306,9 @@ def analyse_llc(ckpt: Checkpoint, model, tokenizer, texts: list[str], settings: 
                 *, device: str = "cpu", load_s: float = 0.0, family: str = "llc"
                 ) -> CheckpointOutput:
     """The local learning coefficient of one checkpoint (:func:`toposig.model.llc.sample_llc`
-    on ``settings.n_windows`` probe windows).
+    on ``settings.n_windows`` probe windows: of ``settings.window`` tokens cut from the
+    texts' stream, the mean next-token loss sampled; or, for the ``"answer"`` objective,
+    texts drawn whole, their last token's loss sampled, :func:`answer_windows`).
 
     Returns:
         A record whose ``features`` hold ``llc_*`` (:meth:`~toposig.model.llc.LLCEstimate.features`)
@@ -288,9 +318,12 @@ def analyse_llc(ckpt: Checkpoint, model, tokenizer, texts: list[str], settings: 
     t0 = time.perf_counter()
     s = settings
     require_causal(model)
-    ids = probe_windows(tokenizer, texts, s.n_windows, s.window, s.seed)
+    answer = s.objective == "answer"
+    ids = (answer_windows(tokenizer, texts, s.n_windows, s.seed) if answer
+           else probe_windows(tokenizer, texts, s.n_windows, s.window, s.seed))
     check_vocab(model, ids)
-    estimate = llc.sample_llc(model, ids, s, device=device)
+    estimate = llc.sample_llc(model, ids, s, device=device,
+                              loss_fn=llc.eval_answer_loss if answer else None)
     record = _common(ckpt, family, model, t0, load_s)
     chains = [{"flag": f, "llc": float(v) if np.isfinite(v) else None}
               for f, v in zip(estimate.flags, estimate.per_chain, strict=True)]

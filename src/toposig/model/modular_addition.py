@@ -20,7 +20,12 @@ the key frequencies of the run's last checkpoint (written into every checkpoint'
 
 Each checkpoint is a Hugging Face GPT-NeoX folder with a word-level tokenizer (``0`` ..
 ``p-1``, ``=``), so the embedding family measures the task's own inputs: the suite folder
-holds ``inputs.txt``, one ``a b =`` per line, the same pairs for every seed.
+holds ``inputs.txt``, one ``a b =`` per line, the same pairs for every seed. The loss
+trained is the cross-entropy of the answer ``c`` over the whole vocabulary, what
+``model(ids, labels=...)`` returns for ``a b = c`` with every label but the answer masked;
+when every run trains on one split (``split_seed``), the suite folder also holds
+``train.txt``, those training lines ``a b = c``, on which the ``llc`` family samples that
+loss (``--llc-objective answer``; :meth:`ModularConfig.llc_settings`).
 
 Layout: ``<root>/<name>/<name>-seed<k>/step<N>/`` as :mod:`toposig.model.training` writes
 suites; a run that is not finished is retrained from its start (a few minutes at most);
@@ -49,6 +54,7 @@ from toposig.model.training import (
     quiet_transformers,
     remove_partial_writes,
     save_checkpoint,
+    write_inputs_file,
 )
 
 logger = logging.getLogger(__name__)
@@ -59,6 +65,7 @@ SIGNAL = "test_accuracy"
 LEVELS = (0.5, 0.9)  # the ground truth's steps: held-out accuracy reaching 50 % and 90 %
 TRAIN_LEVEL = 0.99  # the mechanism's memorisation step: training accuracy reaching 99 %
 TEXTS_SEED = 0  # the pairs of inputs.txt: the same for every seed of the suite
+TRAIN_FILE = "train.txt"  # the training lines "a b = c" of a suite trained on one split
 
 
 @dataclass(frozen=True)
@@ -75,7 +82,11 @@ class ModularConfig(TaskConfig):
             (and at 0 and the last step).
         lr, weight_decay, warmup: AdamW with betas (0.9, 0.98); a linear warm-up over
             ``warmup`` updates, then a constant rate.
-        seed, seeds: run ``k`` uses seed ``seed + k`` for its initialisation and its split.
+        seed, seeds: run ``k`` uses seed ``seed + k`` for its initialisation (and its
+            split, unless ``split_seed`` is set).
+        split_seed: the seed of the one split every run trains on (so runs differ in their
+            initialisation alone, and their training lines are one file); ``None``: each
+            run's own seed.
         n_texts: the pairs written to ``inputs.txt`` for the embedding family.
     """
 
@@ -93,6 +104,7 @@ class ModularConfig(TaskConfig):
     seed: int = 0
     seeds: int = 5
     n_texts: int = 200
+    split_seed: int | None = None
     description: str = ""
 
     TASK: ClassVar[str] = TASK
@@ -108,6 +120,21 @@ class ModularConfig(TaskConfig):
               ) -> tuple[Path, list[dict]]:
         return train_modular(self, root, progress=progress)
 
+    def split_of(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Run ``k``'s training and held-out pairs (:func:`split`)."""
+        return split(self.p, self.train_fraction,
+                     self.seed + k if self.split_seed is None else self.split_seed)
+
+    def llc_settings(self, suite_dir: str | Path) -> dict | None:
+        """The ``llc`` family's settings for the loss the runs are trained on: the answer
+        objective on the suite's ``train.txt`` (written here if missing), when every run
+        trains on one split; ``None`` when each run has its own."""
+        if self.split_seed is None:
+            return None
+        lines = [f"{a} {b} {EQUALS} {(a + b) % self.p}" for a, b in self.split_of(0)[0]]
+        return {"objective": "answer",
+                "texts_file": str(write_inputs_file(suite_dir, lines, self.name, TRAIN_FILE))}
+
 
 def validate(c: ModularConfig) -> None:
     """Raise :class:`TrainingConfigError` naming the first bad value."""
@@ -121,6 +148,8 @@ def validate(c: ModularConfig) -> None:
     need(1 <= int(c.train_fraction * n_unordered) < n_unordered,
          f"train_fraction {c.train_fraction} leaves no pair on one side of the split")
     need(1 <= c.n_texts <= c.p * c.p, f"n_texts must be within 1..{c.p * c.p}")
+    need(c.split_seed is None or (type(c.split_seed) is int and 0 <= c.split_seed < 2 ** 32),
+         f"split_seed must be null or an integer in 0..2^32-1, got {c.split_seed!r}")
 
 
 # --- the task ------------------------------------------------------------------------
@@ -202,13 +231,22 @@ def mechanism(logits: np.ndarray, key: tuple[int, ...], train: np.ndarray,
             "excluded_loss": {"value": excluded_loss(logits, key, train), "event": "rise"}}
 
 
+def answer_loss(model, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """The loss trained: the mean cross-entropy (nats) of the answers ``y`` after ``x``
+    ``(n, 3)``, over the whole vocabulary (``=`` too), what ``model(ids, labels=...)``
+    returns for ``[a, b, =, c]`` with every label but ``c`` masked."""
+    return F.cross_entropy(model(input_ids=x).logits[:, -1, :], y)
+
+
 @torch.no_grad()
 def evaluate(model, x: torch.Tensor, y: torch.Tensor, p: int) -> tuple[float, float]:
-    """Mean cross-entropy (nats) and accuracy of the answers to ``x``."""
+    """The loss trained (:func:`answer_loss`) and the accuracy of the answers to ``x``
+    (the best of the ``p`` answers)."""
     model.eval()
-    logits = answer_logits(model, x, p)
+    logits = model(input_ids=x).logits[:, -1, :]
     model.train()
-    return float(F.cross_entropy(logits, y)), float((logits.argmax(1) == y).float().mean())
+    return (float(F.cross_entropy(logits, y)),
+            float((logits[:, :p].argmax(1) == y).float().mean()))
 
 
 def model_config(c: ModularConfig):
@@ -245,7 +283,7 @@ def train_run(c: ModularConfig, k: int, run_dir: Path, tok, progress: bool = Tru
     remove_partial_writes(run_dir)
     seed = c.seed + k
     torch.manual_seed(seed)
-    train_pairs, test_pairs = split(c.p, c.train_fraction, seed)
+    train_pairs, test_pairs = c.split_of(k)
     x_train, y_train = inputs(train_pairs, c.p)
     x_test, y_test = inputs(test_pairs, c.p)
     model = GPTNeoXForCausalLM(model_config(c))
@@ -274,7 +312,7 @@ def train_run(c: ModularConfig, k: int, run_dir: Path, tok, progress: bool = Tru
             break
         for group in opt.param_groups:
             group["lr"] = c.lr * min(1.0, (step + 1) / max(c.warmup, 1))
-        loss = F.cross_entropy(answer_logits(model, x_train, c.p), y_train)
+        loss = answer_loss(model, x_train, y_train)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()

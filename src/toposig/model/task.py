@@ -74,6 +74,12 @@ class TaskConfig:
         """
         return write_inputs_file(suite_dir, self.texts(), self.name)
 
+    def llc_settings(self, suite_dir: str | Path) -> dict | None:
+        """The ``llc`` family's settings that sample the loss the task trains, writing
+        any file they name into ``suite_dir``; ``None``: the family's defaults (every
+        next token of the ``--texts`` source: the suite's ``inputs.txt``) are it."""
+        return None
+
     def train(self, root: str | Path = "runs", *, progress: bool = True
               ) -> tuple[Path, list[dict]]:
         """Train every seed under ``root``; returns the suite folder and each run's

@@ -620,19 +620,21 @@ def train_model(spec: ModelSpec, c: SuiteConfig, text: TrainingText, model_dir: 
                        seconds=time.perf_counter() - t0)
 
 
-def write_inputs_file(suite_dir: str | Path, lines: list[str], suite: str) -> Path:
-    """Write a task suite's ``inputs.txt``, one text per line, into ``suite_dir`` (made if
-    missing); returns its path. A file that is already there with these lines is left
-    as it is.
+def write_inputs_file(suite_dir: str | Path, lines: list[str], suite: str,
+                      name: str = INPUTS_FILE) -> Path:
+    """Write a task suite's ``inputs.txt`` (or another file ``name`` of its lines), one
+    text per line, into ``suite_dir`` (made if missing); returns its path. A file that is
+    already there with these lines is left as it is.
 
     Raises:
-        TrainingConfigError: the folder's ``inputs.txt`` holds other lines (another
-            suite's), or is a link; nothing is written.
+        TrainingConfigError: the folder's file holds other lines (another suite's), or is
+            a link or not a file; nothing is written.
     """
-    path = Path(suite_dir) / INPUTS_FILE
+    path = Path(suite_dir) / name
     data = "".join(f"{t}\n" for t in lines).encode("utf-8")
-    if path.is_symlink() or (path.exists() and path.read_bytes() != data):
-        raise TrainingConfigError(f"{path} holds other inputs than suite {suite!r} "
+    if path.is_symlink() or (path.exists() and (not path.is_file()
+                                                 or path.read_bytes() != data)):
+        raise TrainingConfigError(f"{path} holds other lines than suite {suite!r} "
                                   "measures (another suite's?); move it away, or train into "
                                   "another --suite-dir")
     if not path.exists():
