@@ -547,3 +547,28 @@ def test_the_docs_ground_truth_is_one_and_the_readme_commands_parse():
     args = run_parser().parse_args(shlex.split(run_line)[2:])
     assert isinstance(load_preset(args.preset), M.ModularConfig)
     assert analyze_parser().parse_args(shlex.split(analyze_line)[2:]).results == args.out
+
+
+def test_a_grokking_run_is_the_same_at_any_thread_count(tmp_path):
+    """Issue 59: a run trains at one torch thread whatever the caller's count (at two, the
+    float sums of this shape come in another order, and 60 steps already give other
+    weights), and the caller's count is restored."""
+    import hashlib
+
+    import torch
+
+    c = small(p=59, train_fraction=0.4, hidden=64, heads=4, steps=60, checkpoint_every=60,
+              warmup=10, seeds=1)
+    before = torch.get_num_threads()
+    digests = []
+    try:
+        for n in (2, 1):
+            torch.set_num_threads(n)
+            suite, _ = c.train(tmp_path / f"threads{n}", progress=False)
+            assert torch.get_num_threads() == n
+            weights = suite / "grok-unit-seed0" / "step60" / "model.safetensors"
+            digests.append(hashlib.sha256(weights.read_bytes()).hexdigest())
+            assert json.loads((suite / "config.json").read_text())["torch_threads"] == 1
+    finally:
+        torch.set_num_threads(before)
+    assert digests[0] == digests[1]

@@ -451,6 +451,21 @@ def validation_loss(model, windows: torch.Tensor, batch_size: int) -> float:
 
 
 @contextlib.contextmanager
+def torch_threads(n: int) -> Iterator[None]:
+    """Run the block with torch's intra-op threads at ``n``, restoring the count after:
+    at one thread a training run's float reductions happen in one order, so it gives the
+    same weights on any machine of the same CPU kind whatever its cores (issue 59)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+@contextlib.contextmanager
 def quiet_transformers() -> Iterator[None]:
     """Turn off transformers' progress bars for the block, restoring the setting after."""
     from transformers.utils import logging as hf_logging
