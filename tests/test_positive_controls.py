@@ -503,6 +503,18 @@ def test_the_loss_trained_is_the_models_own_and_one_split_gives_the_llc_its_line
     with torch.no_grad():
         sampled = float(M.answer_loss(trained, ids[:, :-1], ids[:, -1]))
     assert record["features"]["llc_init_loss"] == pytest.approx(sampled, rel=1e-5)
+    # --llc-objective answer alone samples the same lines; --llc-texts names others
+    other = tmp_path / "other.txt"
+    other.write_text("".join(f"{ln}\n" for ln in lines[:8]))
+    for extra, texts in [(["--llc-objective", "answer"], runs / "grok-unit" / M.TRAIN_FILE),
+                         (["--llc-objective", "answer", "--llc-texts", str(other)], other)]:
+        again = tmp_path / f"res-{len(extra)}"
+        assert run_experiments.main([
+            "--preset", str(preset), "--suite-dir", str(runs), "--out", str(again),
+            "--no-progress", "--signatures", "llc", "--llc-windows", "8", "--llc-batch",
+            "4", "--llc-chains", "1", "--llc-draws", "2", *extra]) == 0
+        settings = json.loads((again / "data" / "config.json").read_text())["llc_settings"]
+        assert settings["texts_file"] == str(texts)
 
 
 def test_train_trains_a_task_preset_and_refuses_to_measure_it_live(tmp_path, capsys):

@@ -207,10 +207,13 @@ def _main(args: argparse.Namespace, argv: list[str], prog: str | None) -> int:
             given[Family(WeightsFamily.name)] = replace(  # the task's own exclusions
                 weights, exclude=tuple(preset.WEIGHT_EXCLUDE))
         llc = given.get(LLCFamily.name)
-        if is_task(preset) and llc is not None and llc.texts_file is None \
-                and llc.objective == LLCFamily().objective:  # the loss the task trains
+        if is_task(preset) and llc is not None and llc.texts_file is None:
+            # the loss the task trains on, on its own lines, unless --llc-texts says
+            # otherwise (an --llc-objective of its own is kept)
             own = preset.llc_settings(Path(args.suite_dir) / preset.name)
             if own is not None:
+                if llc.objective != LLCFamily().objective:
+                    own = {**own, "objective": llc.objective}
                 given[Family(LLCFamily.name)] = replace(llc, **own)
         executor = executor_from_args(args)
         models, suite_dir = args.models, None
