@@ -211,9 +211,10 @@ def _main(args: argparse.Namespace, argv: list[str], prog: str | None) -> int:
             # the loss the task trains on, on its own lines, unless --llc-texts says
             # otherwise (an --llc-objective of its own is kept)
             own = preset.llc_settings(Path(args.suite_dir) / preset.name)
-            if own is not None:
-                if llc.objective != LLCFamily().objective:
-                    own = {**own, "objective": llc.objective}
+            if own is not None:  # a setting given on the command line is kept
+                default = LLCFamily()
+                own = {k: v for k, v in own.items()
+                       if getattr(llc, k) == getattr(default, k)}
                 given[Family(LLCFamily.name)] = replace(llc, **own)
         executor = executor_from_args(args)
         models, suite_dir = args.models, None

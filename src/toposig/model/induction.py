@@ -60,12 +60,14 @@ from toposig.model.heads import head_scores
 from toposig.model.task import TaskConfig, check_task_fields, task_check, task_suite
 from toposig.model.training import (
     DONE_FILE,
+    TRAIN_THREADS,
     MODEL_VOCAB,
     TrainingConfigError,
     byte_tokenizer,
     load_training_text,
     remove_partial_writes,
     save_checkpoint,
+    torch_threads,
 )
 from toposig.sources import corpus
 
@@ -142,6 +144,12 @@ class InductionConfig(TaskConfig):
     def train(self, root: str | Path = "runs", *, progress: bool = True
               ) -> tuple[Path, list[dict]]:
         return train_induction(self, root, progress=progress)
+
+    def llc_settings(self, suite_dir: str | Path) -> dict:
+        """The ``llc`` family samples every next byte (its default objective, on the
+        suite's ``inputs.txt``) in windows of the training context: the model has
+        ``context`` positions, and the default window of 64 tokens is twice that."""
+        return {"window": self.context}
 
 
 def validate(c: InductionConfig) -> None:
@@ -378,9 +386,10 @@ def train_induction(c: InductionConfig, root: str | Path = "runs", *, progress: 
                   for k, n in enumerate(c.run_names())},
         "checkpoint_steps": scheduled_steps(c.steps, c.checkpoint_every, "regular"),
         "torch": torch.__version__,
+        "torch_threads": TRAIN_THREADS,
     }
     fingerprint = {"config": c.to_dict(), "corpus_split": text.split}
-    with task_suite(c, root, fingerprint, about) as suite_dir:
+    with task_suite(c, root, fingerprint, about) as suite_dir, torch_threads(TRAIN_THREADS):
         c.write_inputs(suite_dir)
         tok = byte_tokenizer()
         results = []

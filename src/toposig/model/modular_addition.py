@@ -50,6 +50,7 @@ from toposig.features.modular_fourier import excluded_loss, key_frequencies, res
 from toposig.files.atomic import atomic_write_bytes, atomic_write_json, make_folder, read_json
 from toposig.model.task import TaskConfig, check_task_fields, task_check, task_suite
 from toposig.model.training import (
+    TRAIN_THREADS,
     DONE_FILE,
     quiet_transformers,
     remove_partial_writes,
@@ -67,7 +68,6 @@ LEVELS = (0.5, 0.9)  # the ground truth's steps: held-out accuracy reaching 50 %
 TRAIN_LEVEL = 0.99  # the mechanism's memorisation step: training accuracy reaching 99 %
 TEXTS_SEED = 0  # the pairs of inputs.txt: the same for every seed of the suite
 TRAIN_FILE = "train.txt"  # the training lines "a b = c" of a suite trained on one split
-TRAIN_THREADS = 1  # torch threads while training: the same run on any number of cores
 
 
 @dataclass(frozen=True)

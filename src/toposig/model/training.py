@@ -450,6 +450,9 @@ def validation_loss(model, windows: torch.Tensor, batch_size: int) -> float:
 # --- saving --------------------------------------------------------------------------
 
 
+TRAIN_THREADS = 1  # torch threads while a task trains: the same run on any number of cores
+
+
 @contextlib.contextmanager
 def torch_threads(n: int) -> Iterator[None]:
     """Run the block with torch's intra-op threads at ``n``, restoring the count after:
