@@ -219,3 +219,43 @@ def test_the_readme_commands_parse_and_name_the_preset():
     args = run_parser().parse_args(shlex.split(run_line)[2:])
     assert isinstance(load_preset(args.preset), I.InductionConfig)
     assert analyze_parser().parse_args(shlex.split(analyze_line)[2:]).results == args.out
+
+
+def test_an_induction_run_is_the_same_at_any_thread_count(wikitext_dir, tmp_path):
+    """Issue 59: the suite trains at one torch thread whatever the caller's count, so a
+    retrained run has the committed weights on any machine; the count is restored."""
+    import hashlib
+
+    c = small(hidden=32, context=32, block_max=16, steps=40, checkpoint_every=40, seeds=1,
+              batch_size=16)
+    before = torch.get_num_threads()
+    digests = []
+    try:
+        for n in (2, 1):
+            torch.set_num_threads(n)
+            suite, _ = c.train(tmp_path / f"threads{n}", progress=False)
+            assert torch.get_num_threads() == n
+            weights = suite / "ind-unit-seed0" / "step40" / "model.safetensors"
+            digests.append(hashlib.sha256(weights.read_bytes()).hexdigest())
+            assert json.loads((suite / "config.json").read_text())["torch_threads"] == 1
+    finally:
+        torch.set_num_threads(before)
+    assert digests[0] == digests[1]
+
+
+def test_the_llc_samples_windows_of_the_training_context(wikitext_dir, tmp_path):
+    """The model has ``context`` positions: ``run --preset`` samples its LLC in windows of
+    that many bytes, unless ``--probe-length`` says otherwise."""
+    preset = tmp_path / "ind-one.json"
+    preset.write_text(json.dumps(small(seeds=1, steps=10, checkpoint_every=10).to_dict()))
+    runs = tmp_path / "runs"
+    llc = ["--signatures", "llc", "--llc-windows", "8", "--llc-batch", "4", "--llc-chains",
+           "1", "--llc-draws", "2"]
+    for extra, window in [([], small().context), (["--probe-length", "12"], 12)]:
+        out = tmp_path / f"res-{window}"
+        assert run_experiments.main(["--preset", str(preset), "--suite-dir", str(runs),
+                                     "--out", str(out), "--no-progress", *llc, *extra]) == 0
+        settings = json.loads((out / "data" / "config.json").read_text())["llc_settings"]
+        assert settings["window"] == window and settings["objective"] == "next_token"
+        record = json.loads(next((out / "records").rglob("step000010.json")).read_text())
+        assert record["settings"]["window"] == window

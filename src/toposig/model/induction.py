@@ -60,8 +60,8 @@ from toposig.model.heads import head_scores
 from toposig.model.task import TaskConfig, check_task_fields, task_check, task_suite
 from toposig.model.training import (
     DONE_FILE,
-    TRAIN_THREADS,
     MODEL_VOCAB,
+    TRAIN_THREADS,
     TrainingConfigError,
     byte_tokenizer,
     load_training_text,

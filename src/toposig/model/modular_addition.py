@@ -50,8 +50,8 @@ from toposig.features.modular_fourier import excluded_loss, key_frequencies, res
 from toposig.files.atomic import atomic_write_bytes, atomic_write_json, make_folder, read_json
 from toposig.model.task import TaskConfig, check_task_fields, task_check, task_suite
 from toposig.model.training import (
-    TRAIN_THREADS,
     DONE_FILE,
+    TRAIN_THREADS,
     quiet_transformers,
     remove_partial_writes,
     save_checkpoint,
