@@ -4,7 +4,9 @@
 module reads what it needs from a results root (the layout of :mod:`toposig.run.store`):
 
 - :func:`load_entries`: the aggregate entries of the finished checkpoints
-  (``data/all_results.json``);
+  (``data/all_results.json``, or, in a folder shipped with its records alone, as the
+  committed ``results/seed004``, the entries a run would write, built from the records in
+  memory);
 - :func:`arrays_reader`: the arrays saved beside a record (its ``.npz``), for
   :func:`toposig.analysis.compute.compute_statistics`'s Wasserstein series and the
   figures of diagrams and loss surfaces;
@@ -22,8 +24,8 @@ from typing import TYPE_CHECKING
 from toposig.analysis.compute import ArraysOf
 from toposig.defaults import EXPORT_FORMATS
 from toposig.records import Record
-from toposig.run.aggregates import aggregate_path, read_aggregate
-from toposig.run.store import load_arrays
+from toposig.run.aggregates import aggregate_path, read_aggregate, read_study, study_entries
+from toposig.run.store import DamagedResultsError, load_arrays
 from toposig.sources.checkpoints import checkpoints_in
 
 if TYPE_CHECKING:
@@ -42,15 +44,28 @@ def load_entries(results_dir: str | Path) -> list[Record]:
     """The aggregate entries (one :class:`toposig.records.Record` per finished
     checkpoint) of the study in ``results_dir``, in the file's order.
 
+    A folder with a study's records but no ``data/all_results.json`` (one committed or
+    shared with its records alone) gives the entries a run would write for them
+    (:func:`toposig.run.aggregates.study_entries`), built in memory: nothing is written
+    and nothing is measured.
+
     Raises:
-        ResultsMissingError: there is no ``data/all_results.json``, or it holds no
-            finished checkpoint.
+        ResultsMissingError: there is no ``data/all_results.json`` and no finished
+            record, or it holds no finished checkpoint.
         DamagedResultsError: it is not a file, not JSON, not a list of sound records
             (:func:`toposig.run.aggregates.read_aggregate`); the message names the file
             and the entry.
     """
     path = aggregate_path(results_dir)
     if not (path.exists() or path.is_symlink()):
+        if records := _records_alone(results_dir):
+            return records
+        if files := _imported_files(results_dir):
+            raise ResultsMissingError(
+                f"{results_dir} holds an import whose records are not kept with it: "
+                f"re-create them with `toposig import {' '.join(files)} --out "
+                f"{results_dir}` (from the folder the paths are relative to; a README "
+                "beside the folder may give the exact command), then open it again")
         if what := checkpoints_in(results_dir):
             name = Path(results_dir).resolve().name or "run"
             raise ResultsMissingError(
@@ -72,6 +87,34 @@ def load_entries(results_dir: str | Path) -> list[Record]:
             f"{path} holds no finished checkpoint to analyse{failed}; a run of the same "
             "command rewrites it from the records it finished")
     return records
+
+
+def _records_alone(results_dir: str | Path) -> list[Record]:
+    """The finished entries of a study folder without aggregates, from its records
+    (empty: no study, an import, or no finished record)."""
+    if not (Path(results_dir) / "data" / "config.json").is_file():
+        return []
+    study = read_study(results_dir)
+    if not study.held or study.imported or not study.hashes:
+        return []
+    return [Record.from_json(e, copy_json=False) for e in study_entries(study)
+            if e["status"] == "ok"]
+
+
+def _imported_files(results_dir: str | Path) -> list[str]:
+    """The files an import folder's ``config.json`` says it was made from (empty: not an
+    import, or no readable config)."""
+    config = Path(results_dir) / "data" / "config.json"
+    if not config.is_file():
+        return []
+    try:
+        study = read_study(results_dir)
+    except DamagedResultsError:
+        return []
+    if not study.imported:
+        return []
+    return [str(f.get("file")) for f in study.config["imported"].get("files", [])
+            if isinstance(f, dict)]
 
 
 def arrays_reader(results_dir: str | Path) -> ArraysOf:
