@@ -91,3 +91,16 @@ def test_a_folder_with_no_records_still_says_what_to_run(tmp_path):
     (tmp_path / "data").mkdir()
     with pytest.raises(ResultsMissingError, match="run_experiments.py --out"):
         load_entries(tmp_path)
+
+
+def test_a_mistyped_folder_gets_the_nearest_names(tmp_path):
+    for name in ("seed004", "seeds", "grokking"):
+        (tmp_path / name).mkdir()
+    with pytest.raises(ResultsMissingError, match=r"did you mean \S*seed004 or \S*seeds\?"):
+        load_entries(tmp_path / "seed04")
+    with pytest.raises(ResultsMissingError, match="did you mean") as caught:
+        toposig.open(tmp_path / "grokin")
+    assert str(tmp_path / "grokking") in str(caught.value)
+    with pytest.raises(ResultsMissingError, match="first, or pass --out") as caught:
+        load_entries(tmp_path / "unrelated")  # nothing near: what to run
+    assert "did you mean" not in str(caught.value)
