@@ -18,6 +18,13 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"
 
 
+def demo_commands() -> list[str]:
+    """The commands of ``demo.sh`` (the README's first command), one per line, without
+    the shell's own (``set``, ``cd``, tests, ``fi``)."""
+    lines = [ln.strip() for ln in (ROOT / "demo.sh").read_text(encoding="utf-8").splitlines()]
+    return [ln for ln in lines if ln.startswith(("python ", "toposig ", "pip ", "mkdir "))]
+
+
 def readme_quick_start() -> list[str]:
     """The shell commands of the README's quick-start block, comments left out."""
     text = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -39,9 +46,12 @@ def without(argv: list[str], option: str) -> list[str]:
 
 
 def test_the_quick_start_is_the_command_that_made_the_committed_results():
-    """The quick start runs the reference's command into a folder of its own, analyses it
-    and compares it with the committed reference, writing nothing in results/."""
-    commands = readme_quick_start()
+    """The quick start is two commands, demo.sh and the tests; demo.sh runs the
+    reference's command into a folder of its own, analyses it and compares it with the
+    committed reference, writing nothing in results/."""
+    assert readme_quick_start() == ["bash demo.sh", "bash .ci/run"]
+    commands = demo_commands()
+    assert "pip install -q -r requirements.txt" in commands
     run = [shlex.split(c) for c in commands if c.startswith("python src/run_experiments.py")]
     assert len(run) == 1, commands
     out = run[0][run[0].index("--out") + 1]
@@ -50,6 +60,10 @@ def test_the_quick_start_is_the_command_that_made_the_committed_results():
     assert f"python src/analyze_results.py --out {out}" in commands
     assert f"toposig compare results {out}" in commands
     assert any(c.startswith("python datasets/download_wikitext.py") for c in commands)
+    # the docs' by-hand version is demo.sh's last three commands
+    quickstart = (ROOT / "docs" / "quickstart.md").read_text(encoding="utf-8")
+    block = re.search(r"```bash\n(.*?)```", quickstart, re.S).group(1)
+    assert block.strip().splitlines() == commands[-3:]
 
 
 def test_the_committed_summary_is_the_committed_statistics_rendered():
@@ -187,3 +201,4 @@ def test_every_committed_grokking_run_groks_after_a_plateau():
                        if fitted <= s <= fitted + PLATEAU_STEPS]
         assert len(near_chance) >= 2 and all(near_chance), model
         assert max(held for _, _, held in series) >= 0.9, model
+
