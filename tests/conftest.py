@@ -291,3 +291,27 @@ def records_of(entries) -> list:
 
     return [Record.from_json({"status": "ok", "model": e.get("model_label"), "step": None,
                               "features": {}, **e}) for e in entries]
+
+
+def weights_at_thread_counts(config, root: Path, checkpoint: str, counts=(2, 1)) -> list[str]:
+    """Train a task config's suite once at each torch thread count of ``counts`` (each
+    into its own folder under ``root``) and return the SHA-256 of ``checkpoint``'s weights
+    (a path inside the suite folder) each time; checks that the caller's count is back
+    after each and that the suite states it trained at one thread (issue 59)."""
+    import json
+
+    import torch
+
+    before = torch.get_num_threads()
+    digests = []
+    try:
+        for n in counts:
+            torch.set_num_threads(n)
+            suite, _ = config.train(root / f"threads{n}", progress=False)
+            assert torch.get_num_threads() == n
+            weights = suite / checkpoint / "model.safetensors"
+            digests.append(hashlib.sha256(weights.read_bytes()).hexdigest())
+            assert json.loads((suite / "config.json").read_text())["torch_threads"] == 1
+    finally:
+        torch.set_num_threads(before)
+    return digests

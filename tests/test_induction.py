@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
+from conftest import weights_at_thread_counts
 
 import analyze_results
 import run_experiments
@@ -224,22 +225,9 @@ def test_the_readme_commands_parse_and_name_the_preset():
 def test_an_induction_run_is_the_same_at_any_thread_count(wikitext_dir, tmp_path):
     """Issue 59: the suite trains at one torch thread whatever the caller's count, so a
     retrained run has the committed weights on any machine; the count is restored."""
-    import hashlib
-
     c = small(hidden=32, context=32, block_max=16, steps=40, checkpoint_every=40, seeds=1,
               batch_size=16)
-    before = torch.get_num_threads()
-    digests = []
-    try:
-        for n in (2, 1):
-            torch.set_num_threads(n)
-            suite, _ = c.train(tmp_path / f"threads{n}", progress=False)
-            assert torch.get_num_threads() == n
-            weights = suite / "ind-unit-seed0" / "step40" / "model.safetensors"
-            digests.append(hashlib.sha256(weights.read_bytes()).hexdigest())
-            assert json.loads((suite / "config.json").read_text())["torch_threads"] == 1
-    finally:
-        torch.set_num_threads(before)
+    digests = weights_at_thread_counts(c, tmp_path, "ind-unit-seed0/step40")
     assert digests[0] == digests[1]
 
 

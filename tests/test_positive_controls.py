@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 import pytest
-from conftest import records_of
+from conftest import records_of, weights_at_thread_counts
 
 import analyze_results
 import run_experiments
@@ -565,22 +565,7 @@ def test_a_grokking_run_is_the_same_at_any_thread_count(tmp_path):
     """Issue 59: a run trains at one torch thread whatever the caller's count (at two, the
     float sums of this shape come in another order, and 60 steps already give other
     weights), and the caller's count is restored."""
-    import hashlib
-
-    import torch
-
     c = small(p=59, train_fraction=0.4, hidden=64, heads=4, steps=60, checkpoint_every=60,
               warmup=10, seeds=1)
-    before = torch.get_num_threads()
-    digests = []
-    try:
-        for n in (2, 1):
-            torch.set_num_threads(n)
-            suite, _ = c.train(tmp_path / f"threads{n}", progress=False)
-            assert torch.get_num_threads() == n
-            weights = suite / "grok-unit-seed0" / "step60" / "model.safetensors"
-            digests.append(hashlib.sha256(weights.read_bytes()).hexdigest())
-            assert json.loads((suite / "config.json").read_text())["torch_threads"] == 1
-    finally:
-        torch.set_num_threads(before)
+    digests = weights_at_thread_counts(c, tmp_path, "grok-unit-seed0/step60")
     assert digests[0] == digests[1]
