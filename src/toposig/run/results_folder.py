@@ -25,11 +25,13 @@ from toposig.analysis.compute import ArraysOf
 from toposig.defaults import EXPORT_FORMATS
 from toposig.records import Record
 from toposig.run.aggregates import aggregate_path, read_aggregate, read_study, study_entries
-from toposig.run.store import DamagedResultsError, load_arrays
+from toposig.run.store import load_arrays
 from toposig.sources.checkpoints import checkpoints_in
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from toposig.run.study import Study
 
 __all__ = ["ResultsMissingError", "load_entries", "arrays_reader",
            "load_results", "EXPORT_FORMATS", "export_problem", "export_table"]
@@ -58,9 +60,11 @@ def load_entries(results_dir: str | Path) -> list[Record]:
     """
     path = aggregate_path(results_dir)
     if not (path.exists() or path.is_symlink()):
-        if records := _records_alone(results_dir):
+        study = (read_study(results_dir)
+                 if (Path(results_dir) / "data" / "config.json").is_file() else None)
+        if records := _records_alone(study):
             return records
-        if files := _imported_files(results_dir):
+        if files := _imported_files(study):
             raise ResultsMissingError(
                 f"{results_dir} holds an import whose records are not kept with it: "
                 f"re-create them with `toposig import {' '.join(files)} --out "
@@ -107,29 +111,19 @@ def nearest_folders(folder: str | Path, n: int = 3) -> list[str]:
     return [str(parent / m) for m in difflib.get_close_matches(folder.name, names, n, 0.6)]
 
 
-def _records_alone(results_dir: str | Path) -> list[Record]:
+def _records_alone(study: Study | None) -> list[Record]:
     """The finished entries of a study folder without aggregates, from its records
     (empty: no study, an import, or no finished record)."""
-    if not (Path(results_dir) / "data" / "config.json").is_file():
-        return []
-    study = read_study(results_dir)
-    if not study.held or study.imported or not study.hashes:
+    if study is None or not study.held or study.imported or not study.hashes:
         return []
     return [Record.from_json(e, copy_json=False) for e in study_entries(study)
             if e["status"] == "ok"]
 
 
-def _imported_files(results_dir: str | Path) -> list[str]:
-    """The files an import folder's ``config.json`` says it was made from (empty: not an
-    import, or no readable config)."""
-    config = Path(results_dir) / "data" / "config.json"
-    if not config.is_file():
-        return []
-    try:
-        study = read_study(results_dir)
-    except DamagedResultsError:
-        return []
-    if not study.imported:
+def _imported_files(study: Study | None) -> list[str]:
+    """The files an import folder's ``config.json`` says it was made from (empty: no
+    study, or not an import)."""
+    if study is None or not study.imported:
         return []
     return [str(f.get("file")) for f in study.config["imported"].get("files", [])
             if isinstance(f, dict)]
