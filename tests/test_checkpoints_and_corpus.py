@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -93,6 +94,31 @@ def test_local_series_discovers_steps_in_order(local_layouts):
     trainer = ck.resolve_series(str(local_layouts / "trainer"), None)
     assert [c.step for c in trainer] == [50, 100]
     assert ck.resolve_series(str(local_layouts / "run"), rv.StepSelection(steps=(5,)))[0].step == 5
+
+
+def test_a_record_names_its_checkpoint_relative_to_the_model_source(local_layouts,
+                                                                    monkeypatch, tmp_path):
+    """Issue 60: a record's ``location`` is the checkpoint's path inside the model source
+    as the run was given it (absolute or relative), never the measuring machine's
+    absolute path; the source itself is ``.``, and a checkpoint reached through a link
+    out of its source is named alone."""
+    import os
+
+    monkeypatch.chdir(local_layouts)
+    for model in ("run", str(local_layouts / "run"), "./run/"):
+        run = ck.resolve_series(model, None)
+        assert [ck.checkpoint_identity(c)["location"] for c in run] == [
+            "step0", "step5", "step20"], model
+        assert all((Path(model) / c.stored_location).resolve() == Path(c.location)
+                   for c in run)
+    (one,) = ck.resolve_series("single", None)
+    assert one.stored_location == "."
+    (tmp_path / "linked").mkdir()
+    os.symlink(local_layouts / "single", tmp_path / "linked" / "step40")
+    (linked,) = ck.resolve_series(str(tmp_path / "linked"), None)
+    assert linked.step == 40 and linked.stored_location == "single"
+    assert not any(ck.checkpoint_identity(c)["location"].startswith("/")
+                   for c in ck.resolve_series("trainer", None))
 
 
 def test_single_model_folder_is_a_series_of_one(local_layouts):

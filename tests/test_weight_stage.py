@@ -53,7 +53,7 @@ def test_weight_stage_on_a_model_folder_series(neox_series, tmp_path, no_texts, 
         names = [m["name"] for m in r["weights"]["matrices"]]
         assert names == [f"gpt_neox.layers.{i}.{s}" for i in range(2) for s in LINEAR_SUFFIXES]
         # Cross-check with the weights read straight from the checkpoint's file.
-        tensors = load_file(Path(r["location"]) / "model.safetensors")
+        tensors = load_file(Path(r["model"]) / r["location"] / "model.safetensors")
         w_max = max(float(tensors[n].abs().max()) for n in names)
         assert r["weights"]["w_max"] == pytest.approx(w_max, rel=1e-7)
         for m in r["weights"]["matrices"]:
@@ -232,7 +232,7 @@ def test_heavy_tail_baselines_in_records_and_older_records_are_recomputed(
     args = ["--models", str(neox_series), "--signatures", "weights", "--out", str(out), *QUIET]
     assert run_experiments.main(args) == 0
     rec = records_of(out)[0]
-    tensors = load_file(Path(rec["location"]) / "model.safetensors")
+    tensors = load_file(Path(rec["model"]) / rec["location"] / "model.safetensors")
     alphas = []
     for m in rec["weights"]["matrices"]:
         want = heavy_tail.heavy_tail_features(tensors[m["name"]].numpy())

@@ -69,7 +69,10 @@ class CheckpointId:
         step: the training step, or ``None`` for a checkpoint without one (``final``).
         source: where it was read from: ``hub``, ``local``, ``file``, ``memory``,
             ``imported``...
-        location: the folder, file or Hub id it was read from.
+        location: the Hub id it was read from, or a local folder or file's path relative
+            to ``model`` (``step100``; ``.`` for the model itself;
+            :attr:`toposig.sources.checkpoints.Checkpoint.stored_location`). Records
+            written before 2026-12-03 hold an absolute path.
         revision: the Hub revision (``step1000``), or ``None``.
         fingerprint: what tells two checkpoints with the same name apart (16 hex digits).
         seed, seed_group: for a member of a seed ensemble, its seed and the model it is

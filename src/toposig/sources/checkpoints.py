@@ -130,6 +130,22 @@ class Checkpoint:
         return (self.local_path, None) if self.local_path else (self.location, self.revision)
 
     @property
+    def stored_location(self) -> str:
+        """Where a record says the checkpoint is (its ``location``): a local folder or
+        file by its path relative to the model source, in POSIX form (``step100``,
+        ``checkpoints/ckpt-100.pt``; ``.`` for the source itself), so that a record names
+        no absolute path of the machine that measured it and stays true when the study
+        moves; one outside its source (reached through a link) by its name alone. A Hub
+        id or the in-memory marker as it is."""
+        if self.source not in ("local", "file"):
+            return self.location
+        here = Path(self.location)
+        try:
+            return here.relative_to(Path(self.model).resolve()).as_posix()
+        except ValueError:
+            return here.name
+
+    @property
     def name(self) -> str:
         """File stem of this checkpoint's records: ``step000100`` or ``final``."""
         return record_stem(self.step)
@@ -404,7 +420,7 @@ def checkpoint_identity(ckpt: Checkpoint) -> dict:
         "model_label": ckpt.label,
         "step": ckpt.step,
         "source": ckpt.source,
-        "location": ckpt.location,
+        "location": ckpt.stored_location,
         "revision": ckpt.revision,
         "checkpoint_fingerprint": fingerprint(ckpt),
     }
