@@ -189,7 +189,9 @@ def test_a_small_induction_run_trains_measures_and_analyses(wikitext_dir, tmp_pa
     assert (out / "plots" / "positive_control.png").is_file()
     # the same seed trains the same run
     text = T.load_training_text(small().val_fraction)
-    again = I.train_run(small(), 1, tmp_path / "again", T.byte_tokenizer(), text, progress=False)
+    with T.torch_threads(T.TRAIN_THREADS):  # as the suite trains, on any core count
+        again = I.train_run(small(), 1, tmp_path / "again", T.byte_tokenizer(), text,
+                            progress=False)
     done = json.loads((runs / "ind-unit" / "ind-unit-seed1" / "done.json").read_text())
     assert again["final_in_context_score"] == done["final_in_context_score"]
     # train says what it trained, and the weights of a trained checkpoint have zero MLPs

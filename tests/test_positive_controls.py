@@ -450,7 +450,8 @@ def test_a_small_grokking_run_trains_measures_and_analyses(tmp_path):
     assert run_experiments.main(["--preset", str(preset), "--suite-dir", str(tmp_path / "runs"),
                                  "--out", str(out), "--texts", str(preset)]) == 2
     # the same seed trains the same run
-    again = M.train_run(small(), 1, tmp_path / "again", M.tokenizer(17), progress=False)
+    with T.torch_threads(T.TRAIN_THREADS):  # as the suite trains, on any core count
+        again = M.train_run(small(), 1, tmp_path / "again", M.tokenizer(17), progress=False)
     done = json.loads((suite / "grok-unit-seed1" / "done.json").read_text())
     assert again["final_test_accuracy"] == done["final_test_accuracy"]
     import toposig
