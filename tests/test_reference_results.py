@@ -93,7 +93,8 @@ def test_the_aggregates_hold_every_record_of_the_study_and_nothing_else():
 
 # the figures each reference folder's analysis does not draw, and why
 # feature_evolution draws the families without a figure of their own (the inter-layer
-# zigzag, the LLC, the intrinsic dimension, the drift): only results/grokking has them
+# zigzag, the LLC, the intrinsic dimension, the drift, the heads): only the positive
+# controls have them
 NOT_DRAWN = {
     # no ground truth
     RESULTS: {"seed_ensemble", "positive_control", "head_to_head", "feature_evolution"},
@@ -109,7 +110,7 @@ NOT_DRAWN = {
     RESULTS / "grokking": {"layer_heatmaps", "loss_landscapes", "loss_probe_evolution",
                            "scaling_relationships"},
     RESULTS / "induction": {"layer_heatmaps", "loss_landscapes", "loss_probe_evolution",
-                            "scaling_relationships", "feature_evolution"},
+                            "scaling_relationships"},
 }
 
 
@@ -127,7 +128,7 @@ SEED004 = RESULTS / "seed004"
 @pytest.mark.parametrize(("folder", "n_entries"), [(SEED004, 255),
                                                   (RESULTS / "ensemble", 660),
                                                   (RESULTS / "grokking", 328),
-                                                  (RESULTS / "induction", 365)],
+                                                  (RESULTS / "induction", 296)],
                          ids=["seed004", "ensemble", "grokking", "induction"])
 def test_statistics_are_those_of_the_committed_records(folder, n_entries):
     """results/seed004, results/ensemble, results/grokking and results/induction commit
@@ -202,3 +203,43 @@ def test_every_committed_grokking_run_groks_after_a_plateau():
         assert len(near_chance) >= 2 and all(near_chance), model
         assert max(held for _, _, held in series) >= 0.9, model
 
+
+INDUCTION = RESULTS / "induction"
+
+
+def induction_runs() -> dict[str, list[tuple[int, float, float, float]]]:
+    """Per committed induction run, ``(step, in-context score, best prefix-matching
+    score, that head's copying score)`` at every checkpoint, from the records' ground
+    truth."""
+    runs: dict[str, dict[int, tuple[float, float, float]]] = {}
+    for path in sorted((INDUCTION / "records").glob("*/*/step*.json")):
+        record = json.loads(path.read_text(encoding="utf-8"))
+        truth = record.get("ground_truth")
+        if truth is None:
+            continue
+        mechanism = truth["mechanism"]
+        runs.setdefault(record["model_label"], {})[record["step"]] = (
+            truth["value"], mechanism["prefix_matching"]["value"],
+            mechanism["copying"]["value"])
+    return {m: [(s, *v) for s, v in sorted(by_step.items())] for m, by_step in runs.items()}
+
+
+def test_every_committed_induction_run_forms_its_heads_after_a_flat_start():
+    """Issue 59: every run of results/induction starts with an in-context score near 0,
+    reaches each of the ground truth's fixed levels before its last checkpoint and stays
+    at or below the first from two checkpoints after it on, and its heads reach the
+    mechanism's levels (a head that matches prefixes, and copies): induction heads
+    forming in every run, so that each run has the events the head-to-head tests."""
+    from toposig.model import induction as I  # noqa: E741
+
+    runs = induction_runs()
+    assert len(runs) >= 8
+    for model, series in runs.items():
+        steps, score, prefix, copying = map(list, zip(*series, strict=True))
+        assert abs(score[0]) < 0.1 and prefix[0] < I.PREFIX_LEVEL, model
+        for level in I.LEVELS:
+            first = next(i for i, v in enumerate(score) if v <= level)
+            assert 0 < first < len(steps) - 1, (model, level)
+        reached = next(i for i, v in enumerate(score) if v <= I.LEVELS[0])
+        assert all(v <= I.LEVELS[0] for v in score[reached + 2:]), model
+        assert max(prefix) >= I.PREFIX_LEVEL and max(copying) >= I.COPYING_LEVEL, model
