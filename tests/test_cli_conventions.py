@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import re
 import shlex
 import subprocess
@@ -197,3 +198,34 @@ def test_a_command_called_in_process_freezes_nothing(capsys):
     before = gc.get_freeze_count()
     assert main(["--version"]) == 0
     assert gc.get_freeze_count() == before
+
+
+def _heavy_after(argv: list[str]) -> tuple[int, str, list[str]]:
+    """``toposig ARGV`` in a fresh interpreter: its exit status, stderr and the heavy
+    modules it had loaded by then."""
+    code = ("import sys, contextlib, io, json\n"
+            "from toposig.cli.main import main\n"
+            "err = io.StringIO()\n"
+            "with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):\n"
+            "    try: rc = main(sys.argv[1:])\n"
+            "    except SystemExit as e: rc = e.code\n"
+            f"print(json.dumps([rc, err.getvalue(), sorted(m for m in {HEAVY!r} "
+            "if m in sys.modules)]))")
+    out = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True,
+                         text=True, check=True, cwd=SRC.parent,
+                         env={"PYTHONPATH": str(SRC), "PATH": "/usr/bin:/bin"})
+    rc, err, heavy = json.loads(out.stdout.splitlines()[-1])
+    return rc, err, heavy
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["anlyze", "--out", "results"], "did you mean analyze?"),
+    (["analyze", "--out", "results/seed04"], "did you mean results/seed004"),
+    (["analyze", "--out", "nowhere/at-all"], "nowhere/at-all does not exist"),
+])
+def test_an_argument_error_is_said_before_anything_heavy_loads(argv, says):
+    """A mistyped command or folder is refused at once (under a second, not the seconds
+    torch and transformers take to load), naming what was probably meant."""
+    rc, err, heavy = _heavy_after(argv)
+    assert rc == 2 and says in err, err
+    assert heavy == [], heavy

@@ -119,6 +119,11 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     naming the file or folder at fault (missing, damaged, read-only, locked) and no
     traceback, or 130 after Ctrl-C with one line and no traceback."""
     args = build_parser(prog).parse_args(argv)
+    from toposig.run.missing import missing_folder_error
+
+    if problem := missing_folder_error(args.results):  # before torch loads: at once
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     setup_logging(args.verbose)
     from toposig.analysis.compute import summary_lines
     from toposig.analyze import analyze

@@ -55,7 +55,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     name, rest = argv[0], argv[1:]
     if name not in COMMANDS:
-        print(f"toposig: unknown command {name!r}\n{usage()}", file=sys.stderr)
+        import difflib
+
+        near = difflib.get_close_matches(name, COMMANDS, n=2, cutoff=0.6)
+        hint = f"; did you mean {' or '.join(near)}?" if near else ""
+        print(f"toposig: unknown command {name!r}{hint}\n{usage()}", file=sys.stderr)
         return 2
     module = importlib.import_module(f"toposig.cli.{COMMANDS[name][0]}")
     return module.main(rest, prog=f"toposig {name}")

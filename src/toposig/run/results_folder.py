@@ -25,6 +25,7 @@ from toposig.analysis.compute import ArraysOf
 from toposig.defaults import EXPORT_FORMATS
 from toposig.records import Record
 from toposig.run.aggregates import aggregate_path, read_aggregate, read_study, study_entries
+from toposig.run.missing import missing_folder_error
 from toposig.run.store import load_arrays
 from toposig.sources.checkpoints import checkpoints_in
 
@@ -77,10 +78,8 @@ def load_entries(results_dir: str | Path) -> list[Record]:
                 f"`toposig run --models {results_dir} --out results/{name}` (in a "
                 f"checkout: `python src/run_experiments.py --models {results_dir} --out "
                 f"results/{name}`), then open or analyse results/{name}")
-        if not Path(results_dir).exists() and (near := nearest_folders(results_dir)):
-            raise ResultsMissingError(
-                f"{results_dir} does not exist; did you mean "
-                f"{' or '.join(near)}? (`toposig run --out {results_dir}` would make it)")
+        if problem := missing_folder_error(results_dir):
+            raise ResultsMissingError(problem)
         raise ResultsMissingError(
             f"{path} does not exist: run `toposig run --out {results_dir}` (in a checkout: "
             f"`python src/run_experiments.py --out {results_dir}`) first, or pass --out "
@@ -95,20 +94,6 @@ def load_entries(results_dir: str | Path) -> list[Record]:
             f"{path} holds no finished checkpoint to analyse{failed}; a run of the same "
             "command rewrites it from the records it finished")
     return records
-
-
-def nearest_folders(folder: str | Path, n: int = 3) -> list[str]:
-    """Up to ``n`` existing folders beside ``folder`` (a path that does not exist) whose
-    names are near its name: the typo's likely meaning, spelled as ``folder`` is."""
-    import difflib
-
-    folder = Path(folder)
-    parent = folder.parent
-    try:
-        names = sorted(c.name for c in parent.iterdir() if c.is_dir())
-    except OSError:
-        return []
-    return [str(parent / m) for m in difflib.get_close_matches(folder.name, names, n, 0.6)]
 
 
 def _records_alone(study: Study | None) -> list[Record]:
