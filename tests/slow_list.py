@@ -41,6 +41,7 @@ SLOW_FIXTURES: dict[str, float] = {
     "measured": 13.4,          # test_interlayer: a run with the fifth family
     "contract_series": 45.0,   # test_family_contract: every family run through the contract
     "hf_run": 6.2,             # test_live: a Trainer run with the callback
+    "built_site": 5.3,         # test_docs: the documentation site, built once (2026-12-03)
 }
 
 HEADER = ("# Tests left out of the fast set (pytest -m 'not slow'): seconds in a full run on a\n"

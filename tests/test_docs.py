@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 import sys
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -125,12 +126,54 @@ def build_site(project: Path, site: Path) -> subprocess.CompletedProcess:
                           cwd=project, capture_output=True, text=True, timeout=300)
 
 
-def test_the_site_builds_strictly(tmp_path):
+@pytest.fixture(scope="module")
+def built_site(tmp_path_factory) -> Path:
+    """The project's site, built once for the tests that read it."""
+    site = tmp_path_factory.mktemp("built") / "site"
+    done = build_site(PROJECT, site)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return site
+
+
+def test_the_site_builds_strictly(built_site):
     """mkdocs with mkdocstrings: a broken link, a missing page or an API reference to a
     name that no longer exists fails the build (the development extra installs it)."""
-    done = build_site(PROJECT, tmp_path / "site")
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert (tmp_path / "site" / "api" / "index.html").is_file()
+    assert (built_site / "api" / "index.html").is_file()
+
+
+class Tags(HTMLParser):
+    """The start tags of an HTML page, as (tag, attributes)."""
+
+    def __init__(self, html: str):
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.feed(html)
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+
+
+def test_the_site_loads_nothing_from_another_host_and_highlights_code(built_site):
+    """Issue 60: code is highlighted offline (Pygments at build time, its stylesheet in the
+    site), not by the theme's highlight.js from a CDN: no page loads a script or a
+    stylesheet from another host, and the code blocks carry Pygments' markup."""
+    remote = ("http:", "https:", "//")
+    loaded = []
+    for page in sorted(built_site.rglob("*.html")):
+        for tag, attrs in Tags(page.read_text(encoding="utf-8")).tags:
+            url = attrs.get("src") if tag == "script" else (
+                attrs.get("href") if tag == "link" and "stylesheet" in (attrs.get("rel") or "")
+                else None)
+            if url and url.startswith(remote):
+                loaded.append(f"{page.relative_to(built_site)}: {url}")
+    assert loaded == []
+    quickstart = (built_site / "quickstart" / "index.html").read_text(encoding="utf-8")
+    assert '<div class="highlight"><pre><span></span><code>' in quickstart
+    assert re.search(r'<span class="(nb|w|nv|o)">', quickstart), "no Pygments tokens"
+    assert 'class="language-' not in quickstart, "a code block left to a client-side highlighter"
+    css = (built_site / "assets" / "pygments.css").read_text(encoding="utf-8")
+    assert ".highlight .k " in css
+    assert 'href="../assets/pygments.css"' in quickstart
 
 
 def test_the_docs_check_fails_on_a_planted_bad_docstring(tmp_path):
@@ -138,7 +181,8 @@ def test_the_docs_check_fails_on_a_planted_bad_docstring(tmp_path):
     serve`) aborted on docstrings documenting parameters the signature lacks. A copy of
     the project with one such docstring planted in the API reference must fail it."""
     copy = tmp_path / "project"
-    shutil.copytree(PROJECT / "docs", copy / "docs")
+    shutil.copytree(PROJECT / "docs", copy / "docs",
+                    ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(PROJECT / "src", copy / "src",
                     ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     shutil.copy(PROJECT / "mkdocs.yml", copy / "mkdocs.yml")
