@@ -153,6 +153,36 @@ class Tags(HTMLParser):
         self.tags.append((tag, dict(attrs)))
 
 
+def test_the_figures_page_shows_the_committed_figures(built_site):
+    """Issue 60: the site's figures page shows every figure of the offline default
+    (results/plots/), each image in the built site byte for byte the committed file
+    (docs/hooks.py takes them from results/ when the site is built), and each with its
+    line on how to read it (a paragraph naming the figure)."""
+    page = built_site / "figures" / "index.html"
+    assert page.is_file(), "no figures page in the site"
+    html = page.read_text(encoding="utf-8")
+    shown, problems = set(), []
+    for tag, attrs in Tags(html).tags:
+        if tag != "img":
+            continue
+        src = attrs.get("src") or ""
+        built = (page.parent / src).resolve()
+        if src.startswith(("http:", "https:", "//", "/")) or not built.is_file():
+            problems.append(f"{src}: not in the built site")
+            continue
+        committed = PROJECT / built.relative_to(built_site.resolve())
+        if not committed.is_file() or committed.read_bytes() != built.read_bytes():
+            problems.append(f"{src}: not the committed {committed.relative_to(PROJECT)}")
+        if f"<code>{built.stem}</code>" not in html:
+            problems.append(f"{src}: no paragraph names {built.stem}")
+        shown.add(built.relative_to(built_site.resolve()).as_posix())
+    assert problems == []
+    offline_default = {p.relative_to(PROJECT).as_posix()
+                       for p in (PROJECT / "results" / "plots").glob("*.png")}
+    assert offline_default, "no committed figures in results/plots"
+    assert sorted(offline_default - shown) == []
+
+
 def test_the_site_loads_nothing_from_another_host_and_highlights_code(built_site):
     """Issue 60: code is highlighted offline (Pygments at build time, its stylesheet in the
     site), not by the theme's highlight.js from a CDN: no page loads a script or a
@@ -176,16 +206,27 @@ def test_the_site_loads_nothing_from_another_host_and_highlights_code(built_site
     assert 'href="../assets/pygments.css"' in quickstart
 
 
-def test_the_docs_check_fails_on_a_planted_bad_docstring(tmp_path):
-    """Issue 37, row 1: silenced, the check passed while `mkdocs build` (and `mkdocs
-    serve`) aborted on docstrings documenting parameters the signature lacks. A copy of
-    the project with one such docstring planted in the API reference must fail it."""
-    copy = tmp_path / "project"
+def copy_for_build(copy: Path) -> None:
+    """What the site is built from, copied to ``copy``: docs/, src/, mkdocs.yml and the
+    committed figures the pages show."""
     shutil.copytree(PROJECT / "docs", copy / "docs",
                     ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(PROJECT / "src", copy / "src",
                     ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     shutil.copy(PROJECT / "mkdocs.yml", copy / "mkdocs.yml")
+    for page in (PROJECT / "docs").glob("*.md"):
+        for target in re.findall(r"!\[[^\]]*\]\((\.\./results/[^)\s]+)\)", page.read_text()):
+            figure = (page.parent / target).resolve().relative_to(PROJECT)
+            (copy / figure).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(PROJECT / figure, copy / figure)
+
+
+def test_the_docs_check_fails_on_a_planted_bad_docstring(tmp_path):
+    """Issue 37, row 1: silenced, the check passed while `mkdocs build` (and `mkdocs
+    serve`) aborted on docstrings documenting parameters the signature lacks. A copy of
+    the project with one such docstring planted in the API reference must fail it."""
+    copy = tmp_path / "project"
+    copy_for_build(copy)
     results = copy / "src" / "toposig" / "results.py"
     text = results.read_text()
     anchor = "            ``--analysis-seed``).\n"
@@ -194,6 +235,7 @@ def test_the_docs_check_fails_on_a_planted_bad_docstring(tmp_path):
     done = build_site(copy, tmp_path / "site")
     assert done.returncode != 0
     assert "no_such_option" in done.stderr
+    assert "figures.md" not in done.stderr  # the copy lacks nothing else the site needs
 
 
 # --- stated times and sizes (issue 37, row 2) ------------------------------------------------
