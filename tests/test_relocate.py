@@ -5,6 +5,7 @@ form a run writes today, byte for byte, and still resumes."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -74,3 +75,34 @@ def test_a_busy_or_missing_folder_is_refused(tmp_path, capsys):
     assert "0 record(s) rewritten" in capsys.readouterr().out
     assert main([str(tmp_path / "nothing")]) == 2
     assert "not a results folder" in capsys.readouterr().err
+
+
+ABSOLUTE = re.compile(r"(?:^|[\s\"'(`=])(/[\w.-]+(?:/[\w.-]+)+)")
+"""A POSIX absolute path of two components or more, where a path starts (not a ratio
+such as ``lr/wd`` or a URL's path, which follow a letter or a colon)."""
+
+
+def absolute_paths(text: str) -> list[str]:
+    return ABSOLUTE.findall(text)
+
+
+def test_the_absolute_path_check_finds_one():
+    assert absolute_paths('{"location": "/work/copy/main/runs/tiny/m/step0"}') == \
+        ["/work/copy/main/runs/tiny/m/step0"]
+    assert absolute_paths("see `/home/me/x.txt`; lr/wd 3e-3/1 https://a.b/c/d") == \
+        ["/home/me/x.txt"]
+
+
+def test_no_committed_file_under_results_names_an_absolute_path():
+    """Issue 60: the committed folders say nothing of the measuring machine's disk, and
+    name their checkpoints as a run does today (relative to the model source)."""
+    tracked = subprocess.run(["git", "ls-files", "results"], cwd=ROOT, capture_output=True,
+                             text=True, check=True).stdout.split()
+    if not tracked:
+        pytest.skip("not a git checkout")
+    found = {}
+    for name in tracked:
+        if name.endswith((".json", ".md", ".csv", ".txt")):
+            if hits := absolute_paths((ROOT / name).read_text(encoding="utf-8")):
+                found[name] = hits[:2]
+    assert not found, f"{len(found)} files, e.g. {list(found.items())[:3]}"
