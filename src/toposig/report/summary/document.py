@@ -14,6 +14,12 @@ R² ``.3f``; losses and MAEs ``.4f``; training steps as integers; parameter coun
 thousands separators; shares of training and improvements as percentages ``.1f``; other
 values ``.4g`` (``.1f`` from 1000 up).
 
+It opens with what it was computed from, then the answer (:mod:`toposig.report.summary.answer`:
+the question, the calibrated verdicts within a model and pooled with their power, the positive
+control's and the ensembles' verdicts, in a box on the first screen) and a table of
+contents; the long tables (:data:`LONG_TABLES`, a row per checkpoint or per feature × model)
+come last, in an appendix, and their parts link to them.
+
 Parts:
 
 * A, the seed report: per-model trajectories (A1), the final checkpoints side by side
@@ -50,6 +56,7 @@ from toposig.records.statistics import (
     controlled_of,
     models_of,
 )
+from toposig.report.summary.answer import anchor, answer_lines, contents_lines
 from toposig.report.summary.cells import (
     TARGET_WORDS,
     Absent,
@@ -72,9 +79,25 @@ PARTS: tuple[Part, ...] = (SEED_REPORT, SEED_PAPER, ROBUSTNESS, PROBES, ENSEMBLE
 """The parts of the summary, in order (:class:`~toposig.report.summary.cells.Part`); a part
 that needs a section of the statistics is shown only when they have it."""
 
-HEADINGS: tuple[str, ...] = tuple(heading for part in PARTS if part.needs is None
-                                  for heading, _ in part.tables)
-"""The headings of the tables every summary has (parts A to D)."""
+APPENDIX_TITLE = "Appendix. The long tables"
+LONG_TABLES: tuple[str, ...] = (
+    "A1. Training trajectories",
+    "C1. Robustness of every feature's correlation",
+    "C4. Calibrated tests: intervals, calibration on each run's design, power",
+    "E1. Across seeds: does a feature predict the final loss beyond the loss?",
+)
+"""The tables with a row per checkpoint or per feature × model (hundreds of lines in a
+study of a few models): they are printed last, in an appendix, in this order, and their
+place in their part holds a line that links to them."""
+
+HEADINGS: tuple[str, ...] = (
+    *(heading for part in PARTS if part.needs is None for heading, _ in part.tables
+      if heading not in LONG_TABLES),
+    *(heading for part in PARTS if part.needs is None for heading, _ in part.tables
+      if heading in LONG_TABLES),
+)
+"""The headings of the tables every summary has (parts A to D), in the order printed: the
+long tables (:data:`LONG_TABLES`) last."""
 
 
 def _alpha(statistics: Statistics | Mapping) -> float:
@@ -226,13 +249,36 @@ def summary_markdown(statistics: Statistics | Mapping,
     present = about_of(statistics).sections
     alpha = _alpha(statistics)
     short = too_short(records, alpha)
-    lines = _header(statistics, records, alpha, short)
-    for part in PARTS:
-        if part.needs is not None and part.needs not in present:
-            continue
-        lines += ["", f"## {part.title}", "", part.intro]
+    shown = [part for part in PARTS if part.needs is None or part.needs in present]
+    body: list[str] = []
+    appendix: list[str] = []
+    contents: list[tuple[int, str]] = []
+    moved: list[tuple[int, str]] = []
+    for part in shown:
+        body += ["", f"## {part.title}", "", part.intro]
+        contents.append((2, part.title))
         for heading, build in part.tables:
-            lines += ["", f"### {heading}", "", *_built(build, statistics, records)]
+            table = ["", f"### {heading}", "", *_built(build, statistics, records)]
+            if heading in LONG_TABLES:
+                body += ["", f"{heading.split('.')[0]}: in the appendix, "
+                             f"[{heading}](#{anchor(heading)}) "
+                             f"({sum(line.startswith('|') for line in table)} table lines)."]
+                appendix += table
+                moved.append((3, heading))
+            else:
+                body += table
+                contents.append((3, heading))
+    order = {h: i for i, h in enumerate(LONG_TABLES)}
+    if appendix:  # the long tables in LONG_TABLES' order, whatever their parts' order
+        blocks = re.split(r"\n(?=### )", "\n".join(appendix).strip("\n"))
+        blocks.sort(key=lambda b: order[b.splitlines()[0][4:]])
+        appendix = ["", f"## {APPENDIX_TITLE}", "", "The tables with a row per checkpoint "
+                    "or per feature × model, printed last so that the answer and the "
+                    "short tables come first.", "", *"\n\n".join(blocks).splitlines()]
+        moved.sort(key=lambda m: order[m[1]])
+        contents += [(2, APPENDIX_TITLE), *moved]
+    lines = [*_header(statistics, records, alpha, short), "", *answer_lines(statistics),
+             "", *contents_lines(contents), *body, *appendix]
     lines = mark_short_models(lines, short)
     text = "\n".join(lines) + "\n"
     return re.sub(r"\n{3,}", "\n\n", text)

@@ -33,7 +33,7 @@ def _control_runs(statistics: Statistics | Mapping, records: list[Record]) -> li
     pc = computed(positive_controls_of(statistics), "positive_controls")
     events = list(pc.events)
     every = list(pc.every_event)
-    headers = ["Run", "Seed", *(_event_heading(e) for e in every), f"Final {pc.signal}",
+    headers = ["Run", "Seed", *(event_heading(e) for e in every), f"Final {pc.signal}",
                *(f"Final {name}" for name in pc.mechanism)]
     rows = [[md_code(label), DASH if run.seed is None else run.seed,
              *(fmt_step(run.event_steps.get(e)) for e in every),
@@ -66,7 +66,7 @@ def _control_runs(statistics: Statistics | Mapping, records: list[Record]) -> li
     return [caption, "", *md_table(headers, rows)]
 
 
-def _event_heading(event: str) -> str:
+def event_heading(event: str) -> str:
     """``"0.5"`` -> "Step reaching 0.5"; a mechanism signal's ``"name 0.3"`` -> "Step
     `name` reaches 0.3"."""
     name, _, at = event.rpartition(" ")
@@ -111,7 +111,7 @@ def _control_alignment(statistics: Statistics | Mapping, records: list[Record]) 
 
     headers = ["Feature", "Family",
                *(h for e in events for h in (
-                   f"{_event_heading(e)}: hits (rate; chance; p; Holm p)",
+                   f"{event_heading(e)}: hits (rate; chance; p; Holm p)",
                    "at other runs' events (rate; permutation p)",
                    "median lead, steps", "median checkpoints apart"))]
     rows = []
@@ -174,7 +174,7 @@ def _head_to_head(statistics: Statistics | Mapping, records: list[Record]) -> li
                 t.distance if finite(t.distance) else math.inf, feature)
 
     headers = ["Feature", "Family",
-               *(f"{_event_heading(e)}: checkpoints apart (runs); p; corrected p; median "
+               *(f"{event_heading(e)}: checkpoints apart (runs); p; corrected p; median "
                  "lead" for e in events)]
     features = sorted({f for e in events for f in pc.head_to_head[e]}, key=order)
     rows = []
@@ -192,7 +192,7 @@ def _head_to_head(statistics: Statistics | Mapping, records: list[Record]) -> li
         found = [f for f, t in pc.head_to_head[e].items() if t.detects and f not in truth]
         floor = next(iter(pc.head_to_head[e].values())).min_p
         verdicts.append(
-            f"{_event_heading(e)}: "
+            f"{event_heading(e)}: "
             + (", ".join(md_code(f) for f in found) if found else "no feature")
             + f" (the smallest p these runs allow: {fmt_p(floor)}).")
     caption = (
