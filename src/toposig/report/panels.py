@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import re
+import textwrap
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -263,6 +264,19 @@ def set_step_axis(ax: Axes, steps: Iterable[float | None]) -> str:
 
 
 # ------------------------------------------------------------------------------ panels
+
+
+CHAR_WIDTH_EM = 0.6  # a generous mean character width of the default font, in ems
+
+
+def fit_lines(text: str, width: float, fontsize: float) -> str:
+    """``text`` with each of its lines wrapped (at spaces) to fit ``width`` inches at
+    ``fontsize`` points, so that a long title stays inside a narrow figure (constrained
+    layout makes room above and below a title, never beside it)."""
+    chars = max(20, int(width * 72 / (CHAR_WIDTH_EM * fontsize)))
+    return "\n".join(wrapped for line in text.split("\n")
+                     for wrapped in (textwrap.wrap(line, chars, break_long_words=False,
+                                                   break_on_hyphens=False) or [""]))
 
 
 def no_data(ax: Axes, message: str = "no data") -> None:

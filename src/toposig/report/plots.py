@@ -63,6 +63,7 @@ from toposig.report.panels import (
     feature_grid,
     feature_panel,
     finite_or_none,
+    fit_lines,
     heatmap_order,
     legend_label,
     line_panel,
@@ -213,12 +214,22 @@ def plot_spectral_evolution(records: Sequence[Record], statistics: StatisticsLik
                          note=SPECTRAL_NOTE, target=on)
 
 
+POOLED_RHO = "pooled ρ (description)"
+"""How a panel title names the Spearman ρ over every checkpoint of every model at once: a
+description of the points drawn, never a test. The checkpoints of a run are not
+independent (each one is the one before plus some training), so a p value of the pooled
+points would be invalid (it reaches 1e-55 on a few hundred checkpoints); no figure prints
+one. The calibrated tests are the controls' (``controls_summary``) and summary.md's C4."""
+
+
 def _correlation_text(corr: Correlation | None) -> str:
-    r, p, n = (corr.spearman_r, corr.spearman_p, corr.n) if corr else (None, None, None)
+    """A title's line for the pooled Spearman ρ: ``pooled ρ (description) = +0.83
+    (n = 40)``, with no p value (see :data:`POOLED_RHO`)."""
+    r, n = (finite_or_none(corr.spearman_r), corr.n) if corr else (None, None)
+    n_text = f"n = {n if n is not None else 0}"
     if r is None:
-        return f"pooled Spearman ρ undefined (n = {n if n is not None else 0})"
-    p_text = "n/a" if p is None else f"{p:.2g}"
-    return f"pooled Spearman ρ = {r:+.2f}, p = {p_text} (n = {n})"
+        return f"{POOLED_RHO} undefined ({n_text})"
+    return f"{POOLED_RHO} = {r:+.2f} ({n_text})"
 
 
 @figure("topology_vs_perplexity", has_embedding)
@@ -228,7 +239,8 @@ def plot_topology_vs_perplexity(records: Sequence[Record], statistics: Statistic
     """H1 features against perplexity (log x), one colour per model, pooled Spearman noted.
 
     Each model's points are joined thinly in training order, so the trajectory shows; the
-    pooled Spearman correlation from ``statistics`` is the second line of each title.
+    pooled Spearman ρ from ``statistics`` is the second line of each title, as a
+    description with no p value (:data:`POOLED_RHO`: the checkpoints are not independent).
     """
     groups = by_model(records)
     styles = model_styles(groups)
@@ -534,7 +546,7 @@ def _quality_scatter(ax: Axes, groups: dict[str, list[Record]], styles: dict[str
     """``target`` against feature ``key``, one colour per model, joined in step order.
 
     Markers grow and darken with training progress (log step); the legend gives each
-    model's Spearman ρ, the title the pooled one.
+    model's Spearman ρ, the title the pooled one (a description, no p: :data:`POOLED_RHO`).
     """
     per_model, pooled = correlations.per_model, correlations.pooled
     all_steps = [step_of(r) for recs in groups.values() for r in recs]
@@ -610,6 +622,11 @@ def _heatmap_features(correlations: Correlations) -> list[tuple[str, list[str]]]
     return groups
 
 
+HEATMAP_CAVEAT = ("raw correlations over all checkpoints: a description, not a test; see "
+                  "controls_summary / summary.md C4 for the calibrated tests")
+"""The heatmap's subtitle: what its cells are, and where the tests are."""
+
+
 @figure("correlation_heatmap", has_correlations)
 def plot_correlation_heatmap(records: Sequence[Record], statistics: StatisticsLike,
                              arrays: ArraysOf | None = None,
@@ -617,7 +634,12 @@ def plot_correlation_heatmap(records: Sequence[Record], statistics: StatisticsLi
     """Spearman ρ of every feature with the quality target: rows features, grouped by
     family (weight space first), columns each model and the pooled series.
 
-    Colours run over [−1, 1] (``RdBu_r``); every cell states ρ. Significance follows the
+    A description of the raw correlations, not a test, and titled so
+    (:data:`HEATMAP_CAVEAT`): the checkpoints of a run are not independent, so neither a
+    model's nor the pooled p is calibrated; the calibrated tests are the controls'
+    (``controls_summary``) and summary.md's C4.
+
+    Colours run over [−1, 1] (``RdBu_r``); every cell states ρ. Bold cells follow the
     tables' rule: Holm-adjusted p < 0.05, adjusted over every cell of the figure with a
     p value. Faded, hatched cells are not significant (or have no p); grey "n/a" cells
     have no ρ (fewer than three checkpoints, or a constant series).
@@ -636,9 +658,11 @@ def plot_correlation_heatmap(records: Sequence[Record], statistics: StatisticsLi
     height = max(4.0, 2.4 + 0.3 * len(features))
     fig, ax = subplots(figsize=(width, height), layout="constrained",
                        figure_artists=True, target=on)
-    ax.set_title(f"Spearman ρ of each feature with {_target_name(target)}\n"
-                 f"bold: Holm-adjusted p < {SIGNIFICANCE:g} over the tests shown, as in "
-                 "the tables", fontsize=11)
+    ax.set_title(fit_lines(
+        f"Raw Spearman ρ of each feature with {_target_name(target)} over all "
+        f"checkpoints\n{HEATMAP_CAVEAT}\nbold: Holm-adjusted p < {SIGNIFICANCE:g} over the "
+        "cells shown, uncalibrated (the checkpoints are not independent)", width, 11),
+        fontsize=11)
     if not features or not columns:
         no_data(ax, "no correlations")
         ax.set_axis_off()
