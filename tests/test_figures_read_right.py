@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import re
 
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure as MplFigure
+from matplotlib.text import Text
 from test_plots import as_records, synthetic_records, synthetic_statistics, synthetic_weight_records
 
 from toposig.analysis import correlations
@@ -46,3 +48,65 @@ def test_the_heatmap_says_it_describes_and_does_not_test():
     assert "raw correlations over all checkpoints: a description, not a test" in title
     assert "controls_summary / summary.md C4" in title
 
+
+def assert_inside(drawn) -> list[Text]:
+    """Every title and legend of a drawn figure lies inside the figure (a pixel of slack),
+    as saved (constrained layout runs when the figure is drawn); returns those artists."""
+    top = drawn if isinstance(drawn, MplFigure) else drawn.get_figure(root=True)
+    FigureCanvasAgg(top)
+    top.canvas.draw()
+    renderer = top.canvas.get_renderer()
+    artists = [t for f in [top, *top.subfigs] for t in [f._suptitle] if t is not None]
+    artists += [t for ax in top.get_axes() for t in (ax.title, ax._left_title, ax._right_title)
+                if t.get_text()]
+    artists += [leg for f in [top, *top.subfigs] for leg in f.legends]
+    artists += [leg for ax in top.get_axes() if (leg := ax.get_legend()) is not None]
+    box = top.bbox
+    for artist in artists:
+        ext = artist.get_window_extent(renderer)
+        assert (ext.x0 >= box.x0 - 1 and ext.x1 <= box.x1 + 1
+                and ext.y0 >= box.y0 - 1 and ext.y1 <= box.y1 + 1), (artist, ext, box)
+    return artists
+
+
+def controlled_run(tmp_path, n_models: int):
+    from test_plots_analysis import MODELS, make_run
+    from test_plots_analysis import as_records as analysis_records
+
+    from toposig.analysis.compute import compute_statistics
+    from toposig.run.results_folder import arrays_reader
+
+    records = analysis_records(make_run(tmp_path, models=MODELS[:n_models]))
+    return records, compute_statistics(records, n_bootstrap=20, arrays=arrays_reader(tmp_path))
+
+
+def test_controls_summary_fits_its_title_and_legend_on_a_one_model_run(tmp_path):
+    from toposig.report.plots_analysis import plot_controls_summary
+
+    records, statistics = controlled_run(tmp_path, 1)
+    drawn = plot_controls_summary.plot(records, statistics)
+    artists = assert_inside(drawn)
+    assert len(drawn.legends) == 1 and any(isinstance(a, Text) for a in artists)
+
+
+def test_controls_summary_leaves_out_a_column_whose_every_cell_is_na(tmp_path):
+    from toposig.records.statistics import controlled_of
+    from toposig.report.plots_analysis import CONTROLS, _control_cell, plot_controls_summary
+
+    records, statistics = controlled_run(tmp_path, 3)
+    pooled = controlled_of(statistics).pooled
+    assert pooled and all(_control_cell(entry, control)[0] == "undefined"
+                          for entry in pooled.values() for control, _ in CONTROLS)
+    drawn = plot_controls_summary.plot(records, statistics)
+    (ax,) = [a for a in drawn.get_axes() if a.get_label() != "<colorbar>"]
+    heads = [t.get_text() for t in ax.texts if t.get_fontweight() == "bold"
+             and t.get_text() in ("tiny-a", "tiny-b", "tiny-c", "pooled")]
+    assert heads == ["tiny-a", "tiny-b", "tiny-c"]
+    assert "left out, every cell n/a: pooled" in ax.get_title()
+    assert "(pooled: also" not in ax.get_title()
+    assert_inside(drawn)
+
+
+def test_the_heatmap_fits_its_title_and_legend_on_a_one_model_run():
+    records = synthetic_records(models=("pythia-70m",))
+    assert_inside(plots.plot_correlation_heatmap.plot(records, synthetic_statistics(records)))

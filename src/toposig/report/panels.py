@@ -279,6 +279,24 @@ def fit_lines(text: str, width: float, fontsize: float) -> str:
                                                    break_on_hyphens=False) or [""]))
 
 
+LEGEND_HANDLE_IN = 0.7  # a legend entry's handle and the gaps around it, in inches
+
+
+def fitted_legend(fig: Drawn, handles: Sequence, width: float, *, most: int = 2,
+                  fontsize: float = 9.0, **kwargs) -> None:
+    """A figure legend below the panels (``loc="outside lower center"``) that fits in
+    ``width`` inches: its labels wrapped (:func:`fit_lines`) and as many columns, up to
+    ``most``, as their widths allow; ``kwargs`` go to
+    :meth:`~matplotlib.figure.Figure.legend`."""
+    room = max(width - LEGEND_HANDLE_IN, 1.0)
+    labels = [fit_lines(str(h.get_label()), room, fontsize) for h in handles]
+    widest = max((len(line) for text in labels for line in text.split("\n")), default=1)
+    per_column = widest * CHAR_WIDTH_EM * fontsize / 72 + LEGEND_HANDLE_IN
+    ncol = max(1, min(most, len(labels), int(width // per_column)))
+    fig.legend(handles=list(handles), labels=labels, loc="outside lower center", ncol=ncol,
+               fontsize=fontsize, **kwargs)
+
+
 def no_data(ax: Axes, message: str = "no data") -> None:
     ax.text(0.5, 0.5, message, transform=ax.transAxes, ha="center", va="center",
             fontsize=10, color="0.45")

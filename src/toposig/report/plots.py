@@ -64,6 +64,7 @@ from toposig.report.panels import (
     feature_panel,
     finite_or_none,
     fit_lines,
+    fitted_legend,
     heatmap_order,
     legend_label,
     line_panel,
@@ -715,7 +716,7 @@ def plot_correlation_heatmap(records: Sequence[Record], statistics: StatisticsLi
                            f"{n_tests} tests shown, or p undefined)"),
                Patch(facecolor="0.86", edgecolor="0.6",
                      label="n/a: ρ undefined (< 3 points or constant)")]
-    fig.legend(handles=handles, loc="outside lower center", ncol=2, framealpha=0.9)
+    fitted_legend(fig, handles, width, most=2, framealpha=0.9)
     return fig
 
 

@@ -51,6 +51,8 @@ from toposig.report.panels import (
     empty_figure,
     family_separators,
     finite_or_none,
+    fit_lines,
+    fitted_legend,
     heatmap_order,
     legend_label,
     line_panel,
@@ -261,18 +263,29 @@ def plot_controls_summary(records: Sequence[Record], statistics: StatisticsLike,
 
     Filled cells are significant (Holm-adjusted p < 0.05; for the controls also the sign of
     the raw ρ), coloured by r; empty cells are not; grey cells are undefined (no p, or no
-    variation left after the control). Every defined cell states its r.
+    variation left after the control). Every defined cell states its r. A column whose
+    every cell is undefined (the pooled series, whose checkpoints get no Holm p) is left
+    out, and the title names it. Title and legend are wrapped to the figure's width.
     """
     controlled = controlled_of(statistics) or Controlled()
     per_model, pooled = controlled.per_model, controlled.pooled
-    columns = [*per_model, *(["pooled"] if pooled else [])]
-    tables = [*per_model.values(), *([pooled] if pooled else [])]
     groups = _control_rows(controlled)
     features = [f for _, members in groups for f in members]
+    named = [*per_model.items(), *([("pooled", pooled)] if pooled else [])]
+    kept = [(column, table) for column, table in named
+            if any(_control_cell(table.get(f), control)[0] != "undefined"
+                   for f in features for control, _ in CONTROLS)]
+    columns = [column for column, _ in kept]
+    tables = [table for _, table in kept]
+    left_out = [column for column, _ in named if column not in columns]
     title = ("Correlation with model quality under three controls "
              f"(filled: Holm-adjusted p < {SIGNIFICANCE:g})")
-    if not features or not columns:
+    if not features or not named:
         return empty_figure(title, "no controlled correlations in the statistics", target=on)
+    if not columns:
+        return empty_figure(title, "every controlled correlation is undefined (too few "
+                            "points, constant, or nothing left after the control)",
+                            target=on)
 
     gap = 0.6
     xs = [g * (len(CONTROLS) + gap) + k for g in range(len(columns))
@@ -312,12 +325,15 @@ def plot_controls_summary(records: Sequence[Record], statistics: StatisticsLike,
     for spine in ax.spines.values():
         spine.set_visible(False)
     targets = _targets_text(controlled)
-    ax.set_title(
-        f"{title}\nraw: Spearman ρ; partial: partial Spearman controlling for log(1 + step) "
-        "(pooled: also log(num_parameters));\ndiff: Spearman ρ of consecutive differences; "
+    ax.set_title(fit_lines(
+        f"{title}\nraw: Spearman ρ; partial: partial Spearman controlling for log(1 + step)"
+        + (" (pooled: also log(num_parameters))" if "pooled" in columns else "")
+        + ";\ndiff: Spearman ρ of consecutive differences; "
         "norm: the same, partial on the differences of the space's plain norm "
         "(weights: Frobenius norm; hidden states: mean norm)"
-        + (f";\n{targets}" if targets else ""), fontsize=10.5, pad=26)
+        + (f";\n{targets}" if targets else "")
+        + (f"\nleft out, every cell n/a: {', '.join(left_out)}" if left_out else ""),
+        0.95 * width, 10.5), fontsize=10.5, pad=26)
     fig.colorbar(ScalarMappable(norm=norm, cmap=cmap), ax=ax, shrink=min(1.0, 7 / height),
                  pad=0.06, aspect=30, label="r of the test (significant cells)")
     handles = [Patch(facecolor=cmap(norm(0.8)), edgecolor="white",
@@ -326,8 +342,7 @@ def plot_controls_summary(records: Sequence[Record], statistics: StatisticsLike,
                Patch(facecolor="0.84", edgecolor="0.6",
                      label="n/a: undefined (too few points, constant, or nothing left "
                            "after the control)")]
-    fig.legend(handles=handles, loc="outside lower center", ncol=2, framealpha=0.9,
-               fontsize=8.5)
+    fitted_legend(fig, handles, width, most=2, fontsize=8.5, framealpha=0.9)
     return fig
 
 
