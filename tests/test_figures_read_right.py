@@ -110,3 +110,45 @@ def test_controls_summary_leaves_out_a_column_whose_every_cell_is_na(tmp_path):
 def test_the_heatmap_fits_its_title_and_legend_on_a_one_model_run():
     records = synthetic_records(models=("pythia-70m",))
     assert_inside(plots.plot_correlation_heatmap.plot(records, synthetic_statistics(records)))
+
+
+def seed_records(groups: dict[str, list[str]], steps=(0, 10, 100, 1000)) -> list:
+    """Records of seed ensembles: group -> its seeds' model labels (``seed_group`` named
+    on each record, as a task's runs write it)."""
+    records = []
+    for group, labels in groups.items():
+        for k, label in enumerate(labels):
+            for i, step in enumerate(steps):
+                records.append({"model": f"runs/{label}", "model_label": label, "step": step,
+                                "status": "ok", "seed": k, "seed_group": group,
+                                "perplexity": 50.0 / (1 + i) + k, "loss": 4.0 - 0.5 * i,
+                                "features": {"h1_total_persistence": 1.0 + i + 0.1 * k}})
+    return as_records(records)
+
+
+def test_the_seeds_of_one_ensemble_are_drawn_in_colours_of_their_own():
+    seeds = [f"grokking-seed{k}" for k in range(8)]
+    records = seed_records({"grokking": seeds})
+    drawn = plots.plot_perplexity_curves.plot(records, {})
+    (ax,) = drawn.get_axes()
+    colours = {line.get_label(): line.get_color() for line in ax.get_lines()
+               if line.get_label() in seeds}
+    assert sorted(colours) == sorted(seeds) and len(set(colours.values())) == 8
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert all(s in legend for s in seeds), legend  # the legend names every seed
+
+
+def test_seeds_take_shades_of_their_models_colour_beside_other_models():
+    from matplotlib.colors import rgb_to_hsv, to_rgb
+
+    from toposig.analysis.correlations import by_model
+    from toposig.report.panels import model_styles
+
+    # labels that do not say they are seeds: the records' seed_group does
+    records = seed_records({"small": ["s-a", "s-b", "s-c"], "large": ["l-a", "l-b", "l-c"]})
+    styles = model_styles(by_model(records))
+    assert len({st.color for st in styles.values()}) == 6
+    hue = {label: rgb_to_hsv(to_rgb(st.color))[0] for label, st in styles.items()}
+    assert max(hue[s] for s in ("s-a", "s-b", "s-c")) - min(
+        hue[s] for s in ("s-a", "s-b", "s-c")) < 0.02  # one hue, several shades
+    assert abs(hue["s-a"] - hue["l-a"]) > 0.1  # another model, another hue

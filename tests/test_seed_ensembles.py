@@ -207,20 +207,33 @@ def test_the_small_ensemble_preset_runs_and_analyses(tmp_path, wikitext_dir):
     assert drawn.get_figure(root=True) is fig and not left.has_data()
 
 
-def test_seeds_share_their_models_style_and_one_legend_entry():
+def test_seeds_are_told_apart_and_merged_in_a_legend_only_past_its_size():
+    from matplotlib.colors import to_rgb
     from matplotlib.lines import Line2D
 
-    from toposig.report.panels import compact_handles, legend_label, model_styles
+    from toposig.report.panels import (
+        MAX_LEGEND_MODELS,
+        compact_handles,
+        legend_label,
+        model_styles,
+    )
 
     labels = ["a-seed0", "a-seed1", "b-seed0", "b-seed1", "c"]
     styles = model_styles(labels)
-    assert styles["a-seed0"] == styles["a-seed1"] != styles["b-seed0"] == styles["b-seed1"]
-    assert styles["c"] not in (styles["a-seed0"], styles["b-seed0"])
+    assert len({styles[lb].color for lb in labels}) == len(labels)  # every seed its own
+    assert styles["a-seed0"].marker != styles["a-seed1"].marker
+    # beside other sizes a seed is a shade of its size's colour: the same hue order
+    a0, a1, b0 = (to_rgb(styles[lb].color) for lb in ("a-seed0", "a-seed1", "b-seed0"))
+    assert max(a0) == a0[0] or max(a0) == a0[2]  # tab10 blue, darker or lighter
+    assert b0[0] > b0[2] and a1[2] > a1[0]  # tab10 orange vs blue
     assert model_styles(["x", "y"]) == {k: v for k, v in zip(
         ["x", "y"], model_styles(["x", "y", "z"]).values(), strict=False)}  # as before
     handles = [Line2D([], [], color=styles[lb].color, label=lb) for lb in labels]
+    assert [h.get_label() for h in compact_handles(handles)] == labels  # they fit
+    many = [f"m-seed{k}" for k in range(MAX_LEGEND_MODELS + 1)] + ["c"]
+    handles = [Line2D([], [], label=lb) for lb in many]
     assert [h.get_label() for h in compact_handles(handles)] == [
-        "a (2 seeds)", "b (2 seeds)", "c"]
+        f"m ({MAX_LEGEND_MODELS + 1} seeds)", "c"]
     assert legend_label("a-seed0", "ρ = 0.1", 3) == "a-seed0: ρ = 0.1"
     assert legend_label("a-seed0", "ρ = 0.1", 36) == "a-seed0"
 

@@ -5,7 +5,7 @@ Pure drawing on the Axes they are given, from records (one
 :class:`toposig.records.Record` per model and checkpoint) and values; nothing here reads a
 file or knows a figure. Records are grouped by model label in first-seen order and sorted
 by step; missing or non-finite values are skipped point by point. Each model keeps one
-colour and marker in every figure (:func:`model_styles`).
+colour and marker in every figure, each seed of an ensemble its own (:func:`model_styles`).
 """
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ from __future__ import annotations
 import math
 import re
 import textwrap
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import matplotlib as mpl
 import numpy as np
 from matplotlib.axes import Axes
-from matplotlib.colors import to_hex
+from matplotlib.colors import to_hex, to_rgb
 from matplotlib.figure import Figure as MplFigure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
@@ -118,19 +118,64 @@ def seed_group_of(label: str) -> str:
     return _SEED_SUFFIX.sub("", label)
 
 
-def model_styles(labels: Iterable[str]) -> dict[str, Style]:
-    """A colour and marker per model, in first-seen order; the seeds of one model
-    (``m-seed0``, ``m-seed1``, ...) share their model's, so that an ensemble reads by size."""
-    colors = mpl.colormaps["tab10"].colors
-    groups = list(dict.fromkeys(seed_group_of(label) for label in labels))
-    index = {g: i for i, g in enumerate(groups)}
-    return {label: Style(to_hex(colors[index[g] % len(colors)]), MARKERS[index[g] % len(MARKERS)])
-            for label in labels for g in (seed_group_of(label),)}
+SEED_SHADE = 0.5  # how far the darkest and the lightest seed of a model move from its colour
+
+
+def _shade(color: str, t: float) -> str:
+    """``color`` mixed with black (``t < 0``) or white (``t > 0``) by ``|t|``."""
+    rgb = np.array(to_rgb(color))
+    toward = np.ones(3) if t > 0 else np.zeros(3)
+    return to_hex((1 - abs(t)) * rgb + abs(t) * toward)
+
+
+def model_styles(labels: Iterable[str] | Mapping[str, Sequence[Record]]) -> dict[str, Style]:
+    """A colour and marker per model, in first-seen order, every seed of an ensemble its own.
+
+    ``labels``: the model labels, or (as :func:`~toposig.analysis.correlations.by_model`
+    gives them) labels -> their records, whose ``seed_group`` then says which model a run
+    is a seed of (else its label does: ``m-seed3``, :func:`seed_group_of`). A model without
+    seeds keeps the colour and marker of its place among the models (``tab10``). The
+    seeds of one model are told apart: when they are all the figure shows (one model's
+    seed ensemble, such as the grokking task's ``grokking-seed0`` ... ``-seed7``) each takes
+    a colour of its own (``tab10``, in order); beside other models each takes a shade of
+    its model's colour, dark to light in seed order, so that an ensemble still reads by
+    size. Either way the k-th seed of a model has the k-th marker.
+    """
+    colors = [to_hex(c) for c in mpl.colormaps["tab10"].colors]
+    group_of = {label: _seed_group(label, labels) for label in labels}
+    members: dict[str, list[str]] = {}
+    for label, group in group_of.items():
+        members.setdefault(group, []).append(label)
+    index = {g: i for i, g in enumerate(members)}
+    alone = len(members) == 1
+    styles: dict[str, Style] = {}
+    for group, seeds in members.items():
+        base = colors[index[group] % len(colors)]
+        if len(seeds) == 1:
+            styles[seeds[0]] = Style(base, MARKERS[index[group] % len(MARKERS)])
+            continue
+        shades = np.linspace(-SEED_SHADE, SEED_SHADE, len(seeds))
+        for k, label in enumerate(seeds):
+            color = colors[k % len(colors)] if alone else _shade(base, float(shades[k]))
+            styles[label] = Style(color, MARKERS[k % len(MARKERS)])
+    return {label: styles[label] for label in labels}
+
+
+def _seed_group(label: str, labels: Iterable[str] | Mapping[str, Sequence[Record]]) -> str:
+    """The model ``label`` is a seed of: its records' ``seed_group`` where ``labels``
+    maps labels to records that name one, else :func:`seed_group_of` of the label."""
+    records = labels.get(label) if isinstance(labels, Mapping) else None
+    named = next((g for r in records or () if isinstance(r, Record)
+                  and (g := r.checkpoint.seed_group)), None)
+    return named or seed_group_of(label)
 
 
 def compact_handles(handles: Sequence) -> list:
-    """Legend handles with the seeds of one model merged into one entry,
-    ``m (12 seeds)``; other handles as they are, in order."""
+    """Legend handles as they are, each seed of an ensemble naming itself, while they fit
+    in a legend (:data:`MAX_LEGEND_MODELS`); past that the seeds of one model are merged
+    into one entry, ``m (12 seeds)``, and other handles kept, in order."""
+    if len(handles) <= MAX_LEGEND_MODELS:
+        return list(handles)
     out: list = []
     seeds: dict[str, list] = {}
     for h in handles:

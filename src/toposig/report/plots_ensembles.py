@@ -19,7 +19,13 @@ from toposig.records import Record
 from toposig.records.ensembles import AcrossSeeds, Ensembles
 from toposig.records.reading import SectionError
 from toposig.records.statistics import ensembles_of
-from toposig.report.panels import finite_or_none, model_styles, no_data, panel_grid
+from toposig.report.panels import (
+    compact_handles,
+    finite_or_none,
+    model_styles,
+    no_data,
+    panel_grid,
+)
 from toposig.report.style import Drawn, Figure, StatisticsLike, Target, figure, registry
 
 # the features drawn in the forest panel, in this order, where the section has them
@@ -40,27 +46,29 @@ def has_ensembles(records: Sequence[Record], statistics: StatisticsLike,
     return section is not None and bool(section.groups)
 
 
-def _loss_panel(ax: Axes, records: Sequence[Record], groups: Sequence[str], styles) -> None:
-    """Held-out loss across training, one thin line per seed, coloured by size."""
+def _loss_panel(ax: Axes, records: Sequence[Record], groups: Sequence[str]) -> None:
+    """Held-out loss across training, one thin line per seed, each seed its own colour
+    (:func:`~toposig.report.panels.model_styles`: shades of its size's colour beside other
+    sizes), the legend naming the seeds while they fit in it."""
     runs: dict[str, list[tuple[int, float]]] = {}
-    group_of: dict[str, str] = {}
     for r in records:
         loss, step, group = finite_or_none(r.loss), r.step, r.checkpoint.seed_group
         if group is not None and group in groups and loss is not None and step is not None:
             runs.setdefault(r.model_label, []).append((int(step), loss))
-            group_of[r.model_label] = group
     if not runs:
         no_data(ax, "no stored loss")
         return
+    styles = model_styles({label: [r for r in records if r.model_label == label]
+                           for label in runs})
     for label, pts in runs.items():
         pts.sort()
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], color=styles[group_of[label]].color,
-                linewidth=0.8, alpha=0.6)
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], color=styles[label].color,
+                linewidth=0.8, alpha=0.8)
     ax.set_xlabel("training step")
     ax.set_ylabel("held-out loss (nats / token)")
     ax.set_title("Every seed's held-out loss")
-    ax.legend(handles=[Line2D([], [], color=styles[g].color, label=g) for g in groups],
-              fontsize=8)
+    ax.legend(handles=compact_handles([Line2D([], [], color=styles[label].color, label=label)
+                                       for label in runs]), fontsize=8)
 
 
 def _forest_panel(ax: Axes, section: Ensembles, groups: Sequence[str], styles) -> None:
@@ -107,16 +115,16 @@ def _forest_panel(ax: Axes, section: Ensembles, groups: Sequence[str], styles) -
 def plot_seed_ensemble(records: Sequence[Record], statistics: StatisticsLike,
                        arrays: ArraysOf | None = None,
                        on: Target | None = None) -> Drawn | None:
-    """A seed ensemble (1 × 2): the held-out loss of every seed across training,
-    coloured by size; and for the headline features the partial Spearman r across seeds
-    of the value at 20/30/50 % of training with the final loss, given the loss there and
-    the best baseline, with its bootstrap interval over seeds (filled: the interval
-    excludes 0)."""
+    """A seed ensemble (1 × 2): the held-out loss of every seed across training, each
+    seed its own colour (beside other sizes, a shade of its size's colour); and for the
+    headline features the partial Spearman r across seeds of the value at 20/30/50 % of
+    training with the final loss, given the loss there and the best baseline, with its
+    bootstrap interval over seeds (filled: the interval excludes 0), coloured by size."""
     section = ensembles_of(statistics) or Ensembles()
     groups = list(section.groups)
     styles = model_styles(groups)
     fig, (left, right) = panel_grid(2, 2, figsize=(13.0, 5.5), target=on)
-    _loss_panel(left, records, groups, styles)
+    _loss_panel(left, records, groups)
     _forest_panel(right, section, groups, styles)
     fig.suptitle("Seed ensemble: does a feature tell the seeds apart beyond the loss?")
     return fig
