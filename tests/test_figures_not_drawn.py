@@ -12,8 +12,10 @@ from toposig.run.results_folder import arrays_reader
 def test_a_section_holding_only_a_reason_draws_nothing_and_says_why(tmp_path):
     statistics = {"scaling": {"reason": "needs three or more model sizes, found 1"},
                   "prediction": {"per_model": {}}, "controlled": {"per_model": {}}}
-    records = [Record.from_json({"model": "m", "model_label": "m", "step": 0, "status": "ok",
-                                 "loss": 2.0, "features": {"np_mean": 0.5}})]
+    records = [Record.from_json({"model": "m", "model_label": "m", "step": step,
+                                 "status": "ok", "loss": 2.0 - step / 1000,
+                                 "features": {"np_mean": 0.5 + step / 1000}})
+               for step in (0, 10, 100, 1000)]  # checkpoints enough for either figure
     names = [f.name for f in figures_that_apply(records, statistics, arrays_reader(tmp_path))]
     assert "scaling_relationships" not in names
     assert "prediction_comparison" in names and "controls_summary" in names

@@ -152,3 +152,42 @@ def test_seeds_take_shades_of_their_models_colour_beside_other_models():
     assert max(hue[s] for s in ("s-a", "s-b", "s-c")) - min(
         hue[s] for s in ("s-a", "s-b", "s-c")) < 0.02  # one hue, several shades
     assert abs(hue["s-a"] - hue["l-a"]) > 0.1  # another model, another hue
+
+
+def short_run(tmp_path, steps):
+    from test_plots_analysis import MODELS, make_run
+    from test_plots_analysis import as_records as analysis_records
+
+    from toposig.analysis.compute import compute_statistics
+    from toposig.run.results_folder import arrays_reader
+
+    records = analysis_records(make_run(tmp_path, models=MODELS[:1], steps=steps))
+    statistics = compute_statistics(records, n_bootstrap=10, arrays=arrays_reader(tmp_path),
+                                    design_runs=0)
+    return records, statistics, arrays_reader(tmp_path)
+
+
+def test_a_series_too_short_for_a_figure_draws_none_of_it_and_says_why(tmp_path):
+    from toposig.report import figures
+
+    assert figures.MIN_CHECKPOINTS["correlation_heatmap"][0] == 3
+    records, statistics, arrays = short_run(tmp_path / "one", (1000,))
+    drawn = [f.name for f in figures.figures_that_apply(records, statistics, arrays)]
+    assert drawn and not set(drawn) & set(figures.MIN_CHECKPOINTS), drawn
+    why = figures.figures_not_drawn(statistics, records, arrays)
+    assert why["correlation_heatmap"] == ("needs 3 or more checkpoints of one model for a "
+                                          "Spearman correlation; the most here is 1")
+    assert why["topological_evolution"].startswith("needs 2 or more checkpoints")
+    assert {"persistence_diagrams", "betti_curves"}.isdisjoint(why)  # one checkpoint will do
+    paths = figures.plot_all(records, statistics, tmp_path / "plots", arrays)
+    assert {p.stem for p in paths}.isdisjoint(figures.MIN_CHECKPOINTS)
+    # four checkpoints: correlations, not the three-segment phase fits
+    records, statistics, arrays = short_run(tmp_path / "four", (0, 10, 100, 1000))
+    drawn = [f.name for f in figures.figures_that_apply(records, statistics, arrays)]
+    assert "correlation_heatmap" in drawn and "controls_summary" in drawn
+    assert "phase_fits" not in drawn
+    why = figures.figures_not_drawn(statistics, records, arrays)
+    assert why["phase_fits"] == ("needs 6 or more checkpoints of one model for a "
+                                 "three-segment fit; the most here is 4")
+    assert not {"correlation_heatmap", "training_curves"} & set(why)
+

@@ -182,14 +182,16 @@ def test_plot_all_selects_figures_by_the_features_present(tmp_path, monkeypatch,
                                                           with_correlations, expected):
     # every figure replaced by a stub: this checks the selection only, fast
     monkeypatch.setattr(figures, "ALL_FIGURES", stubbed(figures.ALL_FIGURES, _stub))
-    steps = (0, 10)  # two checkpoints: correlations are cheap (and undefined)
+    steps = (0, 10, 100)  # three checkpoints: the fewest a correlation figure is drawn for
     weights = {(r["model_label"], r["step"]): r for r in synthetic_weight_records(steps=steps)}
     if kind == "weight":
         records = list(weights.values())
     elif kind == "none":  # an unrelated feature, and weight keys without values
-        records = [{"model": "m", "model_label": "m", "step": 0, "status": "ok", "loss": 2.0,
-                    "features": {"mean_norm": 1.0, "np_mean": None,
-                                 "weight_std": float("nan")}}]
+        records = [{"model": "m", "model_label": "m", "step": step, "status": "ok",
+                    "loss": 2.0 - step / 100, "features": {"mean_norm": 1.0 + step,
+                                                          "np_mean": None,
+                                                          "weight_std": float("nan")}}
+                   for step in steps]
     else:
         records = synthetic_records(steps=steps)
         if kind == "both":

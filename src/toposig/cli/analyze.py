@@ -133,8 +133,10 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     from toposig.run.aggregates import rebuild_if_stale
     from toposig.run.results_folder import (
         ResultsMissingError,
+        arrays_reader,
         export_problem,
         export_table,
+        load_entries,
         load_results,
     )
 
@@ -156,6 +158,9 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
                                           output=output,
                                           design_runs=args.design_runs,
                                           seed_controls=args.seed_controls)
+            not_drawn = ({} if args.no_plots else  # the records, as plot_all was given them
+                         figures_not_drawn(statistics, load_entries(results),
+                                           arrays_reader(results)))
             exported = [export_table(load_results(results), table, root=results)
                         for table in tables]
     except (ResultsMissingError, ValueError, FolderLockedError, ImportError) as exc:
@@ -176,9 +181,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     if figures:
         print(f"figures ({len(figures)}, {', '.join(output.formats)}): "
               f"{Path(args.results) / 'plots'}/")
-    if not args.no_plots:
-        for name, why in figures_not_drawn(statistics).items():
-            print(f"not drawn: {name} ({why})")
+    for name, why in not_drawn.items():
+        print(f"not drawn: {name} ({why})")
     for path in exported:
         print(f"table: {path}")
     return 0

@@ -7,8 +7,9 @@ stored diagrams and per-layer features (``plots_diagrams``), then the landscape 
 gradient figures (``plots_probes``), the figure over training of every family without one
 of its own (``plots_families``), for a seed ensemble its figure (``plots_ensembles``) and
 for a positive control its figure (``plots_controls``).
-:func:`plot_all` draws those that apply to the records and
-removes the figures of these names it did not draw. :func:`plot_compared` draws one
+:func:`plot_all` draws those that apply to the records, skipping those that need more
+checkpoints of one model than any has (:data:`MIN_CHECKPOINTS`; :func:`figures_not_drawn`
+says why), and removes the figures of these names it did not draw. :func:`plot_compared` draws one
 figure for two runs (or more): on the same axes when the figure is drawn from the records
 alone (``Figure.overlay``), else side by side.
 """
@@ -24,6 +25,7 @@ import matplotlib as mpl
 from matplotlib.figure import Figure as MplFigure
 
 from toposig.analysis.compute import ArraysOf
+from toposig.analysis.correlations import MIN_POINTS
 from toposig.files.atomic import make_folder, remove_file
 from toposig.records import Record
 from toposig.records.statistics import about_of
@@ -56,22 +58,101 @@ ALL_FIGURES: dict[str, Figure] = {**FIGURES, **WEIGHT_FIGURES, **ANALYSIS_FIGURE
                                   **ENSEMBLE_FIGURES, **CONTROL_FIGURES}
 
 
+# ------------------------------------------------------- the checkpoints a figure needs
+
+MIN_CURVE_CHECKPOINTS = 2
+"""A curve over training (one line per model against the step), or a distance between
+consecutive checkpoints, needs two checkpoints of one model."""
+MIN_CORRELATION_CHECKPOINTS = MIN_POINTS
+"""A Spearman ρ of one model's checkpoints is undefined below three
+(:data:`toposig.analysis.correlations.MIN_POINTS`): the correlation figures would show
+only "n/a"."""
+MIN_CONTROL_CHECKPOINTS = MIN_POINTS + 1
+"""The controls need one checkpoint more than a plain ρ: the partial correlation on
+log(1 + step), and the ρ of consecutive differences (``MIN_POINTS`` differences)."""
+MIN_PREDICTION_CHECKPOINTS = 4
+"""Predicting the final loss takes three early checkpoints and the final one."""
+MIN_PHASE_CHECKPOINTS = 6
+"""Three-segment fits against log(1 + step) keep two checkpoints in each segment: the
+analysis fits none below six (:func:`toposig.analysis.compute.phase_analysis`)."""
+
+MIN_CHECKPOINTS: dict[str, tuple[int, str]] = {
+    **{name: (MIN_CURVE_CHECKPOINTS, "for a curve over training")
+       for name in ("summary_figure", "topological_evolution", "spectral_evolution",
+                    "perplexity_curves", "neural_persistence_evolution",
+                    "vr_persistence_evolution", "training_curves", "loss_probe_evolution",
+                    "feature_evolution")},
+    "wasserstein_rate": (MIN_CURVE_CHECKPOINTS, "for a distance between consecutive ones"),
+    **{name: (MIN_CORRELATION_CHECKPOINTS, "for a Spearman correlation")
+       for name in ("topology_vs_perplexity", "topo_vs_spectral_correlations",
+                    "np_vs_loss_scatter", "correlation_heatmap")},
+    "controls_summary": (MIN_CONTROL_CHECKPOINTS, "for the controlled correlations"),
+    "prediction_comparison": (MIN_PREDICTION_CHECKPOINTS,
+                              "to predict the final loss from early ones"),
+    "phase_fits": (MIN_PHASE_CHECKPOINTS, "for a three-segment fit"),
+}
+"""Figure name -> (the least number of checkpoints some model must have for it, what for):
+:func:`plot_all` (and :func:`figures_that_apply`) skip a figure whose every model has
+fewer, and :func:`figures_not_drawn` says so, rather than draw it empty. The figures of
+one checkpoint each (diagrams, Betti curves, layer heatmaps, loss surfaces) and those
+drawn from a section that states its own reason (scaling, seed ensembles, positive
+controls) have no entry. Drawing a figure by name (``Figure.plot``) still draws it."""
+
+
+def checkpoints_per_model(records: Iterable[RecordLike]) -> dict[str, int]:
+    """Model label -> its number of finished checkpoints, in first-seen order."""
+    counts: dict[str, int] = {}
+    for r in as_records(records):
+        if r.ok:
+            counts[r.model_label] = counts.get(r.model_label, 0) + 1
+    return counts
+
+
+def too_few_checkpoints(name: str, records: Iterable[RecordLike]) -> str | None:
+    """Why figure ``name`` cannot be drawn from ``records`` (no model has the checkpoints
+    :data:`MIN_CHECKPOINTS` asks of it), else ``None``."""
+    if name not in MIN_CHECKPOINTS:
+        return None
+    need, purpose = MIN_CHECKPOINTS[name]
+    most = max(checkpoints_per_model(records).values(), default=0)
+    if most >= need:
+        return None
+    return (f"needs {need} or more checkpoints of one model {purpose}; "
+            f"the most here is {most}")
+
+
 def figures_that_apply(records: Iterable[RecordLike], statistics: StatisticsLike,
                        arrays: ArraysOf | None = None) -> list[Figure]:
-    """The figures of :data:`ALL_FIGURES` whose ``applies`` test holds, in drawing order
+    """The figures of :data:`ALL_FIGURES` whose ``applies`` test holds and whose
+    records have the checkpoints they need (:data:`MIN_CHECKPOINTS`), in drawing order
     (``records``: Records, or their JSON)."""
+    recs = as_records(records)
     return [ALL_FIGURES[name]
-            for name in applicable(ALL_FIGURES, records, statistics, arrays)]
+            for name in applicable(ALL_FIGURES, recs, statistics, arrays)
+            if too_few_checkpoints(name, recs) is None]
 
 
-def figures_not_drawn(statistics: StatisticsLike) -> dict[str, str]:
-    """Figure name -> why it is not drawn, for the figures drawn from one section of the
+def figures_not_drawn(statistics: StatisticsLike, records: Iterable[RecordLike] = (),
+                      arrays: ArraysOf | None = None) -> dict[str, str]:
+    """Figure name -> why it is not drawn: the figures drawn from one section of the
     statistics (``plots_analysis.has_section``) whose comparison this study cannot make
-    (the section holds only a reason, e.g. scaling with one model, or is damaged)."""
+    (the section holds only a reason, e.g. scaling with one model, or is damaged), and,
+    given the ``records`` (and ``arrays``, as :func:`plot_all` is), the figures that apply
+    to them but need more checkpoints of one model than any has
+    (:func:`too_few_checkpoints`), in drawing order."""
     present = about_of(statistics).sections
-    return {name: why for name, fig in ALL_FIGURES.items()
-            if isinstance(section := getattr(fig.applies, "section", None), str)
-            and section in present and (why := not_drawn_reason(statistics, section))}
+    recs = as_records(records)
+    applying = set(applicable(ALL_FIGURES, recs, statistics, arrays)) if recs else set()
+    out: dict[str, str] = {}
+    for name, fig in ALL_FIGURES.items():
+        section = getattr(fig.applies, "section", None)
+        why = (not_drawn_reason(statistics, section)
+               if isinstance(section, str) and section in present else None)
+        if why is None and name in applying:
+            why = too_few_checkpoints(name, recs)
+        if why:
+            out[name] = why
+    return out
 
 
 def plot_all(records: Iterable[RecordLike], statistics: StatisticsLike, out_dir: str | Path,
@@ -88,8 +169,10 @@ def plot_all(records: Iterable[RecordLike], statistics: StatisticsLike, out_dir:
     record's arrays file -> the arrays saved there, e.g.
     :func:`toposig.run.results_folder.arrays_reader` of the folder), the analysis figures
     that apply follow; then, when records have them, the landscape and gradient figures.
-    A figure of :data:`ALL_FIGURES` left in ``out_dir`` by an earlier analysis that this
-    one does not draw is removed, so the folder shows only figures of these records;
+    A figure that needs more checkpoints of one model than any has
+    (:data:`MIN_CHECKPOINTS`) is not drawn: :func:`figures_not_drawn` says why. A figure
+    of :data:`ALL_FIGURES` left in ``out_dir`` by an earlier analysis that this one does
+    not draw is removed, so the folder shows only figures of these records;
     other files are not touched.
 
     ``root``: the folder the caller was given (default: ``out_dir``; the results folder
