@@ -191,3 +191,30 @@ def test_a_series_too_short_for_a_figure_draws_none_of_it_and_says_why(tmp_path)
                                  "three-segment fit; the most here is 4")
     assert not {"correlation_heatmap", "training_curves"} & set(why)
 
+
+def test_the_analysis_warns_of_a_one_checkpoint_series_and_lists_what_it_skips(
+        tmp_path, capsys, caplog):
+    import logging
+
+    import analyze_results
+    from toposig.analysis.quality import warn_series_with_one_checkpoint
+    from toposig.cli.import_tables import main as import_main
+    from toposig.run.results_folder import load_entries
+
+    table = tmp_path / "run.csv"
+    rows = ["model,step,loss,my_feature"]
+    rows += [f"m,{s},{3.0 - 0.1 * i:.2f},{0.5 + 0.03 * i * (-1) ** i:.3f}"
+             for i, s in enumerate((0, 10, 100, 1000))]
+    rows.append("lone,1000,2.5,0.7")
+    table.write_text("\n".join(rows) + "\n")
+    folder = tmp_path / "short"
+    assert import_main([str(table), "--out", str(folder)]) == 0
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        assert analyze_results.main(["--out", str(folder), "--design-runs", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "not drawn: phase_fits (needs 6 or more checkpoints of one model" in out
+    warned = [r.getMessage() for r in caplog.records if "only one checkpoint" in r.getMessage()]
+    assert len(warned) == 1 and "'lone'" in warned[0], caplog.text
+    assert "cannot be drawn" in warned[0] and "cannot be tested" in warned[0]
+    assert warn_series_with_one_checkpoint(load_entries(folder)) == ["lone"]

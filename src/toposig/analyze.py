@@ -17,7 +17,10 @@ from pathlib import Path
 
 from toposig.analysis.compute import compute_statistics
 from toposig.analysis.controls import DESIGN_RUNS
-from toposig.analysis.quality import warn_series_without_quality
+from toposig.analysis.quality import (
+    warn_series_with_one_checkpoint,
+    warn_series_without_quality,
+)
 from toposig.files.atomic import atomic_write_bytes, atomic_write_json
 from toposig.records import Record, Statistics
 from toposig.records.rounding import STATISTICS_DIGITS, round_floats
@@ -64,6 +67,7 @@ def analyze(results_dir: str | Path = "results", plots: bool = True,
     """
     records = load_entries(results_dir)
     warn_series_without_quality(records)  # once per series, before panels are drawn empty
+    warn_series_with_one_checkpoint(records)  # nothing to draw over training, or to test
     statistics = folder_statistics(results_dir, records, target, seed, design_runs,
                                    seed_controls)
     atomic_write_json(Path(results_dir) / "data" / "statistics.json", statistics.to_json(),

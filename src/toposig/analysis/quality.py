@@ -1,4 +1,5 @@
-"""Which series have no quality measure at all, said once before the analysis draws.
+"""What a series lacks for the analysis, said once before it draws: any quality measure,
+or a second checkpoint.
 
 A series' quality measure is what the analysis relates its signatures to: the stored
 loss of its checkpoints (``loss``: a checkpoint file's ``val_loss`` / ``loss`` /
@@ -7,6 +8,10 @@ an encoder's masked-LM loss. A series with none of them (plain state-dict files 
 saved no loss, measured for their weights only) gets empty loss panels and no
 correlations with the loss; :func:`warn_series_without_quality` says so, once per series,
 naming it, instead of leaving the user to wonder at the empty panels.
+
+A series of one checkpoint has no curve over training and no correlation (a Spearman ρ
+needs :data:`~toposig.analysis.correlations.MIN_POINTS` checkpoints);
+:func:`warn_series_with_one_checkpoint` says so, once per series.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import logging
 import math
 from collections.abc import Sequence
 
+from toposig.analysis.correlations import MIN_POINTS
 from toposig.records import Record
 
 logger = logging.getLogger(__name__)
@@ -62,4 +68,30 @@ def warn_series_without_quality(records: Sequence[Record],
     return missing
 
 
-__all__ = ["QUALITY_FIELDS", "series_without_quality", "warn_series_without_quality"]
+def series_with_one_checkpoint(records: Sequence[Record]) -> list[str]:
+    """The model label of every series with exactly one finished record, in first-seen
+    order (failed records are not counted)."""
+    counts: dict[str, int] = {}
+    for r in records:
+        if r.ok:
+            counts[r.model_label] = counts.get(r.model_label, 0) + 1
+    return [label for label, n in counts.items() if n == 1]
+
+
+def warn_series_with_one_checkpoint(records: Sequence[Record],
+                                    log: logging.Logger | None = None) -> list[str]:
+    """Log one warning per series of a single checkpoint
+    (:func:`series_with_one_checkpoint`), naming it and what it cannot give; returns those
+    series' labels. Call it once, where the analysis starts, before anything is drawn."""
+    lone = series_with_one_checkpoint(records)
+    for label in lone:
+        (log or logger).warning(
+            "series %r has only one checkpoint: its figures over training cannot be drawn "
+            "and its correlations cannot be tested (a Spearman correlation needs %d "
+            "checkpoints or more); measure more checkpoints of it (a checkpoint series, or "
+            "--steps) to see it change", label, MIN_POINTS)
+    return lone
+
+
+__all__ = ["QUALITY_FIELDS", "series_with_one_checkpoint", "series_without_quality",
+           "warn_series_with_one_checkpoint", "warn_series_without_quality"]
