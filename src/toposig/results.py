@@ -28,6 +28,7 @@ from pathlib import Path
 from toposig.analysis.compute import records_digest
 from toposig.analyze import folder_statistics
 from toposig.files.atomic import read_json
+from toposig.files.names import folder_name
 from toposig.records import Record, Statistics, StatisticsError
 from toposig.report.figures import ALL_FIGURES, RunData, figures_that_apply, plot_compared
 from toposig.report.style import Figure, Shown, Target, drawn_on
@@ -200,10 +201,3 @@ def open_results(folder: str | Path = "results", name: str | None = None, *,
         toposig.run.results_folder.ResultsMissingError: the folder has no records.
     """
     return Results(folder, name, fresh=fresh, target=target, seed=seed)
-
-
-def folder_name(folder: Path) -> str:
-    """A run's default name: the folder's own name, as resolved when it is given as
-    ``.``, ``..`` or a path ending in one."""
-    return folder.name if folder.name not in ("", ".", "..") else folder.resolve().name
-

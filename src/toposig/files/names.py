@@ -147,3 +147,9 @@ def series_labels(models: Sequence[str], hub: Sequence[bool], files: Sequence[bo
                     "and their results would overwrite each other; rename one folder")
             for i in deeper:
                 depth[i] += 1
+
+
+def folder_name(folder: Path) -> str:
+    """A run's default name: the folder's own name, as resolved when it is given as
+    ``.``, ``..`` or a path ending in one."""
+    return folder.name if folder.name not in ("", ".", "..") else folder.resolve().name

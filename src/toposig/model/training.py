@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from toposig.checkpoint_steps import scheduled_steps
-from toposig.defaults import PRESETS_DIR, preset_names
+from toposig.defaults import preset_names  # noqa: F401 - still toposig.model.training's
 from toposig.files.atomic import (
     atomic_write_bytes,
     atomic_write_json,
@@ -44,6 +44,11 @@ from toposig.files.atomic import (
 )
 from toposig.files.locks import exclusive
 from toposig.files.names import UnsafeNameError, check_name
+from toposig.model.preset_file import (  # re-exported: the light part of a preset
+    TrainingConfigError,
+    check_seeds,
+    read_preset,
+)
 from toposig.sources import corpus
 
 logger = logging.getLogger(__name__)
@@ -55,10 +60,6 @@ STATE_FILE = "_resume_state.pt"
 DONE_FILE = "done.json"
 LOG_FILE = "train_log.jsonl"
 INPUTS_FILE = "inputs.txt"  # a task suite's texts to measure (toposig.model.presets)
-
-
-class TrainingConfigError(ValueError):
-    """A suite configuration that cannot be trained; the message says why."""
 
 
 # --- tokenizer -----------------------------------------------------------------------
@@ -284,33 +285,6 @@ def load_suite_config(name_or_path: str) -> SuiteConfig:
     return SuiteConfig.from_dict(data)
 
 
-def read_preset(name_or_path: str) -> dict:
-    """The JSON object of a preset by name or path (:func:`load_suite_config`).
-
-    Raises:
-        TrainingConfigError: unknown preset, or a file that is no JSON object.
-    """
-    # a shipped preset's name always means the preset, whatever files the folder holds
-    shipped = name_or_path in preset_names()
-    path = PRESETS_DIR / f"{name_or_path}.json" if shipped else Path(name_or_path)
-    if not path.is_file():
-        raise TrainingConfigError(
-            f"unknown preset {name_or_path!r}; presets: {', '.join(preset_names())} "
-            f"(files in {PRESETS_DIR}), or pass a path to a JSON file of one"
-        )
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as exc:
-        raise TrainingConfigError(f"--preset {str(path)!r} is not a UTF-8 text file: a preset "
-                                  "is a JSON file (see src/toposig/presets/)") from exc
-    except json.JSONDecodeError as exc:
-        raise TrainingConfigError(f"--preset {str(path)!r} is not valid JSON: {exc}") from exc
-    if not isinstance(data, dict):
-        raise TrainingConfigError(f"--preset {str(path)!r} holds a JSON {type(data).__name__}, "
-                                  "not an object of suite settings (see src/toposig/presets/)")
-    return data
-
-
 _Seeded = TypeVar("_Seeded")  # a SuiteConfig, or a task's config (it has name and seeds)
 
 
@@ -324,8 +298,7 @@ def with_seeds(c: _Seeded, seeds: int | None) -> _Seeded:
     """
     if seeds is None or seeds == c.seeds:
         return c
-    if seeds < 1:
-        raise TrainingConfigError(f"--seeds must be at least 1, got {seeds}")
+    check_seeds(seeds)
     return replace(c, name=f"{c.name}-seeds{seeds}", seeds=seeds)
 
 

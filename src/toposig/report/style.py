@@ -26,7 +26,6 @@ import functools
 import logging
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,9 +35,10 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure as MplFigure
 from matplotlib.figure import SubFigure
 
-from toposig.defaults import DPI
+from toposig.defaults import DPI  # noqa: F401 - re-exported (style.DPI)
 from toposig.files.atomic import atomic_write_with
 from toposig.records import Record, Statistics, records_from_json
+from toposig.report.output import FIGURE_FORMATS, FigureOutput  # noqa: F401 - re-exported
 
 if TYPE_CHECKING:
     from toposig.analysis.compute import ArraysOf
@@ -132,7 +132,6 @@ RC_PARAMS: Any = {
     "figure.titlesize": 13,
 }
 
-FIGURE_FORMATS = ("png", "pdf", "svg")
 # Vector text stays text (selectable, searchable): TrueType in PDF, <text> in SVG; no
 # creation date, so the same figure gives the same bytes.
 VECTOR_RC: Any = {"pdf.fonttype": 42, "svg.fonttype": "none", "svg.hashsalt": "toposig"}
@@ -263,29 +262,6 @@ def applicable(figures: Mapping[str, Figure], records: Iterable[RecordLike],
 
 
 # ------------------------------------------------------------------------------ output
-
-
-@dataclass(frozen=True)
-class FigureOutput:
-    """Which files a figure is written as: ``formats`` (the first is the path a plotting
-    function returns) and ``dpi`` for raster output (PNG)."""
-
-    formats: tuple[str, ...] = ("png",)
-    dpi: int = DPI
-
-    def __post_init__(self) -> None:
-        bad = [f for f in self.formats if f not in FIGURE_FORMATS]
-        if not self.formats or bad:
-            raise ValueError(f"figure formats are {', '.join(FIGURE_FORMATS)}, comma-"
-                             f"separated; got {','.join(self.formats) or 'none'}")
-        if not (isinstance(self.dpi, int) and 10 <= self.dpi <= 2400):
-            raise ValueError(f"--dpi must be an integer between 10 and 2400, got {self.dpi}")
-
-    @classmethod
-    def from_options(cls, formats: str, dpi: int) -> FigureOutput:
-        """From ``--formats`` (comma-separated, any case, repeats dropped) and ``--dpi``."""
-        return cls(tuple(dict.fromkeys(f.strip().lower() for f in formats.split(",")
-                                       if f.strip())), dpi)
 
 
 def save_figure(fig: Drawn, path: str | Path, output: FigureOutput | None = None, *,

@@ -240,6 +240,31 @@ def _label_of(model: str) -> str:
     return Path(model.rstrip("/")).name or model
 
 
+def check_model_name(model: str) -> None:
+    """Refuse a ``--models`` value that is no existing file or folder and cannot be a Hub
+    id: a local path (it starts with '.', '/' or '~', or its parent folder exists here) or
+    a name no Hub repository has, naming the nearest names beside it. Reads only the file
+    system, so that a command checks its models before torch or the Hub client loads.
+
+    Raises:
+        SeriesError: naming ``model``.
+    """
+    path = Path(model).expanduser()
+    if path.exists():
+        return
+    if model.startswith((".", "/", "~")) or (path.parent != Path(".")
+                                              and path.parent.is_dir()):
+        raise SeriesError(  # runs/nope: a mistyped local path, not a Hub repository
+            f"no such folder: {model!r} (a local path: it starts with '.', '/' or '~', "
+            "or its parent folder exists here; not a Hugging Face Hub id)"
+            + _nearest(path))
+    if not _HUB_ID_RE.match(model):
+        raise SeriesError(
+            f"model {model!r} is neither an existing local folder nor a Hugging Face "
+            "Hub id (like EleutherAI/pythia-70m)" + _nearest(path)
+        )
+
+
 def resolve_series(model: str, selection: StepSelection | None = None, *,
                    list_refs: RefLister | None = None,
                    cache_dir: str | Path | None = None) -> list[Checkpoint]:
@@ -268,17 +293,7 @@ def resolve_series(model: str, selection: StepSelection | None = None, *,
             return _file_series(model, path, selection)
         if path.exists():
             return _local_series(model, label, path, selection)
-        if model.startswith((".", "/", "~")) or (path.parent != Path(".")
-                                                  and path.parent.is_dir()):
-            raise SeriesError(  # runs/nope: a mistyped local path, not a Hub repository
-                f"no such folder: {model!r} (a local path: it starts with '.', '/' or '~', "
-                "or its parent folder exists here; not a Hugging Face Hub id)"
-                + _nearest(path))
-        if not _HUB_ID_RE.match(model):
-            raise SeriesError(
-                f"model {model!r} is neither an existing local folder nor a Hugging Face "
-                "Hub id (like EleutherAI/pythia-70m)" + _nearest(path)
-            )
+        check_model_name(model)
         names, origin = hub_revision_names(model, list_refs=list_refs, cache_dir=cache_dir)
         where = f"Hub model {model!r}" + (" (its revisions in the local cache: the Hub "
                                           "cannot be reached)" if origin == "cache" else "")
