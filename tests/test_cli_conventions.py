@@ -222,10 +222,30 @@ def _heavy_after(argv: list[str]) -> tuple[int, str, list[str]]:
     (["anlyze", "--out", "results"], "did you mean analyze?"),
     (["analyze", "--out", "results/seed04"], "did you mean results/seed004"),
     (["analyze", "--out", "nowhere/at-all"], "nowhere/at-all does not exist"),
+    (["analyze", "--out", "results", "--design-runs", "-1"], "--design-runs must be 0 or more"),
+    (["analyze", "--out", "results", "--formats", "png,jpg"], "figure formats are png, pdf"),
+    (["analyze", "--out", "results", "--dpi", "0"], "--dpi must be an integer between 10"),
+    (["run", "--preset", "nope"], "unknown preset 'nope'; presets: "),
+    (["run", "--preset", "p" * 300], "unknown preset 'pppp"),  # not "File name too long"
+    (["run", "--models", "/nonexistent/x", "--out", "nowhere/x"],
+     "no such folder: '/nonexistent/x'"),
+    (["run", "--layers", "x", "--out", "nowhere/x"], "--layers must be last, all or"),
+    (["run", "--preset", "tiny", "--seeds", "0"], "--seeds must be at least 1, got 0"),
+    (["train", "--preset", "bogus"], "unknown preset 'bogus'"),
+    (["train", "--preset", "tiny", "--seeds", "-1"], "--seeds must be at least 1"),
+    (["extract", "--models", "/nonexistent/x"], "no such folder: '/nonexistent/x'"),
+    (["plot", "results/seed04"], "did you mean results/seed004"),
+    (["plot", "results", "--dpi", "1"], "--dpi must be an integer between 10"),
+    (["backtest", "results/seed04"], "did you mean results/seed004"),
+    (["backtest", "results", "--fractions", "0.2,x"], "--fractions must be distinct numbers"),
+    (["compare", "results/seed04", "results"], "no such folder; did you mean results/seed004"),
 ])
 def test_an_argument_error_is_said_before_anything_heavy_loads(argv, says):
     """A mistyped command or folder is refused at once (under a second, not the seconds
     torch and transformers take to load), naming what was probably meant."""
     rc, err, heavy = _heavy_after(argv)
     assert rc == 2 and says in err, err
+    if argv[0] in COMMANDS:  # one error line, the last
+        assert [line for line in err.splitlines() if line.startswith("error: ")] == \
+            err.splitlines()[-1:], err
     assert heavy == [], heavy

@@ -119,17 +119,24 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     naming the file or folder at fault (missing, damaged, read-only, locked) and no
     traceback, or 130 after Ctrl-C with one line and no traceback."""
     args = build_parser(prog).parse_args(argv)
+    from toposig.report.output import FigureOutput
     from toposig.run.missing import missing_folder_error
 
-    if problem := missing_folder_error(args.results):  # before torch loads: at once
-        print(f"error: {problem}", file=sys.stderr)
+    try:  # before torch and the analysis load: said at once
+        if problem := missing_folder_error(args.results):
+            raise ValueError(problem)
+        check_seed(args.analysis_seed, "--analysis-seed")
+        if args.design_runs < 0:
+            raise ValueError(f"--design-runs must be 0 or more, got {args.design_runs}")
+        output = FigureOutput.from_options(args.formats, args.dpi)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     setup_logging(args.verbose)
     from toposig.analysis.compute import summary_lines
     from toposig.analyze import analyze
     from toposig.files.locks import FolderLockedError, exclusive
     from toposig.report.figures import figures_not_drawn
-    from toposig.report.style import FigureOutput
     from toposig.run.aggregates import rebuild_if_stale
     from toposig.run.results_folder import (
         ResultsMissingError,
@@ -142,10 +149,6 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
 
     results = Path(args.results)
     try:
-        check_seed(args.analysis_seed, "--analysis-seed")  # before the records are read
-        if args.design_runs < 0:
-            raise ValueError(f"--design-runs must be 0 or more, got {args.design_runs}")
-        output = FigureOutput.from_options(args.formats, args.dpi)
         tables = [results / "data" / f"results_table.{fmt}" for fmt in dict.fromkeys(args.export)]
         for table in tables:  # before anything is written
             if problem := export_problem(table):

@@ -16,6 +16,7 @@ Prints the table; with --json FILE also writes {"default_method", "rows": [{"mod
 
 from __future__ import annotations
 
+import argparse
 import math
 import sys
 from pathlib import Path
@@ -119,8 +120,39 @@ def table_lines(result: dict) -> list[str]:
     return lines
 
 
+def check_arguments(args: argparse.Namespace) -> list[float]:
+    """The cutoffs ``--fractions`` gives, once the folders and the numbers are checked
+    (without the analysis: each folder exists, the fractions and gains are in range).
+
+    Raises:
+        ValueError: naming the folder that is missing (and the nearest ones) or the value.
+    """
+    from toposig.run.missing import missing_folder_error
+
+    for folder in args.folders:
+        if problem := missing_folder_error(folder):
+            raise ValueError(problem)
+    try:
+        fractions = [float(x) for x in args.fractions.split(",") if x.strip()]
+    except ValueError:
+        fractions = []
+    if not fractions or not all(0 < f < 1 for f in fractions) or \
+            len(set(fractions)) != len(fractions):
+        raise ValueError(f"--fractions must be distinct numbers between 0 and 1, got "
+                         f"{args.fractions!r}")
+    for name, value in (("--min-gain", args.min_gain), ("--noise", args.noise)):
+        if value is not None and not (math.isfinite(value) and value >= 0):
+            raise ValueError(f"{name} must be a finite number >= 0, got {value}")
+    return fractions
+
+
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     args = build_parser(prog).parse_args(argv)
+    try:  # before the analysis loads: said at once
+        fractions = check_arguments(args)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     from toposig.analysis import backtest
     from toposig.analysis.feature_sets import PREDICTION_FEATURES
     from toposig.files.atomic import atomic_write_json
@@ -128,14 +160,6 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     from toposig.run.results_folder import ResultsMissingError
 
     try:
-        fractions = [float(x) for x in args.fractions.split(",") if x.strip()]
-        if not fractions or not all(0 < f < 1 for f in fractions) or \
-                len(set(fractions)) != len(fractions):
-            raise ValueError(f"--fractions must be distinct numbers between 0 and 1, got "
-                             f"{args.fractions!r}")
-        for name, value in (("--min-gain", args.min_gain), ("--noise", args.noise)):
-            if value is not None and not (math.isfinite(value) and value >= 0):
-                raise ValueError(f"{name} must be a finite number >= 0, got {value}")
         series = load_series(args.folders)
         from toposig.progress import tqdm
 

@@ -52,14 +52,9 @@ def build_parser(prog: str | None = None) -> CommandParser:
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     args = build_parser(prog).parse_args(argv)
-    setup_logging(args.verbose)
-    from toposig.config import SettingsError
-    from toposig.model.embedding import analyse_checkpoint
-    from toposig.run.plan import plan_run
-    from toposig.run.store import DamagedResultsError, ResultStore, clean_floats
-    from toposig.sources.checkpoints import SeriesError
+    from toposig.sources.checkpoints import SeriesError, check_model_name
 
-    try:
+    try:  # before torch loads: said at once
         settings = settings_from_args(args)
         embedding = EmbeddingFamily.from_args(args, settings)
         if not args.models:
@@ -69,7 +64,19 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
             raise ValueError(f"extract measures one checkpoint; --models names "
                              f"{len(args.models)} ({' '.join(args.models)}): use "
                              "toposig run for several")
-        plan = plan_run(args.models, selection_from_args(args), settings,
+        selection = selection_from_args(args)
+        check_model_name(args.models[0])
+    except input_errors() as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    setup_logging(args.verbose)
+    from toposig.config import SettingsError
+    from toposig.model.embedding import analyse_checkpoint
+    from toposig.run.plan import plan_run
+    from toposig.run.store import DamagedResultsError, ResultStore, clean_floats
+
+    try:
+        plan = plan_run(args.models, selection, settings,
                         signatures=(embedding.family,),
                         family_settings={embedding.name: embedding})
         if len(plan.checkpoints) != 1:

@@ -115,14 +115,23 @@ def add_executor_options(p: argparse.ArgumentParser) -> None:
                         "current one is analysed")
 
 
-def executor_from_args(args: argparse.Namespace):
-    """The executor the options ask for; raises ValueError/ImportError before any work."""
-    from toposig.run.executors import make_executor
+def check_executor_options(args: argparse.Namespace) -> None:
+    """Refuse Ray's options without ``--executor ray`` (imports nothing).
 
+    Raises:
+        ValueError: naming them.
+    """
     if args.executor != "ray" and (args.ray_address or args.gpus_per_task
                                    or args.cpus_per_task != 1.0):
         raise ValueError("--ray-address, --cpus-per-task and --gpus-per-task apply to "
                          "--executor ray only")
+
+
+def executor_from_args(args: argparse.Namespace):
+    """The executor the options ask for; raises ValueError/ImportError before any work."""
+    from toposig.run.executors import make_executor
+
+    check_executor_options(args)
     return make_executor(args.executor, evict=args.evict, prefetch=not args.no_prefetch,
                          ray_address=args.ray_address, cpus_per_task=args.cpus_per_task,
                          gpus_per_task=args.gpus_per_task)

@@ -20,7 +20,7 @@ from pathlib import Path
 from toposig.cli.options import setup_logging
 from toposig.cli.parser import CommandParser, help_text
 from toposig.defaults import DPI
-from toposig.files.names import escape
+from toposig.files.names import escape, folder_name
 
 EXAMPLES = (
     "results/my-run",
@@ -58,8 +58,6 @@ def build_parser(prog: str | None = None) -> CommandParser:
 def run_names(folders: list[Path], names: str | None) -> list[str]:
     """The runs' names: ``--names`` split on commas, else the folders' names; refused when
     they are not one per folder or not all different."""
-    from toposig.results import folder_name
-
     chosen = ([n.strip() for n in names.split(",")] if names is not None
               else [folder_name(f) for f in folders])
     if len(chosen) != len(folders):
@@ -106,20 +104,29 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     """``toposig plot``: returns 0, or 2 with one ``error:`` line (a folder missing or
     damaged, an unknown figure, names that collide, an --out that is a file)."""
     args = build_parser(prog).parse_args(argv)
+    from toposig.report.output import FigureOutput
+    from toposig.run.missing import missing_folder_error
+
+    folders = [Path(f) for f in [*args.folders, *args.compare]]
+    try:  # before matplotlib and the analysis load: said at once
+        if not folders:
+            raise ValueError("give a results folder, or --compare A B")
+        for folder in folders:
+            if problem := missing_folder_error(folder):
+                raise ValueError(problem)
+        names = run_names(folders, args.names)
+        output = FigureOutput.from_options(args.formats, args.dpi)
+        out = output_folder(args.out, names, folders)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     setup_logging(args.verbose)
     from toposig.report.figures import ALL_FIGURES, save_compared
-    from toposig.report.style import FigureOutput
     from toposig.results import open_results
     from toposig.run.store import DamagedResultsError
 
-    folders = [Path(f) for f in [*args.folders, *args.compare]]
     try:
-        if not folders:
-            raise ValueError("give a results folder, or --compare A B")
-        names = run_names(folders, args.names)
         wanted = chosen_figures(args.figures)
-        output = FigureOutput.from_options(args.formats, args.dpi)
-        out = output_folder(args.out, names, folders)
         runs = [open_results(f, name) for f, name in zip(folders, names, strict=True)]
         written, skipped = [], []
         for name in wanted or list(ALL_FIGURES):

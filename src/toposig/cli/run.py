@@ -41,6 +41,7 @@ from toposig.cli.options import (
     add_family_options,
     add_run_options,
     add_step_options,
+    check_executor_options,
     executor_from_args,
     family_settings_from_args,
     input_errors,
@@ -162,6 +163,11 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     and the aggregates rewritten)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser(prog).parse_args(argv)
+    try:
+        check_arguments(args)  # before torch loads: a mistyped value is said at once
+    except input_errors() as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     setup_logging(args.verbose)
     with sigterm_as_interrupt():
         try:
@@ -169,6 +175,43 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM, e.g. while a suite trains
             print(INTERRUPTED, file=sys.stderr)
             return interrupted_status(exc)
+
+
+def check_arguments(args: argparse.Namespace) -> None:
+    """Check what the options say that can be checked without torch, the Hub client or
+    the analysis (each in well under a second): the preset's file and ``--seeds``, the run
+    and family settings, the steps asked for, the executor's options, and that each
+    ``--models`` path exists (or can be a Hub id). :func:`_main` checks it all again, with
+    the same messages, and what needs the models themselves.
+
+    Raises:
+        One of :func:`~toposig.cli.options.input_errors`, naming the bad value.
+    """
+    from toposig.families.registry import default_names, weights_only_names
+    from toposig.model.preset_file import check_seeds, read_preset
+    from toposig.sources.checkpoints import check_model_name
+
+    task = None
+    if args.preset:
+        task = read_preset(args.preset).get("task")
+        check_seeds(args.seeds)
+    settings = settings_from_args(args)
+    signatures = signatures_from_args(args)
+    requested = signatures or (default_names() if args.preset
+                               else (*default_names(), *weights_only_names()))
+    if task is not None and args.texts is not None:
+        raise ValueError(f"--preset {args.preset} measures the task's own inputs "
+                         "(inputs.txt of its suite folder); leave out --texts")
+    family_settings_from_args(args, settings, requested)  # no family reads the texts
+    check_executor_options(args)
+    if args.seeds is not None and not args.preset:
+        raise ValueError("--seeds trains an ensemble of a --preset suite; without "
+                         "--preset there is nothing to train")
+    if args.preset and args.models:
+        raise ValueError("--preset trains and analyses its own models; leave out --models")
+    selection_from_args(args)
+    for model in args.models or ():
+        check_model_name(model)
 
 
 def _main(args: argparse.Namespace, argv: list[str], prog: str | None) -> int:

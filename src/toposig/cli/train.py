@@ -107,6 +107,11 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     143 after SIGTERM: the saved checkpoints are kept, and with ``--measure-out`` the
     measurements made so far with their aggregates)."""
     args = build_parser(prog).parse_args(argv)
+    try:
+        check_arguments(args)  # before torch loads: a mistyped value is said at once
+    except ValueError as exc:  # SettingsError and TrainingConfigError among them
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     setup_logging(args.verbose)
     with sigterm_as_interrupt():
         try:
@@ -115,6 +120,26 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
             print("\ninterrupted: every saved checkpoint is kept; rerun the same command to "
                   "resume from the last one", file=sys.stderr)
             return interrupted_status(exc)
+
+
+def check_arguments(args: argparse.Namespace) -> None:
+    """Check, without torch, the preset's file, ``--seeds`` and, with ``--measure-out``,
+    the families and ``--measure-every`` (:func:`_main` checks them again, with the same
+    messages, and the suite's settings).
+
+    Raises:
+        TrainingConfigError, SettingsError: naming the bad value.
+    """
+    from toposig.config import SettingsError
+    from toposig.families.registry import parse_signatures
+    from toposig.model.preset_file import check_seeds, read_preset
+
+    read_preset(args.preset)
+    check_seeds(args.seeds)
+    if args.measure_out:
+        parse_signatures(args.measure_signatures)
+        if args.measure_every is not None and args.measure_every < 1:
+            raise SettingsError(f"--measure-every must be at least 1, got {args.measure_every}")
 
 
 def _main(args: argparse.Namespace) -> int:

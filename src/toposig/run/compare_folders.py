@@ -24,6 +24,7 @@ from pathlib import Path
 
 from toposig.analysis.compare import ResultsContent, document_problem
 from toposig.files.atomic import read_json
+from toposig.run.missing import nearest_folders
 from toposig.run.store import DamagedResultsError
 
 __all__ = ["load_results_folder", "read_comparable", "NotAResultsFolderError",
@@ -75,7 +76,9 @@ def load_results_folder(root: str | Path) -> ResultsContent:
     """
     root = Path(root)
     if not root.exists():
-        raise NotAResultsFolderError(f"{root}: no such folder")
+        near = nearest_folders(root)
+        raise NotAResultsFolderError(f"{root}: no such folder" + (
+            f"; did you mean {' or '.join(near)}?" if near else ""))
     if not root.is_dir():
         raise NotAResultsFolderError(f"{root}: not a folder (give a results folder, such "
                                      "as results/)")
