@@ -112,6 +112,62 @@ def test_second_run_skips_everything(full_run, tiny_series):
     assert stable(records_of(out)) == before
 
 
+def test_dry_run_prints_the_plan_and_writes_nothing(tiny_series, wikitext_dir, tmp_path,
+                                                    capsys, monkeypatch):
+    """``--dry-run``: the plan (models x checkpoints x families) and a rough estimate,
+    exit 0, no results folder made and no model loaded."""
+    from toposig.run import tasks
+
+    def refused(*args, **kwargs):
+        raise AssertionError("a dry run loaded a model")
+
+    monkeypatch.setattr(tasks, "load_model", refused)
+    monkeypatch.setattr(embedding_stage, "load_model", refused)
+    out = tmp_path / "results" / "new"
+    code = run_experiments.main(["--models", str(tiny_series), "--out", str(out),
+                                 "--dry-run", *FAST])
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    assert not out.exists() and not out.parent.exists()
+    assert ("plan: 1 model(s) x 3 checkpoint(s) x 2 families (embedding, weights) = 6 "
+            f"measurement(s) of 3 checkpoint(s), into {out}") in printed
+    assert "already done (skipped): 0; to compute: 6 (embedding 3, weights 3)" in printed
+    assert "estimate: about " in printed and "rough" in printed
+    assert "docs/performance.md" in printed and "dry run: nothing was loaded" in printed
+
+
+def test_a_dry_run_of_a_preset_trains_nothing_and_writes_nothing(tmp_path, capsys):
+    """With --preset, the plan comes from the preset's schedule: nothing is trained, and
+    neither the suite folder (not even a task's inputs.txt) nor --out is made."""
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    assert run_experiments.main(["--preset", "grokking", "--suite-dir", str(runs),
+                                 "--out", str(out), "--dry-run"]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("plan: 8 model(s) x 41 checkpoint(s) x 2 families")
+    assert f"first trains 8 of 8 run(s) into {runs / 'grokking'}" in printed
+    assert not runs.exists() and not out.exists()
+
+
+def test_a_run_prints_its_plan_and_a_dry_run_counts_what_is_done(full_run, tiny_series,
+                                                                 capsys):
+    """A run prints its plan before it starts; a dry run of a finished folder says every
+    checkpoint is done and skipped, with nothing left to estimate, and changes nothing."""
+    out, _ = full_run
+    before = sorted(p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file())
+    capsys.readouterr()
+    assert run_experiments.main(["--models", str(tiny_series), "--out", str(out),
+                                 "--dry-run"]) == 0
+    printed = capsys.readouterr().out
+    assert "already done (skipped): 6; to compute: 0" in printed
+    assert "estimate" not in printed
+    assert sorted(p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()) == before
+    assert run_experiments.main(["--models", str(tiny_series), "--out", str(out),
+                                 "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("plan: 1 model(s) x 3 checkpoint(s) x 2 families")
+    assert "already done (skipped): 6; to compute: 0" in printed
+
+
 def test_a_checkpoint_replaced_in_place_is_analysed_again(tiny_series, wikitext_dir, tmp_path,
                                                           tokenizer_file):
     series = tmp_path / "series"

@@ -56,7 +56,7 @@ from toposig.defaults import EXPERIMENT_A_MODELS, preset_names
 EXAMPLES = (
     "--preset tiny --out results/tiny",
     "--models runs/my-run --out results/my-run",
-    "--models EleutherAI/pythia-70m --steps 1000 143000 --out results/pythia",
+    "--models EleutherAI/pythia-70m --steps 1000 143000 --out results/pythia --dry-run",
     "--models runs/my-run --signatures weights --out results/my-run-weights",
 )
 
@@ -98,6 +98,10 @@ def build_parser(prog: str | None = None) -> CommandParser:
                         "has the union, computed for every checkpoint it holds")
     o.add_argument("--force", action="store_true",
                    help="recompute checkpoints that already have a finished record")
+    o.add_argument("--dry-run", action="store_true",
+                   help="print the plan (models x checkpoints x families, how many are done "
+                        "already and skipped) and a rough time estimate, then stop: no model "
+                        "is loaded or trained, nothing is written")
     d = p.add_argument_group("display")
     d.add_argument("--no-progress", action="store_true", help="no progress bar")
     d.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -241,8 +245,9 @@ def _main(args: argparse.Namespace, argv: list[str], prog: str | None) -> int:
             if args.texts is not None:
                 raise ValueError(f"--preset {args.preset} measures the task's own inputs "
                                  "(inputs.txt of its suite folder); leave out --texts")
-            settings = replace(settings, texts=str(preset.write_inputs(
-                Path(args.suite_dir) / preset.name)), n_texts=preset.n_texts)
+            if not args.dry_run:  # which writes nothing
+                settings = replace(settings, texts=str(preset.write_inputs(
+                    Path(args.suite_dir) / preset.name)), n_texts=preset.n_texts)
         given = family_settings_from_args(args, settings, requested)
         weights = given.get(WeightsFamily.name)
         if is_task(preset) and weights is not None and not (weights.include
@@ -269,6 +274,8 @@ def _main(args: argparse.Namespace, argv: list[str], prog: str | None) -> int:
             if args.models:
                 raise ValueError("--preset trains and analyses its own models; "
                                  "leave out --models")
+            if args.dry_run:
+                return _dry_run_preset(args, preset, requested)
             suite = preset
             names = run_names(suite)  # every seed of every model
             families = set(requested)
@@ -288,6 +295,8 @@ def _main(args: argparse.Namespace, argv: list[str], prog: str | None) -> int:
             plan.suite = read_json(suite_dir / "config.json")
             plan.apply(terms)
             plan.check_cover(study, terms.replaces)  # the suite's steps are known now
+        elif args.dry_run:
+            return _dry_run(plan, args)
         else:
             lock.enter_context(exclusive(args.out, "results folder"))
         plan.command = recorded_command(argv, prog)
@@ -302,21 +311,69 @@ def _main(args: argparse.Namespace, argv: list[str], prog: str | None) -> int:
         return _run(plan, args, executor, prog, study)
 
 
+def _dry_run(plan, args: argparse.Namespace) -> int:
+    """``--dry-run``: print the plan of a checked run and its estimate; 0. The results
+    folder is read, not locked or written."""
+    from toposig.run.estimate import outline_lines
+    from toposig.run.pipeline import outline
+    from toposig.run.store import DamagedResultsError
+    from toposig.run.study import StudyMismatchError
+
+    try:
+        shape = outline(plan, args.out, force=args.force, extend=args.extend)
+    except (StudyMismatchError, DamagedResultsError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print("\n".join(outline_lines(shape)))
+    print("dry run: nothing was loaded or written; run the same command without --dry-run "
+          "to start")
+    return 0
+
+
+def _dry_run_preset(args: argparse.Namespace, preset, requested) -> int:
+    """``--dry-run`` with ``--preset``: the plan from the preset's own schedule (its runs
+    and checkpoint steps), whether each run is trained already, and the estimate of
+    measuring them; nothing is trained, loaded or written."""
+    from toposig.checkpoint_steps import scheduled_steps
+    from toposig.model.presets import run_names
+    from toposig.model.training import DONE_FILE
+    from toposig.run.estimate import RunOutline, outline_lines
+
+    names = run_names(preset)
+    suite = Path(args.suite_dir) / preset.name
+    n = len(scheduled_steps(preset.steps, preset.checkpoint_every,
+                            getattr(preset, "schedule", "regular")))
+    untrained = [name for name in names if not (suite / name / DONE_FILE).is_file()]
+    families = dict.fromkeys(map(str, requested), n * len(names))
+    shape = RunOutline(dict.fromkeys(names, n), families, dict(families), out=args.out,
+                       note=(f"first trains {len(untrained)} of {len(names)} run(s) into "
+                             f"{suite} (not in the estimate)" if untrained else
+                             f"trained already in {suite}")
+                       + f"; checkpoints with records in {args.out} are skipped",
+                       done_known=False)
+    print("\n".join(outline_lines(shape)))
+    print("dry run: nothing was trained, loaded or written; run the same command without "
+          "--dry-run to start")
+    return 0
+
+
 def _run(plan, args: argparse.Namespace, executor, prog: str | None = None,
          study=None) -> int:
     """Execute a checked plan while the results folder is locked (``study``: the
     folder's, when the plan was reconciled with it already)."""
     from toposig.files.atomic import LinkedFolderError
+    from toposig.run.estimate import outline_lines
     from toposig.run.pipeline import execute, summary_lines
     from toposig.run.store import DamagedResultsError
     from toposig.run.study import StudyMismatchError
 
-    logger.info("%d checkpoints of %d model(s); %s; results under %s",
-                len(plan.checkpoints), len({c.label for c in plan.checkpoints}),
-                " and ".join(plan.all_families), args.out)
+    def announce(outline) -> None:
+        print("\n".join(outline_lines(outline)), flush=True)
+
     try:
         outcome = execute(plan, args.out, force=args.force, progress=not args.no_progress,
-                          executor=executor, extend=args.extend, study=study)
+                          executor=executor, extend=args.extend, study=study,
+                          announce=announce)
     except KeyboardInterrupt as exc:  # the aggregates were rewritten on the way out
         print(INTERRUPTED, file=sys.stderr)
         return interrupted_status(exc)

@@ -20,7 +20,7 @@ import logging
 import platform
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib import metadata
@@ -41,6 +41,7 @@ from toposig.records import (
     record_family,
     record_header,
 )
+from toposig.run.estimate import RunOutline, measured_seconds
 from toposig.run.executors import Executor, SerialExecutor
 from toposig.run.plan import RunPlan
 from toposig.run.store import (
@@ -181,7 +182,8 @@ def run_config(plan: RunPlan, outcome: RunOutcome, started: str,
 def execute(plan: RunPlan, out_dir: str | Path, force: bool = False,
             progress: bool = True, executor: Executor | None = None, *,
             extend: bool = False, refresh_first: bool = True,
-            study: Study | None = None) -> RunOutcome:
+            study: Study | None = None,
+            announce: Callable[[RunOutline], None] | None = None) -> RunOutcome:
     """Analyse every checkpoint of the plan, resuming from finished records.
 
     ``out_dir`` holds one study (:mod:`toposig.run.study`): a plan that brings a model the
@@ -202,7 +204,8 @@ def execute(plan: RunPlan, out_dir: str | Path, force: bool = False,
     The folder's study is read and the plan joins it here (:meth:`RunPlan.join`), once;
     a caller that did both itself while holding the folder's lock (the command line
     before it trains a ``--preset`` suite) passes the ``study`` it read, and it is not
-    read again.
+    read again. ``announce`` is given the run's shape (:func:`outline`'s) once the
+    finished records are read, before the first task.
 
     Raises:
         FolderLockedError: another process is writing to ``out_dir``.
@@ -214,27 +217,33 @@ def execute(plan: RunPlan, out_dir: str | Path, force: bool = False,
             plan.join(study, extend=extend)
         remove_stale_temporaries(out_dir)
         try:
-            return _execute(plan, study, force, progress, executor, refresh_first)
+            return _execute(plan, study, force, progress, executor, refresh_first,
+                            announce)
         finally:
             reload.forget()  # a series' model is kept for this run's checkpoints only
 
 
-def _execute(plan: RunPlan, held: Study, force: bool, progress: bool,
-             executor: Executor | None, refresh_first: bool) -> RunOutcome:
-    """:func:`execute` once the results folder is locked, checked and cleaned; ``held``
-    is the folder's study before this run."""
-    out_dir = held.folder
+@dataclass
+class _Pending:
+    """What a plan leaves to compute in a results folder, read from its records."""
+
+    study: Study  # the folder's study as this run will leave it
+    stores: dict[Family, ResultStore]
+    finished: list[dict[str, dict]]  # per checkpoint: family -> its finished record
+    tasks: list[Task]  # the checkpoints with a family to compute
+    replaced: int = 0  # finished records made from checkpoint files changed since
+    changed: set[str] = field(default_factory=set)  # the labels of those checkpoints
+
+
+def _pending(plan: RunPlan, held: Study, force: bool) -> _Pending:
+    """Read the finished records of ``held``'s folder for the plan's checkpoints (and
+    the study's other families, merged too); writes nothing."""
     previous = held.config if held.held else None
-    study = Study(out_dir, merge_study(previous, {
+    study = Study(held.folder, merge_study(previous, {
         "models": plan.models, "signatures": plan.all_families, "steps": {},
         **{registry.get(f).hash_key: h for f, h in plan.hashes.items()}}))
-    stores = {f: ResultStore(out_dir, h, f) for f, h in study.hashes.items()}
-    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    t0 = time.perf_counter()
-    outcome = RunOutcome(records=[])
-    finished: list[dict[str, dict]] = []
-    tasks: list[Task] = []
-    replaced, changed = 0, set()
+    stores = {f: ResultStore(held.folder, h, f) for f, h in study.hashes.items()}
+    pending = _Pending(study, stores, [], [])
     for i, ckpt in enumerate(plan.checkpoints):
         families = plan.families_of(i)
         done_here = {}
@@ -245,12 +254,65 @@ def _execute(plan: RunPlan, held: Study, force: bool, progress: bool,
             if rec is not None:
                 done_here[fam] = rec
             elif stale and fam in families:
-                replaced += 1
-                changed.add(ckpt.label)
-        finished.append(done_here)
+                pending.replaced += 1
+                pending.changed.add(ckpt.label)
+        pending.finished.append(done_here)
         todo = tuple(f for f in families if f not in done_here)
         if todo:
-            tasks.append(Task(i, ckpt, todo))
+            pending.tasks.append(Task(i, ckpt, todo))
+    return pending
+
+
+def _outline(plan: RunPlan, pending: _Pending, out_dir: str | Path) -> RunOutline:
+    """The run's shape (:mod:`toposig.run.estimate`) from what is pending."""
+    checkpoints: dict[str, int] = {}
+    families: dict[str, int] = {}
+    for i, ckpt in enumerate(plan.checkpoints):
+        checkpoints[ckpt.label] = checkpoints.get(ckpt.label, 0) + 1
+        for fam in plan.families_of(i):
+            families[fam] = families.get(fam, 0) + 1
+    todo = dict.fromkeys(families, 0)
+    for task in pending.tasks:
+        for fam in task.todo:
+            todo[fam] += 1
+    done: dict[str, list[dict]] = {}
+    for i, here in enumerate(pending.finished):
+        for fam in plan.families_of(i):
+            if fam in here:
+                done.setdefault(fam, []).append(here[fam])
+    return RunOutline(checkpoints, families, todo, measured_seconds(done), str(out_dir))
+
+
+def outline(plan: RunPlan, out_dir: str | Path, *, force: bool = False,
+            extend: bool = False) -> RunOutline:
+    """What :func:`execute` would do with the plan in ``out_dir``, without doing it
+    (``toposig run --dry-run``): the folder's study and records are read, not locked,
+    and nothing is written (a folder that does not exist stays so).
+
+    Raises:
+        StudyMismatchError: the plan does not belong to ``out_dir``'s study.
+    """
+    study = Study.load(out_dir)
+    plan.join(study, extend=extend)
+    return _outline(plan, _pending(plan, study, force), out_dir)
+
+
+def _execute(plan: RunPlan, held: Study, force: bool, progress: bool,
+             executor: Executor | None, refresh_first: bool,
+             announce: Callable[[RunOutline], None] | None = None) -> RunOutcome:
+    """:func:`execute` once the results folder is locked, checked and cleaned; ``held``
+    is the folder's study before this run."""
+    out_dir = held.folder
+    previous = held.config if held.held else None
+    pending = _pending(plan, held, force)
+    study, stores, finished, tasks = (pending.study, pending.stores, pending.finished,
+                                      pending.tasks)
+    replaced, changed = pending.replaced, pending.changed
+    if announce is not None:
+        announce(_outline(plan, pending, out_dir))
+    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    t0 = time.perf_counter()
+    outcome = RunOutcome(records=[])
     outcome.skipped = len(plan.checkpoints) - len(tasks)
     others = study.other_entries({(c.label, c.name) for c in plan.checkpoints})
     if replaced:
