@@ -208,9 +208,11 @@ def test_a_folder_of_pt_files_end_to_end(pt_series, tmp_path, no_texts, capsys):
         "step_from", "step_to", "weight_h0_wasserstein", "weight_h1_wasserstein"}
     figures = sorted(p.stem for p in (out / "plots").glob("*.png"))
     assert figures == ["controls_summary", "correlation_heatmap",
-                       "neural_persistence_evolution", "np_vs_loss_scatter", "phase_fits",
+                       "neural_persistence_evolution", "np_vs_loss_scatter",
                        "prediction_comparison", "training_curves",
                        "vr_persistence_evolution"]  # one model: no scaling figure
+    # five checkpoints: too few for a three-segment phase fit, and said so
+    assert "not drawn: phase_fits (needs 6 or more checkpoints" in capsys.readouterr().out
     assert analyze_results.main(["--results", str(out), "--target", "perplexity"]) == 2
 
 

@@ -123,12 +123,12 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     from toposig.run.missing import missing_folder_error
 
     try:  # before torch and the analysis load: said at once
-        if problem := missing_folder_error(args.results):
-            raise ValueError(problem)
         check_seed(args.analysis_seed, "--analysis-seed")
         if args.design_runs < 0:
             raise ValueError(f"--design-runs must be 0 or more, got {args.design_runs}")
         output = FigureOutput.from_options(args.formats, args.dpi)
+        if problem := missing_folder_error(args.results):  # the arguments first, then the folder
+            raise ValueError(problem)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -35,6 +35,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from toposig.cli.options import (
     add_executor_options,
@@ -52,6 +53,9 @@ from toposig.cli.options import (
 )
 from toposig.cli.parser import CommandParser, help_text
 from toposig.defaults import EXPERIMENT_A_MODELS, preset_names
+
+if TYPE_CHECKING:
+    from toposig.config import RunSettings
 
 EXAMPLES = (
     "--preset tiny --out results/tiny",
@@ -168,25 +172,29 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser(prog).parse_args(argv)
     try:
-        check_arguments(args)  # before torch loads: a mistyped value is said at once
+        checked = check_arguments(args)  # before torch loads: a mistyped value is said at once
     except input_errors() as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     setup_logging(args.verbose)
     with sigterm_as_interrupt():
         try:
-            return _main(args, argv, prog)
+            return _main(args, argv, prog, checked)
         except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM, e.g. while a suite trains
             print(INTERRUPTED, file=sys.stderr)
             return interrupted_status(exc)
 
 
-def check_arguments(args: argparse.Namespace) -> None:
+def check_arguments(args: argparse.Namespace) -> tuple[RunSettings, dict]:
     """Check what the options say that can be checked without torch, the Hub client or
     the analysis (each in well under a second): the preset's file and ``--seeds``, the run
     and family settings, the steps asked for, the executor's options, and that each
     ``--models`` path exists (or can be a Hub id). :func:`_main` checks it all again, with
     the same messages, and what needs the models themselves.
+
+    Returns:
+        The run's settings and each requested family's, built once: :func:`_main` uses
+        them (a task's inputs, known only once its suite is written, build them again).
 
     Raises:
         One of :func:`~toposig.cli.options.input_errors`, naming the bad value.
@@ -206,7 +214,7 @@ def check_arguments(args: argparse.Namespace) -> None:
     if task is not None and args.texts is not None:
         raise ValueError(f"--preset {args.preset} measures the task's own inputs "
                          "(inputs.txt of its suite folder); leave out --texts")
-    family_settings_from_args(args, settings, requested)  # no family reads the texts
+    given = family_settings_from_args(args, settings, requested)  # no family reads the texts
     check_executor_options(args)
     if args.seeds is not None and not args.preset:
         raise ValueError("--seeds trains an ensemble of a --preset suite; without "
@@ -216,10 +224,13 @@ def check_arguments(args: argparse.Namespace) -> None:
     selection_from_args(args)
     for model in args.models or ():
         check_model_name(model)
+    return settings, given
 
 
-def _main(args: argparse.Namespace, argv: list[str], prog: str | None) -> int:
-    """:func:`main` once the options are parsed."""
+def _main(args: argparse.Namespace, argv: list[str], prog: str | None,
+          checked: tuple[RunSettings, dict]) -> int:
+    """:func:`main` once the options are parsed and checked (``checked``: the settings
+    :func:`check_arguments` built)."""
     from toposig.families.llc import LLCFamily
     from toposig.families.registry import default_names, weights_only_names
     from toposig.families.weights import WeightsFamily
@@ -237,7 +248,7 @@ def _main(args: argparse.Namespace, argv: list[str], prog: str | None) -> int:
     study = None  # the folder's study, when read here (before a suite trains)
     try:
         preset = with_seeds(load_preset(args.preset), args.seeds) if args.preset else None
-        settings = settings_from_args(args)
+        settings, given = checked
         signatures = signatures_from_args(args)
         requested = signatures or (default_names() if args.preset
                                    else (*default_names(), *weights_only_names()))
@@ -248,7 +259,7 @@ def _main(args: argparse.Namespace, argv: list[str], prog: str | None) -> int:
             if not args.dry_run:  # which writes nothing
                 settings = replace(settings, texts=str(preset.write_inputs(
                     Path(args.suite_dir) / preset.name)), n_texts=preset.n_texts)
-        given = family_settings_from_args(args, settings, requested)
+                given = family_settings_from_args(args, settings, requested)
         weights = given.get(WeightsFamily.name)
         if is_task(preset) and weights is not None and not (weights.include
                                                             or weights.exclude):

@@ -402,6 +402,10 @@ class SignatureFamily(Settings):
         relates_checkpoints: its features relate a model's checkpoints to each other
             (the drift's): a checkpoint's record holds what it measured (its arrays), and
             :meth:`relate` makes the features of a model's aggregate entries from them.
+        rough_seconds: the mean seconds per checkpoint of its records (``timings_s.total``)
+            on the project's small models (5K-184K parameters) in the committed results
+            folders, measured on a 2-core CPU: ``toposig run``'s rough estimate before a
+            run (:mod:`toposig.run.estimate`); ``None`` where no committed run has it.
     """
 
     name: ClassVar[str]
@@ -425,6 +429,7 @@ class SignatureFamily(Settings):
     over_training: ClassVar[tuple[str, ...]] = ()
     kept: ClassVar[tuple[str, ...]] = DEFAULT_KEPT
     loss_first: ClassVar[bool] = False
+    rough_seconds: ClassVar[float | None] = None
     current_features: ClassVar[tuple[str, ...]] = ()
     study_keys: ClassVar[tuple[str, ...]] = ()
     widening: ClassVar[Widening | None] = None

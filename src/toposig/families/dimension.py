@@ -50,6 +50,7 @@ class DimensionFamily(SignatureFamily):
     texts, at every analysed layer."""
 
     name: ClassVar[str] = "dimension"
+    rough_seconds: ClassVar[float | None] = 0.16
     options_title: ClassVar[str] = "dimension (intrinsic dimension of the hidden states)"
     order: ClassVar[int] = 95  # before the embedding, on the model in the run's precision
     texts: ClassVar[Texts] = Texts.ANALYSED

@@ -56,6 +56,7 @@ class DriftFamily(SignatureFamily):
     the previous and the last checkpoint's."""
 
     name: ClassVar[str] = "drift"
+    rough_seconds: ClassVar[float | None] = 0.13
     options_title: ClassVar[str] = "drift (representational similarity across checkpoints)"
     order: ClassVar[int] = 96  # before the embedding, on the model in the run's precision
     texts: ClassVar[Texts] = Texts.ANALYSED

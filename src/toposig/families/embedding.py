@@ -96,6 +96,7 @@ class EmbeddingFamily(SignatureFamily):
     encoder's masked-LM loss)."""
 
     name: ClassVar[str] = "embedding"
+    rough_seconds: ClassVar[float | None] = 0.55
     options_title: ClassVar[str] = "embedding (hidden-state homology and spectra)"
     settings_key: ClassVar[str] = "settings"
     hash_key: ClassVar[str] = "settings_hash"

@@ -52,6 +52,7 @@ class GradientsFamily(SignatureFamily):
     ``proj_dim`` dimensions."""
 
     name: ClassVar[str] = "gradients"
+    rough_seconds: ClassVar[float | None] = 0.51
     options_title: ClassVar[str] = ("gradients (per-example gradient topology; windows of "
                                     "--probe-length tokens from the --texts source)")
     settings_key: ClassVar[str] = "gradient_settings"

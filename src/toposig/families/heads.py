@@ -51,6 +51,7 @@ class HeadsFamily(SignatureFamily):
     random blocks of ``length`` tokens (drawn from ``tokens``) written twice."""
 
     name: ClassVar[str] = "heads"
+    rough_seconds: ClassVar[float | None] = 0.07
     options_title: ClassVar[str] = "heads (induction-head scores of every attention head)"
     order: ClassVar[int] = 35
     float32: ClassVar[bool] = True

@@ -71,6 +71,7 @@ class LandscapeFamily(SignatureFamily):
     every loss evaluation (``bench/bench_loss_probes.py --parts``)."""
 
     name: ClassVar[str] = "landscape"
+    rough_seconds: ClassVar[float | None] = 2.9
     options_title: ClassVar[str] = ("landscape (curvature and loss-surface topology; windows "
                                     "from the --texts source)")
     order: ClassVar[int] = 20

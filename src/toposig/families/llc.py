@@ -71,6 +71,7 @@ class LLCFamily(SignatureFamily):
     windows a step."""
 
     name: ClassVar[str] = "llc"
+    rough_seconds: ClassVar[float | None] = 17.7
     options_title: ClassVar[str] = ("llc (local learning coefficient by devinterp's SGLD; "
                                     "windows of --probe-length tokens from the --texts source)")
     settings_key: ClassVar[str] = "llc_settings"

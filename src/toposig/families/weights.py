@@ -125,6 +125,7 @@ class WeightsFamily(SignatureFamily):
     heavy-tail exponent), on the weights as stored."""
 
     name: ClassVar[str] = "weights"
+    rough_seconds: ClassVar[float | None] = 0.08
     options_title: ClassVar[str] = "weights (neural persistence, weight-row homology)"
     settings_key: ClassVar[str] = "weight_settings"
     hash_key: ClassVar[str] = "weights_hash"

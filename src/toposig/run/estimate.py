@@ -4,7 +4,7 @@ are done already (and skipped), and a rough estimate of the time the rest takes
 
 The estimate is rough. A family's seconds per checkpoint come, where they can, from
 this run's own finished records (measured on this machine, on these models); otherwise
-from :data:`ROUGH_SECONDS`, the mean seconds per checkpoint of the project's small
+from :func:`rough_seconds`, the mean seconds per checkpoint of the project's small
 models (5K-184K parameters) on the development machine's 2-core CPU, as the committed
 results folders record them (docs/performance.md has the benchmarks). A Pythia-scale
 model takes tens of times longer; a GPU shortens the model-bound families.
@@ -15,25 +15,21 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["ROUGH_SECONDS", "ROUGH_SOURCE", "RunOutline", "duration", "measured_seconds",
+__all__ = ["ROUGH_SOURCE", "rough_seconds", "RunOutline", "duration", "measured_seconds",
            "outline_lines"]
 
-ROUGH_SECONDS: dict[str, float] = {
-    # results/ (the tiny suite, 12K-184K parameters, 54 checkpoints; 2026-11-29)
-    "embedding": 0.55,
-    "weights": 0.08,
-    "landscape": 2.9,
-    "gradients": 0.51,
-    # results/induction (296 checkpoints; 2026-12-02); the LLC 5.2 s in results/grokking
-    # and 6.1-23.7 s in bench/bench_field_signatures.py
-    "llc": 17.7,
-    "heads": 0.07,
-    "dimension": 0.16,
-    "drift": 0.13,
-}
-"""Mean seconds per checkpoint of each family's records (their ``timings_s.total``) in
-the committed results folders: small models on a 2-core CPU. ``interlayer`` has no
-committed run, so no figure."""
+def rough_seconds(family: str) -> float | None:
+    """A family's rough seconds per checkpoint (its class's ``rough_seconds``: the mean of
+    its records in the committed results folders, small models on a 2-core CPU; results/
+    of 2026-11-29 for embedding, weights, landscape and gradients, results/induction of
+    2026-12-02 for the others), or ``None`` for a family without a committed run."""
+    from toposig.families import registry  # the families' classes: no torch
+
+    try:
+        return registry.get(family).rough_seconds
+    except KeyError:  # not registered in this process
+        return None
+
 
 ROUGH_SOURCE = ("the mean seconds per checkpoint of the project's small models on a "
                 "2-core CPU (committed results/, results/induction; docs/performance.md)")
@@ -81,7 +77,7 @@ class RunOutline:
         is not known (left out of it)."""
         total, unknown = 0.0, []
         for family, n in self.todo.items():
-            each = self.measured.get(family, ROUGH_SECONDS.get(family))
+            each = self.measured.get(family, rough_seconds(family))
             if each is None:
                 unknown.append(family)
             elif n:
@@ -129,9 +125,9 @@ def outline_lines(o: RunOutline) -> list[str]:
     for family in o.todo:
         if family in unknown or not o.todo[family]:
             continue
-        each = o.measured.get(family, ROUGH_SECONDS.get(family))
+        each = o.measured.get(family, rough_seconds(family))
         parts.append(f"{family} {each:.2g} s" + ("*" if family in o.measured else ""))
-    sources = [ROUGH_SOURCE] if any(f not in o.measured and f in ROUGH_SECONDS
+    sources = [ROUGH_SOURCE] if any(f not in o.measured and rough_seconds(f) is not None
                                     for f in o.todo if o.todo[f]) else []
     if o.measured:
         sources.insert(0, "* measured on this folder's finished records")
