@@ -46,7 +46,7 @@ def test_the_heatmap_says_it_describes_and_does_not_test():
     drawn = plots.plot_correlation_heatmap.plot(records, synthetic_statistics(records))
     title = " ".join(" ".join(titles(drawn)).split())  # the title's lines as one
     assert "raw correlations over all checkpoints: a description, not a test" in title
-    assert "controls_summary / summary.md C4" in title
+    assert "the calibrated tests are summary.md's table C4" in title
 
 
 def assert_inside(drawn) -> list[Text]:

@@ -623,8 +623,8 @@ def _heatmap_features(correlations: Correlations) -> list[tuple[str, list[str]]]
     return groups
 
 
-HEATMAP_CAVEAT = ("raw correlations over all checkpoints: a description, not a test; see "
-                  "controls_summary / summary.md C4 for the calibrated tests")
+HEATMAP_CAVEAT = ("raw correlations over all checkpoints: a description, not a test; the "
+                  "calibrated tests are summary.md's table C4")
 """The heatmap's subtitle: what its cells are, and where the tests are."""
 
 
