@@ -340,3 +340,35 @@ def test_the_performance_page_is_generated_from_bench(tmp_path, monkeypatch, cap
         page.render({"intro": ["x"], "notes": ["y"],
                      "rows": [{"what": "a", "figures": "1 s", "command": "b"},
                              {"what": "a", "figures": "1 s", "command": " "}]})
+
+
+# --- the README as a landing page (issue 60) ----------------------------------------------
+
+README_LINES = 150
+SENTENCE_WORDS = 50
+
+
+def long_sentences(page: Path, limit: int = SENTENCE_WORDS) -> list[str]:
+    """The prose sentences of ``page`` (code blocks and list-of-links lines left out)
+    longer than ``limit`` words, each as its first words."""
+    prose = "\n".join(text for _, text in paragraphs(page)
+                      if not text.lstrip().startswith(("<!--", "|")))
+    sentences = re.split(r"(?<=[.!?:;])\s+(?=[A-Z`*(\[])|\n\s*- ", prose)  # list items too
+    return [" ".join(s.split()[:8]) + " ..." for s in sentences if len(s.split()) > limit]
+
+
+def test_the_readme_is_a_landing_page():
+    """At most 150 lines, no sentence over 50 words, no dated measurement: the numbers
+    are in docs/, which it links."""
+    readme = PROJECT / "README.md"
+    text = readme.read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= README_LINES
+    assert long_sentences(readme) == []
+    assert not DATE.search(text), DATE.search(text)
+
+
+def test_the_landing_page_check_finds_a_long_sentence(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("Short one. " + " ".join(["word"] * 60) + ".\n\n```bash\n"
+                    + " ".join(["code"] * 80) + "\n```\n")
+    assert len(long_sentences(page)) == 1

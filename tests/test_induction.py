@@ -207,7 +207,7 @@ def test_a_small_induction_run_trains_measures_and_analyses(wikitext_dir, tmp_pa
 
 
 def test_the_readme_commands_parse_and_name_the_preset():
-    """README.md's induction block parses with the commands' own parsers."""
+    """docs/analysis.md's induction block parses with the commands' own parsers."""
     import re
     import shlex
     from pathlib import Path
@@ -215,7 +215,8 @@ def test_the_readme_commands_parse_and_name_the_preset():
     from toposig.cli.analyze import build_parser as analyze_parser
     from toposig.cli.run import build_parser as run_parser
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[1] / "docs" / "analysis.md").read_text(
+        encoding="utf-8")
     block = next(b for b in re.findall(r"```bash\n(.*?)```", readme, flags=re.S)
                  if "--preset induction" in b)
     run_line, analyze_line = [ln.split("#")[0] for ln in block.splitlines() if ln.strip()]

@@ -539,7 +539,7 @@ def test_train_trains_a_task_preset_and_refuses_to_measure_it_live(tmp_path, cap
 
 
 def test_the_docs_ground_truth_is_one_and_the_readme_commands_parse():
-    """docs/analysis.md's example object is a sound ground truth, and README.md's
+    """docs/analysis.md's example object is a sound ground truth, and its
     positive-control block parses with the commands' own parsers and names the preset."""
     import re
     import shlex
@@ -553,7 +553,7 @@ def test_the_docs_ground_truth_is_one_and_the_readme_commands_parse():
     example = re.search(r"```json\n(.*?)```", doc.split("## Positive controls", 1)[1], re.S)
     truth = json.loads("{" + example.group(1).strip() + "}")["ground_truth"]
     assert ground_truth_problem(truth) is None
-    readme = (root / "README.md").read_text(encoding="utf-8")
+    readme = doc
     block = next(b for b in re.findall(r"```bash\n(.*?)```", readme, flags=re.S)
                  if "--preset grokking" in b)
     run_line, analyze_line = [ln.split("#")[0] for ln in block.splitlines() if ln.strip()]

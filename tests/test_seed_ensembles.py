@@ -239,7 +239,7 @@ def test_seeds_are_told_apart_and_merged_in_a_legend_only_past_its_size():
 
 
 def test_the_readme_ensemble_commands_name_real_presets_and_options():
-    """README.md's seed-ensemble block, read as written: every run_experiments.py line
+    """docs/analysis.md's seed-ensemble block, read as written: every run_experiments.py line
     parses with the command's own parser and names a preset that loads, with its seeds."""
     import re
     import shlex
@@ -247,7 +247,8 @@ def test_the_readme_ensemble_commands_name_real_presets_and_options():
 
     from toposig.cli.run import build_parser
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[1] / "docs" / "analysis.md").read_text(
+        encoding="utf-8")
     block = next(b for b in re.findall(r"```bash\n(.*?)```", readme, flags=re.S)
                  if "--preset ensemble" in b)
     lines = [ln.split("#")[0] for ln in block.splitlines() if "run_experiments.py" in ln]
