@@ -14,16 +14,19 @@ and the figures.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import math
 import os
-from collections.abc import Callable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
 from toposig.analysis import controls, correlations, phases, prediction, scaling
+from toposig.analysis.design_cache import DesignCache
 from toposig.analysis.ensembles import ensemble_analysis, first_seeds
 from toposig.analysis.feature_sets import PHASE_FEATURES, PREDICTION_FEATURES
 from toposig.analysis.ground_truth import positive_control_analysis
@@ -410,7 +413,9 @@ def compute_statistics(records: Sequence[Record | Mapping], target: str = "auto"
                        n_surrogates: int = controls.N_SURROGATES, *,
                        arrays: ArraysOf | None = None,
                        design_runs: int = controls.DESIGN_RUNS,
-                       seed_controls: str = "auto") -> Statistics:
+                       seed_controls: str = "auto",
+                       design_cache: DesignCache | None = None,
+                       progress: Callable[[str], None] | None = None) -> Statistics:
     """The statistics of ``records`` (the aggregate entries of the finished checkpoints):
     the content of ``data/statistics.json``, unrounded, as :class:`toposig.records.Statistics`.
 
@@ -435,6 +440,11 @@ def compute_statistics(records: Sequence[Record | Mapping], target: str = "auto"
             ``"all"``, every run; ``"auto"`` (the default), every run of a positive
             control (records with a ground truth, whose every run's transition is under
             test) and the first seeds otherwise.
+        design_cache: design checks of an earlier analysis
+            (:class:`toposig.analysis.design_cache.DesignCache`), reused where their
+            designs recur and added to; the statistics are the same with it as without.
+        progress: called with one line as each stage starts and ends (``toposig analyze``
+            logs them), and after each model's controls.
 
     Raises:
         ValueError: an explicit ``target`` that no record has; or ``arrays`` is ``None``
@@ -460,9 +470,36 @@ def compute_statistics(records: Sequence[Record | Mapping], target: str = "auto"
     families = feature_families(records)
     better = "higher" if higher_is_better(records, target) else "lower"
     has_embedding = any(r.arrays_file() for r in records)
-    ensembles = ensemble_analysis(records, correlations.feature_names(records),
-                                  controls.baselines_of, n_bootstrap=n_bootstrap, seed=seed)
-    positive = positive_control_analysis(records, correlations.feature_names(records))
+    say = progress or (lambda line: None)
+    stages = _Stages(say)
+    names = correlations.feature_names(records)
+    with stages("seed ensembles"):
+        ensembles = ensemble_analysis(records, names, controls.baselines_of,
+                                      n_bootstrap=n_bootstrap, seed=seed)
+    with stages("positive controls"):
+        positive = positive_control_analysis(records, names)
+    with stages("correlations"):
+        with_target = correlations.correlations_with_target(records, target)
+        by_target = {t: correlations.correlations_with_target(records, t)
+                     for t in TARGETS
+                     if t != target and any(r.measure(t) is not None for r in records)}
+    models = len(correlations.by_model(controlled_records))
+    with stages(f"controls ({len(names)} features x {models} models, their designs "
+                "simulated or reused)"):
+        controlled = controls.controlled_correlations(
+            controlled_records, feature_targets(records, names, target),
+            n_resamples=n_bootstrap, seed=seed, n_surrogates=n_surrogates,
+            design_runs=design_runs, design_cache=design_cache,
+            progress=lambda line: say(f"  controls: {line}"))
+    with stages("phases, stability, scaling and prediction"):
+        phases = phase_analysis(records)
+        stability = stability_analysis(records)
+        scaling = scaling_analysis(records)
+        prediction = prediction_analysis(records)
+        prediction_features = prediction_by_feature(records)
+    with stages("Wasserstein distances between consecutive checkpoints"):
+        wasserstein = wasserstein_series(records, arrays) if has_embedding else {}
+        weight_wasserstein = weight_wasserstein_series(records, arrays)
     return Statistics.from_json(json_tree({
         "records_sha256": records_digest(records),
         "settings_hash": sorted({r.settings_hash for r in records} - {None}),
@@ -470,23 +507,16 @@ def compute_statistics(records: Sequence[Record | Mapping], target: str = "auto"
         "features": families,
         "target": target,
         "target_better": better,
-        "correlations": correlations.correlations_with_target(records, target),
-        "correlations_by_target": {
-            t: correlations.correlations_with_target(records, t)
-            for t in TARGETS if t != target and any(r.measure(t) is not None for r in records)
-        },
-        "controlled": controls.controlled_correlations(
-            controlled_records,
-            feature_targets(records, correlations.feature_names(records), target),
-            n_resamples=n_bootstrap, seed=seed, n_surrogates=n_surrogates,
-            design_runs=design_runs),
-        "phases": phase_analysis(records),
-        "stability": stability_analysis(records),
-        "scaling": scaling_analysis(records),
-        "prediction": prediction_analysis(records),
-        "prediction_by_feature": prediction_by_feature(records),
-        "wasserstein": wasserstein_series(records, arrays) if has_embedding else {},
-        "weight_wasserstein": weight_wasserstein_series(records, arrays),
+        "correlations": with_target,
+        "correlations_by_target": by_target,
+        "controlled": controlled,
+        "phases": phases,
+        "stability": stability,
+        "scaling": scaling,
+        "prediction": prediction,
+        "prediction_by_feature": prediction_features,
+        "wasserstein": wasserstein,
+        "weight_wasserstein": weight_wasserstein,
         **({"ensembles": ensembles} if ensembles else {}),  # only a study with seeds
         **({"positive_controls": positive} if positive else {}),  # a stated ground truth
         "notes": {
@@ -534,6 +564,20 @@ def compute_statistics(records: Sequence[Record | Mapping], target: str = "auto"
                                          "(the seed's window)",
         },
     }))
+
+
+class _Stages:
+    """``with stages(name):`` says the stage's start and, with its seconds, its end."""
+
+    def __init__(self, say: Callable[[str], None]) -> None:
+        self.say = say
+
+    @contextlib.contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        self.say(f"{name} ...")
+        start = time.perf_counter()
+        yield
+        self.say(f"{name}: {time.perf_counter() - start:.1f} s")
 
 
 def summary_lines(statistics: Statistics | Mapping, top: int = 8) -> list[str]:

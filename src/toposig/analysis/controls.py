@@ -41,13 +41,15 @@ Pure functions on arrays and records.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats as sps
 
-from toposig.analysis import correlations, inference, trend_controls
+from toposig.analysis import correlations, design_cache, inference, trend_controls
 from toposig.analysis.correlations import MIN_POINTS, by_model, correlation, feature_values
+from toposig.analysis.design_cache import DesignCache
 from toposig.records import Record
 
 ALPHA = 0.05
@@ -182,7 +184,9 @@ def holm(pvalues: Sequence[float | None]) -> list[float | None]:
 def controlled_correlations(records: Sequence[Record], targets: dict[str, str],
                             n_resamples: int = N_BOOTSTRAP, seed: int = 0,
                             n_surrogates: int = N_SURROGATES,
-                            design_runs: int = DESIGN_RUNS) -> dict:
+                            design_runs: int = DESIGN_RUNS,
+                            design_cache: DesignCache | None = None,
+                            progress: Callable[[str], None] | None = None) -> dict:
     """Every feature × model correlation with its target, under each control.
 
     Args:
@@ -192,6 +196,12 @@ def controlled_correlations(records: Sequence[Record], targets: dict[str, str],
         n_resamples: bootstrap resamples per correlation.
         seed: seeds the bootstrap and the surrogates (each test gets its own stream).
         n_surrogates: surrogates per detrended and partial-first-difference p-value.
+        design_runs: simulated null runs of each test's design (0: none).
+        design_cache: design checks from an earlier analysis, by what determines them
+            (:mod:`toposig.analysis.design_cache`): a design whose checks it holds is not
+            simulated again, and the checks made here are added to it. The result is the
+            same with it as without.
+        progress: called with a line of progress after each model's tests.
 
     Returns:
         ``{"per_model": {label: {feature: entry}}, "pooled": {feature: entry},
@@ -211,38 +221,43 @@ def controlled_correlations(records: Sequence[Record], targets: dict[str, str],
         model's quality is monotone in its step, because models differ at equal steps.
     """
     groups = by_model(records)
+    cache = design_cache if design_cache is not None else DesignCache()
     per_model: dict[str, dict[str, dict]] = {}
     flat: list[dict] = []
-    # each within-model trend test's simulated design, and whether it is calibrated there
-    sims_of: dict[tuple[str, str, str], inference.Draws] = {}
-    rule_of: dict[tuple[str, str, str], str | None] = {}
+    # each within-model trend test's design (simulated only when a check is not cached),
+    # and whether it is calibrated there
+    designs = _Designs(design_runs, cache)
     usable: dict[tuple[str, str, str], bool] = {}
-    checks: list[tuple[dict, str, inference.Draws | None, str | None]] = []
+    checks: list[tuple[dict, str, _Check | None]] = []
     for m_index, (label, recs) in enumerate(groups.items()):
         per_model[label] = {}
         for f_index, (feature, target) in enumerate(targets.items()):
             stream = _stream(seed, m_index, f_index)
             entry = _controlled_entry([recs], feature, target, n_resamples, stream,
                                       n_surrogates)
-            design, sims = (_design_draws(recs, feature, target, stream, design_runs)
-                            if design_runs else (None, {}))
+            design = (inference.fit_design(feature_values(recs, feature),
+                                           [r.measure(target) for r in recs],
+                                           [r.step for r in recs])
+                      if design_runs else None)
             if design is not None:
                 entry["design_fit"] = design.summary()
+                designs.add((label, feature), design, stream)
             for kind in trend_controls.KINDS:
                 if entry[f"{kind}_r"] is None:
                     continue
                 key = (label, feature, kind)
-                rule_of[key] = inference.design_rule(kind, entry[f"{kind}_steps"],
-                                                     entry[f"{kind}_edf"], entry[f"{kind}_n"])
-                if kind in sims:
-                    sims_of[key] = sims[kind]
-                    usable[key] = inference.design_check(sims[kind],
-                                                         rule=rule_of[key]).calibrated
-                else:
-                    usable[key] = rule_of[key] is None
-                checks.append((entry, kind, sims.get(kind), rule_of[key]))
+                rule = inference.design_rule(kind, entry[f"{kind}_steps"],
+                                             entry[f"{kind}_edf"], entry[f"{kind}_n"])
+                check = None if design is None else _Check(((label, feature),), kind, rule)
+                usable[key] = (designs.check(check, 1)["status"] == inference.CALIBRATED
+                               if check is not None else rule is None)
+                checks.append((entry, kind, check))
             per_model[label][feature] = entry
             flat.append(entry)
+        if progress is not None:
+            progress(f"model {m_index + 1} of {len(groups)} ({label}): {len(targets)} "
+                     f"features tested; design checks {cache.hits} reused, "
+                     f"{designs.simulated} designs simulated")
     pooled: dict[str, dict] = {}
     if len(groups) > 1:
         for f_index, (feature, target) in enumerate(targets.items()):
@@ -253,10 +268,9 @@ def controlled_correlations(records: Sequence[Record], targets: dict[str, str],
                 use = [label for label in groups if usable.get((label, feature, kind))]
                 entry |= _pooled_trend_test(groups, use, feature, target, kind, seed,
                                             f_index, n_surrogates)
-                sims = [sims_of[(label, feature, kind)] for label in use
-                        if (label, feature, kind) in sims_of]
-                if entry[f"{kind}_r"] is not None and len(sims) == len(use):
-                    checks.append((entry, kind, inference.pooled_draws(sims), None))
+                members = tuple((label, feature) for label in use)
+                if entry[f"{kind}_r"] is not None and all(designs.has(m) for m in members):
+                    checks.append((entry, kind, _Check(members, kind, None, pooled=True)))
             pooled[feature] = entry
             flat.append(entry)
     n_tests_by_control = {}
@@ -270,15 +284,15 @@ def controlled_correlations(records: Sequence[Record], targets: dict[str, str],
             if control not in _TESTED[entry["scope"]]:
                 entry[out] = None
         n_tests_by_control[control] = sum(e[key] is not None for e in members)
-    for entry, kind, sims, rule in checks:
+    for entry, kind, check in checks:
         control = _CONTROL_OF[kind]
-        if sims is not None:
-            check = inference.design_check(sims, holm_tests=max(n_tests_by_control[control], 1),
-                                           rule=rule).to_json()
-        else:  # no simulation (design_runs=0): the rule alone
-            check = {"status": inference.UNCALIBRATED if rule else "not checked",
-                     "why": rule}
-        entry.setdefault("design", {})[control] = check
+        if check is not None:
+            made = designs.check(check, max(n_tests_by_control[control], 1))
+        else:  # no simulation (design_runs=0, or no design): the rule alone
+            rule = inference.design_rule(kind, entry[f"{kind}_steps"], entry[f"{kind}_edf"],
+                                         entry[f"{kind}_n"])
+            made = {"status": inference.UNCALIBRATED if rule else "not checked", "why": rule}
+        entry.setdefault("design", {})[control] = made
     for entry in flat:
         for kind in trend_controls.KINDS:  # only needed to check the design
             entry.pop(f"{kind}_steps", None)
@@ -327,20 +341,64 @@ _TESTED = {"model": set(CONTROLS),
 _CONTROL_OF = {"detrended": "detrended", "pfd": "partial_first_differences"}
 
 
-def _design_draws(recs: list[Record], feature: str, target: str, seed: int,
-                  design_runs: int) -> tuple[inference.Design | None,
-                                             dict[str, inference.Draws]]:
-    """One model's fitted design of a feature and its target, and the detrended and
-    partial-first-difference controls on simulations of it (``(None, {})`` where the
-    design is undefined)."""
-    design = inference.fit_design(feature_values(recs, feature),
-                                  [r.measure(target) for r in recs], [r.step for r in recs])
-    if design is None:
-        return None, {}
-    return design, {kind: inference.simulate_design(design, kind, seed,
-                                                    null_runs=design_runs,
-                                                    power_runs=max(design_runs // 2, 1))
-                    for kind in trend_controls.KINDS}
+@dataclass(frozen=True)
+class _Check:
+    """One design check to make: of one model's design (``members`` of one) or of the
+    pool of several models' (``members`` in the pool's order, ``rule`` ``None``), for
+    control ``kind``, given the design rule's verdict on the real data."""
+
+    members: tuple[tuple[str, str], ...]
+    kind: str
+    rule: str | None
+    pooled: bool = False
+
+
+class _Designs:
+    """The fitted designs of one analysis, by (model, feature), simulated only when a
+    check of theirs is not in the cache (each at most once)."""
+
+    def __init__(self, design_runs: int, cache: DesignCache) -> None:
+        self.design_runs = design_runs
+        self.cache = cache
+        self._design: dict[tuple[str, str], tuple[inference.Design, int]] = {}
+        self._key: dict[tuple[str, str], str] = {}
+        self._draws: dict[tuple[str, str], dict[str, inference.Draws]] = {}
+        self.simulated = 0
+
+    def add(self, member: tuple[str, str], design: inference.Design, seed: int) -> None:
+        self._design[member] = (design, seed)
+        self._key[member] = design_cache.design_key(design, seed, self.design_runs,
+                                                    self._power_runs)
+
+    def has(self, member: tuple[str, str]) -> bool:
+        return member in self._design
+
+    @property
+    def _power_runs(self) -> int:
+        return max(self.design_runs // 2, 1)
+
+    def _simulated(self, member: tuple[str, str], kind: str) -> inference.Draws:
+        if member not in self._draws:
+            design, seed = self._design[member]
+            self._draws[member] = {k: inference.simulate_design(
+                design, k, seed, null_runs=self.design_runs, power_runs=self._power_runs)
+                for k in trend_controls.KINDS}
+            self.simulated += 1
+        return self._draws[member][kind]
+
+    def check(self, check: _Check, holm_tests: int) -> dict:
+        """The design check's JSON (:meth:`toposig.records.controlled.DesignCheck.to_json`)
+        at a Holm family of ``holm_tests``: from the cache, else simulated and cached."""
+        keys = [self._key[m] for m in check.members]
+        key = (design_cache.pooled_key(keys, check.kind, holm_tests) if check.pooled
+               else design_cache.check_key(keys[0], check.kind, holm_tests, check.rule))
+        if (found := self.cache.get(key)) is not None:
+            return found
+        draws = [self._simulated(m, check.kind) for m in check.members]
+        sims = inference.pooled_draws(draws) if check.pooled else draws[0]
+        made = inference.design_check(sims, holm_tests=holm_tests, rule=check.rule).to_json()
+        self.cache.put(key, made)
+        return made
 
 
 def _pooled_trend_test(groups: dict[str, list[Record]], use: list[str], feature: str,

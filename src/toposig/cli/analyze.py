@@ -62,6 +62,10 @@ def build_parser(prog: str | None = None) -> CommandParser:
                    help="simulated null runs of each detrended and partial-difference test's "
                         "own design, for its calibration and power (half as many per "
                         "coupling); 0 skips them (default: %(default)s)")
+    a.add_argument("--fresh-designs", action="store_true",
+                   help="simulate every test's design again instead of reusing the checks "
+                        "of an earlier analysis (data/design_checks.json, kept by what "
+                        "determines them: the same statistics either way, the reuse faster)")
     a.add_argument("--seed-controls", choices=SEED_CONTROLS, default="auto",
                    help="in a seed ensemble (--seeds N), the seeds the within-model controls "
                         "(summary parts A to C) run on: the first of each model, or all; "
@@ -160,7 +164,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
                                           target=args.target, seed=args.analysis_seed,
                                           output=output,
                                           design_runs=args.design_runs,
-                                          seed_controls=args.seed_controls)
+                                          seed_controls=args.seed_controls,
+                                          reuse_designs=not args.fresh_designs)
             not_drawn = ({} if args.no_plots else  # the records, as plot_all was given them
                          figures_not_drawn(statistics, load_entries(results),
                                            arrays_reader(results)))
