@@ -54,7 +54,8 @@ def test_the_installed_package_carries_its_presets_and_is_not_the_checkout(insta
                          capture_output=True, text=True, env=outside(installed, tmp_path))
     where, presets, task = out.stdout.splitlines()
     assert Path(where).is_relative_to(installed)
-    assert presets == "['ensemble', 'ensemble-small', 'grokking', 'induction', 'seed004', 'tiny']"
+    assert presets == ("['ensemble', 'ensemble-small', 'grokking', 'induction', 'seed004', "
+                       "'smoke', 'tiny']")
     assert task == "ModularConfig InductionConfig"  # task presets, read by the installed package
     assert (installed / "toposig" / "py.typed").is_file()  # type checkers read its hints
 

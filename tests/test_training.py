@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -137,7 +138,7 @@ def test_inconsistent_settings_are_refused(bad, message):
 
 
 def test_unknown_preset_and_unknown_keys(tmp_path):
-    with pytest.raises(T.TrainingConfigError, match="unknown preset 'huge'.*seed004, tiny"):
+    with pytest.raises(T.TrainingConfigError, match="unknown preset 'huge'.*seed004, smoke, tiny"):
         T.load_suite_config("huge")
     f = tmp_path / "mine.json"
     f.write_text(json.dumps({"name": "x", "models": [], "learning_rate": 1}))
@@ -155,6 +156,36 @@ def test_presets_match_their_protocols():
     assert (seed.context, seed.batch_size, seed.steps, seed.lr, seed.weight_decay,
             seed.warmup, seed.clip, seed.seed) == (128, 64, 5000, 3e-3, 0.01, 200, 1.0, 42)
     assert len(T.checkpoint_steps(seed.steps, seed.checkpoint_every, seed.schedule)) == 51
+
+
+def test_the_smoke_preset_is_a_first_look(tmp_path, capsys):
+    """Issue 60: two small models, seven checkpoints each, and its plan says so before
+    anything is trained (bench/bench_offline_default.py --smoke times it: under 2 min)."""
+    from toposig.cli.main import main as toposig
+
+    smoke = T.load_suite_config("smoke")
+    params = [T.count_parameters(m, smoke) for m in smoke.models]
+    assert len(params) == 2 and min(params) > 5_000 and max(params) < 50_000
+    assert T.checkpoint_steps(smoke.steps, smoke.checkpoint_every, smoke.schedule) == [
+        0, 50, 100, 150, 200, 250, 300]
+    assert toposig(["run", "--preset", "smoke", "--out", str(tmp_path / "out"),
+                    "--suite-dir", str(tmp_path / "runs"), "--dry-run"]) == 0
+    assert "2 model(s) x 7 checkpoint(s)" in capsys.readouterr().out
+    assert not any(tmp_path.iterdir())
+    import re
+    import shlex
+
+    from toposig.cli.analyze import build_parser as analyze_parser
+    from toposig.cli.run import build_parser as run_parser
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "quickstart.md").read_text(
+        encoding="utf-8")  # its block, as written, names this preset and one folder
+    block = next(b for b in re.findall(r"```bash\n(.*?)```", page, flags=re.S)
+                 if "--preset smoke" in b)
+    run_line, analyze_line = [shlex.split(ln)[2:] for ln in block.splitlines() if ln.strip()]
+    args = run_parser().parse_args(run_line)
+    assert args.preset == "smoke"
+    assert analyze_parser().parse_args(analyze_line).results == args.out
 
 
 def test_corpus_too_short_for_one_batch_is_refused_before_training(tmp_path, monkeypatch):
