@@ -67,6 +67,14 @@ def test_a_committed_folder_opens_from_its_records_alone(folder, tmp_path):
     assert time.perf_counter() - t0 < 60
     assert sorted(p.relative_to(copy) for p in copy.rglob("*")) == before  # nothing written
     assert len(results.table()) > 0
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()  # a figure of the report, drawn into the notebook's own Axes
+    drawn = results.plot.training_curves(ax=ax)
+    assert drawn is not None
+    axes = drawn.get_axes() if hasattr(drawn, "get_axes") else [drawn]
+    assert any(a.get_lines() for a in axes)
+    plt.close(fig)
     # the entries built in memory are those a run (or analyze) writes from the records
     assert rebuild_if_stale(copy)
     written = json.loads(aggregate_path(copy).read_text())
